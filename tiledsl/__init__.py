@@ -1,0 +1,11 @@
+"""tiledsl: GPU kernels in plain Python with explicit tile patterns (mma.sync, fma, ld/st, ...)."""
+__version__ = "0.1.0"
+
+from .errors import CompilationError, KernelFault, LaunchError, TiledslError  # noqa: E402
+from .language import T  # noqa: E402
+from .jit import JITFunction, jit  # noqa: E402
+from .compiler import CompiledKernel  # noqa: E402
+from . import layout  # noqa: E402
+
+__all__ = ["jit", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError", "CompilationError",
+           "LaunchError", "KernelFault", "__version__"]

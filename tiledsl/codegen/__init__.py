@@ -1,0 +1,1 @@
+from .llvm import generate_llvm  # noqa: F401

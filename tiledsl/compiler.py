@@ -1,0 +1,84 @@
+"""The stages, in order: parse -> tile IR -> expand patterns -> LLVM IR -> PTX -> cubin. Every output is kept."""
+from __future__ import annotations
+
+import os
+import time
+
+from . import backend, config, ir
+from .expand import expand_kernel
+from .frontend.parser import Parser
+from .printer import kernel_str
+
+
+class CompiledKernel:
+    """A kernel compiled for one specialization and target: `.asm[stage]`, `.metadata`, and how to launch it."""
+
+    def __init__(self, name, sm, asm, metadata, signature, launch, cubin=None):
+        self.name = name
+        self.sm = sm
+        self.asm = asm
+        self.metadata = metadata
+        self.signature = signature          # [(name, kind, dtype, shape)] plus sizes
+        self.launch_spec = launch           # {"grid": [...], "block": [...]} with grid entries int or str expr
+        self.cubin = cubin
+        self.loaded = {}                    # device -> LoadedFunction
+        self.expanded_ir = None             # kept for the interpreter when compiled in this process
+
+    def __repr__(self) -> str:
+        return f"<CompiledKernel {self.name} sm_{self.sm} {self.metadata}>"
+
+
+def front(fn, constexprs, block=None, grid=None):
+    p = Parser(fn, constexprs, block_override=block, grid_override=grid)
+    k = p.parse()
+    return k, p
+
+
+def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cubin=True) -> CompiledKernel:
+    t0 = time.perf_counter()
+    k, parser = front(fn, constexprs, block, grid)
+    asm = {"tile": kernel_str(k)}
+    ek = expand_kernel(k, sm)
+    asm["expanded"] = kernel_str(ek)
+    from .codegen import generate_llvm
+    raw = generate_llvm(ek, sm)
+    opt_ir, ptx = backend.llvm_to_ptx(raw, sm)
+    asm["llvm"] = opt_ir
+    asm["ptx"] = ptx
+    t1 = time.perf_counter()
+    metadata = {"compile_ms_to_ptx": round((t1 - t0) * 1e3, 2)}
+    cubin = None
+    if want_cubin:
+        cubin, info, tool = backend.ptx_to_cubin(ptx, sm, k.name)
+        metadata.update(info)
+        metadata["assembler"] = tool
+        if cubin is not None:
+            s = backend.sass(cubin)
+            if s:
+                asm["sass"] = s
+    metadata.setdefault("shared_bytes", sum(st.size * st.dtype.nbytes for st in k.allocs if st.scope == "shared"))
+    sig = signature_of(k)
+    ck = CompiledKernel(k.name, sm, asm, metadata, sig, launch_of(k), cubin)
+    ck.expanded_ir = ek
+    dump = config.dump_dir()
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+        for stage, text in asm.items():
+            with open(os.path.join(dump, f"{k.name}.{stage}"), "w") as f:
+                f.write(text)
+    return ck
+
+
+def signature_of(k: ir.Kernel) -> list:
+    out = []
+    for p in k.params:
+        out.append({"name": p.name, "kind": p.kind, "dtype": p.dtype.name if p.dtype else None,
+                    "shape": list(p.shape)})
+    for name in k.sizes:
+        out.append({"name": name, "kind": "size", "dtype": "int32", "shape": []})
+    return out
+
+
+def launch_of(k: ir.Kernel) -> dict:
+    from .hosteval import serialize
+    return {"grid": [serialize(g) for g in k.launch.grid], "block": list(k.launch.block)}

@@ -1,0 +1,106 @@
+"""Scalar element types: one table that serves the front end, codegen, the runtime and the interpreter."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    bits: int
+    kind: str            # "int", "uint", "float", "bool"
+    ptx: str             # PTX scalar type suffix used in printed IR
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def nbytes(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def np(self):
+        return NUMPY[self.name]
+
+    def __call__(self, value):
+        # T.float32(0) inside a kernel is handled by the front end; on the host it makes a numpy scalar.
+        return NUMPY[self.name](value) if self.name != "bfloat16" else float(value)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+bool_ = DType("bool", 1, "bool", "pred")
+int8 = DType("int8", 8, "int", "s8")
+uint8 = DType("uint8", 8, "uint", "u8")
+int16 = DType("int16", 16, "int", "s16")
+uint16 = DType("uint16", 16, "uint", "u16")
+int32 = DType("int32", 32, "int", "s32")
+uint32 = DType("uint32", 32, "uint", "u32")
+int64 = DType("int64", 64, "int", "s64")
+uint64 = DType("uint64", 64, "uint", "u64")
+float16 = DType("float16", 16, "float", "f16")
+bfloat16 = DType("bfloat16", 16, "float", "bf16")
+float32 = DType("float32", 32, "float", "f32")
+float64 = DType("float64", 64, "float", "f64")
+
+ALL = [bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64]
+BY_NAME = {d.name: d for d in ALL}
+BY_NAME["float"] = float32
+BY_NAME["half"] = float16
+
+NUMPY = {
+    "bool": np.bool_, "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16,
+    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+    "float16": np.float16, "bfloat16": np.uint16, "float32": np.float32, "float64": np.float64,
+}
+
+# Same-width unsigned container, used when bits are moved without interpretation.
+BITS = {8: uint8, 16: uint16, 32: uint32, 64: uint64}
+
+
+def lookup(name) -> DType | None:
+    if isinstance(name, DType):
+        return name
+    if isinstance(name, str):
+        return BY_NAME.get(name)
+    return None
+
+
+def from_array_typestr(typestr: str) -> DType | None:
+    """Array-interface typestr ('<f4', '|u1', ...) to our dtype."""
+    kind, size = typestr[1], int(typestr[2:])
+    table = {("f", 2): float16, ("f", 4): float32, ("f", 8): float64,
+             ("i", 1): int8, ("i", 2): int16, ("i", 4): int32, ("i", 8): int64,
+             ("u", 1): uint8, ("u", 2): uint16, ("u", 4): uint32, ("u", 8): uint64, ("b", 1): bool_}
+    return table.get((kind, size))
+
+
+def promote(a: DType, b: DType) -> DType:
+    """Type of a binary arithmetic result of two typed operands (C-like, without widening below 32 bits)."""
+    if a == b:
+        return a
+    if a.is_float or b.is_float:
+        if not (a.is_float and b.is_float):
+            return a if a.is_float else b
+        if a.bits != b.bits:
+            return a if a.bits > b.bits else b
+        return float32          # f16 with bf16: no common 16-bit type
+    if a.kind == "bool":
+        return b
+    if b.kind == "bool":
+        return a
+    if a.bits != b.bits:
+        return a if a.bits > b.bits else b
+    return a if a.kind == "uint" else b

@@ -1,0 +1,47 @@
+"""The three exceptions users see, and the source location every IR node carries."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A place in the user's source: file, 1-based line, 0-based column, and the line's text."""
+    file: str
+    line: int
+    col: int
+    end_col: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+
+class TiledslError(Exception):
+    """Base class of every error tiledsl raises on purpose."""
+
+
+class CompilationError(TiledslError):
+    """Something is wrong in a kernel. The message shows the user's line and a caret under the culprit."""
+
+    def __init__(self, msg: str, loc: Loc | None = None):
+        self.msg = msg
+        self.loc = loc
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.loc is None:
+            return self.msg
+        loc = self.loc
+        width = max(1, (loc.end_col - loc.col) if loc.end_col > loc.col else 1)
+        stripped = loc.text.rstrip("\n")
+        caret = " " * loc.col + "^" * min(width, max(1, len(stripped) - loc.col))
+        return f"{loc}: error: {self.msg}\n    {stripped}\n    {caret}"
+
+
+class LaunchError(TiledslError):
+    """A call that cannot be launched: wrong arguments, device, configuration. Raised before any launch."""
+
+
+class KernelFault(TiledslError):
+    """A kernel stopped on a failed run-time check (debug bounds checks, interpreter faults)."""

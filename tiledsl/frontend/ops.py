@@ -1,0 +1,190 @@
+"""Typed scalar arithmetic for the front end: Python constants fold, IR expressions get C-like types.
+
+Python numbers are *weak*: they take the type of the typed operand they meet (an int literal with a float32
+expression becomes float32). Integer `//` and `%` keep Python's floor semantics; `/` is true division.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+from .. import dtypes as dt
+from .. import ir
+from ..errors import CompilationError
+
+ARITH = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "and", "or", "xor", "shl", "shr", "min", "max"}
+PY_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+          "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "and": operator.and_,
+          "or": operator.or_, "xor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
+          "min": min, "max": max}
+PY_CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+          "eq": operator.eq, "ne": operator.ne}
+
+
+def is_number(x) -> bool:
+    return isinstance(x, (int, float, bool)) and not isinstance(x, ir.Expr)
+
+
+def weak_dtype(x) -> dt.DType:
+    if isinstance(x, bool):
+        return dt.bool_
+    if isinstance(x, int):
+        return dt.int32 if -2**31 <= x < 2**31 else dt.int64
+    return dt.float32
+
+
+def const_of(x, dtype: dt.DType, loc) -> ir.Const:
+    """A Python number as a typed constant, refusing values the type cannot hold."""
+    if dtype.is_float:
+        if isinstance(x, float) and math.isnan(x):
+            return ir.Const(dtype, loc, x)
+        return ir.Const(dtype, loc, float(x))
+    if dtype.kind == "bool":
+        return ir.Const(dtype, loc, bool(x))
+    if isinstance(x, float):
+        if not x.is_integer():
+            raise CompilationError(f"{x!r} is not an integer; it cannot be a {dtype.name}", loc)
+        x = int(x)
+    lo, hi = (-(1 << (dtype.bits - 1)), 1 << (dtype.bits - 1)) if dtype.is_signed else (0, 1 << dtype.bits)
+    if not lo <= x < hi:
+        raise CompilationError(f"{x} does not fit in {dtype.name}", loc)
+    return ir.Const(dtype, loc, int(x))
+
+
+def to_expr(x, loc, dtype: dt.DType | None = None) -> ir.Expr:
+    if isinstance(x, ir.Expr):
+        return x
+    if not is_number(x):
+        raise CompilationError(f"expected a scalar value, got {describe(x)}", loc)
+    return const_of(x, dtype or weak_dtype(x), loc)
+
+
+def describe(x) -> str:
+    if isinstance(x, ir.Expr):
+        return f"a {x.dtype.name} value"
+    from ..views import View
+    if isinstance(x, View):
+        return f"the buffer view {x.describe()}"
+    if isinstance(x, tuple):
+        return "a tuple"
+    return f"{type(x).__name__} {x!r}"
+
+
+def _common(a, b, loc):
+    """Bring two operands to one dtype; at least one is an Expr."""
+    if isinstance(a, ir.Expr) and isinstance(b, ir.Expr):
+        t = dt.promote(a.dtype, b.dtype)
+        return convert(a, t, loc), convert(b, t, loc), t
+    e, w = (a, b) if isinstance(a, ir.Expr) else (b, a)
+    t = e.dtype
+    if isinstance(w, float) and not t.is_float:
+        t = dt.float32 if t.bits <= 32 else dt.float64
+        e = convert(e, t, loc)
+    if t.kind == "bool" and not isinstance(w, bool):
+        t = weak_dtype(w)
+        e = convert(e, t, loc)
+    wc = const_of(w, t, loc)
+    return (e, wc, t) if isinstance(a, ir.Expr) else (wc, e, t)
+
+
+def convert(x: ir.Expr, t: dt.DType, loc) -> ir.Expr:
+    if x.dtype == t:
+        return x
+    if isinstance(x, ir.Const):
+        return const_of(x.value, t, loc) if not (t.is_int and x.dtype.is_float) else ir.Cast(t, loc, x)
+    return ir.Cast(t, loc, x)
+
+
+def binop(op: str, a, b, loc):
+    if is_number(a) and is_number(b):
+        try:
+            return PY_OPS[op](a, b)
+        except (ZeroDivisionError, OverflowError, ValueError, TypeError) as e:
+            raise CompilationError(f"constant expression fails: {e}", loc) from None
+    for x in (a, b):
+        if not (is_number(x) or isinstance(x, ir.Expr)):
+            raise CompilationError(f"unsupported operand for '{op}': {describe(x)}", loc)
+    if op == "pow":
+        raise CompilationError("'**' is only supported between compile-time constants", loc)
+    if op == "div":
+        fa = a if not isinstance(a, ir.Expr) or a.dtype.is_float else convert(a, dt.float32, loc)
+        fb = b if not isinstance(b, ir.Expr) or b.dtype.is_float else convert(b, dt.float32, loc)
+        if is_number(fa):
+            fa = float(fa)
+        if is_number(fb):
+            fb = float(fb)
+        a, b = fa, fb
+    ea, eb, t = _common(a, b, loc)
+    if op in ("and", "or", "xor", "shl", "shr", "floordiv", "mod") and t.is_float and op not in ("floordiv", "mod"):
+        raise CompilationError(f"'{op}' needs integer operands, got {t.name}", loc)
+    if op in ("floordiv", "mod") and t.is_float:
+        raise CompilationError(f"'{'//' if op == 'floordiv' else '%'}' on floats is not supported", loc)
+    if op in ("shl", "shr", "and", "or", "xor") and t.kind == "bool" and op in ("shl", "shr"):
+        raise CompilationError("shifts need integer operands", loc)
+    if isinstance(eb, ir.Const) and op in ("floordiv", "mod") and eb.value == 0:
+        raise CompilationError("integer division by zero", loc)
+    return ir.Binary(t, loc, op, ea, eb)
+
+
+def compare(op: str, a, b, loc):
+    if is_number(a) and is_number(b):
+        return PY_CMP[op](a, b)
+    if op in ("eq", "ne") and not (is_number(a) or isinstance(a, ir.Expr)) and not (
+            is_number(b) or isinstance(b, ir.Expr)):
+        return PY_CMP[op](a, b)
+    for x in (a, b):
+        if not (is_number(x) or isinstance(x, ir.Expr)):
+            raise CompilationError(f"cannot compare {describe(x)}", loc)
+    ea, eb, _ = _common(a, b, loc)
+    return ir.Compare(dt.bool_, loc, op, ea, eb)
+
+
+def truth(x, loc):
+    """A condition: Python truthiness for constants, `!= 0` for non-bool expressions."""
+    if isinstance(x, ir.Expr):
+        if x.dtype.kind == "bool":
+            return x
+        return compare("ne", x, 0, loc)
+    if is_number(x) or x is None or isinstance(x, (str, tuple)):
+        return bool(x)
+    raise CompilationError(f"{describe(x)} cannot be used as a condition", loc)
+
+
+def unary(op: str, a, loc):
+    if is_number(a):
+        return {"neg": operator.neg, "pos": operator.pos, "not": operator.not_, "invert": operator.invert}[op](a)
+    if not isinstance(a, ir.Expr):
+        raise CompilationError(f"unsupported operand for unary '{op}': {describe(a)}", loc)
+    if op == "pos":
+        return a
+    if op == "not":
+        return ir.Unary(dt.bool_, loc, "not", truth(a, loc))
+    if op == "invert" and a.dtype.is_float:
+        raise CompilationError("'~' needs an integer operand", loc)
+    if op == "neg" and a.dtype.kind == "uint":
+        raise CompilationError(f"negating an unsigned {a.dtype.name} value", loc)
+    return ir.Unary(a.dtype, loc, op, a)
+
+
+def select(c, a, b, loc):
+    c = truth(c, loc)
+    if isinstance(c, bool):
+        return a if c else b
+    if is_number(a) and is_number(b):
+        t = dt.float32 if isinstance(a, float) or isinstance(b, float) else weak_dtype(a if abs(a) >= abs(b) else b)
+        return ir.Select(t, loc, c, const_of(a, t, loc), const_of(b, t, loc))
+    ea, eb, t = _common(a, b, loc)
+    return ir.Select(t, loc, c, ea, eb)
+
+
+def cast(x, t: dt.DType, loc):
+    """An explicit conversion (`T.cast`, `T.float32(x)`): value conversion, saturating like PTX cvt."""
+    if is_number(x):
+        if t.is_int and isinstance(x, float):
+            x = math.trunc(x)
+        return const_of(x, t, loc)
+    if not isinstance(x, ir.Expr):
+        raise CompilationError(f"cannot convert {describe(x)} to {t.name}", loc)
+    if x.dtype == t:
+        return x
+    return ir.Cast(t, loc, x)

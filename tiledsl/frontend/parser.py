@@ -1,0 +1,694 @@
+"""The front end: one AST visitor that turns a kernel's Python source into tile IR.
+
+It partially evaluates as it goes: compile-time values (ints, layouts, constexprs, `T.unroll` loop indices) stay
+Python values; anything that depends on run-time data becomes an IR expression. Every failure surfaces as a
+`CompilationError` at the user's line; compiler internals never reach the message.
+"""
+from __future__ import annotations
+
+import ast
+import builtins as _py
+
+from .. import dtypes as dt
+from .. import ir
+from .. import language as L
+from ..errors import CompilationError
+from ..layout import LayoutError
+from ..views import View
+from . import ops
+from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange
+from .source import Source
+
+BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+          ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
+          ast.LShift: "shl", ast.RShift: "shr"}
+CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+UNOPS = {ast.USub: "neg", ast.UAdd: "pos", ast.Not: "not", ast.Invert: "invert"}
+PY_BUILTINS = {"range", "min", "max", "abs", "int", "float", "bool", "len", "True", "False", "None"}
+
+
+class Poisoned:
+    """A name bound to a non-scalar inside run-time control flow: using it after that flow is an error."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class _Unsupported(Exception):
+    pass
+
+
+class Parser(BuiltinCalls):
+    def __init__(self, fn, constexprs: dict, block_override=None, grid_override=None):
+        self.fn = fn
+        self.src = Source(fn)
+        self.globals = fn.__globals__
+        self.closure = {}
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    self.closure[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.constexprs = constexprs
+        self.block_override = block_override
+        self.grid_override = grid_override
+        self.globals_read: dict = {}
+        self.scope: dict = {}
+        self.body_stack: list = [[]]
+        self.runtime_depth = 0
+        self.var_count = 0
+        self.allocs: list = []
+        self.launch = None
+        self.sizes: dict = {}
+        self.params: list = []
+        self.name_hint = None
+        self.loop_vars: set = set()
+
+    # ------------------------------------------------------------ entry
+    def parse(self) -> ir.Kernel:
+        f = self.src.fdef
+        if isinstance(f, ast.AsyncFunctionDef):
+            raise self.error("async kernels are not supported", f)
+        self._params(f)
+        body = list(f.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]
+        self.block(body)
+        if self.launch is None:
+            self.launch = ir.LaunchSpec(self.grid_override or (1, 1, 1), self.block_override or (1, 1, 1))
+            self.launch_given = self.grid_override is not None
+        return ir.Kernel(f.name, self.params, self.body_stack[0], self.launch, self.allocs, self.sizes,
+                         self.src.loc(f))
+
+    def error(self, msg, node) -> CompilationError:
+        return CompilationError(msg, self.src.loc(node) if node is not None else None)
+
+    def loc(self, node):
+        return self.src.loc(node)
+
+    def emit(self, stmt):
+        self.body_stack[-1].append(stmt)
+
+    def new_var(self, name, dtype, loc) -> ir.Var:
+        self.var_count += 1
+        return ir.Var(dtype, loc, f"{name}.{self.var_count}" if name else f"t.{self.var_count}")
+
+    # ------------------------------------------------------------ parameters
+    def _params(self, f: ast.FunctionDef):
+        a = f.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+            node = a.vararg or a.kwarg or (a.kwonlyargs[0] if a.kwonlyargs else a.posonlyargs[0])
+            raise self.error("kernels take plain positional parameters only (no *args, **kwargs, keyword-only)",
+                             node)
+        tensor_index = 0
+        for arg in a.args:
+            if arg.annotation is None:
+                raise self.error(f"parameter '{arg.arg}' needs an annotation: T.Tensor(shape, dtype), a scalar "
+                                 f"type such as T.int32, or T.constexpr", arg)
+            ann = self.eval(arg.annotation)
+            loc = self.loc(arg)
+            if isinstance(ann, L.TensorType):
+                st = ir.Storage(arg.arg, "global", ann.dtype, None, loc, param_index=tensor_index)
+                tensor_index += 1
+                shape = []
+                for s in ann.shape:
+                    if isinstance(s, str):
+                        if s not in self.sizes:
+                            if not s.isidentifier():
+                                raise self.error(f"size name {s!r} is not an identifier", arg.annotation)
+                            self.sizes[s] = ir.Var(dt.int32, loc, s)
+                        shape.append(self.sizes[s])
+                    else:
+                        shape.append(s)
+                view = _root_view(st, ann.dtype, shape, arg.arg)
+                self.params.append(ir.Param(arg.arg, "tensor", ann.dtype, ann.shape, storage=st))
+                self.scope[arg.arg] = view
+            elif isinstance(ann, dt.DType):
+                if ann.bits < 32 and ann.kind != "bool" and not ann.is_float:
+                    raise self.error(f"scalar parameters of type {ann.name} are not supported; use int32", arg)
+                v = ir.Var(ann, loc, arg.arg)
+                self.params.append(ir.Param(arg.arg, "scalar", ann, var=v))
+                self.scope[arg.arg] = v
+            elif ann is L.constexpr:
+                if arg.arg not in self.constexprs:
+                    raise self.error(f"constexpr parameter '{arg.arg}' has no value", arg)
+                self.params.append(ir.Param(arg.arg, "constexpr"))
+                self.scope[arg.arg] = self.constexprs[arg.arg]
+            else:
+                raise self.error(f"parameter '{arg.arg}': annotation must be T.Tensor(shape, dtype), a scalar type "
+                                 f"or T.constexpr, not {ops.describe(ann)}", arg.annotation)
+        for name, v in self.sizes.items():
+            if name not in self.scope:
+                self.scope[name] = v
+
+    # ------------------------------------------------------------ statements
+    def block(self, stmts):
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, node):
+        method = getattr(self, "stmt_" + type(node).__name__, None)
+        if method is None:
+            raise self.error(f"{_stmt_name(node)} is not supported in a kernel", node)
+        try:
+            method(node)
+        except CompilationError:
+            raise
+        except LayoutError as e:
+            raise self.error(str(e), node) from None
+        except RecursionError:
+            raise self.error("the kernel is nested too deeply", node) from None
+        except Exception as e:  # a bug in tiledsl: still report it at the user's line, without our frames
+            raise self.error(f"internal compiler error ({type(e).__name__}: {e}); please report it", node) from None
+
+    def stmt_Pass(self, node):
+        pass
+
+    def stmt_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return                                              # a docstring or comment string
+        v = self.eval(node.value)
+        if isinstance(v, ir.Expr) and not isinstance(node.value, ast.Call):
+            return
+        if v is not None and not isinstance(v, (ir.Expr, int, float)):
+            if isinstance(node.value, ast.Call):
+                return
+            raise self.error("this expression has no effect", node)
+
+    def stmt_Return(self, node):
+        if node.value is not None:
+            raise self.error("kernels cannot return a value; write results into a tensor argument", node)
+        if self.runtime_depth or node is not self.src.fdef.body[-1]:
+            raise self.error("'return' is only allowed as the last statement of a kernel", node)
+
+    def stmt_Assert(self, node):
+        cond = self.eval(node.test)
+        if isinstance(cond, ir.Expr):
+            raise self.error("assert needs a compile-time condition (run-time checks: use debug=True)", node)
+        if not cond:
+            msg = self.eval(node.msg) if node.msg is not None else "assertion failed"
+            raise self.error(f"static assertion failed: {msg}", node)
+
+    def stmt_Assign(self, node):
+        if len(node.targets) != 1:
+            raise self.error("chained assignment (a = b = c) is not supported", node)
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            self.name_hint = target.id
+        try:
+            value = self.eval(node.value)
+        finally:
+            self.name_hint = None
+        self.assign(target, value, node)
+
+    def stmt_AnnAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            raise self.error("annotated assignment needs a plain name", node)
+        ann = self.eval(node.annotation)
+        if not isinstance(ann, dt.DType):
+            raise self.error("a variable annotation must be a scalar type such as T.float32", node.annotation)
+        if node.value is None:
+            raise self.error("declare a variable with a value: x: T.float32 = 0.0", node)
+        value = ops.cast(self.eval(node.value), ann, self.loc(node.value)) if ops.is_number(
+            self.eval(node.value)) else self.eval(node.value)
+        if isinstance(value, ir.Expr) and value.dtype != ann:
+            raise self.error(f"value is {value.dtype.name} but the annotation says {ann.name}; use T.cast",
+                             node.value)
+        name = node.target.id
+        cur = self.scope.get(name)
+        if isinstance(cur, ir.Var) and cur.dtype != ann:
+            raise self.error(f"'{name}' is already a {cur.dtype.name} variable", node)
+        if not isinstance(cur, ir.Var) or self._is_param_var(cur):
+            cur = self.new_var(name, ann, self.loc(node))
+            self.scope[name] = cur
+        self.emit(ir.Assign(self.loc(node), cur, value))
+
+    def stmt_AugAssign(self, node):
+        op = BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error("unsupported augmented assignment", node)
+        if isinstance(node.target, ast.Name):
+            cur = self.load_name(node.target.id, node.target)
+        elif isinstance(node.target, ast.Subscript):
+            cur = self.eval(node.target)
+        else:
+            raise self.error("unsupported augmented assignment target", node.target)
+        value = ops.binop(op, cur, self.eval(node.value), self.loc(node))
+        self.assign(node.target, value, node)
+
+    def assign(self, target, value, node):
+        if isinstance(target, ast.Name):
+            self.assign_name(target.id, value, target)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, tuple) or len(value) != len(target.elts):
+                raise self.error("tuple assignment needs a tuple of the same length on the right", node)
+            for t, v in zip(target.elts, value):
+                self.assign(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            self.store(target, value)
+        elif isinstance(target, ast.Attribute):
+            raise self.error("assigning to an attribute is not supported", target)
+        else:
+            raise self.error("unsupported assignment target", target)
+
+    def _is_param_var(self, v) -> bool:
+        return any(p.var is v for p in self.params) or v in self.sizes.values() or id(v) in self.loop_vars
+
+    def assign_name(self, name, value, node):
+        loc = self.loc(node)
+        if name in self.loop_vars_by_name():
+            raise self.error(f"cannot assign to the loop variable '{name}'", node)
+        cur = self.scope.get(name)
+        if isinstance(cur, ir.Var) and not self._is_param_var(cur) and (
+                ops.is_number(value) or isinstance(value, ir.Expr)):
+            self.emit(ir.Assign(loc, cur, self._fit(value, cur, node)))
+            return
+        if isinstance(cur, ir.Var) and self._is_param_var(cur):
+            if not (ops.is_number(value) or isinstance(value, ir.Expr)):
+                raise self.error(f"cannot rebind parameter '{name}' to {ops.describe(value)}", node)
+        if ops.is_number(value) and self.runtime_depth == 0:
+            self.scope[name] = value
+            return
+        if ops.is_number(value) or isinstance(value, ir.Expr):
+            e = ops.to_expr(value, loc)
+            var = self.new_var(name, e.dtype, loc)
+            self.emit(ir.Assign(loc, var, e))
+            self.scope[name] = var
+            return
+        if self.runtime_depth:
+            self.bound_in_runtime.add(name)
+        self.scope[name] = value
+
+    def loop_vars_by_name(self):
+        return getattr(self, "_loop_names", set())
+
+    def _fit(self, value, var: ir.Var, node):
+        if ops.is_number(value):
+            return ops.const_of(value, var.dtype, self.loc(node))
+        if value.dtype != var.dtype:
+            raise self.error(f"'{var.name.split('.')[0]}' holds {var.dtype.name} but this assigns {value.dtype.name}"
+                             f"; convert explicitly with T.cast(value, '{var.dtype.name}')", node)
+        return value
+
+    def store(self, target: ast.Subscript, value):
+        base = self.eval(target.value)
+        if not isinstance(base, View):
+            raise self.error(f"cannot assign into {ops.describe(base)}", target.value)
+        coords, kind = self.indices(base, target)
+        if kind != "element":
+            raise self.error("assign to single elements; tile copies are written with T.cuda.tile.apply", target)
+        off, axes = base.locate(coords)
+        self._no_exec_axes(base, axes, target)
+        loc = self.loc(target)
+        if ops.is_number(value):
+            value = ops.const_of(value, base.dtype, loc)
+        elif not isinstance(value, ir.Expr):
+            raise self.error(f"cannot store {ops.describe(value)} into an element of {base.describe()}", target)
+        elif value.dtype != base.dtype:
+            raise self.error(f"storing a {value.dtype.name} value into a {base.dtype.name} element; convert it "
+                             f"explicitly with T.cast(value, '{base.dtype.name}')", target)
+        self.emit(ir.Store(loc, base.storage, base.dtype, ops.to_expr(off, loc), value))
+
+    def _no_exec_axes(self, view, axes, node):
+        if any(not (isinstance(v, int) and v == 0) for v in axes.values()):
+            raise self.error(f"{view.describe()} spreads over execution axes ({', '.join(axes)}); read and write "
+                             f"its elements through the buffer it views", node)
+
+    # ------------------------------------------------------------ control flow
+    def assigned_names(self, stmts) -> set:
+        out = set()
+        for s in stmts:
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    out.add(n.id)
+        return out
+
+    def demote(self, names, node):
+        """Before run-time control flow, names it assigns that hold constants become variables."""
+        for name in sorted(names):
+            cur = self.scope.get(name)
+            if ops.is_number(cur):
+                loc = self.loc(node)
+                e = ops.to_expr(cur, loc)
+                var = self.new_var(name, e.dtype, loc)
+                self.emit(ir.Assign(loc, var, e))
+                self.scope[name] = var
+
+    def enter_runtime(self):
+        self.runtime_depth += 1
+        saved = getattr(self, "bound_in_runtime", set())
+        self.bound_in_runtime = set()
+        return saved
+
+    def leave_runtime(self, saved, before: dict):
+        for name in self.bound_in_runtime:
+            if self.scope.get(name) is not before.get(name):
+                self.scope[name] = Poisoned(name)
+        self.bound_in_runtime = saved | self.bound_in_runtime if self.runtime_depth > 1 else saved
+        self.runtime_depth -= 1
+
+    def stmt_If(self, node):
+        cond = ops.truth(self.eval(node.test), self.loc(node.test))
+        if isinstance(cond, bool):
+            self.block(node.body if cond else node.orelse)
+            return
+        self.demote(self.assigned_names(node.body + node.orelse), node)
+        before = dict(self.scope)
+        saved = self.enter_runtime()
+        then = self.sub_block(node.body)
+        orelse = self.sub_block(node.orelse)
+        self.leave_runtime(saved, before)
+        self.emit(ir.If(self.loc(node), cond, then, orelse))
+
+    def sub_block(self, stmts):
+        self.body_stack.append([])
+        try:
+            self.block(stmts)
+        finally:
+            out = self.body_stack.pop()
+        return out
+
+    def stmt_While(self, node):
+        raise self.error("while loops are not supported; use a for loop over range(...)", node)
+
+    def stmt_For(self, node):
+        if node.orelse:
+            raise self.error("for/else is not supported", node)
+        it = self.eval(node.iter)
+        if isinstance(it, Unrolled) or isinstance(it, tuple):
+            values = it.values if isinstance(it, Unrolled) else it
+            for v in values:
+                self.bind_loop_target(node.target, v, node)
+                self.block(node.body)
+            return
+        if not isinstance(it, RuntimeRange):
+            raise self.error(f"cannot iterate over {ops.describe(it)}; use range, T.grid or T.unroll", node.iter)
+        targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        if len(targets) != len(it.dims):
+            raise self.error(f"the loop unpacks {len(targets)} names from {len(it.dims)} loop dimensions", node)
+        for t in targets:
+            if not isinstance(t, ast.Name):
+                raise self.error("loop variables must be plain names", t)
+        self.demote(self.assigned_names(node.body) - {t.id for t in targets}, node)
+        before = dict(self.scope)
+        saved = self.enter_runtime()
+        names = getattr(self, "_loop_names", set())
+        loop_vars = []
+        for t, (start, stop, step) in zip(targets, it.dims):
+            d = dt.promote(*(x.dtype if isinstance(x, ir.Expr) else dt.int32 for x in (start, stop)))
+            v = ir.Var(d, self.loc(t), f"{t.id}.{self.var_count + 1}")
+            self.var_count += 1
+            self.loop_vars.add(id(v))
+            loop_vars.append(v)
+            self.scope[t.id] = v
+        self._loop_names = names | {t.id for t in targets}
+        self.body_stack.append([])
+        try:
+            self.block(node.body)
+        finally:
+            inner = self.body_stack.pop()
+            self._loop_names = names
+        loc = self.loc(node)
+        for v, (start, stop, step) in reversed(list(zip(loop_vars, it.dims))):
+            inner = [ir.For(loc, v, ops.to_expr(start, loc, v.dtype), ops.to_expr(stop, loc, v.dtype),
+                            ops.to_expr(step, loc, v.dtype), inner, it.unroll)]
+        self.leave_runtime(saved, before)
+        for t in targets:
+            self.scope[t.id] = Poisoned(t.id)
+        self.body_stack[-1].extend(inner)
+
+    def bind_loop_target(self, target, value, node):
+        if isinstance(target, ast.Name):
+            self.scope[target.id] = value
+        elif isinstance(target, ast.Tuple) and isinstance(value, tuple) and len(value) == len(target.elts):
+            for t, v in zip(target.elts, value):
+                self.bind_loop_target(t, v, node)
+        else:
+            raise self.error("cannot unpack the loop value into these names", target)
+
+    # ------------------------------------------------------------ expressions
+    def eval(self, node):
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            raise self.error(f"{_expr_name(node)} is not supported in a kernel", node)
+        try:
+            return method(node)
+        except CompilationError as e:
+            if e.loc is None:
+                raise self.error(e.msg, node) from None
+            raise
+        except LayoutError as e:
+            raise self.error(str(e), node) from None
+        except RecursionError:
+            raise self.error("the expression is nested too deeply", node) from None
+        except Exception as e:
+            raise self.error(f"internal compiler error ({type(e).__name__}: {e}); please report it", node) from None
+
+    def expr_Constant(self, node):
+        if isinstance(node.value, (int, float, bool, str)) or node.value is None:
+            return node.value
+        raise self.error(f"constants of type {type(node.value).__name__} are not supported", node)
+
+    def expr_Name(self, node):
+        return self.load_name(node.id, node)
+
+    def load_name(self, name, node):
+        if name in self.scope:
+            v = self.scope[name]
+            if isinstance(v, Poisoned):
+                raise self.error(f"'{name}' was bound inside a run-time loop or branch and cannot be used after it",
+                                 node)
+            return v
+        if name in self.closure:
+            return self._global(name, self.closure[name], node)
+        if name in self.globals:
+            return self._global(name, self.globals[name], node)
+        if name in PY_BUILTINS:
+            return getattr(_py, name)
+        raise self.error(f"name '{name}' is not defined", node)
+
+    def _global(self, name, value, node):
+        from ..fingerprint import fingerprint_value
+        fp = fingerprint_value(value)
+        if fp is None:
+            raise self.error(f"global '{name}' is a {type(value).__name__}; a kernel can read ints, floats, bools, "
+                             f"strings, tuples of them, dtypes, layouts, and tiledsl/math modules", node)
+        self.globals_read[name] = (value, fp)
+        return value
+
+    def expr_Attribute(self, node):
+        base = self.eval(node.value)
+        attr = node.attr
+        if isinstance(base, View):
+            if attr == "shape":
+                return tuple(base.shape)
+            if attr == "dtype":
+                return base.dtype
+            if attr == "ndim":
+                return base.ndim
+            if attr == "view":
+                return BoundMethod(base, "view")
+            raise self.error(f"buffer views have no attribute '{attr}'", node)
+        if isinstance(base, ir.Expr):
+            if attr == "dtype":
+                return base.dtype
+            raise self.error(f"scalar values have no attribute '{attr}'", node)
+        if attr.startswith("_"):
+            raise self.error(f"attribute '{attr}' is not accessible in a kernel", node)
+        try:
+            value = getattr(base, attr)
+        except AttributeError:
+            raise self.error(f"{_short(base)} has no attribute '{attr}'", node) from None
+        return value
+
+    def expr_Subscript(self, node):
+        base = self.eval(node.value)
+        if isinstance(base, View):
+            coords, kind = self.indices(base, node)
+            if kind == "element":
+                off, axes = base.locate(coords)
+                self._no_exec_axes(base, axes, node)
+                loc = self.loc(node)
+                return ir.Load(base.dtype, loc, base.storage, ops.to_expr(off, loc))
+            return coords
+        if isinstance(base, L._Ptx):
+            text = self.eval(node.slice)
+            if not isinstance(text, str):
+                raise self.error("T.ptx[...] takes the opcode as a string", node.slice)
+            return L.Opcode(text)
+        if isinstance(base, (tuple, list)):
+            idx = self.eval(node.slice)
+            if isinstance(idx, ir.Expr):
+                raise self.error("tuples can only be indexed with compile-time ints", node.slice)
+            try:
+                return base[idx]
+            except (IndexError, TypeError) as e:
+                raise self.error(f"bad tuple index: {e}", node.slice) from None
+        raise self.error(f"{ops.describe(base)} cannot be indexed", node.value)
+
+    def indices(self, view: View, node: ast.Subscript):
+        """Read `view[...]`: returns (coords, "element") or (SubView, "view")."""
+        from ..views import SubView
+        sl = node.slice
+        items = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
+        if len(items) > view.ndim:
+            raise self.error(f"{len(items)} indices for {view.describe()}, which has {view.ndim} dimensions", node)
+        picks, all_scalar = [], True
+        for k, item in enumerate(items):
+            extent = view.shape[k]
+            if isinstance(item, ast.Slice):
+                all_scalar = False
+                picks.append(self._slice(item, extent, k, view))
+                continue
+            v = self.eval(item)
+            if ops.is_number(v) and not isinstance(v, bool):
+                if not isinstance(v, int):
+                    raise self.error(f"index must be an int, got {v!r}", item)
+                if v < 0 or (isinstance(extent, int) and v >= extent):
+                    raise self.error(f"index {v} is out of range for dimension {k} of {view.describe()} "
+                                     f"(extent {extent})", item)
+            elif isinstance(v, ir.Expr):
+                if not v.dtype.is_int:
+                    raise self.error(f"index must be an integer, got {v.dtype.name}", item)
+            else:
+                raise self.error(f"index must be an integer, got {ops.describe(v)}", item)
+            picks.append(("fix", v))
+        if all_scalar and len(items) == view.ndim:
+            return [p[1] for p in picks], "element"
+        for k in range(len(items), view.ndim):
+            picks.append(("range", 0, view.shape[k]))
+        return SubView(view, picks), "view"
+
+    def _slice(self, item: ast.Slice, extent, k, view):
+        if item.step is not None:
+            raise self.error("slices with a step are not supported", item)
+        start = 0 if item.lower is None else self.eval(item.lower)
+        if item.upper is None:
+            stop = extent
+        else:
+            stop = self.eval(item.upper)
+        n = ops.binop("sub", stop, start, self.loc(item)) if not isinstance(stop, ir.Expr) or not isinstance(
+            start, ir.Expr) else None
+        if n is None or isinstance(n, ir.Expr):
+            # `x[s : s + n]` with a run-time start: the extent is the added constant
+            up = item.upper
+            if isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add) and item.lower is not None and \
+                    ast.dump(up.left) == ast.dump(item.lower):
+                n = self.eval(up.right)
+            if not isinstance(n, int):
+                raise self.error("a slice's length must be a compile-time int (write x[s : s + n])", item)
+        if not isinstance(n, int) or n <= 0:
+            raise self.error(f"empty or negative slice length {n}", item)
+        if isinstance(start, int) and isinstance(extent, int) and (start < 0 or start + n > extent):
+            raise self.error(f"slice {start}:{start + n} is out of range for dimension {k} of {view.describe()} "
+                             f"(extent {extent})", item)
+        return ("range", start, n)
+
+    def expr_Tuple(self, node):
+        return tuple(self.eval(e) for e in node.elts)
+
+    expr_List = expr_Tuple
+
+    def expr_BinOp(self, node):
+        op = BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error("unsupported operator", node)
+        a, b = self.eval(node.left), self.eval(node.right)
+        if isinstance(a, tuple) and isinstance(b, tuple) and op == "add":
+            return a + b
+        return ops.binop(op, a, b, self.loc(node))
+
+    def expr_UnaryOp(self, node):
+        return ops.unary(UNOPS[type(node.op)], self.eval(node.operand), self.loc(node))
+
+    def expr_Compare(self, node):
+        loc = self.loc(node)
+        left = self.eval(node.left)
+        result = True
+        for op, right_node in zip(node.ops, node.comparators):
+            if type(op) in (ast.Is, ast.IsNot):
+                right = self.eval(right_node)
+                r = (left is right) if isinstance(op, ast.Is) else (left is not right)
+            elif type(op) in (ast.In, ast.NotIn):
+                raise self.error("'in' is not supported in a kernel", node)
+            else:
+                right = self.eval(right_node)
+                r = ops.compare(CMPOPS[type(op)], left, right, loc)
+            result = r if result is True else self._and(result, r, loc)
+            left = right
+        return result
+
+    def _and(self, a, b, loc):
+        a, b = ops.truth(a, loc), ops.truth(b, loc)
+        if isinstance(a, bool):
+            return b if a else False
+        if isinstance(b, bool):
+            return a if b else False
+        return ir.Binary(dt.bool_, loc, "and", a, b)
+
+    def _or(self, a, b, loc):
+        a, b = ops.truth(a, loc), ops.truth(b, loc)
+        if isinstance(a, bool):
+            return True if a else b
+        if isinstance(b, bool):
+            return True if b else a
+        return ir.Binary(dt.bool_, loc, "or", a, b)
+
+    def expr_BoolOp(self, node):
+        loc = self.loc(node)
+        result = self.eval(node.values[0])
+        for v in node.values[1:]:
+            first = ops.truth(result, loc)
+            if isinstance(first, bool):                         # static short-circuit
+                if isinstance(node.op, ast.And) and not first:
+                    return False
+                if isinstance(node.op, ast.Or) and first:
+                    return True
+            result = (self._and if isinstance(node.op, ast.And) else self._or)(result, self.eval(v), loc)
+        return result
+
+    def expr_IfExp(self, node):
+        c = ops.truth(self.eval(node.test), self.loc(node.test))
+        if isinstance(c, bool):
+            return self.eval(node.body if c else node.orelse)
+        return ops.select(c, self.eval(node.body), self.eval(node.orelse), self.loc(node))
+
+    def expr_Call(self, node):
+        fn = self.eval(node.func)
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise self.error("*args in a call is not supported in a kernel", a)
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.error("**kwargs in a call is not supported in a kernel", k)
+        return self.call(fn, node)
+
+
+def _root_view(storage, dtype, shape, name):
+    from ..views import RootView
+    return RootView(storage, dtype, tuple(shape), None, name)
+
+
+def _short(x) -> str:
+    if x is L.T:
+        return "T"
+    return type(x).__name__ if not isinstance(x, (int, float, str)) else repr(x)
+
+
+def _stmt_name(node) -> str:
+    names = {"Try": "try/except", "TryStar": "try/except*", "With": "'with'", "AsyncWith": "'async with'",
+             "FunctionDef": "a nested function (closure)", "ClassDef": "a class definition",
+             "Lambda": "lambda", "Global": "'global'", "Nonlocal": "'nonlocal'", "Delete": "'del'",
+             "Raise": "'raise'", "Import": "'import'", "ImportFrom": "'import'", "Break": "'break'",
+             "Continue": "'continue'", "AsyncFor": "'async for'", "Match": "'match'"}
+    return names.get(type(node).__name__, f"the statement {type(node).__name__}")
+
+
+def _expr_name(node) -> str:
+    names = {"Lambda": "lambda", "ListComp": "a list comprehension", "DictComp": "a dict comprehension",
+             "SetComp": "a set comprehension", "GeneratorExp": "a generator expression", "Dict": "a dict",
+             "Set": "a set", "JoinedStr": "an f-string", "Await": "await", "Yield": "yield",
+             "YieldFrom": "yield from", "NamedExpr": "':='", "Starred": "'*'"}
+    return names.get(type(node).__name__, f"the expression {type(node).__name__}")

@@ -1,0 +1,276 @@
+"""`@tiledsl.jit`: specialise, compile (memory and disk caches), and launch."""
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import inspect
+import json
+import threading
+
+from . import __version__, backend, cache, config
+from . import language as L
+from .compiler import CompiledKernel, compile_kernel
+from .errors import CompilationError, LaunchError, TiledslError
+from .fingerprint import fingerprint_value
+
+_MISSING = object()
+
+
+def jit(fn=None, **options):
+    """Decorate a kernel. Options: interpret=False, target=None ('sm_90'), debug=False."""
+    if fn is None:
+        return lambda f: JITFunction(f, **options)
+    return JITFunction(fn, **options)
+
+
+def _llvm_version() -> str:
+    import llvmlite
+    return llvmlite.__version__
+
+
+class JITFunction:
+    def __init__(self, fn, interpret=False, target=None, debug=False):
+        if not inspect.isfunction(fn):
+            raise TiledslError(f"@tiledsl.jit decorates a Python function, got {type(fn).__name__}")
+        self.fn = fn
+        self.interpret = interpret
+        self.target = target
+        self.debug = debug
+        functools.update_wrapper(self, fn)
+        self._lock = threading.RLock()
+        self._params = None
+        self._src_state = None        # (code object, [(dict, name, value)], source key)
+        self._compiled = {}           # full key -> CompiledKernel
+        self._plans = {}              # (full key, device) -> Plan
+
+    def __repr__(self) -> str:
+        return f"<tiledsl kernel {self.fn.__qualname__}>"
+
+    # ------------------------------------------------------------ signature
+    def params(self):
+        if self._params is None:
+            sig = inspect.signature(self.fn)
+            out = []
+            for name, p in sig.parameters.items():
+                ann = p.annotation
+                if isinstance(ann, str):
+                    try:
+                        ann = eval(ann, self.fn.__globals__)  # noqa: S307 - the user's own annotation
+                    except Exception as e:
+                        raise CompilationError(f"cannot evaluate the annotation of '{name}': {e}") from None
+                if isinstance(ann, L.TensorType):
+                    kind = "tensor"
+                elif ann is L.constexpr:
+                    kind = "constexpr"
+                elif ann is inspect.Parameter.empty:
+                    kind = "missing"
+                else:
+                    kind = "scalar"
+                out.append((name, kind, ann, p.default))
+            self._params = out
+        return self._params
+
+    def bind(self, args, kwargs) -> list:
+        params = self.params()
+        if not kwargs and len(args) == len(params):
+            return list(args)
+        if len(args) > len(params):
+            raise LaunchError(f"{self.fn.__name__}() takes {len(params)} arguments, got {len(args)}")
+        values = list(args) + [_MISSING] * (len(params) - len(args))
+        names = [p[0] for p in params]
+        for k, v in kwargs.items():
+            if k not in names:
+                raise LaunchError(f"{self.fn.__name__}() got an unexpected argument '{k}'")
+            i = names.index(k)
+            if values[i] is not _MISSING:
+                raise LaunchError(f"{self.fn.__name__}() got two values for argument '{k}'")
+            values[i] = v
+        for i, (name, kind, ann, default) in enumerate(params):
+            if values[i] is _MISSING:
+                if default is inspect.Parameter.empty:
+                    raise LaunchError(f"{self.fn.__name__}() is missing argument '{name}'")
+                values[i] = default
+        return values
+
+    # ------------------------------------------------------------ keys
+    def source_key(self) -> str:
+        """Hash of the source and every global it names; recomputed when the code or a global changes."""
+        st = self._src_state
+        if st is not None and st[0] is self.fn.__code__ and all(d.get(n, _MISSING) is v for d, n, v in st[1]):
+            return st[2]
+        from .frontend.source import Source
+        src = Source(self.fn)
+        deps, fps = [], []
+        closure = {}
+        if self.fn.__closure__:
+            for n, c in zip(self.fn.__code__.co_freevars, self.fn.__closure__):
+                try:
+                    closure[n] = c.cell_contents
+                except ValueError:
+                    pass
+        names = sorted({n.id for n in ast.walk(src.fdef) if isinstance(n, ast.Name)})
+        g = self.fn.__globals__
+        for n in names:
+            if n in closure:
+                v = closure[n]
+                fps.append(f"closure {n}={fingerprint_value(v) or type(v).__name__}")
+            elif n in g:
+                v = g[n]
+                deps.append((g, n, v))
+                fps.append(f"global {n}={fingerprint_value(v) or 'object:' + type(v).__name__}")
+        h = hashlib.sha256()
+        h.update(src.text.encode())
+        h.update("\n".join(fps).encode())
+        key = h.hexdigest()
+        self._src_state = (self.fn.__code__, deps, key)
+        return key
+
+    def spec(self, values, block, sm) -> tuple:
+        constexprs = {}
+        parts = []
+        for (name, kind, ann, _), v in zip(self.params(), values):
+            if kind == "constexpr":
+                fp = fingerprint_value(v)
+                if fp is None:
+                    raise LaunchError(f"constexpr argument '{name}' must be an int, float, bool, str, dtype, "
+                                      f"layout or tuple of those, got {type(v).__name__}")
+                constexprs[name] = v
+                parts.append(f"{name}={fp}")
+        parts.append(f"block={block}")
+        parts.append(f"sm={sm}")
+        parts.append(f"debug={self.debug or config.debug()}")
+        return constexprs, "|".join(parts)
+
+    # ------------------------------------------------------------ compile
+    def compile(self, *args, target="sm_90", grid=None, block=None, **kwargs) -> CompiledKernel:
+        """Compile without launching (no GPU needed); arrays of any kind stand for their shape and dtype."""
+        sm = backend.parse_sm(target if target is not None else self.target)
+        values = self.bind(args, kwargs)
+        block = _dims(block) if block is not None else None
+        grid = _dims(grid) if grid is not None and not callable(grid) else None
+        return self._get(values, sm, block, grid, want_cubin=backend.ptxas_path() is not None)
+
+    def _get(self, values, sm, block, grid, want_cubin=True) -> CompiledKernel:
+        constexprs, spec = self.spec(values, block, sm)
+        key = hashlib.sha256(f"{self.source_key()}|{spec}|tiledsl={__version__}|llvmlite={_llvm_version()}"
+                             f"|cubin={want_cubin}".encode()).hexdigest()
+        ck = self._compiled.get(key)
+        if ck is not None:
+            return ck
+        with self._lock:
+            ck = self._compiled.get(key)
+            if ck is not None:
+                return ck
+            ck = self._from_disk(key)
+            if ck is None:
+                ck = compile_kernel(self.fn, constexprs, sm, block, grid, want_cubin)
+                self._to_disk(key, ck)
+            ck.key = key
+            self._compiled[key] = ck
+            return ck
+
+    def _from_disk(self, key):
+        entry = cache.load(key)
+        if entry is None:
+            return None
+        data = entry["data"]
+        asm = json.loads(data["asm.json"].decode())
+        ck = CompiledKernel(entry["name"], entry["sm"], asm, entry["metadata"], entry["signature"],
+                            entry["launch"], data.get("kernel.cubin"))
+        ck.from_disk = True
+        return ck
+
+    def _to_disk(self, key, ck):
+        files = {"asm.json": json.dumps(ck.asm)}
+        if ck.cubin is not None:
+            files["kernel.cubin"] = ck.cubin
+        cache.store(key, {"name": ck.name, "sm": ck.sm, "metadata": ck.metadata, "signature": ck.signature,
+                          "launch": ck.launch_spec}, files)
+
+    # ------------------------------------------------------------ launch
+    def __getitem__(self, cfg):
+        if not isinstance(cfg, tuple) or len(cfg) != 2:
+            raise LaunchError("launch with kernel[grid, block](*args)")
+        return _Bound(self, cfg[0], cfg[1])
+
+    def __call__(self, *args, stream=None, **kwargs):
+        return self.run(args, kwargs, None, None, stream)
+
+    def run(self, args, kwargs, grid, block, stream):
+        values = self.bind(args, kwargs)
+        block = _dims(block) if block is not None else None
+        if self.interpret or config.interpret():
+            from .interpreter import run_kernel
+            return run_kernel(self, values, grid, block)
+        from .runtime import args as A
+        from .runtime import driver
+        from .runtime.launch import Plan, check_block, check_scalar, check_tensor, grid_of, launch
+        params = self.params()
+        infos, device, framework = [], None, None
+        for (name, kind, ann, _), v in zip(params, values):
+            if kind == "tensor":
+                info = A.array_info(v)
+                if info is not None and info.device is not None:
+                    if device is None:
+                        device, framework = info.device, info.framework
+                    elif info.device != device:
+                        raise LaunchError(f"argument '{name}' is on device {info.device} but earlier arguments "
+                                          f"are on device {device}; all arrays must be on one device")
+                infos.append(info)
+            elif kind == "missing":
+                raise CompilationError(f"parameter '{name}' needs an annotation")
+        if device is None:
+            if any(k == "tensor" for _, k, _, _ in params):
+                for (name, kind, ann, _), info in zip([p for p in params if p[1] == "tensor"], infos):
+                    check_tensor(name, info, ann.dtype, ann.shape, {}, gpu=True)
+            device = 0
+        driver.context(device)
+        sm = backend.parse_sm(self.target) if self.target is not None else driver.compute_capability(device)
+        gridv = _dims(grid) if grid is not None and not callable(grid) else None
+        ck = self._get(values, sm, block, gridv)
+        plan = self._plans.get((ck.key, device))
+        if plan is None:
+            plan = Plan(ck, device)
+            self._plans[(ck.key, device)] = plan
+        sizes, packed, env = {}, [], {}
+        it = iter(infos)
+        for (name, kind, ann, _), v in zip(params, values):
+            if kind == "tensor":
+                info = next(it)
+                check_tensor(name, info, ann.dtype, ann.shape, sizes, gpu=True)
+                packed.append(info.ptr)
+            elif kind == "scalar":
+                pv = check_scalar(name, v, ann)
+                packed.append(pv)
+                env[name] = v
+            else:
+                env[name] = v
+        for p in ck.signature:
+            if p["kind"] == "size":
+                packed.append(sizes[p["name"]])
+        env.update(sizes)
+        if callable(grid):
+            gridv = _dims(grid(dict(zip([p[0] for p in params], values))))
+        g = gridv or grid_of(ck.launch_spec["grid"], env)
+        b = tuple(ck.launch_spec["block"])
+        check_block(b)
+        s = A.stream_handle(stream) if stream is not None else A.current_stream(framework, device)
+        launch(plan, packed, g, b, s)
+
+
+class _Bound:
+    def __init__(self, kernel, grid, block):
+        self.kernel, self.grid, self.block = kernel, grid, block
+
+    def __call__(self, *args, stream=None, **kwargs):
+        return self.kernel.run(args, kwargs, self.grid, self.block, stream)
+
+
+def _dims(v) -> tuple:
+    vals = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if not 1 <= len(vals) <= 3 or not all(isinstance(x, int) and not isinstance(x, bool) for x in vals):
+        raise LaunchError(f"grid and block take an int or a tuple of up to 3 ints, got {v!r}")
+    if any(x <= 0 for x in vals):
+        raise LaunchError(f"grid and block dimensions must be positive, got {v!r}")
+    return vals + (1,) * (3 - len(vals))

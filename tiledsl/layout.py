@@ -1,0 +1,196 @@
+"""Tile layouts: where each coordinate of a view lives (a storage offset plus offsets on execution axes).
+
+`TileLayout(S[(shape) : (strides)])` is a flat list of factors. Taken in order, the factors multiply out to the
+view's dimensions; inside one dimension the first factor is the most significant. A stride is an integer (the
+storage axis: register slot for registers, element offset for memory) or `value @ axis` for an execution axis
+such as `laneid`. This one module answers every layout question: the legality checker, codegen, the interpreter
+and the pictures all ask it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
+
+from . import ir
+
+STORAGE = "storage"
+
+
+class LayoutError(ValueError):
+    """A layout that cannot describe the requested view. The front end reports it at the user's line."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+
+    def __rmatmul__(self, value):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise LayoutError(f"a stride on axis {self.name} must be an int, not {value!r}")
+        return AxisStride(value, self)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class AxisStride:
+    value: int
+    axis: Axis
+
+    def __repr__(self) -> str:
+        return f"{self.value}@{self.axis.name}"
+
+
+laneid = Axis("laneid")
+warpid = Axis("warpid")
+tx = Axis("tx")
+wid_in_wg = Axis("wid_in_wg")
+tid_in_wg = Axis("tid_in_wg")
+AXES = {a.name: a for a in (laneid, warpid, tx, wid_in_wg, tid_in_wg)}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What `S[(shape) : (strides)]` builds: the flat factors with their strides."""
+    extents: tuple
+    strides: tuple
+
+
+class _ShapeBuilder:
+    def __getitem__(self, item) -> Shape:
+        if not isinstance(item, slice) or item.step is not None:
+            raise LayoutError("write a layout as S[(extents) : (strides)]")
+        ext, st = item.start, item.stop
+        ext = tuple(ext) if isinstance(ext, (tuple, list)) else (ext,)
+        st = tuple(st) if isinstance(st, (tuple, list)) else (st,)
+        if len(ext) != len(st):
+            raise LayoutError(f"layout has {len(ext)} extents but {len(st)} strides")
+        for e in ext:
+            if not isinstance(e, int) or isinstance(e, bool) or e <= 0:
+                raise LayoutError(f"layout extents must be positive ints, got {e!r}")
+        for s in st:
+            if not (isinstance(s, AxisStride) or (isinstance(s, int) and not isinstance(s, bool))):
+                raise LayoutError(f"layout strides must be ints or `value @ axis`, got {s!r}")
+        return Shape(ext, st)
+
+
+S = _ShapeBuilder()
+
+
+@dataclass(frozen=True)
+class Factor:
+    extent: int
+    stride: int
+    axis: str                    # STORAGE or an execution axis name
+    inner: int                   # product of the later factors in the same dimension
+
+
+class TileLayout:
+    """An immutable layout; compare and hash by value so it can key caches."""
+
+    def __init__(self, shape: Shape):
+        if not isinstance(shape, Shape):
+            raise LayoutError("TileLayout takes S[(extents) : (strides)]")
+        self.shape = shape
+        self._key = (shape.extents, tuple(repr(s) for s in shape.strides))
+
+    def __repr__(self) -> str:
+        ext = ", ".join(map(str, self.shape.extents))
+        st = ", ".join(map(repr, self.shape.strides))
+        return f"TileLayout(S[({ext}) : ({st})])"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TileLayout) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    # -- grouping factors over a view's dimensions
+    def factors(self, dims: tuple) -> tuple:
+        """Group the flat factors over `dims`; one tuple of Factors per dimension."""
+        return _group(self.shape.extents, tuple(map(repr, self.shape.strides)), tuple(dims))
+
+    def locate(self, coord, dims):
+        """(storage offset, {axis: offset}) of `coord` in a view of shape `dims`. Coordinates may be IR exprs."""
+        groups = self.factors(dims)
+        if len(coord) != len(dims):
+            raise LayoutError(f"coordinate has {len(coord)} indices for a {len(dims)}-d view")
+        offs = {STORAGE: 0}
+        for c, facs in zip(coord, groups):
+            for k, f in enumerate(facs):
+                digit = ir.floordiv(c, f.inner)
+                if k > 0:                        # the most significant factor needs no wrap
+                    digit = ir.mod(digit, f.extent)
+                offs[f.axis] = ir.add(offs.get(f.axis, 0), ir.mul(digit, f.stride))
+        return offs.pop(STORAGE), offs
+
+    def storage_span(self, dims) -> int:
+        """One more than the largest storage offset the view reaches (negative strides are refused)."""
+        top = 0
+        for facs in self.factors(dims):
+            for f in facs:
+                if f.axis == STORAGE:
+                    if f.stride < 0:
+                        raise LayoutError("negative storage strides are not supported")
+                    top += (f.extent - 1) * f.stride
+        return top + 1
+
+    def exec_axes(self, dims) -> set:
+        return {f.axis for facs in self.factors(dims) for f in facs if f.axis != STORAGE and f.extent > 1}
+
+    def owners(self, dims):
+        """Every coordinate of the view with where it lives: [(coord, storage, {axis: offset})]."""
+        out = []
+        for coord in product(*(range(d) for d in dims)):
+            s, ax = self.locate(coord, dims)
+            out.append((coord, s, ax))
+        return out
+
+
+@lru_cache(maxsize=4096)
+def _group(extents: tuple, stride_reprs: tuple, dims: tuple):
+    strides = [_parse_stride(r) for r in stride_reprs]
+    groups, i = [], 0
+    for d in dims:
+        if not isinstance(d, int):
+            raise LayoutError("a view with a layout needs static extents")
+        start, prod = i, 1
+        while i < len(extents) and (i == start or prod < d):
+            if prod * extents[i] > d:
+                break
+            prod *= extents[i]
+            i += 1
+        if prod != d or i == start:
+            raise LayoutError(f"layout factors {extents} do not multiply out to the view's shape {dims}")
+        groups.append(list(range(start, i)))
+    while i < len(extents):                      # trailing unit factors fold into the last dimension
+        if extents[i] != 1 or not groups:
+            raise LayoutError(f"layout factors {extents} do not multiply out to the view's shape {dims}")
+        groups[-1].append(i)
+        i += 1
+    out = []
+    for idxs in groups:
+        facs, inner = [], 1
+        for k in reversed(idxs):
+            val, axis = strides[k]
+            facs.append(Factor(extents[k], val, axis, inner))
+            inner *= extents[k]
+        out.append(tuple(reversed(facs)))
+    return tuple(out)
+
+
+def _parse_stride(r: str):
+    if "@" in r:
+        v, a = r.split("@")
+        return int(v), a
+    return int(r), STORAGE
+
+
+def row_major_strides(shape) -> tuple:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc = ir.mul(acc, d)
+    return tuple(reversed(out))

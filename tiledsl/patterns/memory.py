@@ -1,0 +1,158 @@
+"""ld / st: one memory instruction per repeat, between registers and global/shared/local memory.
+
+Operands: `ld dst, src` and `st dst, src`; each reads as (*group, *repeat, words) with words = N for `.vN`.
+The memory words of one instruction are consecutive and aligned to words*bits/8 bytes; register slots may sit
+anywhere the issuing thread owns. Width, space and cache policy come from the opcode, never from the layout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as dt
+from .. import ir
+from .operands import (THREAD, Ctx, check_no_overlap, check_scope, memory_addr, repeat_coords, scalar_value,
+                       split_shape, thread_slots)
+from .register import TYPES, predicate
+from .staticeval import static_offsets
+
+SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared", "local": "local"}
+CACHE = {"ld": {"ca", "cg", "cs", "lu", "cv"}, "st": {"wb", "cg", "cs", "wt"}}
+MEM_TYPES = {"b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64"}
+
+
+@dataclass(frozen=True)
+class Form:
+    opcode: str
+    op: str                      # ld | st
+    space: str                   # global | shared | local
+    words: int
+    type: str
+    hint: bool                   # .L2::cache_hint: needs cache_policy
+
+
+def match(opcode: str):
+    parts = opcode.split(".")
+    if parts[0] not in ("ld", "st") or len(parts) < 3:
+        return None
+    op, rest = parts[0], parts[1:]
+    ty = rest[-1]
+    if ty not in MEM_TYPES:
+        return ("bad", f"'{ty}' is not a supported {op} type (supported: {', '.join(sorted(MEM_TYPES))})")
+    rest = rest[:-1]
+    words = 1
+    if rest and rest[-1] in ("v2", "v4"):
+        words = int(rest[-1][1])
+        rest = rest[:-1]
+    space, hint, seen_cache = None, False, False
+    for q in rest:
+        if q == "volatile" or q == "weak":
+            continue
+        if q in SPACES and space is None:
+            space = SPACES[q]
+        elif q in CACHE[op] and not seen_cache:
+            seen_cache = True
+        elif q == "nc" and op == "ld":
+            continue
+        elif q == "L2::cache_hint":
+            hint = True
+        elif q in ("L2::64B", "L2::128B", "L2::256B") and op == "ld":
+            continue
+        else:
+            return ("bad", f"qualifier .{q} is not supported for {op}")
+    if space is None:
+        return ("bad", f"{op} needs a state space (.global, .shared or .local) in the opcode")
+    if TYPES[ty][0] * words > 128:
+        return ("bad", f".v{words}.{ty} moves more than 16 bytes")
+    return Form(opcode, op, space, words, ty, hint)
+
+
+def expand(form, ctx: Ctx) -> list:
+    if isinstance(form, tuple):
+        raise ctx.error(form[1])
+    allowed = {"pred", "preserve_dst"} | ({"cache_policy"} if form.hint else set())
+    params = ctx.params(allowed | {"cache_policy"})
+    if "cache_policy" in params and not form.hint:
+        raise ctx.error("cache_policy is only allowed when the opcode carries .L2::cache_hint")
+    if form.hint and "cache_policy" not in params:
+        raise ctx.error("the opcode carries .L2::cache_hint, so cache_policy= (a uint64 policy) is required")
+    policy = None
+    if form.hint:
+        v, loc = params["cache_policy"]
+        if not (isinstance(v, ir.Expr) and v.dtype.bits == 64 and v.dtype.is_int) and not isinstance(v, int):
+            from ..errors import CompilationError
+            raise CompilationError(f"{ctx.opcode}: cache_policy must be a 64-bit integer value", loc)
+        policy = ir.as_expr(v, dt.uint64, loc) if isinstance(v, int) else v
+    dst, src = ctx.operands(["dst", "src"])
+    mem, regop = (src, dst) if form.op == "ld" else (dst, src)
+    pred, preserve = predicate(ctx, params, writes=form.op == "ld")
+    gaxes = ctx.group_axes(THREAD)
+    ctx.check_block_for_scope(THREAD)
+    gext = ctx.group_extents(gaxes)
+    bits = TYPES[form.type][0]
+    space_scope = "local" if form.space == "local" else form.space
+    check_scope(ctx, mem, (space_scope,), f" in {form.space} memory")
+    if mem.view.dtype.bits != bits:
+        raise ctx.error(f"element width must be {bits} bits for {form.opcode}, but {mem.view.describe()} has "
+                        f"{mem.view.dtype.bits}-bit {mem.view.dtype.name}", mem)
+    rep = split_shape(ctx, mem, len(gaxes), (form.words,), gext)
+    if regop.is_view:
+        check_scope(ctx, regop, ("local",))
+        if regop.view.dtype.bits != bits:
+            raise ctx.error(f"element width must be {bits} bits for {form.opcode}, but {regop.view.describe()} "
+                            f"has {regop.view.dtype.bits}-bit {regop.view.dtype.name}", regop)
+        r2 = split_shape(ctx, regop, len(gaxes), (form.words,), gext)
+        if tuple(r2) != tuple(rep):
+            raise ctx.error(f"repeat shape {r2} does not match {mem.name}'s {rep}", regop)
+        scalar = None
+    else:
+        if form.op == "ld":
+            raise ctx.error("the destination must be a register buffer", regop)
+        if form.words != 1:
+            raise ctx.error("a scalar source can only feed a single-word store", regop)
+        scalar = scalar_value(ctx, regop, TYPES[form.type][1] if not form.type.startswith("b") else
+                              dt.BITS[bits])
+    gids = ctx.group_ids(gaxes)
+    out, written = [], []
+    align = form.words * bits // 8
+    for coord in repeat_coords(rep):
+        offs = [memory_addr(ctx, mem, gids, list(coord) + [w]) for w in range(form.words)]
+        _check_words(ctx, mem, gaxes, gext, coord, form.words, align)
+        addr = ir.Addr(mem.view.storage, offs[0], mem.view.dtype)
+        if scalar is not None:
+            regs = [ir.Val(scalar)]
+        else:
+            regs = [ir.Reg(regop.view.storage, thread_slots(ctx, regop, gaxes, list(coord) + [w]),
+                           regop.view.dtype, form.op == "ld") for w in range(form.words)]
+            if form.op == "ld":
+                written += regs
+        groups = [regs, [addr]] if form.op == "ld" else [[addr], regs]
+        if policy is not None:
+            groups.append([ir.Val(policy)])
+        out.append(ir.Native(ctx.loc, form.opcode, groups, pred, preserve,
+                             "load" if form.op == "ld" else "store", f"rep{coord}"))
+    if form.op == "ld":
+        check_no_overlap(ctx, regop, written)
+    return out
+
+
+def _check_words(ctx, mem, gaxes, gext, coord, words, align):
+    """Consecutive, aligned memory words, checked on the static part of every sampled thread's address."""
+    lanes = [0, 1, 5, 31] if "lane" in gaxes else [0]
+    for lane in lanes:
+        g = []
+        for a, e in zip(gaxes, gext):
+            g.append(lane if a == "lane" else e - 1)
+        try:
+            offs = static_offsets(mem.view, [g + list(coord) + [w] for w in range(words)])
+        except ValueError as e:
+            raise ctx.error(f"cannot prove the {words} words of one instruction consecutive: {e}", mem) from None
+        if offs is None:
+            continue
+        for w in range(1, words):
+            if offs[w] - offs[0] != w:
+                raise ctx.error(f"the {words} words of one instruction must be consecutive in memory, but "
+                                f"coordinate {tuple(g) + tuple(coord)} spans offsets {offs}", mem)
+        if (offs[0] * mem.view.dtype.bits // 8) % align:
+            raise ctx.error(f"the words of one instruction must be aligned to {align} bytes, but coordinate "
+                            f"{tuple(g) + tuple(coord)} starts at byte offset {offs[0] * mem.view.dtype.bits // 8}",
+                            mem)

@@ -1,0 +1,271 @@
+"""The register family: mov add sub mul fma min max neg abs cvt (and div sqrt rcp ex2 lg2), thread instructions.
+
+Operands read as (*group, *repeat, count) where count is the slot's PTX register-group count (1 for a scalar
+register). Scalar expressions may fill read slots of count 1 and broadcast over repeats. `pred` and
+`preserve_dst` follow mov: with `pred` alone the destination is undefined where pred is false.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as dt
+from .. import ir
+from .operands import (THREAD, Ctx, check_no_overlap, check_scope, memory_addr, reg, repeat_coords,
+                       scalar_value, split_shape, thread_slots)
+
+# PTX register type -> (bits, carrier dtype used for scalars)
+TYPES = {
+    "b16": (16, dt.uint16), "b32": (32, dt.uint32), "b64": (64, dt.uint64),
+    "u16": (16, dt.uint16), "u32": (32, dt.uint32), "u64": (64, dt.uint64),
+    "s16": (16, dt.int16), "s32": (32, dt.int32), "s64": (64, dt.int64),
+    "f16": (16, dt.float16), "bf16": (16, dt.bfloat16), "f32": (32, dt.float32), "f64": (64, dt.float64),
+    "f16x2": (32, dt.uint32), "bf16x2": (32, dt.uint32), "f32x2": (64, dt.uint64),
+}
+RND = {"rn", "rz", "rm", "rp"}
+IRND = {"rni", "rzi", "rmi", "rpi"}
+INTS = {"u16", "u32", "u64", "s16", "s32", "s64"}
+HALF = {"f16", "f16x2", "bf16", "bf16x2"}
+
+# op -> (operand names, {type: (allowed qualifiers, required-one-of or None)})
+_F32 = RND | {"ftz", "sat"}
+ARITH2 = {
+    "f32": (_F32, None), "f64": (RND, None), "f16": ({"rn", "ftz", "sat"}, None),
+    "f16x2": ({"rn", "ftz", "sat"}, None), "bf16": ({"rn"}, None), "bf16x2": ({"rn"}, None),
+}
+TABLE = {
+    "add": (("dst", "a", "b"), {**ARITH2, "s32": ({"sat"}, None), **{t: (set(), None) for t in INTS - {"s32"}}}),
+    "sub": (("dst", "a", "b"), {**ARITH2, "s32": ({"sat"}, None), **{t: (set(), None) for t in INTS - {"s32"}}}),
+    "mul": (("dst", "a", "b"), {**ARITH2, **{t: ({"lo", "hi"}, {"lo", "hi"}) for t in INTS}}),
+    "fma": (("dst", "a", "b", "c"), {
+        "f32": (_F32, RND), "f64": (RND, RND), "f16": ({"rn", "ftz", "sat", "relu"}, {"rn"}),
+        "f16x2": ({"rn", "ftz", "sat", "relu"}, {"rn"}), "bf16": ({"rn", "relu"}, {"rn"}),
+        "bf16x2": ({"rn", "relu"}, {"rn"}), "f32x2": (_F32, RND)}),
+    "min": (("dst", "a", "b"), {"f32": ({"ftz", "NaN"}, None), "f64": (set(), None),
+                                "f16": ({"ftz", "NaN"}, None), "f16x2": ({"ftz", "NaN"}, None),
+                                "bf16": ({"NaN"}, None), "bf16x2": ({"NaN"}, None),
+                                "s32": ({"relu"}, None), **{t: (set(), None) for t in INTS - {"s32"}}}),
+    "neg": (("dst", "a"), {"f32": ({"ftz"}, None), "f64": (set(), None), "f16": ({"ftz"}, None),
+                           "f16x2": ({"ftz"}, None), "bf16": (set(), None), "bf16x2": (set(), None),
+                           "s16": (set(), None), "s32": (set(), None), "s64": (set(), None)}),
+    "div": (("dst", "a", "b"), {"f32": (RND | {"ftz", "approx", "full"}, RND | {"approx", "full"}),
+                                "f64": (RND, RND), **{t: (set(), None) for t in INTS}}),
+    "sqrt": (("dst", "a"), {"f32": (RND | {"ftz", "approx"}, RND | {"approx"}), "f64": (RND, RND)}),
+    "rcp": (("dst", "a"), {"f32": (RND | {"ftz", "approx"}, RND | {"approx"}), "f64": (RND, RND)}),
+    "ex2": (("dst", "a"), {"f32": ({"approx", "ftz"}, {"approx"})}),
+    "lg2": (("dst", "a"), {"f32": ({"approx", "ftz"}, {"approx"})}),
+    "mov": (("dst", "a"), {t: (set(), None) for t in ("b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32",
+                                                       "s64", "f32", "f64")}),
+}
+TABLE["max"] = TABLE["min"]
+TABLE["abs"] = TABLE["neg"]
+
+
+@dataclass(frozen=True)
+class Form:
+    opcode: str
+    op: str
+    quals: tuple
+    type: str                    # destination register type
+    src_type: str                # source register type (differs for cvt)
+    names: tuple
+
+
+def match(opcode: str):
+    parts = opcode.split(".")
+    op = parts[0]
+    if op == "cvt":
+        return _match_cvt(opcode, parts)
+    if op not in TABLE or len(parts) < 2:
+        return None
+    names, types = TABLE[op]
+    ty = parts[-1]
+    if ty not in types:
+        return ("bad_type", opcode, op, ty, sorted(types))
+    quals = tuple(parts[1:-1])
+    allowed, required = types[ty]
+    bad = [q for q in quals if q not in allowed]
+    if bad or len(set(quals)) != len(quals):
+        return ("bad_qual", opcode, op, ty, bad or quals, sorted(allowed))
+    if required and not (set(quals) & required):
+        return ("need_qual", opcode, op, ty, sorted(required))
+    if len(set(quals) & (RND | {"approx", "full"})) > 1 or {"sat", "relu"} <= set(quals):
+        return ("bad_qual", opcode, op, ty, quals, sorted(allowed))
+    return Form(opcode, op, quals, ty, ty, names)
+
+
+def _match_cvt(opcode, parts):
+    if len(parts) < 3:
+        return ("bad_type", opcode, "cvt", "", sorted(TYPES))
+    dst, src = parts[-2], parts[-1]
+    for t in (dst, src):
+        if t not in TYPES or t in ("f32x2",):
+            return ("bad_type", opcode, "cvt", t, sorted(TYPES))
+    quals = tuple(parts[1:-2])
+    allowed = RND | IRND | {"ftz", "sat", "relu", "satfinite"}
+    bad = [q for q in quals if q not in allowed]
+    if bad:
+        return ("bad_qual", opcode, "cvt", dst, bad, sorted(allowed))
+    rnd = set(quals) & (RND | IRND)
+    if len(rnd) > 1:
+        return ("bad_qual", opcode, "cvt", dst, quals, sorted(allowed))
+    dbits, sbits = TYPES[dst][0], TYPES[src][0]
+    if dst in ("f16x2", "bf16x2"):
+        if src != "f32" or not rnd & RND:
+            return ("need_qual", opcode, "cvt", dst, ["rn", "rz (with .f32 sources)"])
+        return Form(opcode, "cvt", quals, dst, src, ("dst", "a", "b"))
+    if src in ("f16x2", "bf16x2"):
+        return ("bad_type", opcode, "cvt", src, ["packed sources are not a cvt form"])
+    is_f = lambda t: t.startswith("f") or t.startswith("bf")  # noqa: E731
+    if is_f(dst) and is_f(src) and dbits < sbits and not rnd & RND:
+        return ("need_qual", opcode, "cvt", dst, sorted(RND))
+    if is_f(dst) and not is_f(src) and not rnd & RND:
+        return ("need_qual", opcode, "cvt", dst, sorted(RND))
+    if not is_f(dst) and is_f(src) and not rnd & IRND:
+        return ("need_qual", opcode, "cvt", dst, sorted(IRND))
+    return Form(opcode, "cvt", quals, dst, src, ("dst", "a"))
+
+
+def min_sm(form: Form) -> int:
+    sm = 50
+    types = {form.type, form.src_type}
+    if types & {"f16", "f16x2"}:
+        sm = 53
+    if types & {"bf16", "bf16x2"}:
+        sm = 80 if form.op in ("fma", "min", "max", "neg", "abs", "cvt") else 90
+    if "relu" in form.quals or "NaN" in form.quals:
+        sm = max(sm, 80)
+    if "f32x2" in types:
+        sm = 100
+    return sm
+
+
+def _slot_dtype(ty: str, bits_override=None) -> dt.DType:
+    return TYPES[ty][1]
+
+
+def expand(form, ctx: Ctx) -> list:
+    if isinstance(form, tuple):
+        _, opcode, op, ty, *rest = form
+        if form[0] == "bad_type":
+            raise ctx.error(f"'{ty}' is not a register type of {op} (types: {', '.join(rest[0])})")
+        if form[0] == "bad_qual":
+            raise ctx.error(f"qualifier(s) {', '.join('.' + q for q in rest[0])} not valid for {op}.{ty} "
+                            f"(allowed: {', '.join('.' + q for q in rest[1]) or 'none'})")
+        raise ctx.error(f"{op}.{ty} needs one of {', '.join('.' + q for q in rest[0])}")
+    if ctx.sm < min_sm(form):
+        raise ctx.error(f"needs sm_{min_sm(form)} or newer; the target is sm_{ctx.sm}")
+    params = ctx.params({"pred", "preserve_dst"})
+    ops = ctx.operands(list(form.names))
+    gaxes = ctx.group_axes(THREAD)
+    ctx.check_block_for_scope(THREAD)
+    gext = ctx.group_extents(gaxes)
+    dst, srcs = ops[0], ops[1:]
+    pred, preserve = predicate(ctx, params)
+
+    # register-group counts: the one form whose counts match the operands
+    counts = _counts(ctx, form, ops, len(gaxes))
+    rep = None
+    for op, cnt in zip(ops, counts):
+        slot_ty = form.type if op is dst else form.src_type
+        bits = TYPES[slot_ty][0] // (cnt if cnt > 1 and form.op == "mov" else 1)
+        if op.is_view:
+            check_scope(ctx, op, ("local",))
+            if op.view.dtype.bits != bits:
+                raise ctx.error(f"element width must be {bits} bits for {form.opcode}, but {op.view.describe()} has "
+                                f"{op.view.dtype.bits}-bit {op.view.dtype.name} (reinterpret explicitly with "
+                                f".view(dtype=...))", op)
+            r = split_shape(ctx, op, len(gaxes), (cnt,), gext)
+            if rep is None:
+                rep = r
+            elif tuple(r) != tuple(rep):
+                raise ctx.error(f"repeat shape {r} does not match the other operands' {rep}", op)
+        elif op is dst:
+            raise ctx.error("the destination must be a register buffer, not a scalar", op)
+        elif cnt != 1:
+            raise ctx.error(f"a scalar can only fill a single-register slot; this slot takes {cnt} registers", op)
+    rep = rep or ()
+    scal = {}
+    for op in srcs:
+        if not op.is_view:
+            ty = form.src_type
+            if ty in ("f16x2", "bf16x2", "f32x2") and isinstance(op.value, float):
+                raise ctx.error(f"a packed {ty} constant must encode both values: give its bits as an integer, "
+                                f"e.g. T.uint32(0x3C003C00)", op)
+            scal[op.name] = scalar_value(ctx, op, _slot_dtype(ty))
+
+    out, written = [], []
+    for coord in repeat_coords(rep):
+        groups = []
+        for op, cnt in zip(ops, counts):
+            if not op.is_view:
+                groups.append([ir.Val(scal[op.name])])
+                continue
+            regs = []
+            for w in range(cnt):
+                slot = thread_slots(ctx, op, gaxes, list(coord) + [w])
+                regs.append(ir.Reg(op.view.storage, slot, op.view.dtype, op is dst))
+            if op is dst:
+                written += regs
+            groups.append(regs)
+        out.append(ir.Native(ctx.loc, form.opcode, groups, pred, preserve, "pure", f"rep{coord}"))
+    check_no_overlap(ctx, dst, written)
+    return out
+
+
+def _counts(ctx, form, ops, ng):
+    base = [1] * len(ops)
+    if form.op != "mov":
+        return base
+    dst, a = ops
+    last = lambda op: op.view.shape[-1] if op.is_view and len(op.view.shape) > ng else 1  # noqa: E731
+    dbits = TYPES[form.type][0]
+    cands = [[1, 1]]
+    if form.type in ("b32", "b64"):
+        cands += [[1, 2], [2, 1]]                 # pack {a, b} -> d, or unpack d -> {a, b}
+    if form.type == "b64":
+        cands += [[1, 4], [4, 1]]
+    fits = []
+    for c in cands:
+        ok = True
+        for op, n in zip(ops, c):
+            if op.is_view and (last(op) != n or op.view.dtype.bits != dbits // (n if n > 1 else 1)):
+                ok = False
+            if not op.is_view and n != 1:
+                ok = False
+        if ok:
+            fits.append(c)
+    if len(fits) != 1:
+        raise ctx.error(f"the operands' last extents and widths match {len(fits)} forms of {form.opcode}; "
+                        f"exactly one must match (d, a), (d, {{a, b}}) or ({{a, b}}, d)")
+    return fits[0]
+
+
+def predicate(ctx: Ctx, params, writes=True):
+    """`pred` (run-time bool or None) and `preserve_dst` (static bool), checked the same way for every family."""
+    from ..frontend import ops as fops
+    pred, preserve = None, False
+    if "pred" in params:
+        v, loc = params["pred"]
+        if v is not None:
+            if isinstance(v, bool):
+                pred = None if v else ir.Const(dt.bool_, loc, False)
+            elif isinstance(v, ir.Expr):
+                pred = fops.truth(v, loc)
+            else:
+                from ..errors import CompilationError
+                raise CompilationError(f"{ctx.opcode}: pred must be a run-time bool or None", loc)
+    if "preserve_dst" in params:
+        v, loc = params["preserve_dst"]
+        from ..errors import CompilationError
+        if not isinstance(v, bool):
+            raise CompilationError(f"{ctx.opcode}: preserve_dst must be a compile-time bool", loc)
+        if v and pred is None:
+            raise CompilationError(f"{ctx.opcode}: preserve_dst=True needs pred (without pred nothing is "
+                                   f"preserved)", loc)
+        if v and not writes:
+            raise CompilationError(f"{ctx.opcode}: preserve_dst=True needs a written register destination", loc)
+        preserve = v
+    return pred, preserve
+
+
+__all__ = ["match", "expand", "predicate", "memory_addr", "reg"]

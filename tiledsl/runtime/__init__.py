@@ -1,0 +1,1 @@
+"""Loading compiled kernels and launching them through the CUDA driver (cuda-python)."""

@@ -1,0 +1,136 @@
+"""The CUDA driver, through cuda-bindings: primary contexts, modules per device, launches.
+
+Everything here is lazy: `import tiledsl` never touches the driver, and a machine without a GPU only learns it
+has none when a launch is attempted (`gpu_available()` says so without raising).
+"""
+from __future__ import annotations
+
+import threading
+
+from ..errors import LaunchError, TiledslError
+
+_lock = threading.RLock()
+_state = {"init": None, "ctx": {}, "sm": {}, "count": None}
+
+
+def _drv():
+    from cuda.bindings import driver
+    return driver
+
+
+def check(result, what="CUDA call"):
+    """Unpack a cuda-bindings (err, *values) tuple, raising a TiledslError that names the failing call."""
+    err = result[0]
+    if int(err) != 0:
+        drv = _drv()
+        try:
+            _, name = drv.cuGetErrorName(err)
+            _, text = drv.cuGetErrorString(err)
+            msg = f"{name.decode()}: {text.decode()}"
+        except Exception:
+            msg = str(err)
+        raise TiledslError(f"{what} failed: {msg}")
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def init() -> None:
+    with _lock:
+        if _state["init"] is True:
+            return
+        if isinstance(_state["init"], Exception):
+            raise _state["init"]
+        try:
+            drv = _drv()
+            check(drv.cuInit(0), "cuInit")
+            _state["count"] = check(drv.cuDeviceGetCount(), "cuDeviceGetCount")
+            if _state["count"] == 0:
+                raise TiledslError("no CUDA device found")
+            _state["init"] = True
+        except TiledslError as e:
+            _state["init"] = LaunchError(f"no usable GPU: {e}")
+            raise _state["init"] from None
+        except Exception as e:  # driver library missing, bindings missing, ...
+            _state["init"] = LaunchError(f"no usable GPU: {type(e).__name__}: {e}")
+            raise _state["init"] from None
+
+
+def gpu_available() -> bool:
+    try:
+        init()
+        return True
+    except TiledslError:
+        return False
+
+
+def device_count() -> int:
+    init()
+    return _state["count"]
+
+
+def context(device: int):
+    """The device's primary context (the one torch and cupy use), made current on this thread."""
+    drv = _drv()
+    ctx = _state["ctx"].get(device)
+    if ctx is None:
+        with _lock:
+            init()
+            if not 0 <= device < _state["count"]:
+                raise LaunchError(f"device {device} does not exist ({_state['count']} devices)")
+            dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+            ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+            _state["ctx"][device] = ctx
+    cur = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if cur is None or int(cur) != int(ctx):
+        check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx
+
+
+def compute_capability(device: int) -> int:
+    sm = _state["sm"].get(device)
+    if sm is None:
+        init()
+        drv = _drv()
+        dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+        A = drv.CUdevice_attribute
+        major = check(drv.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attribute")
+        minor = check(drv.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute")
+        sm = major * 10 + minor
+        _state["sm"][device] = sm
+    return sm
+
+
+def device_attribute(device: int, name: str) -> int:
+    drv = _drv()
+    dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+    return check(drv.cuDeviceGetAttribute(getattr(drv.CUdevice_attribute, name), dev), name)
+
+
+class LoadedFunction:
+    """A kernel loaded on one device."""
+
+    def __init__(self, device: int, image: bytes, name: str, shared_bytes: int = 0):
+        drv = _drv()
+        context(device)
+        self.device = device
+        self.module = check(drv.cuModuleLoadData(image), "cuModuleLoadData")
+        self.handle = check(drv.cuModuleGetFunction(self.module, name.encode()), "cuModuleGetFunction")
+        self.handle_int = int(self.handle)
+        if shared_bytes > 48 * 1024:
+            A = drv.CUfunction_attribute
+            check(drv.cuFuncSetAttribute(self.handle, A.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         shared_bytes), "cuFuncSetAttribute")
+
+
+def launch(fn: LoadedFunction, grid, block, shared: int, stream: int, params_addr: int) -> None:
+    drv = _drv()
+    err = drv.cuLaunchKernel(fn.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, stream,
+                             params_addr, 0)
+    if int(err[0]) != 0:
+        check(err, "cuLaunchKernel")
+
+
+def synchronize(device: int = 0) -> None:
+    context(device)
+    check(_drv().cuCtxSynchronize(), "cuCtxSynchronize")
