@@ -34,7 +34,7 @@ def main(argv=None):
             available = False
         if available:
             out = np.zeros((4, 1), dtype="float32")
-            affine_fma.run_interpreted(a, out)
+            tiledsl.jit(affine_fma.fn, interpret=True)(a, out)
             np.testing.assert_array_equal(out, ref)
             print("seed_fma: no GPU found; ran on the CPU interpreter: OK")
             return

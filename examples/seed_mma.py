@@ -83,10 +83,10 @@ def run_without_gpu(ap, bp, ref):
     try:
         from tiledsl.interpreter import available
     except ImportError:
-        available = None
+        available = False
     if available:
         out = np.zeros((16, 8), dtype="float32")
-        warp_mma.run_interpreted(ap, bp, out)
+        tiledsl.jit(warp_mma.fn, interpret=True)(ap, bp, out)
         np.testing.assert_allclose(out, ref, rtol=2e-4, atol=2e-4)
         print("seed_mma: no GPU found; ran on the CPU interpreter: OK")
         return
