@@ -200,6 +200,9 @@ class JITFunction:
     def run(self, args, kwargs, grid, block, stream):
         values = self.bind(args, kwargs)
         block = _dims(block) if block is not None else None
+        if block is not None:
+            from .runtime.launch import check_block
+            check_block(block)
         if self.interpret or config.interpret():
             from .interpreter import run_kernel
             return run_kernel(self, values, grid, block)
@@ -207,23 +210,29 @@ class JITFunction:
         from .runtime import driver
         from .runtime.launch import Plan, check_block, check_scalar, check_tensor, grid_of, launch
         params = self.params()
-        infos, device, framework = [], None, None
+        if len(values) != len(params):
+            raise LaunchError(f"{self.fn.__name__}() takes {len(params)} arguments, got {len(values)}")
+        device, framework = None, None
+        sizes, packed, env = {}, [], {}
         for (name, kind, ann, _), v in zip(params, values):
             if kind == "tensor":
                 info = A.array_info(v)
-                if info is not None and info.device is not None:
-                    if device is None:
-                        device, framework = info.device, info.framework
-                    elif info.device != device:
-                        raise LaunchError(f"argument '{name}' is on device {info.device} but earlier arguments "
-                                          f"are on device {device}; all arrays must be on one device")
-                infos.append(info)
-            elif kind == "missing":
-                raise CompilationError(f"parameter '{name}' needs an annotation")
+                check_tensor(name, info, ann.dtype, ann.shape, sizes, gpu=True)
+                if device is None:
+                    device, framework = info.device, info.framework
+                elif info.device != device:
+                    raise LaunchError(f"argument '{name}' is on device {info.device} but earlier arguments are "
+                                      f"on device {device}; all arrays must be on one device")
+                packed.append(info.ptr)
+            elif kind == "scalar":
+                packed.append(check_scalar(name, v, ann))
+                env[name] = v
+            elif kind == "constexpr":
+                env[name] = v
+            else:
+                raise CompilationError(f"parameter '{name}' needs an annotation: T.Tensor(shape, dtype), a scalar "
+                                       f"type such as T.int32, or T.constexpr")
         if device is None:
-            if any(k == "tensor" for _, k, _, _ in params):
-                for (name, kind, ann, _), info in zip([p for p in params if p[1] == "tensor"], infos):
-                    check_tensor(name, info, ann.dtype, ann.shape, {}, gpu=True)
             device = 0
         driver.context(device)
         sm = backend.parse_sm(self.target) if self.target is not None else driver.compute_capability(device)
@@ -233,19 +242,6 @@ class JITFunction:
         if plan is None:
             plan = Plan(ck, device)
             self._plans[(ck.key, device)] = plan
-        sizes, packed, env = {}, [], {}
-        it = iter(infos)
-        for (name, kind, ann, _), v in zip(params, values):
-            if kind == "tensor":
-                info = next(it)
-                check_tensor(name, info, ann.dtype, ann.shape, sizes, gpu=True)
-                packed.append(info.ptr)
-            elif kind == "scalar":
-                pv = check_scalar(name, v, ann)
-                packed.append(pv)
-                env[name] = v
-            else:
-                env[name] = v
         for p in ck.signature:
             if p["kind"] == "size":
                 packed.append(sizes[p["name"]])

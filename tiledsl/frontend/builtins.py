@@ -179,6 +179,9 @@ class BuiltinCalls:
         a = self.args(node, ["grid", "block"])
         grid = self.dims3(a["grid"], node, "grid", static=False)
         block = self.dims3(a["block"], node, "block", static=True)
+        n = block[0] * block[1] * block[2]
+        if n > 1024 or block[2] > 64:
+            raise self.error(f"block {block} has {n} threads; CUDA allows at most 1024 (and z <= 64)", node)
         return LaunchValue(grid, block)
 
     def dims3(self, v, node, what, static):
