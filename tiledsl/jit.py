@@ -89,7 +89,8 @@ class JITFunction:
         for i, (name, kind, ann, default) in enumerate(params):
             if values[i] is _MISSING:
                 if default is inspect.Parameter.empty:
-                    raise LaunchError(f"{self.fn.__name__}() is missing argument '{name}'")
+                    raise LaunchError(f"{self.fn.__name__}() is missing argument '{name}' (takes {len(params)} "
+                                      f"arguments, got {len(args) + len(kwargs)})")
                 values[i] = default
         return values
 
@@ -203,6 +204,8 @@ class JITFunction:
         if block is not None:
             from .runtime.launch import check_block
             check_block(block)
+        if grid is not None and not callable(grid):
+            grid = _dims(grid)
         if self.interpret or config.interpret():
             from .interpreter import run_kernel
             return run_kernel(self, values, grid, block)

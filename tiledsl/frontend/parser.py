@@ -107,7 +107,10 @@ class Parser(BuiltinCalls):
             if arg.annotation is None:
                 raise self.error(f"parameter '{arg.arg}' needs an annotation: T.Tensor(shape, dtype), a scalar "
                                  f"type such as T.int32, or T.constexpr", arg)
-            ann = self.eval(arg.annotation)
+            try:
+                ann = self.eval(arg.annotation)
+            except CompilationError:
+                ann = None
             loc = self.loc(arg)
             if isinstance(ann, L.TensorType):
                 st = ir.Storage(arg.arg, "global", ann.dtype, None, loc, param_index=tensor_index)
