@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 
 from .. import dtypes as dt
 from ..errors import LaunchError
@@ -92,6 +93,7 @@ class Plan:
         self.ptrs = (ctypes.c_void_p * max(1, len(self.slots)))(*[ctypes.addressof(s) for s in self.slots])
         self.params_addr = ctypes.addressof(self.ptrs)
         self.shared = ck.metadata.get("dynamic_shared", 0)
+        self.lock = threading.Lock()
 
 
 def grid_of(spec_grid, env) -> tuple:
@@ -113,6 +115,7 @@ def check_block(block) -> None:
 
 
 def launch(plan: Plan, values: list, grid, block, stream: int) -> None:
-    for slot, v in zip(plan.slots, values):
-        slot.value = v
-    driver.launch(plan.fn, grid, block, plan.shared, stream, plan.params_addr)
+    with plan.lock:
+        for slot, v in zip(plan.slots, values):
+            slot.value = v
+        driver.launch(plan.fn, grid, block, plan.shared, stream, plan.params_addr)
