@@ -1,0 +1,89 @@
+"""Runtime on the GPU: sizes, scalars, grid expressions, overrides, streams, the fast path, threads."""
+import threading
+
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl import T
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+OFFSET = 1.0
+
+
+@tiledsl.jit
+def axpb(X: T.Tensor(("N",), "float32"), Y: T.Tensor(("N",), "float32"), a: T.float32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=(N + 255) // 256, block=256))  # noqa: F821
+    i = T.cuda.block_id() * 256 + T.cuda.thread_id()
+    if i < N:  # noqa: F821
+        Y[i] = a * X[i] + OFFSET
+
+
+def test_sizes_scalars_grid_expression_and_fast_path():
+    for n in (1, 1000, 4097, 1 << 20):
+        x = torch.randn(n, device="cuda")
+        y = torch.full((n,), float("nan"), device="cuda")
+        for _ in range(3):                        # first call compiles, later ones take the fast path
+            axpb(x, y, 2.5)
+        torch.testing.assert_close(y, (2.5 * x) + 1.0, rtol=0, atol=1e-6)
+
+
+def test_changed_global_recompiles_on_gpu():
+    global OFFSET
+    x = torch.ones(10, device="cuda")
+    y = torch.zeros(10, device="cuda")
+    axpb(x, y, 1.0)
+    assert y[0].item() == 2.0
+    OFFSET = 10.0
+    try:
+        axpb(x, y, 1.0)
+        assert y[0].item() == 11.0
+    finally:
+        OFFSET = 1.0
+
+
+def test_launch_override_and_stream():
+    x = torch.arange(512, dtype=torch.float32, device="cuda")
+    y = torch.zeros(512, device="cuda")
+    axpb[(1,), (256,)](x, y, 1.0)                 # only the first 256 elements
+    torch.cuda.synchronize()
+    assert y[:256].eq(x[:256] + 1).all() and y[256:].eq(0).all()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        axpb(x, y, 3.0)
+    s.synchronize()
+    assert y.eq(3 * x + 1).all()
+    axpb(x, y, 4.0, stream=s)
+    s.synchronize()
+    assert y.eq(4 * x + 1).all()
+
+
+def test_threads_launch_concurrently():
+    errors = []
+
+    def work(seed):
+        try:
+            g = torch.Generator(device="cuda").manual_seed(seed)
+            for _ in range(50):
+                x = torch.randn(3000, device="cuda", generator=g)
+                y = torch.empty(3000, device="cuda")
+                axpb(x, y, float(seed))
+                torch.testing.assert_close(y, seed * x + 1.0, rtol=0, atol=1e-5)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_wrong_dtype_on_gpu_is_a_launch_error():
+    with pytest.raises(tiledsl.LaunchError, match="float64"):
+        axpb(torch.zeros(4, dtype=torch.float64, device="cuda"), torch.zeros(4, device="cuda"), 1.0)
+    with pytest.raises(tiledsl.LaunchError, match="not contiguous"):
+        axpb(torch.zeros(8, device="cuda")[::2], torch.zeros(4, device="cuda"), 1.0)
