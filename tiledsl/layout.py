@@ -148,6 +148,20 @@ class TileLayout:
             out.append((coord, s, ax))
         return out
 
+    def to_svg(self, shape, title=None) -> str:
+        """A picture of lane/register ownership over a view of `shape`, as SVG text (see tiledsl.pictures)."""
+        from . import pictures
+        return pictures.svg(self, shape, title)
+
+    def to_png(self, shape, path=None) -> bytes:
+        """The same picture as PNG bytes, also written to `path` when given (see tiledsl.pictures)."""
+        from . import pictures
+        data = pictures.png(self, shape)
+        if path is not None:
+            with open(path, "wb") as f:
+                f.write(data)
+        return data
+
 
 @lru_cache(maxsize=4096)
 def _group(extents: tuple, stride_reprs: tuple, dims: tuple):
