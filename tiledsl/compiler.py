@@ -27,6 +27,11 @@ class CompiledKernel:
     def __repr__(self) -> str:
         return f"<CompiledKernel {self.name} sm_{self.sm} {self.metadata}>"
 
+    def explain(self) -> str:
+        """Each tile.apply with its source line, opcode, repeats and native instructions (tiledsl.explain)."""
+        from .explain import explain
+        return explain(self)
+
 
 def front(fn, constexprs, block=None, grid=None):
     p = Parser(fn, constexprs, block_override=block, grid_override=grid)
