@@ -30,7 +30,7 @@ def test_seed_mma():
     text = ck.explain()
     assert text == explain(ck) == explain(ck.expanded_ir).replace("kernel warp_mma:", "kernel warp_mma for sm_90:")
     assert text.startswith("kernel warp_mma for sm_90: 1 tile.apply call -> 2 native instructions")
-    assert re.search(r"seed_mma\.py:37  T\.cuda\.tile\.apply\(T\.ptx\['" + re.escape(MMA) + r"'\], dv, av, bv, "
+    assert re.search(r"seed_mma\.py:\d+  T\.cuda\.tile\.apply\(T\.ptx\['" + re.escape(MMA) + r"'\], dv, av, bv, "
                      r"T\.float32\(0\), scope='warp'\)", text)
     assert f"  opcode:  {MMA}\n" in text
     assert "  repeats: 2 " in text
