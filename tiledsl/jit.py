@@ -126,6 +126,8 @@ class JITFunction:
         h.update(src.text.encode())
         h.update("\n".join(fps).encode())
         key = h.hexdigest()
+        if st is not None and st[2] != key:
+            self._fast.clear()                    # steady-state launchers belong to the old code
         self._src_state = (self.fn.__code__, deps, key)
         return key
 
