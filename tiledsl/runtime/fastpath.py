@@ -133,6 +133,10 @@ class FastLaunch:
         err = self.drv.cuLaunchKernel(self.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream,
                                       self.params_addr, 0)
         if int(err[0]) != 0:
+            if int(err[0]) == 201:                 # no current context on this thread: set it, launch again
+                driver.context(self.device)
+                err = self.drv.cuLaunchKernel(self.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.shared,
+                                              stream, self.params_addr, 0)
             driver.check(err, "cuLaunchKernel")
         return True
 
