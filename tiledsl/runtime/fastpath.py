@@ -34,7 +34,10 @@ class FastLaunch:
                 tdt = None
                 if torch is not None:
                     tdt = getattr(torch, ann.dtype.name if ann.dtype.name != "bool" else "bool", None)
-                self.tensors.append((i, plan.slots[slot], tdt, tuple(ann.shape), ann.dtype))
+                shape = tuple(ann.shape)
+                if any(isinstance(x, str) for x in shape):
+                    shape = [shape]                    # a list marks "has named sizes"
+                self.tensors.append((i, plan.slots[slot], tdt, shape, ann.dtype))
                 slot += 1
             elif kind == "scalar":
                 self.scalars.append((i, plan.slots[slot], ann))
@@ -59,21 +62,24 @@ class FastLaunch:
     def _call(self, values, stream) -> bool:
         sizes = {}
         if self.torch_type is not None:
-            tt = self.torch_type
+            tt, dev = self.torch_type, self.device
             for i, slot, tdt, shape, _ in self.tensors:
                 x = values[i]
-                if not isinstance(x, tt) or x.dtype is not tdt or x.get_device() != self.device \
-                        or not x.is_contiguous():
+                if type(x) is not tt or x.dtype is not tdt or x.get_device() != dev or not x.is_contiguous():
                     return False
                 shp = x.shape
-                if len(shp) != len(shape):
-                    return False
-                for got, want in zip(shp, shape):
-                    if want.__class__ is int:
-                        if got != want:
-                            return False
-                    elif sizes.setdefault(want, got) != got:
+                if shape.__class__ is tuple:          # all extents static: one comparison
+                    if shp != shape:
                         return False
+                else:
+                    if len(shp) != len(shape[0]):
+                        return False
+                    for got, want in zip(shp, shape[0]):
+                        if want.__class__ is int:
+                            if got != want:
+                                return False
+                        elif sizes.setdefault(want, got) != got:
+                            return False
                 slot.value = x.data_ptr()
         else:
             for i, slot, _, shape, d in self.tensors:
@@ -84,6 +90,7 @@ class FastLaunch:
                     return False
                 if cai["typestr"][1:] != _typestr(d):
                     return False
+                shape = shape if shape.__class__ is tuple else shape[0]
                 shp = cai["shape"]
                 if len(shp) != len(shape):
                     return False
