@@ -39,14 +39,19 @@ def front(fn, constexprs, block=None, grid=None):
     return k, p
 
 
-def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cubin=True) -> CompiledKernel:
+def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cubin=True,
+                   debug=False) -> CompiledKernel:
     t0 = time.perf_counter()
     k, parser = front(fn, constexprs, block, grid)
     asm = {"tile": kernel_str(k)}
     ek = expand_kernel(k, sm)
+    sites = []
+    if debug:
+        from .debugchecks import insert_bounds_checks
+        ek, sites = insert_bounds_checks(ek)
     asm["expanded"] = kernel_str(ek)
     from .codegen import generate_llvm
-    raw = generate_llvm(ek, sm)
+    raw = generate_llvm(ek, sm, debug_buffer=bool(sites))
     opt_ir, ptx = backend.llvm_to_ptx(raw, sm)
     asm["llvm"] = opt_ir
     asm["ptx"] = ptx
@@ -63,6 +68,9 @@ def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cu
                 asm["sass"] = s
     metadata.setdefault("shared_bytes", sum(st.size * st.dtype.nbytes for st in k.allocs if st.scope == "shared"))
     sig = signature_of(k)
+    if sites:
+        metadata["debug_sites"] = sites
+        sig.append({"name": "__debug", "kind": "debugbuf", "dtype": None, "shape": []})
     ck = CompiledKernel(k.name, sm, asm, metadata, sig, launch_of(k), cubin)
     ck.expanded_ir = ek
     dump = config.dump_dir()

@@ -171,7 +171,8 @@ class JITFunction:
                 return ck
             ck = self._from_disk(key)
             if ck is None:
-                ck = compile_kernel(self.fn, constexprs, sm, block, grid, want_cubin)
+                ck = compile_kernel(self.fn, constexprs, sm, block, grid, want_cubin,
+                                    debug=self.debug or config.debug())
                 self._to_disk(key, ck)
             ck.key = key
             self._compiled[key] = ck
@@ -304,7 +305,8 @@ class JITFunction:
         check_block(b)
         s = A.stream_handle(stream) if stream is not None else A.current_stream(framework, device)
         launch(plan, packed, g, b, s)
-        if not callable(grid_in) and framework in ("torch", "cupy") and self._constexpr_idx is not None:
+        if not callable(grid_in) and framework in ("torch", "cupy") and self._constexpr_idx is not None \
+                and plan.debug_buf is None:
             from .runtime.fastpath import FastLaunch
             key = self._fast_key(values, grid_in, block)
             if key is not None:

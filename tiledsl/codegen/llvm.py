@@ -34,8 +34,9 @@ def memtype(d: dt.DType):
 
 
 class Codegen:
-    def __init__(self, kernel: ir.Kernel, sm: int):
+    def __init__(self, kernel: ir.Kernel, sm: int, debug_buffer=False):
         self.k = kernel
+        self.debug_buffer = debug_buffer
         self.sm = sm
         self.module = ll.Module(name=kernel.name)
         self.module.triple = "nvptx64-nvidia-cuda"
@@ -58,6 +59,9 @@ class Codegen:
         for name, v in k.sizes.items():
             argtys.append(I32)
             binds.append(("size", v))
+        if self.debug_buffer:
+            argtys.append(ll.PointerType(addrspace=GLOBAL))
+            binds.append(("debug", None))
         fn = ll.Function(self.module, ll.FunctionType(ll.VoidType(), argtys), k.name)
         fn.calling_convention = "ptx_kernel"
         self.fn = fn
@@ -74,6 +78,9 @@ class Codegen:
                 arg.name = p.name
                 val = self.entry_builder.trunc(arg, I1) if p.dtype.kind == "bool" else arg
                 self.store_var(p.var, val, builder=self.entry_builder)
+            elif kind == "debug":
+                arg.name = "tiledsl_debug"
+                self.debug_ptr = arg
             else:
                 arg.name = p.name
                 self.store_var(p, arg, builder=self.entry_builder)
@@ -172,8 +179,20 @@ class Codegen:
     def s_Trap(self, s: ir.Trap):
         cond = self.expr(s.cond)
         with self.b.if_then(cond, likely=False):
-            fty = ll.FunctionType(ll.VoidType(), [])
-            self.b.asm(fty, "trap;", "~{memory}", [], True)
+            if not self.debug_buffer:
+                self.b.asm(ll.FunctionType(ll.VoidType(), []), "trap;", "~{memory}", [], True)
+                return
+            # The first failing thread records (site, block, thread); every failing thread stops.
+            b = self.b
+            blk = b.add(self.sreg("ctaid.x"), b.mul(self.sreg("nctaid.x"),
+                        b.add(self.sreg("ctaid.y"), b.mul(self.sreg("nctaid.y"), self.sreg("ctaid.z")))))
+            thr = b.add(self.sreg("tid.x"), b.mul(self.sreg("ntid.x"),
+                        b.add(self.sreg("tid.y"), b.mul(self.sreg("ntid.y"), self.sreg("tid.z")))))
+            text = ("{ .reg .b32 %to; .reg .pred %tq; atom.global.cas.b32 %to, [$0], 0, $1; "
+                    "setp.eq.b32 %tq, %to, 0; @%tq st.global.b32 [$0+4], $2; @%tq st.global.b32 [$0+8], $3; "
+                    "exit; }")
+            fty = ll.FunctionType(ll.VoidType(), [self.debug_ptr.type, I32, I32, I32])
+            b.asm(fty, text, "l,r,r,r,~{memory}", [self.debug_ptr, I32(s.code), blk, thr], True)
 
     def s_Native(self, s: ir.Native):
         emit_native(self, s)
@@ -288,8 +307,8 @@ def _fsuf(d):
     return {16: "f16", 32: "f32", 64: "f64"}[d.bits]
 
 
-def generate_llvm(kernel: ir.Kernel, sm: int) -> str:
-    return Codegen(kernel, sm).run()
+def generate_llvm(kernel: ir.Kernel, sm: int, debug_buffer=False) -> str:
+    return Codegen(kernel, sm, debug_buffer).run()
 
 
 __all__ = ["generate_llvm", "native_str"]

@@ -85,8 +85,14 @@ class Plan:
         image = ck.cubin if ck.cubin is not None else ck.asm["ptx"].encode() + b"\0"
         self.fn = driver.LoadedFunction(device, image, ck.name, ck.metadata.get("dynamic_shared", 0))
         self.slots = []
+        self.debug_buf = None
         for p in ck.signature:
-            if p["kind"] == "tensor":
+            if p["kind"] == "debugbuf":
+                drv = driver._drv()
+                self.debug_buf = driver.check(drv.cuMemAlloc(16), "cuMemAlloc")
+                driver.check(drv.cuMemsetD8(self.debug_buf, 0, 16), "cuMemsetD8")
+                self.slots.append(ctypes.c_uint64(int(self.debug_buf)))
+            elif p["kind"] == "tensor":
                 self.slots.append(ctypes.c_uint64(0))
             elif p["kind"] in ("scalar", "size"):
                 self.slots.append(CTYPES[p["dtype"]](0))
@@ -119,3 +125,18 @@ def launch(plan: Plan, values: list, grid, block, stream: int) -> None:
         for slot, v in zip(plan.slots, values):
             slot.value = v
         driver.launch(plan.fn, grid, block, plan.shared, stream, plan.params_addr)
+        if plan.debug_buf is not None:
+            check_debug(plan, stream)
+
+
+def check_debug(plan: Plan, stream: int) -> None:
+    """debug=True: wait for the kernel, then turn a recorded bounds violation into a KernelFault."""
+    from ..errors import KernelFault
+    drv = driver._drv()
+    driver.check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    rec = (ctypes.c_int32 * 4)()
+    driver.check(drv.cuMemcpyDtoH(ctypes.addressof(rec), plan.debug_buf, 12), "cuMemcpyDtoH")
+    if rec[0]:
+        driver.check(drv.cuMemsetD8(plan.debug_buf, 0, 16), "cuMemsetD8")
+        site = plan.ck.metadata["debug_sites"][rec[0] - 1]
+        raise KernelFault(f"{site} (block {rec[1]}, thread {rec[2]})")
