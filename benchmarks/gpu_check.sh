@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One device call: GPU tests, examples on torch and cupy, sanitizers, benchmarks. Short table last.
+# Usage (on the GPU machine, from the repo root): bash benchmarks/gpu_check.sh
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/tiledsl-out}; mkdir -p "$OUT"
+export TILEDSL_CACHE_DIR=$(mktemp -d)
+summary=()
+run() {  # name, command...
+  local name=$1; shift
+  if "$@" >"$OUT/$name.log" 2>&1; then summary+=("PASS $name"); else summary+=("FAIL $name (see $name.log)"); fi
+  tail -n 5 "$OUT/$name.log"
+}
+run pytest_gpu python3 -m pytest -m gpu -q -p no:cacheprovider tests
+for ex in seed_mma seed_fma; do
+  run "${ex}_torch" python3 examples/$ex.py
+  run "${ex}_cupy" python3 examples/$ex.py --cupy
+done
+if command -v compute-sanitizer >/dev/null; then
+  for ex in seed_mma seed_fma; do
+    run "${ex}_memcheck" compute-sanitizer --tool memcheck --error-exitcode 1 python3 examples/$ex.py
+    run "${ex}_racecheck" compute-sanitizer --tool racecheck --error-exitcode 1 python3 examples/$ex.py
+  done
+fi
+[ -f benchmarks/launch.py ] && run bench_launch python3 benchmarks/launch.py
+[ -f benchmarks/compile.py ] && run bench_compile python3 benchmarks/compile.py
+[ -f benchmarks/interpreter.py ] && run bench_interp python3 benchmarks/interpreter.py
+echo; echo "== summary =="; printf '%s\n' "${summary[@]}"
+for f in bench_launch bench_compile bench_interp; do [ -f "$OUT/$f.log" ] && { echo "== $f =="; tail -n 25 "$OUT/$f.log"; }; done
+grep -E "passed|failed" "$OUT/pytest_gpu.log" | tail -1
