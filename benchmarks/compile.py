@@ -1,0 +1,243 @@
+"""What compiling costs: `import tiledsl`, a new kernel in a warm process, and the first call of a fresh process
+with a cold and with a warm disk cache. Prints a markdown table (milliseconds).
+
+    python benchmarks/compile.py            # on a GPU machine: first calls launch the seed fma kernel
+    python benchmarks/compile.py --no-gpu   # anywhere: first calls are `kernel.compile(...)` instead
+
+Compare with the figures in /work/shared/PEERS.md (Triton 3.6: ~40 ms per new kernel in a warm process,
+~475 ms for a fresh process with a warm disk cache).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The seed fma kernel; {c} makes each copy a different kernel (a different source, so a different cache key).
+KERNEL = '''
+@tiledsl.jit
+def affine_fma(A: T.Tensor((4, 1), "float32"), Out: T.Tensor((4, 1), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    r = T.alloc_local((4, 1), "float32", layout="default")
+    T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A)
+    T.cuda.tile.apply(T.ptx["fma.rn.f32"], r, r, T.float32({c}), T.float32(1))
+    T.cuda.tile.apply(T.ptx["st.global.f32"], Out, r)
+'''
+
+# A fresh process: set up the arrays first (torch/cupy import and CUDA context are not tiledsl's cost), then
+# time `import tiledsl`, the definition, and the first call (GPU) or compile (--no-gpu).
+CHILD = '''
+import json, sys, time
+mode, target = sys.argv[1], sys.argv[2]
+import numpy as np
+a_host = np.arange(-2, 2, dtype="float32").reshape(4, 1)
+if mode == "torch":
+    import torch
+    a, out = torch.from_numpy(a_host).cuda(), torch.zeros((4, 1), dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize
+elif mode == "cupy":
+    import cupy
+    a, out = cupy.asarray(a_host), cupy.zeros((4, 1), dtype="float32")
+    cupy.cuda.Device().synchronize()
+    sync = cupy.cuda.Device().synchronize
+else:
+    a, out = a_host, np.zeros((4, 1), dtype="float32")
+t0 = time.perf_counter()
+import tiledsl
+from tiledsl import T
+t1 = time.perf_counter()
+{kernel}
+t2 = time.perf_counter()
+if mode == "compile":
+    ck = affine_fma.compile(a, out, target=target)
+else:
+    affine_fma(a, out)
+    sync()
+t3 = time.perf_counter()
+if mode != "compile":
+    got = out.cpu().numpy() if mode == "torch" else cupy.asnumpy(out)
+    assert (got == 2 * a_host + 1).all(), got
+print(json.dumps({{"import": t1 - t0, "define": t2 - t1, "first": t3 - t2, "total": t3 - t0,
+                  "from_disk": bool(getattr(next(iter(affine_fma._compiled.values()), None), "from_disk", False))}}))
+'''
+
+
+def child_env(cache_dir=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("TILEDSL_DISABLE_DISK_CACHE", None)
+    env.pop("TILEDSL_INTERPRET", None)
+    if cache_dir is not None:
+        env["TILEDSL_CACHE_DIR"] = cache_dir
+    return env
+
+
+def run_json(args, env):
+    r = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"child failed ({' '.join(args)}):\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def bench_import(runs):
+    code = "import time; t = time.perf_counter(); import tiledsl; print(time.perf_counter() - t)"
+    out = []
+    for _ in range(runs):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
+                           timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr)
+        out.append(float(r.stdout.strip()))
+    return out
+
+
+def bench_new_kernels(n, target, gpu_mode, tmp):
+    """parse->PTX and parse->cubin of `n` freshly written kernels in this (warmed-up) process."""
+    os.environ["TILEDSL_CACHE_DIR"] = os.path.join(tmp, "warm-process-cache")
+    os.environ.pop("TILEDSL_DISABLE_DISK_CACHE", None)
+    src_dir = os.path.join(tmp, "kernels")
+    os.makedirs(src_dir)
+    sys.path.insert(0, src_dir)
+    import numpy as np
+
+    a = np.arange(-2, 2, dtype="float32").reshape(4, 1)
+    out = np.zeros((4, 1), dtype="float32")
+    dev = None
+    if gpu_mode == "torch":
+        import torch
+        dev = (torch.from_numpy(a).cuda(), torch.zeros((4, 1), device="cuda"), torch.cuda.synchronize)
+    elif gpu_mode == "cupy":
+        import cupy
+        dev = (cupy.asarray(a), cupy.zeros((4, 1), dtype="float32"), cupy.cuda.Device().synchronize)
+
+    def load(i, c):
+        name = f"bench_kernel_{os.getpid()}_{i}"
+        with open(os.path.join(src_dir, name + ".py"), "w") as f:
+            f.write("import tiledsl\nfrom tiledsl import T\n" + KERNEL.format(c=c))
+        return importlib.import_module(name).affine_fma
+
+    # Warm up: llvmlite's targets, the first ptxas run, the driver, the first launch.
+    k = load(-1, "0.5")
+    k.compile(a, out, target=target)
+    if dev is not None:
+        k(dev[0], dev[1])
+        dev[2]()
+    ptx, cubin, launch, assembler = [], [], [], None
+    for i in range(n):
+        k = load(i, f"{i + 2}.0")
+        t = time.perf_counter()
+        ck = k.compile(a, out, target=target)
+        cubin.append(time.perf_counter() - t)
+        ptx.append(ck.metadata["compile_ms_to_ptx"] / 1e3)
+        assembler = ck.metadata.get("assembler", "driver")
+        if dev is not None:
+            k2 = load(n + i, f"{n + i + 2}.0")
+            t = time.perf_counter()
+            k2(dev[0], dev[1])
+            dev[2]()
+            launch.append(time.perf_counter() - t)
+    return ptx, cubin, launch, assembler
+
+
+def bench_fresh(runs, mode, target, tmp):
+    """(cold, warm) child measurements: a new cache folder per run, the warm child reusing the cold one's."""
+    script = os.path.join(tmp, "first_call.py")
+    with open(script, "w") as f:
+        f.write(CHILD.format(kernel=textwrap.dedent(KERNEL.format(c="2"))))
+    cold, warm = [], []
+    for i in range(runs):
+        d = os.path.join(tmp, f"cache-{i}")
+        cold.append(run_json([script, mode, target], child_env(d)))
+        warm.append(run_json([script, mode, target], child_env(d)))
+        assert not cold[-1]["from_disk"] and warm[-1]["from_disk"], (cold[-1], warm[-1])
+    return cold, warm
+
+
+def ms(xs):
+    return statistics.median(xs) * 1e3, min(xs) * 1e3
+
+
+def environment(gpu_mode) -> str:
+    import llvmlite
+    from tiledsl import backend
+    gpu = "no GPU (--no-gpu)"
+    if gpu_mode == "torch":
+        import torch
+        gpu = f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    elif gpu_mode == "cupy":
+        import cupy
+        gpu = f"cupy {cupy.__version__}, device 0"
+    return (f"Python {platform.python_version()}, llvmlite {llvmlite.__version__}, "
+            f"ptxas: {backend.ptxas_path() or 'none (cubin left to the driver)'}; {gpu}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--no-gpu", action="store_true", help="compile instead of launching (no GPU needed)")
+    p.add_argument("--runs", type=int, default=5, help="fresh processes per measurement (median)")
+    p.add_argument("--kernels", type=int, default=10, help="new kernels compiled in the warm process")
+    p.add_argument("--target", default=None, help="sm_XY (default: the GPU's, or sm_90 with --no-gpu)")
+    opts = p.parse_args(argv)
+    sys.path.insert(0, ROOT)
+
+    gpu_mode = "compile"
+    if not opts.no_gpu:
+        from tiledsl.runtime.driver import compute_capability, gpu_available
+        if not gpu_available():
+            print("no GPU found: measuring compilation only (as with --no-gpu)\n")
+        else:
+            for fw in ("torch", "cupy"):
+                try:
+                    importlib.import_module(fw)
+                    gpu_mode = fw
+                    break
+                except ImportError:
+                    pass
+            else:
+                print("a GPU but neither torch nor cupy: measuring compilation only\n")
+            if opts.target is None:
+                opts.target = f"sm_{compute_capability(0)}"
+    target = opts.target or "sm_90"
+
+    tmp = tempfile.mkdtemp(prefix="tiledsl-bench-")
+    try:
+        imp = bench_import(opts.runs)
+        ptx, cubin, launch, assembler = bench_new_kernels(opts.kernels, target, gpu_mode, tmp)
+        cold, warm = bench_fresh(opts.runs, gpu_mode, target, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    first = "first call (compile + load + launch + sync)" if gpu_mode != "compile" else "first `.compile()`"
+    rows = [("`import tiledsl`, fresh process", imp, f"median of {opts.runs}")]
+    rows.append(("new kernel, warm process: parse → PTX", ptx, f"median of {opts.kernels} distinct kernels"))
+    cub = "parse → cubin (ptxas)" if assembler == "ptxas" else "parse → PTX, cubin left to the driver (no ptxas)"
+    rows.append((f"new kernel, warm process: {cub}", cubin, "`kernel.compile()`, incl. disk-cache write"))
+    if launch:
+        rows.append(("new kernel, warm process: first launch", launch, "compile + module load + launch + sync"))
+    for label, runs in (("cold", cold), ("warm", warm)):
+        rows.append((f"fresh process, {label} disk cache: import + define + {first}", [r["total"] for r in runs],
+                     f"median of {opts.runs}"))
+        rows.append((f"  of which the {first}", [r["first"] for r in runs], ""))
+
+    print(f"Compile cost, target {target} ({environment(gpu_mode)})\n")
+    print("| what | median ms | min ms | notes |")
+    print("| --- | ---: | ---: | --- |")
+    for label, xs, note in rows:
+        med, lo = ms(xs)
+        print(f"| {label} | {med:.1f} | {lo:.1f} | {note} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""Host time per launch, steady state: a tiledsl kernel with 4 tensor arguments against its peers.
+
+    python benchmarks/launch.py                 # needs a GPU (and torch; cupy and triton are optional)
+    python benchmarks/launch.py --profile       # also: where tiledsl's launch path spends its time (cProfile)
+
+Every path launches a kernel reading three float32 vectors and writing a fourth (`d = a + b + c`, one block):
+- tiledsl `kernel[grid, block](...)` and `kernel(...)` on torch tensors, and on cupy arrays;
+- raw cuda-bindings `cuLaunchKernel` of the very same cubin, loaded with `cuModuleLoadData` in the torch
+  primary context, with the parameter block packed once in advance (the floor for a Python launch);
+- CuPy: the same cubin through `cupy.RawModule(path=...)`, and a CUDA C `RawKernel`;
+- Triton `@jit` with 4 pointer arguments, when triton imports.
+Each measurement is `--launches` back-to-back launches timed with time.perf_counter (no synchronisation inside
+the loop), after a warm-up; rounds interleave the paths and the table shows the median round. See
+/work/shared/PEERS.md for the reference figures (raw prepacked 3.5-4.0 us, CuPy 4.8-5.7, Triton 11.4-16.7).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import tiledsl  # noqa: E402
+from tiledsl import T  # noqa: E402
+
+N = 256
+
+
+@tiledsl.jit
+def add3(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32"),
+         D: T.Tensor((N,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=N))
+    i = T.cuda.thread_id(0)
+    D[i] = A[i] + B[i] + C[i]
+
+
+CUDA_C = r"""
+extern "C" __global__ void add3_c(const float* a, const float* b, const float* c, float* d) {
+    int i = threadIdx.x;
+    d[i] = a[i] + b[i] + c[i];
+}
+"""
+
+
+def timed(fn, n: int) -> float:
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n
+
+
+class Bench:
+    def __init__(self, opts):
+        self.opts = opts
+        self.paths = {}          # label -> (launch fn, sync fn, check fn)
+        self.notes = []
+
+    def add(self, label, fn, sync, check):
+        try:
+            fn()
+            sync()
+            check()
+            self.paths[label] = (fn, sync)
+        except Exception as e:  # a path that fails is reported, the others still run
+            self.notes.append(f"{label}: skipped ({type(e).__name__}: {str(e).splitlines()[0][:160]})")
+
+    def run(self) -> dict:
+        n, warm = self.opts.launches, max(100, self.opts.launches // 10)
+        for fn, sync in self.paths.values():
+            timed(fn, warm)
+            sync()
+        rounds = {label: [] for label in self.paths}
+        for _ in range(self.opts.rounds):
+            for label, (fn, sync) in self.paths.items():
+                sync()
+                rounds[label].append(timed(fn, n))
+                sync()
+        return {label: statistics.median(v) * 1e6 for label, v in rounds.items()}
+
+
+def setup(bench: Bench, opts):
+    import numpy as np
+    import torch
+    from cuda.bindings import driver as drv
+
+    dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    host = [np.random.default_rng(i).standard_normal(N).astype("float32") for i in range(3)]
+    want = host[0] + host[1] + host[2]
+    ta, tb, tc = (torch.from_numpy(h).to(dev) for h in host)
+    td = torch.zeros(N, dtype=torch.float32, device=dev)
+    tsync = torch.cuda.synchronize
+
+    def tcheck(out):
+        def check():
+            got = out.cpu().numpy() if hasattr(out, "cpu") else out.get()
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+            out.zero_() if hasattr(out, "zero_") else out.fill(0)
+        return check
+
+    major, minor = torch.cuda.get_device_capability(dev)
+    target = f"sm_{major}{minor}"
+    ck = add3.compile(ta, tb, tc, td, target=target)
+    image = ck.cubin if ck.cubin is not None else ck.asm["ptx"].encode() + b"\0"
+    bench.notes.append(f"tiledsl image: {'cubin (' + ck.metadata.get('assembler', '?') + ')' if ck.cubin else 'PTX'}"
+                       f", {target}")
+
+    # -- raw cuda-bindings: same image, torch's primary context, parameter block packed once
+    err, ctx = drv.cuCtxGetCurrent()
+    if int(err) != 0 or ctx is None or int(ctx) == 0:
+        err, cudev = drv.cuDeviceGet(0)
+        err, ctx = drv.cuDevicePrimaryCtxRetain(cudev)
+        drv.cuCtxSetCurrent(ctx)
+    err, module = drv.cuModuleLoadData(image)
+    assert int(err) == 0, err
+    err, func = drv.cuModuleGetFunction(module, ck.name.encode())
+    assert int(err) == 0, err
+    raw_td = torch.zeros_like(td)
+    slots = [ctypes.c_uint64(t.data_ptr()) for t in (ta, tb, tc, raw_td)]
+    block = (ctypes.c_void_p * 4)(*[ctypes.addressof(s) for s in slots])
+    addr = ctypes.addressof(block)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    launch_kernel = drv.cuLaunchKernel
+
+    def raw():
+        launch_kernel(func, 1, 1, 1, N, 1, 1, 0, stream, addr, 0)
+    bench.add("raw cuLaunchKernel, params packed in advance", raw, tsync, tcheck(raw_td))
+
+    # -- tiledsl on torch tensors
+    bench.add("tiledsl kernel[grid, block](...), torch", lambda: add3[1, N](ta, tb, tc, td), tsync, tcheck(td))
+    bench.add("tiledsl kernel(...), torch", lambda: add3(ta, tb, tc, td), tsync, tcheck(td))
+
+    # -- cupy: tiledsl on cupy arrays, the same cubin through RawModule, a CUDA C RawKernel
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+        bench.notes.append("cupy: not installed, its rows are skipped")
+    if cupy is not None:
+        ca, cb, cc = (cupy.asarray(h) for h in host)
+        cd = cupy.zeros(N, dtype="float32")
+        csync = cupy.cuda.Device(0).synchronize
+        bench.add("tiledsl kernel[grid, block](...), cupy", lambda: add3[1, N](ca, cb, cc, cd), csync, tcheck(cd))
+        suffix = ".cubin" if ck.cubin is not None else ".ptx"
+        fd, path = tempfile.mkstemp(suffix=suffix)
+        with os.fdopen(fd, "wb") as f:
+            f.write(ck.cubin if ck.cubin is not None else ck.asm["ptx"].encode())
+        try:
+            rm = cupy.RawModule(path=path)
+            same = rm.get_function(ck.name)
+            cd2 = cupy.zeros(N, dtype="float32")
+            bench.add("CuPy RawModule, same cubin", lambda: same((1,), (N,), (ca, cb, cc, cd2)), csync, tcheck(cd2))
+        except Exception as e:
+            bench.notes.append(f"CuPy RawModule: skipped ({type(e).__name__}: {e})")
+        finally:
+            os.unlink(path)
+        rk = cupy.RawKernel(CUDA_C, "add3_c")
+        cd3 = cupy.zeros(N, dtype="float32")
+        bench.add("CuPy RawKernel (CUDA C)", lambda: rk((1,), (N,), (ca, cb, cc, cd3)), csync, tcheck(cd3))
+
+    # -- Triton
+    if add3_triton is None:
+        bench.notes.append(f"triton: not importable ({_triton_error}), its row is skipped")
+        return
+    td4 = torch.zeros_like(td)
+    bench.add("Triton @jit, 4 pointer args", lambda: add3_triton[(1,)](ta, tb, tc, td4, BLOCK=N), tsync,
+              tcheck(td4))
+
+
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add3_triton(a, b, c, d, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(d + offs, tl.load(a + offs) + tl.load(b + offs) + tl.load(c + offs))
+    _triton_error = None
+except Exception as e:  # not installed, or installed without a usable backend
+    add3_triton, _triton_error = None, f"{type(e).__name__}: {e}"
+
+
+def table(results: dict, notes) -> str:
+    raw = next((v for k, v in results.items() if k.startswith("raw")), None)
+    tri = next((v for k, v in results.items() if k.startswith("Triton")), None)
+    lines = ["| path | µs / launch | × raw | × Triton |", "| --- | ---: | ---: | ---: |"]
+    for label, us in sorted(results.items(), key=lambda kv: kv[1]):
+        r = f"{us / raw:.2f}" if raw else "–"
+        t = f"{us / tri:.2f}" if tri else "–"
+        lines.append(f"| {label} | {us:.2f} | {r} | {t} |")
+    return "\n".join(lines + [""] + [f"- {n}" for n in notes])
+
+
+def profile(opts):
+    import cProfile
+    import pstats
+
+    import torch
+    ts = [torch.zeros(N, device="cuda") for _ in range(4)]
+    for _ in range(1000):
+        add3[1, N](*ts)
+    torch.cuda.synchronize()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(opts.launches):
+        add3[1, N](*ts)
+    pr.disable()
+    torch.cuda.synchronize()
+    print(f"\ncProfile of {opts.launches} launches of add3[1, {N}](...) on torch tensors:")
+    pstats.Stats(pr).sort_stats("tottime").print_stats(15)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--launches", type=int, default=20000, help="launches per timed round")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is shown")
+    p.add_argument("--profile", action="store_true", help="also profile tiledsl's launch path with cProfile")
+    p.add_argument("--no-gpu", action="store_true", help="do nothing but say so (for scripted runs)")
+    opts = p.parse_args(argv)
+    from tiledsl.runtime.driver import gpu_available
+    if opts.no_gpu or not gpu_available():
+        print("launch benchmark: no GPU here (or --no-gpu); nothing measured. Run it on a GPU machine.")
+        return 0
+    try:
+        import torch
+    except ImportError:
+        print("launch benchmark: needs torch (the raw launch runs in torch's primary context); nothing measured.")
+        return 0
+    if not torch.cuda.is_available():
+        print("launch benchmark: torch sees no CUDA device; nothing measured.")
+        return 0
+    bench = Bench(opts)
+    setup(bench, opts)
+    results = bench.run()
+    print(f"Host time per launch, steady state: {opts.launches} launches per round, median of {opts.rounds} "
+          f"rounds; {torch.cuda.get_device_name(0)}, torch {torch.__version__}, Python {sys.version.split()[0]}\n")
+    print(table(results, bench.notes))
+    if opts.profile:
+        profile(opts)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
