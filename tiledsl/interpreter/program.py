@@ -1,0 +1,210 @@
+"""Statements compiled once into closures `f(machine, idx)`, and the Program that runs them block batch by batch.
+
+Control flow is masked lockstep execution:
+  - `If` with a per-thread condition runs `then` on the threads where it holds and `orelse` on the rest;
+  - `For` keeps iterating while any active thread is still inside its own bounds (bounds may differ per thread);
+    constant bounds take a fast path that runs the Python range directly;
+  - `Barrier` is a no-op in lockstep, but reaching it with only part of a block active is an error
+    (on the GPU that is undefined behaviour / a hang);
+  - `Trap` raises KernelFault for the first active thread whose condition holds.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir
+from ..errors import TiledslError
+from .exprs import ExprCompiler, is_const
+from .machine import InterpreterError, Machine, mem_np, sub, val_np
+from .natives import compile_native
+
+
+class Program:
+    """An expanded kernel compiled to closures; `run` executes a grid."""
+
+    def __init__(self, kernel: ir.Kernel):
+        self.kernel = kernel
+        self.allocs = list(kernel.allocs)
+        self.cx = ExprCompiler()
+        self.body = self.block(kernel.body)
+
+    # -------------------------------------------------------------- compile
+    def block(self, stmts):
+        fs = [self.stmt(s) for s in stmts]
+        locs = [s.loc for s in stmts]
+
+        def run(m, idx):
+            i = 0
+            try:
+                for i, f in enumerate(fs):
+                    f(m, idx)
+            except TiledslError:
+                raise
+            except Exception as e:
+                loc = locs[i]
+                pre = f"{loc}: " if loc is not None else ""
+                raise InterpreterError(f"{pre}interpreter error ({type(e).__name__}: {e})") from e
+        return run
+
+    def stmt(self, s):
+        meth = getattr(self, "s_" + type(s).__name__, None)
+        if meth is None:
+            raise InterpreterError(f"{s.loc}: the interpreter cannot execute {type(s).__name__} statements")
+        try:
+            return meth(s)
+        except TiledslError as e:
+            if s.loc is not None and str(s.loc) not in str(e):
+                raise InterpreterError(f"{s.loc}: {e}") from None
+            raise
+
+    def s_Assign(self, s: ir.Assign):
+        var = s.var
+        vf = self.cx.expr(s.value)
+        npd = val_np(var.dtype)
+
+        def f(m, idx):
+            v = vf(m, idx)
+            arr = m.vars.get(var)
+            if arr is None:
+                arr = m.vars[var] = np.zeros(m.N, npd)
+            if idx is None:
+                arr[...] = v
+            else:
+                arr[idx] = v
+        return f
+
+    def s_Store(self, s: ir.Store):
+        st, loc = s.storage, s.loc
+        npd = mem_np(s.dtype)
+        of, vf = self.cx.expr(s.offset), self.cx.expr(s.value)
+
+        def f(m, idx):
+            off = of(m, idx)
+            v = vf(m, idx)
+            v = np.asarray(v).astype(npd, copy=False)
+            m.write(m.mem[st], npd, off, v, idx, loc)
+        return f
+
+    def s_For(self, s: ir.For):
+        var = s.var
+        npd = val_np(var.dtype)
+        f0, f1, fs = self.cx.expr(s.start), self.cx.expr(s.stop), self.cx.expr(s.step)
+        body = self.block(s.body)
+        static = is_const(f1) and is_const(fs) and int(fs.const) > 0
+
+        def general(m, idx, arr):
+            active = idx
+            while True:
+                cur = arr if active is None else arr[active]
+                keep = cur < f1(m, active)
+                if np.ndim(keep) == 0:
+                    if not keep:
+                        return
+                elif not keep.all():
+                    active = sub(active, keep)
+                    if len(active) == 0:
+                        return
+                body(m, active)
+                st = fs(m, active)
+                if active is None:
+                    arr += st
+                else:
+                    arr[active] += st
+
+        def f(m, idx):
+            arr = m.vars.get(var)
+            if arr is None:
+                arr = m.vars[var] = np.zeros(m.N, npd)
+            start = f0(m, idx)
+            if static and np.ndim(start) == 0:
+                stop, step = int(f1.const), int(fs.const)
+                i = int(start)
+                for i in range(int(start), stop, step):
+                    if idx is None:
+                        arr.fill(i)
+                    else:
+                        arr[idx] = i
+                    body(m, idx)
+                last = max(int(start), i + step) if int(start) < stop else int(start)
+                if idx is None:
+                    arr.fill(last)
+                else:
+                    arr[idx] = last
+                return
+            if idx is None:
+                arr[...] = start
+            else:
+                arr[idx] = start
+            general(m, idx, arr)
+        return f
+
+    def s_If(self, s: ir.If):
+        cf = self.cx.expr(s.cond)
+        then, orelse = self.block(s.then), self.block(s.orelse)
+        has_else = bool(s.orelse)
+        if is_const(cf):
+            return then if bool(cf.const) else orelse
+
+        def f(m, idx):
+            c = cf(m, idx)
+            if np.ndim(c) == 0:
+                (then if c else orelse)(m, idx)
+                return
+            c = np.asarray(c, bool)
+            if c.all():
+                then(m, idx)
+                return
+            if not c.any():
+                if has_else:
+                    orelse(m, idx)
+                return
+            then(m, sub(idx, c))
+            if has_else:
+                orelse(m, sub(idx, ~c))
+        return f
+
+    def s_Barrier(self, s: ir.Barrier):
+        loc = s.loc
+
+        def f(m, idx):
+            if idx is None:
+                return
+            counts = np.bincount(m.blk[idx], minlength=m.nb)
+            bad = (counts != 0) & (counts != m.T)
+            if np.any(bad):
+                b = int(np.flatnonzero(bad)[0])
+                inactive = np.setdiff1d(np.arange(b * m.T, (b + 1) * m.T), idx)
+                raise m.fault(loc, f"barrier (syncthreads) reached by {int(counts[b])} of the block's {m.T} threads "
+                                   f"under divergent control flow; every thread of the block must reach it "
+                                   f"(first one missing: {m.where(int(inactive[0]))})", m.first(idx))
+        return f
+
+    def s_Trap(self, s: ir.Trap):
+        cf, code, loc = self.cx.expr(s.cond), s.code, s.loc
+
+        def f(m, idx):
+            c = cf(m, idx)
+            c = np.broadcast_to(np.asarray(c, bool), (m.n(idx),))
+            if c.any():
+                raise m.fault(loc, f"kernel trap (code {code})", m.first(idx, c))
+        return f
+
+    def s_Native(self, s: ir.Native):
+        return compile_native(s, self.cx)
+
+    def s_Apply(self, s):
+        raise InterpreterError(f"{s.loc}: tile.apply reached the interpreter unexpanded")
+
+    # -------------------------------------------------------------- run
+    def run(self, grid, block, globals_, scalars, batch_threads=16384):
+        """Run every block of `grid`. `globals_`: {Storage: Memory}; `scalars`: {Var: numpy scalar}."""
+        T = block[0] * block[1] * block[2]
+        nblocks = grid[0] * grid[1] * grid[2]
+        per = max(1, min(nblocks, batch_threads // T))
+        with np.errstate(all="ignore"):
+            for b0 in range(0, nblocks, per):
+                nb = min(per, nblocks - b0)
+                m = Machine(self, grid, block, b0, nb, globals_)
+                for var, value in scalars.items():
+                    m.vars[var] = np.full(m.N, value, val_np(var.dtype))
+                self.body(m, None)
