@@ -13,6 +13,7 @@ from ..views import BitView, RootView, View
 from . import ops
 
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
+MAX_STATIC_SHARED = 48 * 1024            # bytes of static shared memory per kernel (no dynamic shared memory yet)
 
 
 @dataclass
@@ -165,7 +166,9 @@ class BuiltinCalls:
 
     # ------------------------------------------------------------ launch and ids
     def b_device_entry(self, node):
-        if self.runtime_depth or self.body_stack[-1] or self.launch is not None:
+        if self.launch is not None:
+            raise self.error("T.device_entry is given twice; a kernel has one launch configuration", node)
+        if self.runtime_depth or self.body_stack[-1]:
             raise self.error("T.device_entry must be the first statement of the kernel", node)
         launch = self.args(node, ["launch"])["launch"]
         if not isinstance(launch, LaunchValue):
@@ -251,6 +254,15 @@ class BuiltinCalls:
             size *= s
         if layout is not None:
             size = layout.storage_span(shape)
+        if scope == "shared":
+            used = sum(st.size * st.dtype.nbytes for st in self.allocs if st.scope == "shared")
+            total = used + size * d.nbytes
+            if total > MAX_STATIC_SHARED:
+                before = f" ({used} bytes before it)" if used else ""
+                raise self.error(f"shared memory: this allocation of {size * d.nbytes} bytes{before} brings the "
+                                 f"kernel's static shared memory to {total} bytes; at most {MAX_STATIC_SHARED} bytes "
+                                 f"(48 KB) of static shared memory are allowed per kernel (dynamic shared memory is "
+                                 f"not supported yet)", node)
         name = self.name_hint or f"{scope}{len(self.allocs)}"
         if any(s.name == name for s in self.allocs):
             name = f"{name}{len(self.allocs)}"
@@ -364,6 +376,14 @@ class BuiltinCalls:
             else:
                 params[k.arg] = (v, self.loc(k.value))
         self.emit(ir.Apply(self.loc(node), op.text, operands, scope, params, locs))
+
+
+def check_block_override(block) -> None:
+    """A block given by the caller (compile(block=...), kernel[grid, block]) is a bad call when CUDA refuses it."""
+    n = block[0] * block[1] * block[2]
+    if n > 1024 or block[2] > 64:
+        from ..errors import LaunchError
+        raise LaunchError(f"block {tuple(block)} has {n} threads; CUDA allows at most 1024 (and z <= 64)")
 
 
 def _rebase(v: BitView):

@@ -16,7 +16,7 @@ from ..errors import CompilationError
 from ..layout import LayoutError
 from ..views import View
 from . import ops
-from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange
+from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange, check_block_override
 from .source import Source
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
@@ -70,6 +70,8 @@ class Parser(BuiltinCalls):
         f = self.src.fdef
         if isinstance(f, ast.AsyncFunctionDef):
             raise self.error("async kernels are not supported", f)
+        if self.block_override:
+            check_block_override(self.block_override)      # a bad call: LaunchError, before any parsing
         self._params(f)
         body = list(f.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
@@ -465,18 +467,24 @@ class Parser(BuiltinCalls):
                                  node)
             return v
         if name in self.closure:
-            return self._global(name, self.closure[name], node)
+            return self._global(name, self.closure[name], node, "closure variable")
         if name in self.globals:
             return self._global(name, self.globals[name], node)
         if name in PY_BUILTINS:
             return getattr(_py, name)
         raise self.error(f"name '{name}' is not defined", node)
 
-    def _global(self, name, value, node):
+    def _global(self, name, value, node, kind="global"):
         from ..fingerprint import fingerprint_value
         fp = fingerprint_value(value)
         if fp is None:
-            raise self.error(f"global '{name}' is a {type(value).__name__}; a kernel can read ints, floats, bools, "
+            from ..jit import JITFunction
+            if isinstance(value, JITFunction):
+                what = "recursion (a kernel calling itself)" if value.fn.__code__ is self.fn.__code__ else \
+                    "calling another kernel"
+                raise self.error(f"'{name}' is a @tiledsl.jit kernel: {what} is not supported inside a kernel",
+                                 node)
+            raise self.error(f"{kind} '{name}' is a {type(value).__name__}; a kernel can read ints, floats, bools, "
                              f"strings, tuples of them, dtypes, layouts, and tiledsl/math modules", node)
         self.globals_read[name] = (value, fp)
         return value
@@ -597,7 +605,8 @@ class Parser(BuiltinCalls):
     def expr_BinOp(self, node):
         op = BINOPS.get(type(node.op))
         if op is None:
-            raise self.error("unsupported operator", node)
+            raise self.error("the '@' operator is not supported in a kernel (matrix products are written with "
+                             "T.cuda.tile.apply and an mma opcode)", node)
         a, b = self.eval(node.left), self.eval(node.right)
         if isinstance(a, tuple) and isinstance(b, tuple) and op == "add":
             return a + b
@@ -677,6 +686,9 @@ def _root_view(storage, dtype, shape, name):
 def _short(x) -> str:
     if x is L.T:
         return "T"
+    names = {id(L.cuda): "T.cuda", id(L.cuda.tile): "T.cuda.tile", id(L.ptx): "T.ptx"}
+    if id(x) in names:
+        return names[id(x)]
     return type(x).__name__ if not isinstance(x, (int, float, str)) else repr(x)
 
 

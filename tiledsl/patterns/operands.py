@@ -236,8 +236,9 @@ def check_no_overlap(ctx: Ctx, op: Operand, regs) -> None:
     for r in regs:
         key = (r.storage.name, r.index * r.dtype.bits)
         if key in seen:
-            raise ctx.error(f"destination registers overlap: register {r.index} of {r.storage.name} is written by "
-                            f"two coordinates ({seen[key]} and another)", op)
+            raise ctx.error(f"destination registers overlap: register {r.index} of {r.storage.name} would be "
+                            f"written by two different coordinates of {op.view.describe()}; every written "
+                            f"coordinate needs its own register", op)
         seen[key] = r.index
 
 
