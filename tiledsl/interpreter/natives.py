@@ -58,7 +58,10 @@ class RegOp:
         m.reg_write(self.st, self.index, self.u, np.asarray(bits).astype(self.u, copy=False), idx)
 
     def poison(self, m, idx):
-        m.reg_write(self.st, self.index, self.u, self.u(poison_bits(self.dtype)), idx)
+        bits = getattr(self, "poison_value", None)
+        if bits is None:
+            bits = poison_bits(self.dtype)
+        m.reg_write(self.st, self.index, self.u, self.u(bits), idx)
 
 
 class ValOp:
@@ -112,6 +115,14 @@ def predicated(core, n: ir.Native, cx, dsts):
     """Wrap `core(m, idx)` with the native's predicate and the undefined/preserved destination rule."""
     if n.pred is None:
         return core
+    parts = n.opcode.split(".")
+    ty = parts[-2] if parts[0] == "cvt" else parts[-1]
+    for d in dsts:                                   # undefined float results read as NaN, whatever the view
+        if ty in PACKED_T:
+            d.poison_value = 0x7EAD7EAD if ty == "f16x2" else 0x7FAD7FAD
+        elif ty in FLOAT_T:
+            d.poison_value = poison_bits({16: dt.float16 if ty == "f16" else dt.bfloat16, 32: dt.float32,
+                                          64: dt.float64}[d.bits]) if d.bits == BITS[ty] else None
     pf = cx.expr(n.pred)
     preserve = n.preserve
 
