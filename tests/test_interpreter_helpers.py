@@ -148,12 +148,13 @@ def mma_kernel(Ar: T.Tensor((32, "na"), "uint32"), Br: T.Tensor((32, "nb"), "uin
         Dr[lane, s] = dr[s]
 
 
-def run_mma(mr, nr, kr, k, ab, a, b, c=None, cval=0.0, orders=(None, None, None), bad=(False, False, False)):
+def run_mma(mr, nr, kr, k, ab, a, b, c=None, cval=0.0, orders=(None, None, None), bad=(False, False, False),
+            d_layout=None):
     """Run mma_kernel: a (16*mr, k*kr), b (8*nr, k*kr) values exact in `ab`, c (16*mr, 8*nr) or a scalar cval.
-    Returns the (16*mr, 8*nr) float32 result."""
+    Returns the (16*mr, 8*nr) float32 result. `d_layout`: (layout, slots) replacing D's (and C's) layout."""
     la, na = layout_a(mr, kr, k, orders[0], bad[0])
     lb, nb = layout_b(nr, kr, k, orders[1], bad[1])
-    ld, nd = layout_d(mr, nr, orders[2], bad[2])
+    ld, nd = d_layout or layout_d(mr, nr, orders[2], bad[2])
     sa, sb, sd = (mr, kr, 16, k // 2), (nr, kr, 8, k // 2), (mr, nr, 16, 8)
     ah, bh = half_bits(a, ab).astype(np.uint32), half_bits(b, ab).astype(np.uint32)
     Ar = np.zeros((32, na), np.uint32)
