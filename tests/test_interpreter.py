@@ -607,3 +607,82 @@ def test_torch_cpu_tensors():
 
 def test_interpreter_error_is_tiledsl_error():
     assert issubclass(InterpreterError, tiledsl.TiledslError)
+
+
+# ---------------------------------------------------------------- ids, reinterpreting loads, scalar parameters
+
+@tiledsl.jit(interpret=True)
+def ids_kernel(Out: T.Tensor((2, 3, 64, 6), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=(3, 2), block=(8, 4, 2)))
+    t = T.cuda.thread_id(0) + 8 * (T.cuda.thread_id(1) + 4 * T.cuda.thread_id(2))
+    bx, by = T.cuda.block_id(0), T.cuda.block_id(1)
+    Out[by, bx, t, 0] = T.cuda.lane_id()
+    Out[by, bx, t, 1] = T.cuda.warp_id()
+    Out[by, bx, t, 2] = T.cuda.thread_id(1)
+    Out[by, bx, t, 3] = T.cuda.thread_id(2)
+    Out[by, bx, t, 4] = T.cuda.grid_dim(0) * 10 + T.cuda.grid_dim(1)
+    Out[by, bx, t, 5] = T.cuda.block_dim(0) * 100 + T.cuda.block_dim(1) * 10 + T.cuda.block_dim(2)
+
+
+def test_thread_and_block_ids():
+    out = np.full((2, 3, 64, 6), -1, np.int32)
+    ids_kernel(out)
+    t = np.arange(64)
+    for by in range(2):
+        for bx in range(3):
+            np.testing.assert_array_equal(out[by, bx, :, 0], t % 32)
+            np.testing.assert_array_equal(out[by, bx, :, 1], t // 32)
+            np.testing.assert_array_equal(out[by, bx, :, 2], (t // 8) % 4)
+            np.testing.assert_array_equal(out[by, bx, :, 3], t // 32)
+            assert (out[by, bx, :, 4] == 32).all() and (out[by, bx, :, 5] == 842).all()
+
+
+@tiledsl.jit(interpret=True)
+def bits_kernel(F: T.Tensor((32, 2), "float32"), Out: T.Tensor((32, 4), "uint16"), W: T.Tensor((32,), "uint64")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    t = T.cuda.thread_id()
+    x = T.alloc_local((2,), "float32")
+    x[0] = F[t, 0]
+    x[1] = F[t, 1]
+    h = x.view(dtype="uint16")
+    for j in range(4):
+        Out[t, j] = h[j]
+    sm = T.alloc_shared((64,), "float32")
+    sm[2 * t] = F[t, 0]
+    sm[2 * t + 1] = F[t, 1]
+    T.cuda.syncthreads()
+    w = sm.view(dtype="uint64")
+    W[t] = w[(t + 1) % 32]
+
+
+def test_loads_reinterpret_bits():
+    rng = np.random.default_rng(2)
+    f = rng.standard_normal((32, 2)).astype(np.float32)
+    out = np.zeros((32, 4), np.uint16)
+    w = np.zeros(32, np.uint64)
+    bits_kernel(f, out, w)
+    np.testing.assert_array_equal(out, f.view(np.uint16).reshape(32, 4))
+    np.testing.assert_array_equal(w, np.roll(f.reshape(-1).view(np.uint64), -1))
+
+
+@tiledsl.jit(interpret=True)
+def scalar_kernel(Out: T.Tensor(("n",), "float32"), I: T.Tensor(("n",), "int64"), s: T.float32, k: T.int64,
+                  flag: T.bool, h: T.float16, u: T.uint32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=48))
+    t = T.cuda.thread_id()
+    v = s * T.cast(t, "float32") + T.cast(h, "float32")
+    if flag:
+        v = -v
+    Out[t] = v
+    I[t] = k * T.cast(t, "int64") + T.cast(u, "int64")
+
+
+def test_scalar_parameters_and_sizes():
+    out = np.zeros(48, np.float32)
+    i = np.zeros(48, np.int64)
+    scalar_kernel(out, i, 1.5, 2**40, True, 0.333, 2**32 - 1)
+    t = np.arange(48)
+    np.testing.assert_array_equal(out, -(np.float32(1.5) * t.astype(np.float32) + np.float32(np.float16(0.333))))
+    np.testing.assert_array_equal(i, 2**40 * t + 2**32 - 1)
+    with pytest.raises(tiledsl.LaunchError):
+        scalar_kernel(out, i, 1.5, 2**40, True, 0.333, -1)

@@ -388,3 +388,13 @@ def test_register_pred_poison_and_preserve():
     assert (out[16:] == 0x1234).all()
     out = run_reg("mov.b32", [a.view(np.uint32)], 32, pred=pred)        # integer registers: 0xDEADBEEF
     assert (out[16:] == 0xDEADBEEF).all()
+
+
+def test_f32x2_fma_halves():
+    rng = np.random.default_rng(4)
+    a, b, c = (_f32(rng, 64) for _ in range(3))
+    words = [x.reshape(32, 2).copy().view(np.uint64).reshape(32) for x in (a, b, c)]
+    out = run_reg("fma.rz.f32x2", words, 64).view(np.float32).reshape(32, 2)
+    for i in range(64):
+        q = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+        assert int(out.reshape(-1)[i:i + 1].view(np.uint32)[0]) == ref_round_bits(q, "f32", "rz")

@@ -25,7 +25,8 @@ from .machine import UINT, InterpreterError, mem_np, poison_bits, sub
 # ---------------------------------------------------------------- PTX types
 
 FLOAT_T = {"f16": R.F16, "bf16": R.BF16, "f32": R.F32, "f64": R.F64}
-PACKED_T = {"f16x2": R.F16, "bf16x2": R.BF16}
+PACKED_T = {"f16x2": R.F16, "bf16x2": R.BF16, "f32x2": R.F32}
+CVT_PACKED = {"f16x2": R.F16, "bf16x2": R.BF16}
 INT_T = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
          "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
          "b8": np.uint8, "b16": np.uint16, "b32": np.uint32, "b64": np.uint64}
@@ -119,7 +120,7 @@ def predicated(core, n: ir.Native, cx, dsts):
     ty = parts[-2] if parts[0] == "cvt" else parts[-1]
     for d in dsts:                                   # undefined float results read as NaN, whatever the view
         if ty in PACKED_T:
-            d.poison_value = 0x7EAD7EAD if ty == "f16x2" else 0x7FAD7FAD
+            d.poison_value = {"f16x2": 0x7EAD7EAD, "bf16x2": 0x7FAD7FAD, "f32x2": 0x7FFFDEAD7FFFDEAD}[ty]
         elif ty in FLOAT_T:
             d.poison_value = poison_bits({16: dt.float16 if ty == "f16" else dt.bfloat16, 32: dt.float32,
                                           64: dt.float64}[d.bits]) if d.bits == BITS[ty] else None
@@ -220,13 +221,15 @@ def _arith(n, op, ty, quals):
             def one(*xs):
                 return float_op(op, fmt, mode, [R.decode(fmt, x) for x in xs], ftz=ftz, sat=sat, relu=relu,
                                 nan_mode=nanq)
-        if ty in PACKED_T:
+        if ty in PACKED_T:                      # two values in one carrier, the first in the low half
+            hb = fmt.bits
+            cu, hu = UINT[2 * hb], UINT[hb]
+            mask, shift = cu((1 << hb) - 1), cu(hb)
+
             def fn(srcs):
-                lo = [(s.astype(np.uint32) & np.uint32(0xFFFF)).astype(np.uint16) for s in srcs]
-                hi = [(s.astype(np.uint32) >> np.uint32(16)).astype(np.uint16) for s in srcs]
-                rl = one(*lo).astype(np.uint32)
-                rh = one(*hi).astype(np.uint32)
-                return rl | (rh << np.uint32(16))
+                lo = [(s.astype(cu) & mask).astype(hu) for s in srcs]
+                hi = [(s.astype(cu) >> shift).astype(hu) for s in srcs]
+                return one(*lo).astype(cu) | (one(*hi).astype(cu) << shift)
             return fn
         return lambda srcs: one(*srcs)
     if ty in INT_T:
@@ -491,10 +494,10 @@ def _cvt(n, parts, groups):
     imode = next((q for q in IRND if q in quals), None)
     ftz, sat, relu, satfinite = "ftz" in quals, "sat" in quals, "relu" in quals, "satfinite" in quals
 
-    if dty in PACKED_T:                                  # cvt.rn.f16x2.f32 d, a, b: a -> upper half, b -> lower
+    if dty in CVT_PACKED:                                # cvt.rn.f16x2.f32 d, a, b: a -> upper half, b -> lower
         if len(groups) != 3:
             raise _err(n, "packed cvt takes d, a, b")
-        fmt = PACKED_T[dty]
+        fmt = CVT_PACKED[dty]
         a, b = groups[1][0], groups[2][0]
         sfmt = FLOAT_T[sty]
 
@@ -593,7 +596,7 @@ def _space(n, parts):
 
 def _ldst(n: ir.Native, parts, cx):
     op, ty = parts[0], parts[-1]
-    if ty not in BITS or ty in PACKED_T or ty == "f32x2":
+    if ty not in BITS or ty in PACKED_T:
         raise _err(n, f"type .{ty} is not supported by the interpreter")
     words = 4 if "v4" in parts else 2 if "v2" in parts else 1
     space = _space(n, parts)
