@@ -686,3 +686,17 @@ def test_scalar_parameters_and_sizes():
     np.testing.assert_array_equal(i, 2**40 * t + 2**32 - 1)
     with pytest.raises(tiledsl.LaunchError):
         scalar_kernel(out, i, 1.5, 2**40, True, 0.333, -1)
+
+
+def test_fma_directed_rounding_just_below_a_power_of_two():
+    # a*b + c = 1 - 2^-69: the float64 sum is exactly 1.0 with a negative residual; rounding down must give the
+    # predecessor of 1.0 in the finer binade below (1 - 2^-24), not 1 - 2^-23.
+    a = np.array([1 + 2.0**-23, -(1 + 2.0**-23), 1 + 2.0**-23], np.float32)
+    b = np.array([1 - 2.0**-23, 1 - 2.0**-23, 1 - 2.0**-23], np.float32)
+    c = np.array([2.0**-46 - 2.0**-69, -(2.0**-46 - 2.0**-69), 2.0**-46 + 2.0**-69], np.float32)
+    for mode in MODES:
+        out = np.zeros_like(a)
+        fma_kernel(a, b, c, out, f"fma.{mode}.f32")
+        for i in range(3):
+            q = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+            assert int(f32_bits(out[i])) == ref_round_bits(q, "f32", mode), (mode, i, out[i])

@@ -127,8 +127,23 @@ def near_cancel(draw):
     return x, y, z
 
 
+@st.composite
+def near_pow2(draw):
+    """(1 + i u)(1 - i u) + i^2 u^2 (1 + m u) * scale with u = 2^-23: a power of two plus or minus a hair."""
+    i = draw(st.sampled_from([1, 2, 4]))
+    m = draw(st.integers(-3, 3))
+    e1, e2 = draw(st.integers(-20, 20)), draw(st.integers(-20, 20))
+    s1, s2 = draw(st.sampled_from([1, -1])), draw(st.sampled_from([1, -1]))
+    u = 2.0 ** -23
+    x = np.float32(s1 * (1 + i * u) * 2.0 ** e1)
+    y = np.float32(s2 * (1 - i * u) * 2.0 ** e2)
+    z = np.float32(s1 * s2 * i * i * u * u * (1 + m * u) * 2.0 ** (e1 + e2))
+    return x, y, z
+
+
 @SETTINGS
-@given(st.lists(near_cancel(), min_size=1, max_size=16), st.sampled_from(["rn", "rz", "rm", "rp"]))
+@given(st.lists(st.one_of(near_cancel(), near_pow2()), min_size=1, max_size=16),
+       st.sampled_from(["rn", "rz", "rm", "rp"]))
 def test_fma_f32_cancellation(triples, mode):
     a, b, c = (np.array(v, np.float32) for v in zip(*triples))
     out = np.zeros_like(a)

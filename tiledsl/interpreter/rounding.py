@@ -123,7 +123,13 @@ def round_to(fmt: Fmt, s, e=None, mode="rn") -> np.ndarray:
         else:
             raise ValueError(f"unknown rounding mode {mode!r}")
         r_up = fl + ((frac > 0) | (em > 0))
-        r_dn = fl - ((frac == 0) & (em < 0))
+        below = (frac == 0) & (em < 0)           # exactly on a point, the true value a hair below it
+        r_dn = fl - below
+        # stepping down from the binade's first significand lands in the binade below, whose spacing is half
+        edge = below & ~dirup & (fl == 2.0 ** (fmt.P - 1)) & (q > fmt.qmin)
+        if edge.any():
+            r_dn = np.where(edge, 2.0 ** fmt.P - 1, r_dn)
+            q = np.where(edge, q - 1, q)
         r = np.where(dirup, r_up, r_dn)
     mag = np.ldexp(r, q)
     over = mag > fmt.maxval
