@@ -295,7 +295,9 @@ class ExprCompiler:
         return f
 
     def e_Compare(self, e: ir.Compare):
-        d = e.a.dtype if isinstance(e.a, ir.Expr) else (e.b.dtype if isinstance(e.b, ir.Expr) else dt.int32)
+        da = e.a.dtype if isinstance(e.a, ir.Expr) else None
+        db = e.b.dtype if isinstance(e.b, ir.Expr) else None
+        d = dt.promote(da, db) if da is not None and db is not None else (da or db or dt.int32)
         op = e.op
         fa, fb = self._operand(e.a, d), self._operand(e.b, d)
 

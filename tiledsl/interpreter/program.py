@@ -38,12 +38,20 @@ class Program:
             try:
                 for i, f in enumerate(fs):
                     f(m, idx)
+            except InterpreterError as e:
+                loc = locs[i]
+                if loc is not None and not getattr(e, "located", False) and not str(e).startswith(str(loc)):
+                    e = InterpreterError(f"{loc}: {e}")
+                e.located = True
+                raise e from None
             except TiledslError:
                 raise
             except Exception as e:
                 loc = locs[i]
                 pre = f"{loc}: " if loc is not None else ""
-                raise InterpreterError(f"{pre}interpreter error ({type(e).__name__}: {e})") from e
+                err = InterpreterError(f"{pre}interpreter error ({type(e).__name__}: {e})")
+                err.located = True
+                raise err from e
         return run
 
     def stmt(self, s):
