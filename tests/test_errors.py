@@ -100,8 +100,11 @@ CASES = [
 @pytest.mark.parametrize("fn,needle,message", CASES, ids=[c[0].__name__ for c in CASES])
 def test_error_points_at_the_users_line(fn, needle, message):
     jf = tiledsl.jit(fn)
-    nargs = len(inspect.signature(fn).parameters)
-    args = [np.zeros(4, np.float32)] * nargs
+    args = []
+    for p in inspect.signature(fn).parameters.values():
+        ann = p.annotation
+        args.append(np.zeros(ann.shape, ann.dtype.np) if isinstance(ann, tiledsl.language.TensorType)
+                    else np.zeros(4, np.float32))
     e = compile_error(jf, *args)
     line, text = line_of(fn, needle)
     assert message in str(e)

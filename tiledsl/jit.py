@@ -9,6 +9,7 @@ import json
 import threading
 
 from . import __version__, backend, cache, config
+from . import dtypes as dt
 from . import language as L
 from .compiler import CompiledKernel, compile_kernel
 from .errors import CompilationError, LaunchError, TiledslError
@@ -45,6 +46,7 @@ class JITFunction:
         self._compiled = {}           # full key -> CompiledKernel
         self._plans = {}              # (full key, device) -> Plan
         self._fast = {}               # (grid, block, constexprs) -> FastLaunch for the steady state
+        self._bound = {}              # (grid, block) as written -> _Bound with normalised dims
         self._constexpr_idx = None
         self._nparams = -1
 
@@ -156,6 +158,14 @@ class JITFunction:
         values = self.bind(args, kwargs)
         block = _dims(block) if block is not None else None
         grid = _dims(grid) if grid is not None and not callable(grid) else None
+        from .runtime.args import array_info
+        from .runtime.launch import check_scalar, check_tensor
+        sizes = {}
+        for (name, kind, ann, _), v in zip(self.params(), values):
+            if kind == "tensor":
+                check_tensor(name, array_info(v), ann.dtype, ann.shape, sizes, gpu=False)
+            elif kind == "scalar" and isinstance(ann, dt.DType):
+                check_scalar(name, v, ann)
         return self._get(values, sm, block, grid, want_cubin=backend.ptxas_path() is not None)
 
     def _get(self, values, sm, block, grid, want_cubin=True) -> CompiledKernel:
@@ -198,9 +208,19 @@ class JITFunction:
 
     # ------------------------------------------------------------ launch
     def __getitem__(self, cfg):
+        b = self._bound.get(cfg) if isinstance(cfg, tuple) and not callable(cfg[0]) else None
+        if b is not None:
+            return b
         if not isinstance(cfg, tuple) or len(cfg) != 2:
             raise LaunchError("launch with kernel[grid, block](*args)")
-        return _Bound(self, cfg[0], cfg[1])
+        grid = cfg[0] if callable(cfg[0]) else _dims(cfg[0])
+        block = _dims(cfg[1])
+        from .runtime.launch import check_block
+        check_block(block)
+        b = _Bound(self, grid, block)
+        if not callable(grid) and len(self._bound) < 256:
+            self._bound[cfg] = b
+        return b
 
     def __call__(self, *args, stream=None, **kwargs):
         # Steady state with no constexprs and no overrides: straight to the prepared launcher.
@@ -213,6 +233,10 @@ class JITFunction:
 
     def run(self, args, kwargs, grid, block, stream):
         values = self.bind(args, kwargs)
+        if block is not None and block.__class__ is not tuple or (block is not None and len(block) != 3):
+            block = _dims(block)
+        if grid is not None and not callable(grid) and (grid.__class__ is not tuple or len(grid) != 3):
+            grid = _dims(grid)
         fast = self._fast_entry(values, grid, block)
         if fast is not None and self._fresh() and fast(values, None if stream is None else _stream(stream)):
             return None

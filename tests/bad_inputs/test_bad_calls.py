@@ -87,11 +87,11 @@ CASES = [
     C("compile_old_target", action=comp(*np_args(), target="sm_60"), err=CompilationError,
       words=("sm_60 is not supported",)),
     C("compile_wrong_dtype_array", action=comp(*np_args(A=np.zeros((2, 4), np.float16)), target="sm_90"), err=L,
-      words=("dtype float16",), marks=(xfail_compile_args,)),
+      words=("dtype float16",)),
     C("compile_wrong_shape_array", action=comp(*np_args(A=np.zeros((2, 5), np.float32)), target="sm_90"), err=L,
-      words=("dimension 1",), marks=(xfail_compile_args,)),
+      words=("dimension 1",)),
     C("compile_int_for_tensor", action=comp(*np_args(A=3), target="sm_90"), err=L,
-      words=("must be an array",), marks=(xfail_compile_args,)),
+      words=("must be an array",)),
 ]
 
 

@@ -37,7 +37,7 @@ class FastLaunch:
                 shape = tuple(ann.shape)
                 if any(isinstance(x, str) for x in shape):
                     shape = [shape]                    # a list marks "has named sizes"
-                self.tensors.append((i, plan.slots[slot], tdt, shape, ann.dtype))
+                self.tensors.append((i, plan.slots[slot], tdt, shape, _typestr(ann.dtype)))
                 slot += 1
             elif kind == "scalar":
                 self.scalars.append((i, plan.slots[slot], ann))
@@ -82,13 +82,13 @@ class FastLaunch:
                             return False
                 slot.value = x.data_ptr()
         else:
-            for i, slot, _, shape, d in self.tensors:
+            for i, slot, _, shape, ts in self.tensors:
                 x = values[i]
                 cai = getattr(x, "__cuda_array_interface__", None)
                 if cai is None or cai.get("strides") is not None or getattr(getattr(x, "device", None), "id",
                                                                              None) != self.device:
                     return False
-                if cai["typestr"][1:] != _typestr(d):
+                if cai["typestr"][1:] != ts:
                     return False
                 shape = shape if shape.__class__ is tuple else shape[0]
                 shp = cai["shape"]
