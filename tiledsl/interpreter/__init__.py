@@ -36,8 +36,23 @@ correctly rounded float operation in every rounding mode (fma is ONE rounding of
 multiply followed by a rounded add). mma.sync agrees to within 1e-6 relative: D = A*B + C is accumulated in float64
 and rounded once to float32, while the tensor core's internal accumulation order is unspecified.
 Not bit-exact by nature: the .approx forms (ex2, lg2, rcp/sqrt/div .approx are computed correctly rounded),
-NaN payloads (f16/bf16/f32 NaN results are canonical, f64 NaN payloads follow the host).
+NaN payloads (f16/bf16/f32 NaN results are canonical, f64 NaN payloads follow the host). With .ftz a result is
+flushed when it is subnormal after rounding.
+How exactness is reached (rounding.py): products of f16/bf16/f32 values are exact in float64 and an error-free
+two_sum keeps a sum exact as a pair, so each result is rounded once, in its mode, straight to the target format.
+fma.f64 and float64 forms in directed modes use exact fractions (slower, one element at a time).
 Not modelled: memory races between threads (lockstep hides them), atomics, warp shuffles/votes, clusters.
+
+Layout of the package
+---------------------
+__init__.py  run_kernel (the jit entry: specialise, cache the expanded program on the JITFunction, check
+             arguments like the GPU path, evaluate the grid) and run_ir (run a hand-built expanded ir.Kernel)
+program.py   statements -> closures; masked control flow; the batch-of-blocks loop
+machine.py   per-batch state: thread ids, variables, raw-byte memories, bounds checks and fault messages
+exprs.py     expressions -> closures; integer/float/bfloat16 semantics and casts
+natives.py   register instructions, ld/st, cp.async; predication and poisoning
+warp.py      mma.sync, ldmatrix, stmatrix fragment maps (from the PTX ISA)
+rounding.py  IEEE formats, exact one-step rounding in rn/rz/rm/rp, ftz/saturate helpers
 """
 from __future__ import annotations
 

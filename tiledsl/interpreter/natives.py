@@ -605,7 +605,6 @@ def _ldst(n: ir.Native, parts, cx):
     u = UINT[bits]
     if op == "ld":
         regs, addr_g = n.groups[0], n.groups[1]
-        vals = None
     else:
         addr_g, regs = n.groups[0], n.groups[1]
     if len(addr_g) != 1 or not isinstance(addr_g[0], ir.Addr):
