@@ -700,3 +700,21 @@ def test_fma_directed_rounding_just_below_a_power_of_two():
         for i in range(3):
             q = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
             assert int(f32_bits(out[i])) == ref_round_bits(q, "f32", mode), (mode, i, out[i])
+
+
+@tiledsl.jit(interpret=True)
+def batches_kernel(Out: T.Tensor((20, 1024), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=(5, 4), block=1024))
+    t = T.cuda.thread_id()
+    b = T.cuda.block_id(0) + 5 * T.cuda.block_id(1)
+    sm = T.alloc_shared((1024,), "int32")
+    sm[t] = b * 10000 + t
+    T.cuda.syncthreads()
+    Out[b, t] = sm[(t + 1) % 1024]
+
+
+def test_many_blocks_span_several_batches():
+    out = np.zeros((20, 1024), np.int32)
+    batches_kernel(out)                          # 20 x 1024 threads: more than one vectorised batch of blocks
+    want = np.arange(20)[:, None] * 10000 + (np.arange(1024)[None, :] + 1) % 1024
+    np.testing.assert_array_equal(out, want)
