@@ -51,12 +51,13 @@ def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cu
         ek, sites = insert_bounds_checks(ek)
     asm["expanded"] = kernel_str(ek)
     from .codegen import generate_llvm
-    raw = generate_llvm(ek, sm, debug_buffer=bool(sites))
+    _check_shared(k, sm)
+    raw, dynamic_shared = generate_llvm(ek, sm, debug_buffer=bool(sites))
     opt_ir, ptx = backend.llvm_to_ptx(raw, sm)
     asm["llvm"] = opt_ir
     asm["ptx"] = ptx
     t1 = time.perf_counter()
-    metadata = {"compile_ms_to_ptx": round((t1 - t0) * 1e3, 2)}
+    metadata = {"compile_ms_to_ptx": round((t1 - t0) * 1e3, 2), "dynamic_shared": dynamic_shared}
     cubin = None
     if want_cubin:
         cubin, info, tool = backend.ptx_to_cubin(ptx, sm, k.name)
@@ -80,6 +81,21 @@ def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cu
             with open(os.path.join(dump, f"{k.name}.{stage}"), "w") as f:
                 f.write(text)
     return ck
+
+
+SHARED_LIMIT = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
+
+
+def _check_shared(k: ir.Kernel, sm: int) -> None:
+    from .errors import CompilationError
+    limit = SHARED_LIMIT.get(sm) or max(v for s, v in SHARED_LIMIT.items() if s <= sm)
+    total = 0
+    for st in k.allocs:
+        if st.scope == "shared":
+            total += st.size * st.dtype.nbytes
+            if total > limit:
+                raise CompilationError(f"shared memory: {total} bytes exceed the {limit} bytes a block can have on "
+                                       f"sm_{sm}", st.loc)
 
 
 def signature_of(k: ir.Kernel) -> list:

@@ -94,8 +94,8 @@ def k_shared_300kb(A: T.Tensor((4,), "float32")):
 
 def k_shared_total_over_limit(A: T.Tensor((4,), "float32")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    s1 = T.alloc_shared((32, 256), "float32")
-    s2 = T.alloc_shared((17, 256), "float32")
+    s1 = T.alloc_shared((200, 256), "float32")
+    s2 = T.alloc_shared((28, 256), "float32")
     s1[0, 0] = A[0]
     s2[0, 0] = A[0]
 
@@ -129,9 +129,9 @@ CASES = [
     C("device_entry_not_a_config", k_device_entry_not_config, "launch=(1, 32)", ("T.cuda.LaunchConfig",)),
     C("mma_in_48_thread_block", k_mma_in_48_threads, "T.ptx[MMA]", ("whole warps", "48 threads")),
     C("cta_scope_in_40_thread_block", k_warp_scope_in_40_threads, "scope=\"cta\"", ("whole warps", "40")),
-    C("shared_300kb", k_shared_300kb, "big = T.alloc_shared", ("shared memory", "307200 bytes", "49152")),
+    C("shared_300kb", k_shared_300kb, "big = T.alloc_shared", ("shared memory", "307200 bytes", "232448")),
     C("shared_total_over_48kb", k_shared_total_over_limit, "s2 = T.alloc_shared",
-      ("shared memory", "50176 bytes", "49152", "32768 bytes before")),
+      ("shared memory", "233472 bytes", "204800 bytes before")),
     C("call_block_2048", action=_call(1, 2048), err=LaunchError, words=("2048 threads", "at most 1024")),
     C("call_block_z_65", action=_call(1, (1, 1, 65)), err=LaunchError, words=("z <= 64",)),
     C("call_zero_grid", action=_call(0, 32), err=LaunchError, words=("must be positive",)),

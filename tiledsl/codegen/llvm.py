@@ -84,7 +84,23 @@ class Codegen:
             else:
                 arg.name = p.name
                 self.store_var(p, arg, builder=self.entry_builder)
+        shared = [st for st in k.allocs if st.scope == "shared"]
+        self.dynamic_shared = 0
+        if sum(_aligned(st.size * memtype_bytes(st.dtype)) for st in shared) > 48 * 1024:
+            # Above 48 KB a block's shared memory must be dynamic: one extern array, allocations at offsets.
+            dyn = ll.GlobalVariable(self.module, ll.ArrayType(I8, 0), "tiledsl_dynamic_smem", addrspace=SHARED)
+            dyn.linkage = "external"
+            dyn.align = 128
+            off = 0
+            for st in shared:
+                ptr = self.entry_builder.gep(dyn, [I32(0), I32(off)], source_etype=dyn.value_type)
+                ptr.type = ll.PointerType(addrspace=SHARED)
+                self.storage[id(st)] = ptr
+                off += _aligned(st.size * memtype_bytes(st.dtype))
+            self.dynamic_shared = off
         for st in k.allocs:
+            if st.scope == "shared" and self.dynamic_shared:
+                continue
             if st.scope == "local":
                 a = self.entry_builder.alloca(ll.ArrayType(memtype(st.dtype), st.size), name=st.name)
                 a.align = 16
@@ -303,12 +319,23 @@ class Codegen:
         return binary(self, e, self.expr(e.a), self.expr(e.b))
 
 
+def _aligned(n: int, a: int = 128) -> int:
+    return (n + a - 1) // a * a
+
+
+def memtype_bytes(d: dt.DType) -> int:
+    return 1 if d.kind == "bool" else d.nbytes
+
+
 def _fsuf(d):
     return {16: "f16", 32: "f32", 64: "f64"}[d.bits]
 
 
-def generate_llvm(kernel: ir.Kernel, sm: int, debug_buffer=False) -> str:
-    return Codegen(kernel, sm, debug_buffer).run()
+def generate_llvm(kernel: ir.Kernel, sm: int, debug_buffer=False):
+    """(LLVM IR text, dynamic shared memory bytes)."""
+    cg = Codegen(kernel, sm, debug_buffer)
+    text = cg.run()
+    return text, cg.dynamic_shared
 
 
 __all__ = ["generate_llvm", "native_str"]

@@ -13,7 +13,7 @@ from ..views import BitView, RootView, View
 from . import ops
 
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
-MAX_STATIC_SHARED = 48 * 1024            # bytes of static shared memory per kernel (no dynamic shared memory yet)
+MAX_SHARED = 232448                      # bytes of shared memory a block may have on any supported GPU (sm_90)
 
 
 @dataclass
@@ -159,9 +159,16 @@ class BuiltinCalls:
             raise self.error("T.unroll takes 1 to 3 compile-time ints", node)
         for v, a in zip(vals, node.args):
             self.static_int(v, a, "T.unroll bounds")
+        if len(vals) == 3 and vals[2] == 0:
+            raise self.error("T.unroll step must not be zero", node.args[2])
         r = _py.range(*vals)
-        if len(r) > 4096:
-            raise self.error(f"T.unroll over {len(r)} iterations; use range for long loops", node)
+        try:
+            n = len(r)
+        except OverflowError:                   # more iterations than a C ssize_t holds
+            n = None
+        if n is None or n > 4096:
+            raise self.error(f"T.unroll over {n if n is not None else 'more than 2**63'} iterations; use range for "
+                             f"long loops", node)
         return Unrolled(list(r))
 
     # ------------------------------------------------------------ launch and ids
@@ -257,12 +264,11 @@ class BuiltinCalls:
         if scope == "shared":
             used = sum(st.size * st.dtype.nbytes for st in self.allocs if st.scope == "shared")
             total = used + size * d.nbytes
-            if total > MAX_STATIC_SHARED:
+            if total > MAX_SHARED:
                 before = f" ({used} bytes before it)" if used else ""
                 raise self.error(f"shared memory: this allocation of {size * d.nbytes} bytes{before} brings the "
-                                 f"kernel's static shared memory to {total} bytes; at most {MAX_STATIC_SHARED} bytes "
-                                 f"(48 KB) of static shared memory are allowed per kernel (dynamic shared memory is "
-                                 f"not supported yet)", node)
+                                 f"kernel's shared memory to {total} bytes; a block can have at most {MAX_SHARED} "
+                                 f"bytes (227 KB, sm_90)", node)
         name = self.name_hint or f"{scope}{len(self.allocs)}"
         if any(s.name == name for s in self.allocs):
             name = f"{name}{len(self.allocs)}"
