@@ -293,6 +293,15 @@ def mod(a, b, loc=None):
     return Binary(t, loc, "mod", as_expr(a, t), as_expr(b, t))
 
 
+def bitop(op, a, b, loc=None):
+    """and/xor/shl/shr on index values, folding constants."""
+    a, b = _static(a), _static(b)
+    if isinstance(a, int) and isinstance(b, int):
+        return {"and": a & b, "xor": a ^ b, "shl": a << b, "shr": a >> b, "or": a | b}[op]
+    t = _int_dtype(a, b)
+    return Binary(t, loc, op, as_expr(a, t), as_expr(b, t))
+
+
 def static_int(x) -> int | None:
     x = _static(x)
     return x if isinstance(x, int) and not isinstance(x, bool) else None

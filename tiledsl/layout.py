@@ -90,16 +90,24 @@ class Factor:
 class TileLayout:
     """An immutable layout; compare and hash by value so it can key caches."""
 
-    def __init__(self, shape: Shape):
+    def __init__(self, shape: Shape, swizzle=None):
         if not isinstance(shape, Shape):
             raise LayoutError("TileLayout takes S[(extents) : (strides)]")
+        if swizzle is not None:
+            if not (isinstance(swizzle, tuple) and len(swizzle) == 3 and
+                    all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in swizzle)):
+                raise LayoutError("swizzle=(bits, base, shift): three non-negative ints")
+            if swizzle[0] and swizzle[2] < swizzle[0]:
+                raise LayoutError("swizzle shift must be at least its bits, so the xor reads higher bits only")
         self.shape = shape
-        self._key = (shape.extents, tuple(repr(s) for s in shape.strides))
+        self.swizzle = swizzle
+        self._key = (shape.extents, tuple(repr(s) for s in shape.strides), swizzle)
 
     def __repr__(self) -> str:
         ext = ", ".join(map(str, self.shape.extents))
         st = ", ".join(map(repr, self.shape.strides))
-        return f"TileLayout(S[({ext}) : ({st})])"
+        sw = f", swizzle={self.swizzle}" if self.swizzle else ""
+        return f"TileLayout(S[({ext}) : ({st})]{sw})"
 
     def __eq__(self, other) -> bool:
         return isinstance(other, TileLayout) and self._key == other._key
@@ -124,7 +132,10 @@ class TileLayout:
                 if k > 0:                        # the most significant factor needs no wrap
                     digit = ir.mod(digit, f.extent)
                 offs[f.axis] = ir.add(offs.get(f.axis, 0), ir.mul(digit, f.stride))
-        return offs.pop(STORAGE), offs
+        storage = offs.pop(STORAGE)
+        if self.swizzle:
+            storage = swizzled(storage, *self.swizzle)
+        return storage, offs
 
     def storage_span(self, dims) -> int:
         """One more than the largest storage offset the view reaches (negative strides are refused)."""
@@ -135,6 +146,9 @@ class TileLayout:
                     if f.stride < 0:
                         raise LayoutError("negative storage strides are not supported")
                     top += (f.extent - 1) * f.stride
+        if self.swizzle:                          # the xor stays inside aligned blocks of 2^(base+bits)
+            block = 1 << (self.swizzle[0] + self.swizzle[1])
+            return (top + block) // block * block
         return top + 1
 
     def exec_axes(self, dims) -> set:
@@ -200,6 +214,20 @@ def _parse_stride(r: str):
         v, a = r.split("@")
         return int(v), a
     return int(r), STORAGE
+
+
+def swizzled(offset, bits: int, base: int, shift: int):
+    """offset ^ (((offset >> (base + shift)) & (2^bits - 1)) << base): the XOR swizzle of a storage offset.
+
+    With base = log2(elements per 16 bytes) it permutes 16-byte chunks, so vector and ldmatrix accesses stay
+    whole while rows that would share banks land in different ones.
+    """
+    if not bits:
+        return offset
+    if isinstance(offset, int):
+        return offset ^ (((offset >> (base + shift)) & ((1 << bits) - 1)) << base)
+    return ir.bitop("xor", offset, ir.bitop("shl", ir.bitop("and", ir.bitop("shr", offset, base + shift),
+                                                            (1 << bits) - 1), base))
 
 
 def row_major_strides(shape) -> tuple:
