@@ -242,8 +242,10 @@ class Codegen:
         t = lltype(e.dtype)
         if e.dtype.name == "bfloat16":
             import numpy as np
-            bits = int(np.array([e.value], dtype=np.float32).view(np.uint32)[0]) >> 16
-            return ll.Constant(I16, bits)
+            f = int(np.array([e.value], dtype=np.float32).view(np.uint32)[0])
+            if (f & 0x7F800000) == 0x7F800000 and f & 0x7FFFFF:
+                return ll.Constant(I16, 0x7FC0)           # NaN
+            return ll.Constant(I16, ((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF)   # round to nearest even
         if e.dtype.kind == "bool":
             return ll.Constant(I1, int(bool(e.value)))
         if e.dtype.is_int:
