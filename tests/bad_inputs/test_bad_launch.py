@@ -100,6 +100,12 @@ def k_shared_total_over_limit(A: T.Tensor((4,), "float32")):
     s2[0, 0] = A[0]
 
 
+def k_shared_200kb_on_sm80(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    big = T.alloc_shared((200, 256), "float32")
+    big[0, 0] = A[0]
+
+
 @tiledsl.jit
 def kl(A: T.Tensor((4,), "float32")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
@@ -132,6 +138,8 @@ CASES = [
     C("shared_300kb", k_shared_300kb, "big = T.alloc_shared", ("shared memory", "307200 bytes", "232448")),
     C("shared_total_over_48kb", k_shared_total_over_limit, "s2 = T.alloc_shared",
       ("shared memory", "233472 bytes", "204800 bytes before")),
+    C("shared_200kb_on_sm80", k_shared_200kb_on_sm80, "big = T.alloc_shared", ("shared memory", "204800 bytes",
+                                                                              "166912", "sm_80"), target="sm_80"),
     C("call_block_2048", action=_call(1, 2048), err=LaunchError, words=("2048 threads", "at most 1024")),
     C("call_block_z_65", action=_call(1, (1, 1, 65)), err=LaunchError, words=("z <= 64",)),
     C("call_zero_grid", action=_call(0, 32), err=LaunchError, words=("must be positive",)),

@@ -305,6 +305,39 @@ def k_constexpr_missing(A: T.Tensor((4,), "float32"), N: T.constexpr):
     A[0] = N
 
 
+def k_unroll_zero_step(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    for i in T.unroll(0, 4, 0):
+        A[0] = 1.0
+
+
+def k_unroll_huge(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    for i in T.unroll(18446744073709551616):
+        A[0] = 1.0
+
+
+def k_invert_float_constant(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    A[0] = ~1e300
+
+
+def k_annotated_tuple(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    v: T.int32 = A.shape
+    A[0] = 1.0
+
+
+def k_runtime_select_tuple(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    A[0] = 1.0 if A[1] > 0.0 else A.shape
+
+
+def k_runtime_select_string(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    A[0] = T.max(1.5, "x" if A[1] > 1.0 else 1)
+
+
 C = Case
 CASES = [
     C("unknown_name", k_unknown_name, "no_such_value", ("name 'no_such_value' is not defined",)),
@@ -365,6 +398,13 @@ CASES = [
     C("runtime_range_step", k_range_bad_step, "range(0, 4, n)", ("range step must be a positive compile-time int",)),
     C("unroll_runtime_bound", k_unroll_runtime, "T.unroll(n)", ("T.unroll bounds must be a compile-time int",)),
     C("bad_axis", k_bad_axis, "axis=3", ("axis must be 0, 1 or 2",)),
+    # found by tests/test_fuzz_frontend.py: each used to be an "internal compiler error"
+    C("unroll_zero_step", k_unroll_zero_step, "T.unroll(0, 4, 0)", ("step must not be zero",)),
+    C("unroll_over_2_63", k_unroll_huge, "18446744073709551616", ("more than 2**63 iterations",)),
+    C("invert_float_constant", k_invert_float_constant, "~1e300", ("'~' needs an integer operand",)),
+    C("annotated_tuple", k_annotated_tuple, "v: T.int32", ("cannot assign a tuple to a int32 variable",)),
+    C("runtime_select_tuple", k_runtime_select_tuple, "else A.shape", ("needs scalar values on both sides",)),
+    C("runtime_select_string", k_runtime_select_string, "\"x\" if", ("needs scalar values on both sides",)),
     C("constexpr_not_given", k_constexpr_missing, None, ("missing argument 'N'",), err=LaunchError,
       args=(np.zeros(4, np.float32),)),
 ]

@@ -152,6 +152,8 @@ def truth(x, loc):
 
 def unary(op: str, a, loc):
     if is_number(a):
+        if op == "invert" and isinstance(a, float):
+            raise CompilationError("'~' needs an integer operand", loc)
         return {"neg": operator.neg, "pos": operator.pos, "not": operator.not_, "invert": operator.invert}[op](a)
     if not isinstance(a, ir.Expr):
         raise CompilationError(f"unsupported operand for unary '{op}': {describe(a)}", loc)
@@ -170,6 +172,10 @@ def select(c, a, b, loc):
     c = truth(c, loc)
     if isinstance(c, bool):
         return a if c else b
+    for x in (a, b):
+        if not (is_number(x) or isinstance(x, ir.Expr)):
+            raise CompilationError(f"a run-time 'a if c else b' needs scalar values on both sides, got {describe(x)}",
+                                   loc)
     if is_number(a) and is_number(b):
         t = dt.float32 if isinstance(a, float) or isinstance(b, float) else weak_dtype(a if abs(a) >= abs(b) else b)
         return ir.Select(t, loc, c, const_of(a, t, loc), const_of(b, t, loc))

@@ -216,9 +216,12 @@ class Parser(BuiltinCalls):
             raise self.error("a variable annotation must be a scalar type such as T.float32", node.annotation)
         if node.value is None:
             raise self.error("declare a variable with a value: x: T.float32 = 0.0", node)
-        value = ops.cast(self.eval(node.value), ann, self.loc(node.value)) if ops.is_number(
-            self.eval(node.value)) else self.eval(node.value)
-        if isinstance(value, ir.Expr) and value.dtype != ann:
+        value = self.eval(node.value)
+        if ops.is_number(value):
+            value = ops.cast(value, ann, self.loc(node.value))
+        elif not isinstance(value, ir.Expr):
+            raise self.error(f"cannot assign {ops.describe(value)} to a {ann.name} variable", node.value)
+        if value.dtype != ann:
             raise self.error(f"value is {value.dtype.name} but the annotation says {ann.name}; use T.cast",
                              node.value)
         name = node.target.id
@@ -563,6 +566,7 @@ class Parser(BuiltinCalls):
             elif isinstance(v, ir.Expr):
                 if not v.dtype.is_int:
                     raise self.error(f"index must be an integer, got {v.dtype.name}", item)
+                v = ops.convert(v, dt.int32, self.loc(item))   # offsets are int32: one type for every index
             else:
                 raise self.error(f"index must be an integer, got {ops.describe(v)}", item)
             picks.append(("fix", v))
@@ -576,6 +580,10 @@ class Parser(BuiltinCalls):
         if item.step is not None:
             raise self.error("slices with a step are not supported", item)
         start = 0 if item.lower is None else self.eval(item.lower)
+        if isinstance(start, ir.Expr):
+            if not start.dtype.is_int:
+                raise self.error(f"a slice start must be an integer, got {start.dtype.name}", item.lower)
+            start = ops.convert(start, dt.int32, self.loc(item.lower))
         if item.upper is None:
             stop = extent
         else:
