@@ -109,10 +109,13 @@ class Parser(BuiltinCalls):
             if arg.annotation is None:
                 raise self.error(f"parameter '{arg.arg}' needs an annotation: T.Tensor(shape, dtype), a scalar "
                                  f"type such as T.int32, or T.constexpr", arg)
-            try:
-                ann = self.eval(arg.annotation)
-            except CompilationError:
-                ann = None
+            ann = getattr(self.fn, "__annotations__", {}).get(arg.arg)
+            if not isinstance(ann, (L.TensorType, dt.DType)) and ann is not L.constexpr:
+                # a string annotation (from __future__ import annotations): evaluate it like kernel code
+                try:
+                    ann = self.eval(arg.annotation)
+                except CompilationError:
+                    ann = None
             loc = self.loc(arg)
             if isinstance(ann, L.TensorType):
                 st = ir.Storage(arg.arg, "global", ann.dtype, None, loc, param_index=tensor_index)
