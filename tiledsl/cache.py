@@ -29,6 +29,9 @@ def load(key: str) -> dict | None:
     d = _dir(key)
     meta_path = os.path.join(d, "meta.json")
     if not os.path.exists(meta_path):
+        if os.path.isdir(d):                     # entries appear whole (renamed into place): this one is damaged
+            warnings.warn(f"tiledsl: discarding damaged cache entry {d} (no meta.json); recompiling", stacklevel=3)
+            shutil.rmtree(d, ignore_errors=True)
         return None
     try:
         with open(meta_path) as f:
@@ -45,7 +48,7 @@ def load(key: str) -> dict | None:
         os.utime(meta_path)                      # recency for LRU eviction
         meta["data"] = files
         return meta
-    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
         warnings.warn(f"tiledsl: discarding damaged cache entry {d} ({e}); recompiling", stacklevel=3)
         shutil.rmtree(d, ignore_errors=True)
         return None
