@@ -615,8 +615,9 @@ def fuzz_dir():
         yield d
 
 
-@settings(max_examples=int(os.environ.get("TILEDSL_FUZZ_EXAMPLES", "500")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=int(os.environ.get("TILEDSL_FUZZ_EXAMPLES", "500")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
 @given(src=kernel_sources(),
        target=st.sampled_from(["sm_90", "sm_90", "sm_80", "sm_75", "sm_86"]),
        constexpr=st.sampled_from([1, 2, 0, -3, 2.5, "s", (1, 2), None, {}]),
@@ -636,8 +637,15 @@ def test_random_kernels_compile_or_fail_cleanly(fuzz_dir, monkeypatch, src, targ
     except (tiledsl.CompilationError, tiledsl.LaunchError) as e:
         msg = str(e)
         assert not any(s in msg for s in BUG_SIGNS), f"compiler bug reported for\n{text}\n{msg}"
-        if isinstance(e, tiledsl.CompilationError) and e.loc is not None:
-            assert e.loc.file == path and e.loc.line >= 1, msg
+        if isinstance(e, tiledsl.CompilationError):
+            if e.loc is None:
+                # the one known gap: string annotations are evaluated in tiledsl/jit.py without a location
+                # (tests/bad_inputs/test_bad_types.py::...[string_annotation_unknown_dtype] is its strict xfail)
+                assert msg.startswith("cannot evaluate the annotation"), f"no location for\n{text}\n{msg}"
+            else:
+                lines = text.splitlines()
+                assert e.loc.file == path and 1 <= e.loc.line <= len(lines), msg
+                assert e.loc.text.rstrip("\n") == lines[e.loc.line - 1], msg
         assert type(e) in (tiledsl.CompilationError, tiledsl.LaunchError)
     except Exception as e:                        # noqa: BLE001 - anything else is the bug this test hunts
         pytest.fail(f"{type(e).__name__} escaped for\n{text}\n{e!r}")

@@ -338,6 +338,10 @@ def k_runtime_select_string(A: T.Tensor((4,), "float32")):
     A[0] = T.max(1.5, "x" if A[1] > 1.0 else 1)
 
 
+def k_string_annotation_unknown_dtype(A: "T.Tensor((4,), 'float8')"):
+    A[0] = 1.0
+
+
 C = Case
 CASES = [
     C("unknown_name", k_unknown_name, "no_such_value", ("name 'no_such_value' is not defined",)),
@@ -405,6 +409,10 @@ CASES = [
     C("annotated_tuple", k_annotated_tuple, "v: T.int32", ("cannot assign a tuple to a int32 variable",)),
     C("runtime_select_tuple", k_runtime_select_tuple, "else A.shape", ("needs scalar values on both sides",)),
     C("runtime_select_string", k_runtime_select_string, "\"x\" if", ("needs scalar values on both sides",)),
+    C("string_annotation_unknown_dtype", k_string_annotation_unknown_dtype, "def k_string_annotation",
+      ("unknown dtype 'float8'",), marks=(pytest.mark.xfail(
+          strict=True, reason="tiledsl/jit.py JITFunction.params() evaluates string annotations first and raises "
+                              "a CompilationError without a location"),)),
     C("constexpr_not_given", k_constexpr_missing, None, ("missing argument 'N'",), err=LaunchError,
       args=(np.zeros(4, np.float32),)),
 ]
