@@ -38,6 +38,9 @@ rows = TileLayout(S[(4, 2) : (2, 1)])
 lane_rep1 = TileLayout(S[(32, 1, 1) : (1 @ laneid, 1, 1)])
 lane_rep2 = TileLayout(S[(32, 2, 1) : (1 @ laneid, 1, 1)])
 lane_rep4 = TileLayout(S[(32, 4, 1) : (1 @ laneid, 1, 1)])
+frag1 = TileLayout(S[(1, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+frag2 = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+frag4 = TileLayout(S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
 ZERO = 0
 HALF = 0.5
 NAME = "x"
@@ -335,7 +338,11 @@ class Gen:
             return self.wild_apply()
         lines = []
         rep = self.pick([1, 2, 4])
-        kind = self.pick(["fma", "add", "cvt", "ld", "st", "mov", "sh", "pack"])
+        kind = self.pick(["fma", "add", "cvt", "ld", "st", "mov", "sh", "pack", "ldmatrix", "cp_async"])
+        if kind == "ldmatrix":
+            return self.ldmatrix()
+        if kind == "cp_async":
+            return self.cp_async()
         if kind == "fma":
             r = self.reg((rep, 1), "float32", lines)
             call = ("fma.rn.f32", [r, r, "T.float32(2)", self.pick(["T.float32(1)", r, "x" if "x" in self.vars
@@ -384,6 +391,32 @@ class Gen:
             kws.append('scope="warp"')
             return "\n".join(lines + [self.lane_apply(opcode, rep)])
         lines.append(f"T.cuda.tile.apply({', '.join([f'T.ptx[{opcode!r}]'] + operands + kws)})")
+        return "\n".join(lines)
+
+    def ldmatrix(self):
+        k, count = next(self.count), self.pick([1, 2, 4])
+        op = self.pick(["ldmatrix", "ldmatrix", "stmatrix"])
+        opcode = f"{op}.sync.aligned.m8n8.x{count}{self.pick(['', '.trans'])}.shared.b16"
+        regs = f"rm{k}.view({count}, 8, 4, layout=frag{count})"
+        operands = [regs, f"sm{k}"] if op == "ldmatrix" else [f"sm{k}", regs]
+        return (f"sm{k} = T.alloc_shared(({count}, 8, 4), \"uint32\")\n"
+                f"rm{k} = T.alloc_local(({count},), \"uint32\")\n"
+                f"T.cuda.tile.apply(T.ptx[{opcode!r}], {', '.join(operands)}, scope=\"warp\")")
+
+    def cp_async(self):
+        k = next(self.count)
+        if "W" in self.tensors:
+            src, shape, dtype = "W[0, 0, 0:16, 0:4]", (16, 4), "uint32"
+        elif "B" in self.tensors:
+            src, shape, dtype = "B.view(2, 4)", (2, 4), "int32"
+        else:
+            return self.wild_apply()
+        cache, chunk = self.pick([("cg", 16), ("ca", 16)])
+        lines = [f"sc{k} = T.alloc_shared({shape!r}, \"{dtype}\")",
+                 f"T.cuda.tile.apply(T.ptx[\"cp.async.{cache}.shared.global\"], sc{k}, {src}, chunk_bytes={chunk})",
+                 "T.cuda.tile.apply(T.ptx[\"cp.async.commit_group\"])",
+                 "T.cuda.tile.apply(T.ptx[\"cp.async.wait_group\"], 0)"]
+        self.buffers[f"sc{k}"] = (shape, dtype, "shared")
         return "\n".join(lines)
 
     def lane_apply(self, opcode, rep):
