@@ -187,6 +187,7 @@ class Native(Stmt):
     preserve: bool = False
     effect: str = "pure"         # pure | load | store | sync
     origin: str = ""
+    braces: tuple = ()           # groups written as {a} even with one register (PTX vector operands)
 
 
 @dataclass

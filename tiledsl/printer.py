@@ -49,10 +49,10 @@ def arg_str(a) -> str:
 
 def native_str(n: ir.Native) -> str:
     groups = []
-    for g in n.groups:
+    for gi, g in enumerate(n.groups):
         if len(g) == 1 and isinstance(g[0], ir.Addr):
             groups.append(f"[{arg_str(g[0])}]")
-        elif len(g) == 1:
+        elif len(g) == 1 and gi not in n.braces:
             groups.append(arg_str(g[0]))
         else:
             groups.append("{" + ", ".join(arg_str(a) for a in g) + "}")

@@ -99,7 +99,7 @@ def emit_native(cg, n: ir.Native):
         return f"${i}" if kind == "out" else f"${nout + i}"
 
     ops = []
-    for parts in texts:
+    for gi, parts in enumerate(texts):
         rendered = []
         for kind, i in parts:
             if kind == "imm":
@@ -110,7 +110,7 @@ def emit_native(cg, n: ir.Native):
                 rendered.append(num(kind, i))
         if len(rendered) == 1 and parts[0][0] == "addr":
             ops.append(rendered[0])
-        elif len(rendered) == 1:
+        elif len(rendered) == 1 and gi not in n.braces:
             ops.append(rendered[0])
         else:
             ops.append("{" + ", ".join(rendered) + "}")

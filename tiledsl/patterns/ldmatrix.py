@@ -82,7 +82,8 @@ def expand(form, ctx: Ctx) -> list:
         off, _ = mem.view.locate(list(gids) + list(coord) + [mat, row, 0])
         addr = ir.Addr(mem.view.storage, ir.as_expr(off, dt.int32, ctx.loc), mem.view.dtype)
         groups_ = [slots, [addr]] if form.op == "ldmatrix" else [[addr], slots]
-        out.append(ir.Native(ctx.loc, form.opcode, groups_, None, False, "warp-mem", f"rep{coord}"))
+        out.append(ir.Native(ctx.loc, form.opcode, groups_, None, False, "warp-mem", f"rep{coord}",
+                             braces=(0, 1)))
     if written:
         check_no_overlap(ctx, regs, written)
     return out

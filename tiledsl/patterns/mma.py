@@ -125,6 +125,6 @@ def expand(form, ctx: Ctx) -> list:
                 else:
                     c_in = [reg(D.view, x.index) for x in d_regs]
                 out.append(ir.Native(ctx.loc, form.opcode, [d_regs, a_regs, b_regs, c_in], effect="warp",
-                                     origin=f"b{b} m{m} n{n} k{kk}"))
+                                     origin=f"b{b} m{m} n{n} k{kk}", braces=(0, 1, 2, 3)))
     check_no_overlap(ctx, D, written)
     return out
