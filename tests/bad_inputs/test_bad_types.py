@@ -406,7 +406,7 @@ CASES = [
     C("unroll_zero_step", k_unroll_zero_step, "T.unroll(0, 4, 0)", ("step must not be zero",)),
     C("unroll_over_2_63", k_unroll_huge, "18446744073709551616", ("more than 2**63 iterations",)),
     C("invert_float_constant", k_invert_float_constant, "~1e300", ("'~' needs an integer operand",)),
-    C("annotated_tuple", k_annotated_tuple, "v: T.int32", ("cannot assign a tuple to a int32 variable",)),
+    C("annotated_tuple", k_annotated_tuple, "v: T.int32", ("cannot assign a tuple to an int32 variable",)),
     C("runtime_select_tuple", k_runtime_select_tuple, "else A.shape", ("needs scalar values on both sides",)),
     C("runtime_select_string", k_runtime_select_string, "\"x\" if", ("needs scalar values on both sides",)),
     C("string_annotation_unknown_dtype", k_string_annotation_unknown_dtype, "def k_string_annotation",

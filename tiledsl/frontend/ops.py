@@ -43,7 +43,7 @@ def const_of(x, dtype: dt.DType, loc) -> ir.Const:
         return ir.Const(dtype, loc, bool(x))
     if isinstance(x, float):
         if not x.is_integer():
-            raise CompilationError(f"{x!r} is not an integer; it cannot be a {dtype.name}", loc)
+            raise CompilationError(f"{x!r} is not an integer; it cannot be {article(dtype.name)}", loc)
         x = int(x)
     lo, hi = (-(1 << (dtype.bits - 1)), 1 << (dtype.bits - 1)) if dtype.is_signed else (0, 1 << dtype.bits)
     if not lo <= x < hi:
@@ -59,9 +59,14 @@ def to_expr(x, loc, dtype: dt.DType | None = None) -> ir.Expr:
     return const_of(x, dtype or weak_dtype(x), loc)
 
 
+def article(name: str) -> str:
+    """'an int32', 'a float32': the name with its indefinite article."""
+    return f"{'an' if name[:1] in 'aeio' else 'a'} {name}"
+
+
 def describe(x) -> str:
     if isinstance(x, ir.Expr):
-        return f"a {x.dtype.name} value"
+        return f"{article(x.dtype.name)} value"
     from ..views import View
     if isinstance(x, View):
         return f"the buffer view {x.describe()}"

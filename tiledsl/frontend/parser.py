@@ -223,14 +223,14 @@ class Parser(BuiltinCalls):
         if ops.is_number(value):
             value = ops.cast(value, ann, self.loc(node.value))
         elif not isinstance(value, ir.Expr):
-            raise self.error(f"cannot assign {ops.describe(value)} to a {ann.name} variable", node.value)
+            raise self.error(f"cannot assign {ops.describe(value)} to {ops.article(ann.name)} variable", node.value)
         if value.dtype != ann:
             raise self.error(f"value is {value.dtype.name} but the annotation says {ann.name}; use T.cast",
                              node.value)
         name = node.target.id
         cur = self.scope.get(name)
         if isinstance(cur, ir.Var) and cur.dtype != ann:
-            raise self.error(f"'{name}' is already a {cur.dtype.name} variable", node)
+            raise self.error(f"'{name}' is already {ops.article(cur.dtype.name)} variable", node)
         if not isinstance(cur, ir.Var) or self._is_param_var(cur):
             cur = self.new_var(name, ann, self.loc(node))
             self.scope[name] = cur
@@ -318,8 +318,8 @@ class Parser(BuiltinCalls):
         elif not isinstance(value, ir.Expr):
             raise self.error(f"cannot store {ops.describe(value)} into an element of {base.describe()}", target)
         elif value.dtype != base.dtype:
-            raise self.error(f"storing a {value.dtype.name} value into a {base.dtype.name} element; convert it "
-                             f"explicitly with T.cast(value, '{base.dtype.name}')", target)
+            raise self.error(f"storing {ops.article(value.dtype.name)} value into {ops.article(base.dtype.name)} "
+                             f"element; convert it explicitly with T.cast(value, '{base.dtype.name}')", target)
         self.emit(ir.Store(loc, base.storage, base.dtype, ops.to_expr(off, loc), value))
 
     def _no_exec_axes(self, view, axes, node):
