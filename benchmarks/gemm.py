@@ -72,6 +72,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--plot", default=None)
     p.add_argument("--quick", action="store_true", help="only 4096^3")
+    p.add_argument("--sweep", action="store_true", help="time every configuration of examples/gemm.py at 4096^3")
     opts = p.parse_args(argv)
     from tiledsl.runtime.driver import gpu_available
     if not gpu_available():
@@ -79,6 +80,20 @@ def main(argv=None):
         return
     import torch
     import gemm as G
+    if opts.sweep:
+        for dtname in ("float16", "bfloat16"):
+            dt = getattr(torch, dtname)
+            n = 4096
+            sets = [(torch.randn(n, n, device="cuda", dtype=dt), torch.randn(n, n, device="cuda", dtype=dt),
+                     torch.empty(n, n, device="cuda", dtype=dt)) for _ in range(2)]
+            t_cub = timeit(lambda x, y, z: torch.matmul(x, y.T, out=z), torch, sets)
+            for cfg in G.CONFIGS:
+                t = timeit(lambda x, y, z: G.matmul(x, y, out=z, config=cfg), torch, sets)
+                a, b, c = sets[0]
+                err = ((c.float() - a.float() @ b.float().T).norm() / (a.float() @ b.float().T).norm()).item()
+                print(f"sweep {dtname} {cfg}: {2 * n ** 3 / t / 1e9:.0f} TFLOP/s ({t_cub / t:.2f}x cuBLAS) err {err:.1e}",
+                      flush=True)
+        return
     tri = triton_matmul()
     rows = []
     shapes = [(4096, 4096, 4096)] if opts.quick else SHAPES

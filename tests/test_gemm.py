@@ -20,18 +20,22 @@ def test_gemm_exact_on_interpreter(out):
     M, N, K = 256, 128, 160                   # two block rows, five k tiles through a 4-stage pipeline
     a, b = _inputs(M, N, K)
     c = np.full((M, N), np.nan, np.float16 if out == "float16" else np.float32)
-    tiledsl.jit(G.make_gemm("float16", out).fn, interpret=True)(a, b, c)
+    tiledsl.jit(G.make_gemm("float16", out, (128, 128, 32, 2, 2, 4)).fn, interpret=True)(a, b, c)
     np.testing.assert_array_equal(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32).T)
 
 
 def test_gemm_compiles_without_spills_and_uses_the_patterns():
     a = np.zeros((256, 64), np.float16)
     ck = G.make_gemm("float16", "float16").compile(a, a, np.zeros((256, 256), np.float16), target="sm_90")
+    for cfg in G.CONFIGS[1:]:
+        c2 = G.make_gemm("float16", "float16", cfg).compile(a, a, np.zeros((256, 256), np.float16), target="sm_90")
+        assert c2.metadata["spill_stores"] == 0, cfg
     ptx = ck.asm["ptx"]
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx and "cp.async.cg.shared.global" in ptx
     assert ck.metadata["spill_stores"] == 0 and ck.metadata["spill_loads"] == 0
-    assert ck.metadata["dynamic_shared"] == 2 * G.STAGES * G.BM * G.BK * 2
+    bm, bn, bk, _, _, stages = G.CONFIGS[0]
+    assert ck.metadata["dynamic_shared"] == stages * (bm + bn) * bk * 2
     assert ck.metadata["registers"] <= 255
 
 
@@ -44,7 +48,7 @@ def test_unsupported_sizes_are_refused():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("out", [None, "float32"])
-@pytest.mark.parametrize("shape", [(128, 128, 32), (512, 384, 96), (1024, 2048, 512)])
+@pytest.mark.parametrize("shape", [(128, 256, 32), (512, 768, 96), (1024, 2048, 512)])
 def test_gemm_on_gpu(dtype, out, shape):
     torch = pytest.importorskip("torch")
     M, N, K = shape
