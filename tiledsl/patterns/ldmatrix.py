@@ -1,47 +1,79 @@
 """ldmatrix / stmatrix: m8n8 .b16 matrices between shared memory and warp registers (.x1/.x2/.x4, .trans).
 
-Both operands read as (*group, *repeat, count, 8, 4) of b32 words. Register word (matrix i, row r, word w) is
-register i of lane 4*r + w; the shared row (matrix i, row j) is 16 contiguous bytes whose address lane 8*i + j
-supplies (for .x1/.x2, lanes past 8*count repeat valid rows). `.trans` is the opcode's: the register image is
-then the transpose of the shared b16 matrix; the pattern never decides to transpose.
+    ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16  dst (registers), src (shared)
+    stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16  dst (shared), src (registers)
+
+Both operands read as (*group, *repeat, count, 8, 4) of b32 words: matrix i, row j, word w (two b16 values).
+Register word (i, r, w) is register i of lane 4*r + w. The shared row (i, j) is 16 contiguous bytes, aligned to
+16, whose address lane 8*i + j supplies; for .x1/.x2 the lanes past 8*count repeat valid rows (lane % (8*count)).
+`.trans` is the opcode's: the register image is then the transpose of the shared b16 matrix. The pattern never
+decides to transpose, never permutes a layout, and inserts no barrier.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from itertools import product
 
 from .. import dtypes as dt
 from .. import ir
-from .operands import WARP, Ctx, Owners, check_bits, check_no_overlap, check_scope, repeat_coords, split_shape
-from .staticeval import static_offsets
+from ..backend import PTX_VERSION
+from .operands import (WARP, Ctx, Owners, check_bits, check_contiguous, check_no_overlap, check_scope,
+                       memory_addr, repeat_coords, split_shape)
 
-FORM = re.compile(r"^(ldmatrix|stmatrix)\.sync\.aligned\.m8n8\.x(1|2|4)(\.trans)?\.shared(::cta)?\.b16$")
+SUPPORTED = "supported forms: {ldmatrix,stmatrix}.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16"
 
 
 @dataclass(frozen=True)
 class Form:
     opcode: str
-    op: str
-    count: int
+    op: str                      # ldmatrix | stmatrix
+    count: int                   # matrices per instruction
     trans: bool
+    cta: bool                    # written .shared::cta (PTX ISA 7.8)
 
 
 def match(opcode: str):
-    if not opcode.startswith(("ldmatrix", "stmatrix")):
+    parts = opcode.split(".")
+    if parts[0] not in ("ldmatrix", "stmatrix"):
         return None
-    m = FORM.match(opcode)
-    if m is None:
-        return ("bad", "supported forms: {ldmatrix,stmatrix}.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16")
-    return Form(opcode, m.group(1), int(m.group(2)), bool(m.group(3)))
+    op, rest = parts[0], parts[1:]
+    if rest[:2] != ["sync", "aligned"]:
+        return ("bad", f"{op} is written {op}.sync.aligned....; {SUPPORTED}")
+    rest = rest[2:]
+    if not rest or rest[0] != "m8n8":
+        shape = rest[0] if rest else "(none)"
+        return ("bad", f"shape .{shape} has no pattern (only .m8n8 with .b16); {SUPPORTED}")
+    rest = rest[1:]
+    if not rest or rest[0] not in ("x1", "x2", "x4"):
+        return ("bad", f"the matrix count must be .x1, .x2 or .x4; {SUPPORTED}")
+    count = int(rest[0][1])
+    rest = rest[1:]
+    trans = bool(rest) and rest[0] == "trans"
+    rest = rest[1:] if trans else rest
+    if not rest or rest[0] not in ("shared", "shared::cta"):
+        return ("bad", f"the opcode must name the state space .shared or .shared::cta; {SUPPORTED}")
+    cta = rest[0] == "shared::cta"
+    rest = rest[1:]
+    if rest != ["b16"]:
+        what = "." + ".".join(rest) if rest else "no type"
+        return ("bad", f"{what} after the state space: only .b16 is supported; {SUPPORTED}")
+    return Form(opcode, op, count, trans, cta)
+
+
+def min_sm(form: Form) -> int:
+    sm = 75 if form.op == "ldmatrix" else 90
+    if form.cta:                 # .shared::cta needs PTX ISA 7.8, which tiledsl emits from sm_80 on
+        sm = max(sm, min(k for k, v in PTX_VERSION.items() if v >= 78))
+    return sm
 
 
 def expand(form, ctx: Ctx) -> list:
     if isinstance(form, tuple):
         raise ctx.error(form[1])
-    need = 75 if form.op == "ldmatrix" else 90
-    if ctx.sm < need:
-        raise ctx.error(f"needs sm_{need} or newer; the target is sm_{ctx.sm}")
+    if ctx.sm < min_sm(form):
+        why = " (.shared::cta needs PTX ISA 7.8)" if form.cta and ctx.sm >= (75 if form.op == "ldmatrix" else 90) \
+            else ""
+        raise ctx.error(f"needs sm_{min_sm(form)} or newer{why}; the target is sm_{ctx.sm}")
     ctx.params(set())
     dst, src = ctx.operands(["dst", "src"])
     regs, mem = (dst, src) if form.op == "ldmatrix" else (src, dst)
@@ -58,51 +90,32 @@ def expand(form, ctx: Ctx) -> list:
     rep_m = split_shape(ctx, mem, ng, atom, gext)
     if tuple(rep) != tuple(rep_m):
         raise ctx.error(f"repeat shape {rep_m} does not match {regs.name}'s {rep}", mem)
+
     owners = Owners(ctx, regs)
-    groups = list(product(*(range(e) for e in gext)))
+    groups = [list(g) for g in product(*(range(e) for e in gext))]
     lane = ir.Special(dt.int32, ctx.loc, "laneid")
-    mat = ir.mod(ir.floordiv(lane, 8), form.count) if form.count > 1 else 0
-    row = ir.mod(lane, 8)
+    addr_lane = lane if form.count == 4 else ir.mod(lane, 8 * form.count)   # .x1/.x2: repeat valid rows
+    mat, row = ir.floordiv(addr_lane, 8), ir.mod(addr_lane, 8)
     gids = ctx.group_ids(gaxes)
     out, written = [], []
     for coord in repeat_coords(rep):
+        coord = list(coord)
         slots = []
         for i in range(form.count):
-            threads = []
-            for g in groups:
-                warp = g[0] if ng else None
-                for r in range(8):
-                    for w in range(4):
-                        threads.append((4 * r + w, warp, list(g) + list(coord) + [i, r, w]))
-            slot = owners.slot(threads, f"{form.op} matrix {i} word of lane {{lane}}")
+            threads = [(4 * r + w, g[0] if ng else None, g + coord + [i, r, w])
+                       for g in groups for r in range(8) for w in range(4)]
+            slot = owners.slot(threads, f"{form.op} matrix {i} word of lane {{lane}} (register {i})")
             slots.append(ir.Reg(regs.view.storage, slot, regs.view.dtype, form.op == "ldmatrix"))
         if form.op == "ldmatrix":
             written += slots
-        _check_rows(ctx, mem, gext, coord, form.count)
-        off, _ = mem.view.locate(list(gids) + list(coord) + [mat, row, 0])
-        addr = ir.Addr(mem.view.storage, ir.as_expr(off, dt.int32, ctx.loc), mem.view.dtype)
-        groups_ = [slots, [addr]] if form.op == "ldmatrix" else [[addr], slots]
-        out.append(ir.Native(ctx.loc, form.opcode, groups_, None, False, "warp-mem", f"rep{coord}",
+        for g in groups:
+            for i, j in product(range(form.count), range(8)):
+                check_contiguous(ctx, mem, [g + coord + [i, j, w] for w in range(4)], 16,
+                                 f"matrix {i} row {j} (the row address of lane {8 * i + j})")
+        addr = ir.Addr(mem.view.storage, memory_addr(ctx, mem, gids, coord + [mat, row, 0]), mem.view.dtype)
+        operands = [slots, [addr]] if form.op == "ldmatrix" else [[addr], slots]
+        out.append(ir.Native(ctx.loc, form.opcode, operands, None, False, "warp-mem", f"rep{tuple(coord)}",
                              braces=(0, 1)))
     if written:
         check_no_overlap(ctx, regs, written)
     return out
-
-
-def _check_rows(ctx, mem, gext, coord, count):
-    """Each matrix row: 4 consecutive b32 words, 16-byte aligned (checked on the static part of the address)."""
-    g = [e - 1 for e in gext]
-    for i in range(count):
-        for j in (0, 7):
-            try:
-                offs = static_offsets(mem.view, [g + list(coord) + [i, j, w] for w in range(4)])
-            except ValueError as e:
-                raise ctx.error(f"cannot prove matrix {i} row {j} contiguous: {e}", mem) from None
-            if offs is None:
-                continue
-            if [o - offs[0] for o in offs] != [0, 1, 2, 3]:
-                raise ctx.error(f"matrix {i} row {j} must be 16 contiguous bytes, but its words sit at offsets "
-                                f"{offs}", mem)
-            if (offs[0] * 4) % 16:
-                raise ctx.error(f"matrix {i} row {j} must start 16-byte aligned, but starts at byte {offs[0] * 4}",
-                                mem)

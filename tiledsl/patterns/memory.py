@@ -10,10 +10,9 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from .. import ir
-from .operands import (THREAD, Ctx, check_no_overlap, check_scope, memory_addr, repeat_coords, scalar_value,
-                       split_shape, thread_slots)
+from .operands import (THREAD, Ctx, check_contiguous, check_no_overlap, check_scope, memory_addr, repeat_coords,
+                       sample_groups, scalar_value, split_shape, thread_slots)
 from .register import TYPES, predicate
-from .staticeval import static_offsets
 
 SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared", "local": "local"}
 CACHE = {"ld": {"ca", "cg", "cs", "lu", "cv"}, "st": {"wb", "cg", "cs", "wt"}}
@@ -136,23 +135,7 @@ def expand(form, ctx: Ctx) -> list:
 
 
 def _check_words(ctx, mem, gaxes, gext, coord, words, align):
-    """Consecutive, aligned memory words, checked on the static part of every sampled thread's address."""
-    lanes = [0, 1, 5, 31] if "lane" in gaxes else [0]
-    for lane in lanes:
-        g = []
-        for a, e in zip(gaxes, gext):
-            g.append(lane if a == "lane" else e - 1)
-        try:
-            offs = static_offsets(mem.view, [g + list(coord) + [w] for w in range(words)])
-        except ValueError as e:
-            raise ctx.error(f"cannot prove the {words} words of one instruction consecutive: {e}", mem) from None
-        if offs is None:
-            continue
-        for w in range(1, words):
-            if offs[w] - offs[0] != w:
-                raise ctx.error(f"the {words} words of one instruction must be consecutive in memory, but "
-                                f"coordinate {tuple(g) + tuple(coord)} spans offsets {offs}", mem)
-        if (offs[0] * mem.view.dtype.bits // 8) % align:
-            raise ctx.error(f"the words of one instruction must be aligned to {align} bytes, but coordinate "
-                            f"{tuple(g) + tuple(coord)} starts at byte offset {offs[0] * mem.view.dtype.bits // 8}",
-                            mem)
+    """Consecutive, aligned memory words, checked on the static part of a few threads' addresses."""
+    for g in sample_groups(gaxes, gext):
+        check_contiguous(ctx, mem, [g + list(coord) + [w] for w in range(words)], align,
+                         f"the {words} word(s) of one instruction")

@@ -13,6 +13,7 @@ from .. import dtypes as dt
 from .. import ir
 from ..errors import CompilationError
 from ..views import View
+from .staticeval import PINS, static_offsets
 
 THREAD, WARP = "thread", "warp"          # the instruction's own width
 
@@ -260,6 +261,43 @@ def thread_slots(ctx: Ctx, op: Operand, group_axes, coord_tail) -> int:
         warp = g[group_axes.index("warp")] if "warp" in group_axes else None
         threads.append((lane, warp, list(g) + list(coord_tail)))
     return owners.slot(threads, "the register of the issuing lane {lane}")
+
+
+def sample_groups(gaxes, gext) -> list:
+    """Group coordinates of a few threads (lanes 0, 1, 5, 31 of the first and last warp) for static checks."""
+    lanes = [0, 1, 5, 31] if "lane" in gaxes else [0]
+    warps = sorted({0, gext[gaxes.index("warp")] - 1}) if "warp" in gaxes else [0]
+    out = []
+    for w in warps:
+        for lane in lanes:
+            out.append([lane if a == "lane" else w for a in gaxes])
+    return out
+
+
+def check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str) -> None:
+    """The elements at `coords` (full coordinates, in order) must sit at consecutive storage offsets, the first
+    aligned to `align` bytes. Proven on the static part of the offsets; run-time values are pinned to two values
+    so that a distance or an alignment that depends on them is refused rather than assumed."""
+    view = op.view
+    shown = tuple(coords[0])
+    try:
+        offs = static_offsets(view, coords)
+    except ValueError as e:
+        raise ctx.error(f"cannot prove {what} consecutive: {e}", op) from None
+    if offs is None:
+        return
+    nbytes = view.dtype.bits // 8
+    for k in range(1, len(offs)):
+        if offs[k] - offs[0] != k:
+            raise ctx.error(f"{what} must be {len(offs) * nbytes} contiguous bytes (consecutive elements), but from "
+                            f"coordinate {shown} its {len(offs)} elements sit at offsets {offs} of "
+                            f"{view.storage.name}", op)
+    for pin in PINS:
+        start = static_offsets(view, coords[:1], pins=(pin,))[0] * nbytes
+        if start % align:
+            why = "" if pin == PINS[0] else f" when a run-time index is {pin} (alignment must not depend on it)"
+            raise ctx.error(f"{what} must be aligned to {align} bytes, but coordinate {shown} starts at byte "
+                            f"offset {start}{why}", op)
 
 
 def memory_addr(ctx: Ctx, op: Operand, group_ids, coord_tail):

@@ -24,22 +24,30 @@ TYPES = {
 RND = {"rn", "rz", "rm", "rp"}
 IRND = {"rni", "rzi", "rmi", "rpi"}
 INTS = {"u16", "u32", "u64", "s16", "s32", "s64"}
+FLOATS = {"f16", "bf16", "f32", "f64"}
 HALF = {"f16", "f16x2", "bf16", "bf16x2"}
+# Qualifiers are written in PTX's order; at most one of each exclusive set.
+ORDER = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "approx", "full", "hi", "lo", "wide",
+         "ftz", "sat", "relu", "NaN", "satfinite")
+EXCLUSIVE = (RND | IRND | {"approx", "full"}, {"hi", "lo", "wide"}, {"sat", "relu"})
 
 # op -> (operand names, {type: (allowed qualifiers, required-one-of or None)})
 _F32 = RND | {"ftz", "sat"}
 ARITH2 = {
     "f32": (_F32, None), "f64": (RND, None), "f16": ({"rn", "ftz", "sat"}, None),
     "f16x2": ({"rn", "ftz", "sat"}, None), "bf16": ({"rn"}, None), "bf16x2": ({"rn"}, None),
+    "f32x2": (RND | {"ftz"}, None),
 }
+_INT_ADD = {"s32": ({"sat"}, None), **{t: (set(), None) for t in INTS - {"s32"}}}
 TABLE = {
-    "add": (("dst", "a", "b"), {**ARITH2, "s32": ({"sat"}, None), **{t: (set(), None) for t in INTS - {"s32"}}}),
-    "sub": (("dst", "a", "b"), {**ARITH2, "s32": ({"sat"}, None), **{t: (set(), None) for t in INTS - {"s32"}}}),
-    "mul": (("dst", "a", "b"), {**ARITH2, **{t: ({"lo", "hi"}, {"lo", "hi"}) for t in INTS}}),
+    "add": (("dst", "a", "b"), {**ARITH2, **_INT_ADD}),
+    "sub": (("dst", "a", "b"), {**ARITH2, **_INT_ADD}),
+    "mul": (("dst", "a", "b"), {**ARITH2, **{t: ({"lo", "hi", "wide"} if t[1:] in ("16", "32") else {"lo", "hi"},
+                                                 {"lo", "hi", "wide"}) for t in INTS}}),
     "fma": (("dst", "a", "b", "c"), {
         "f32": (_F32, RND), "f64": (RND, RND), "f16": ({"rn", "ftz", "sat", "relu"}, {"rn"}),
         "f16x2": ({"rn", "ftz", "sat", "relu"}, {"rn"}), "bf16": ({"rn", "relu"}, {"rn"}),
-        "bf16x2": ({"rn", "relu"}, {"rn"}), "f32x2": (_F32, RND)}),
+        "bf16x2": ({"rn", "relu"}, {"rn"}), "f32x2": (RND | {"ftz"}, RND)}),
     "min": (("dst", "a", "b"), {"f32": ({"ftz", "NaN"}, None), "f64": (set(), None),
                                 "f16": ({"ftz", "NaN"}, None), "f16x2": ({"ftz", "NaN"}, None),
                                 "bf16": ({"NaN"}, None), "bf16x2": ({"NaN"}, None),
@@ -58,6 +66,7 @@ TABLE = {
 }
 TABLE["max"] = TABLE["min"]
 TABLE["abs"] = TABLE["neg"]
+WIDE = {"u16": "u32", "s16": "s32", "u32": "u64", "s32": "s64"}
 
 
 @dataclass(frozen=True)
@@ -66,11 +75,34 @@ class Form:
     op: str
     quals: tuple
     type: str                    # destination register type
-    src_type: str                # source register type (differs for cvt)
+    src_type: str                # source register type (differs for cvt and mul.wide)
     names: tuple
 
 
+def _dots(qs) -> str:
+    return ", ".join("." + q for q in qs) or "none"
+
+
+def _check_quals(op, ty, quals):
+    """An error message for a badly written qualifier list, or None."""
+    if len(set(quals)) != len(quals):
+        return f"{op}.{ty}: a qualifier is repeated in {_dots(quals)}"
+    unknown = [q for q in quals if q not in ORDER]
+    if unknown:
+        return f"{op}.{ty}: unknown qualifier(s) {_dots(unknown)}"
+    for group in EXCLUSIVE:
+        both = [q for q in quals if q in group]
+        if len(both) > 1:
+            return f"{op}.{ty}: qualifiers {_dots(both)} exclude each other"
+    canon = sorted(quals, key=ORDER.index)
+    if list(quals) != canon:
+        return (f"{op}.{ty}: write the qualifiers in PTX order: "
+                f"{'.'.join([op] + canon + [ty])} (not {'.'.join([op] + list(quals) + [ty])})")
+    return None
+
+
 def match(opcode: str):
+    """A Form, ("bad", message) for a malformed register opcode, or None when it is not a register opcode."""
     parts = opcode.split(".")
     op = parts[0]
     if op == "cvt":
@@ -80,60 +112,111 @@ def match(opcode: str):
     names, types = TABLE[op]
     ty = parts[-1]
     if ty not in types:
-        return ("bad_type", opcode, op, ty, sorted(types))
+        return ("bad", f"'{ty}' is not a register type of {op} (types: {', '.join(sorted(types))})")
     quals = tuple(parts[1:-1])
+    err = _check_quals(op, ty, quals)
+    if err:
+        return ("bad", err)
     allowed, required = types[ty]
     bad = [q for q in quals if q not in allowed]
-    if bad or len(set(quals)) != len(quals):
-        return ("bad_qual", opcode, op, ty, bad or quals, sorted(allowed))
+    if bad:
+        return ("bad", f"qualifier(s) {_dots(bad)} not valid for {op}.{ty} (allowed: {_dots(sorted(allowed))})")
     if required and not (set(quals) & required):
-        return ("need_qual", opcode, op, ty, sorted(required))
-    if len(set(quals) & (RND | {"approx", "full"})) > 1 or {"sat", "relu"} <= set(quals):
-        return ("bad_qual", opcode, op, ty, quals, sorted(allowed))
-    return Form(opcode, op, quals, ty, ty, names)
+        return ("bad", f"{op}.{ty} needs one of {_dots(sorted(required))}")
+    src = ty
+    if "wide" in quals:
+        ty = WIDE[src]
+    return Form(opcode, op, quals, ty, src, names)
 
 
 def _match_cvt(opcode, parts):
+    """cvt{.rnd}{.ftz}{.sat}{.relu}{.satfinite}.dtype.atype: the forms ptxas accepts (checked by the tests)."""
     if len(parts) < 3:
-        return ("bad_type", opcode, "cvt", "", sorted(TYPES))
-    dst, src = parts[-2], parts[-1]
-    for t in (dst, src):
-        if t not in TYPES or t in ("f32x2",):
-            return ("bad_type", opcode, "cvt", t, sorted(TYPES))
+        return ("bad", "cvt needs a destination and a source type, e.g. cvt.rn.f16.f32")
+    d, s = parts[-2], parts[-1]
     quals = tuple(parts[1:-2])
-    allowed = RND | IRND | {"ftz", "sat", "relu", "satfinite"}
-    bad = [q for q in quals if q not in allowed]
+    if d not in INTS | FLOATS | {"f16x2", "bf16x2"}:
+        return ("bad", f"cvt: '{d}' is not a destination type (types: "
+                       f"{', '.join(sorted(INTS | FLOATS | {'f16x2', 'bf16x2'}))})")
+    if s not in INTS | FLOATS:
+        return ("bad", f"cvt: '{s}' is not a source type (types: {', '.join(sorted(INTS | FLOATS))})")
+    if d.endswith("x2") and s != "f32":
+        return ("bad", f"cvt.{d} packs two .f32 sources (cvt.rn.{d}.f32 d, a, b), not .{s}")
+    err = _check_quals("cvt", f"{d}.{s}", quals)
+    if err:
+        return ("bad", err)
+    need, optional, extras = _cvt_rule(d, s)
+    rnd = [q for q in quals if q in RND | IRND]
+    if need and not rnd:
+        return ("bad", f"cvt.{d}.{s} needs a rounding qualifier: one of {_dots(sorted(need))}")
+    if rnd and rnd[0] not in (need or optional):
+        ok = _dots(sorted(need or optional)) if (need or optional) else "none"
+        return ("bad", f"cvt.{d}.{s}: rounding .{rnd[0]} is not valid here (allowed: {ok})")
+    rest = [q for q in quals if q not in rnd]
+    bad = [q for q in rest if q not in extras]
     if bad:
-        return ("bad_qual", opcode, "cvt", dst, bad, sorted(allowed))
-    rnd = set(quals) & (RND | IRND)
-    if len(rnd) > 1:
-        return ("bad_qual", opcode, "cvt", dst, quals, sorted(allowed))
-    dbits, sbits = TYPES[dst][0], TYPES[src][0]
-    if dst in ("f16x2", "bf16x2"):
-        if src != "f32" or not rnd & RND:
-            return ("need_qual", opcode, "cvt", dst, ["rn", "rz (with .f32 sources)"])
-        return Form(opcode, "cvt", quals, dst, src, ("dst", "a", "b"))
-    if src in ("f16x2", "bf16x2"):
-        return ("bad_type", opcode, "cvt", src, ["packed sources are not a cvt form"])
-    is_f = lambda t: t.startswith("f") or t.startswith("bf")  # noqa: E731
-    if is_f(dst) and is_f(src) and dbits < sbits and not rnd & RND:
-        return ("need_qual", opcode, "cvt", dst, sorted(RND))
-    if is_f(dst) and not is_f(src) and not rnd & RND:
-        return ("need_qual", opcode, "cvt", dst, sorted(RND))
-    if not is_f(dst) and is_f(src) and not rnd & IRND:
-        return ("need_qual", opcode, "cvt", dst, sorted(IRND))
-    return Form(opcode, "cvt", quals, dst, src, ("dst", "a"))
+        return ("bad", f"cvt.{d}.{s}: qualifier(s) {_dots(bad)} not valid here (allowed: {_dots(sorted(extras))})")
+    if {"relu", "satfinite"} & set(rest):
+        if not rnd or rnd[0] not in ("rn", "rz"):
+            return ("bad", f"cvt.{d}.{s}: .relu and .satfinite need .rn or .rz")
+        if {"ftz", "sat"} & set(rest):
+            return ("bad", f"cvt.{d}.{s}: .relu/.satfinite cannot be combined with .ftz or .sat")
+    names = ("dst", "a", "b") if d.endswith("x2") else ("dst", "a")
+    return Form(opcode, "cvt", quals, d, s, names)
+
+
+_RANGE = {"u16": (0, 16), "u32": (0, 32), "u64": (0, 64), "s16": (1, 16), "s32": (1, 32), "s64": (1, 64)}
+
+
+def _int_contains(d, s) -> bool:
+    (ds, db), (ss, sb) = _RANGE[d], _RANGE[s]
+    if ds == ss:
+        return db >= sb
+    return bool(ds) and db > sb        # unsigned fits a wider signed type only
+
+
+def _cvt_rule(d, s):
+    """(required rounding set or None, optional rounding set, allowed other qualifiers) for cvt.d.s."""
+    bf = "bf16" in (d, s)
+    f32 = "f32" in (d, s)
+    sat = set() if bf else {"sat"}
+    ftz = {"ftz"} if f32 and not (bf and s == "bf16") else set()
+    if d.endswith("x2"):
+        return {"rn", "rz"}, set(), {"relu", "satfinite"}
+    if d in INTS and s in INTS:
+        return None, set(), set() if _int_contains(d, s) else {"sat"}
+    if d in FLOATS and s in INTS:
+        return RND, set(), ({"ftz"} if d == "f32" else set()) | sat
+    if d in INTS and s in FLOATS:
+        return IRND, set(), ({"ftz"} if s == "f32" else set()) | sat
+    if d == s:
+        return None, IRND, ftz | sat
+    if TYPES[d][0] > TYPES[s][0]:                  # widening: exact, no rounding
+        return None, set(), ftz | sat
+    extra = {"relu", "satfinite"} if d in ("f16", "bf16") and s == "f32" else set()
+    return RND, set(), ftz | sat | extra
 
 
 def min_sm(form: Form) -> int:
-    sm = 50
     types = {form.type, form.src_type}
+    q = set(form.quals)
+    sm = 50
     if types & {"f16", "f16x2"}:
         sm = 53
+    if form.op == "cvt":
+        if types & {"bf16", "bf16x2"}:
+            sm = 80 if "f32" in types and types <= {"bf16", "bf16x2", "f32"} else 90
+        if "f16x2" in types or "relu" in q:
+            sm = max(sm, 80)
+        if "satfinite" in q:
+            sm = 100
+        return sm
+    if form.op in ("min", "max") and types & {"f16", "f16x2"}:
+        sm = 80
     if types & {"bf16", "bf16x2"}:
-        sm = 80 if form.op in ("fma", "min", "max", "neg", "abs", "cvt") else 90
-    if "relu" in form.quals or "NaN" in form.quals:
-        sm = max(sm, 80)
+        sm = 90 if form.op in ("add", "sub", "mul") else 80
+    if "NaN" in q or "relu" in q:
+        sm = max(sm, 90 if form.op in ("min", "max") and "relu" in q else 80)
     if "f32x2" in types:
         sm = 100
     return sm
@@ -145,13 +228,7 @@ def _slot_dtype(ty: str, bits_override=None) -> dt.DType:
 
 def expand(form, ctx: Ctx) -> list:
     if isinstance(form, tuple):
-        _, opcode, op, ty, *rest = form
-        if form[0] == "bad_type":
-            raise ctx.error(f"'{ty}' is not a register type of {op} (types: {', '.join(rest[0])})")
-        if form[0] == "bad_qual":
-            raise ctx.error(f"qualifier(s) {', '.join('.' + q for q in rest[0])} not valid for {op}.{ty} "
-                            f"(allowed: {', '.join('.' + q for q in rest[1]) or 'none'})")
-        raise ctx.error(f"{op}.{ty} needs one of {', '.join('.' + q for q in rest[0])}")
+        raise ctx.error(form[1])
     if ctx.sm < min_sm(form):
         raise ctx.error(f"needs sm_{min_sm(form)} or newer; the target is sm_{ctx.sm}")
     params = ctx.params({"pred", "preserve_dst"})

@@ -4,7 +4,10 @@ from __future__ import annotations
 from .. import ir
 
 
-def static_offsets(view, coords, pins=(0, 3)):
+PINS = (0, 3)
+
+
+def static_offsets(view, coords, pins=PINS):
     """Storage offsets of `coords` with every run-time value pinned to `pins[0]`, or None when an offset
     cannot be evaluated. Raises ValueError when the offsets' differences change with the run-time values."""
     base = None
