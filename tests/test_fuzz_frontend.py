@@ -721,6 +721,18 @@ T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A[L % 2:L % 2 + 2, 0:1])
     assert ck.asm["expanded"].count("ld.global.f32") == 2 and "ld.global" in ck.asm["ptx"]
 
 
+def test_explicit_cast_beyond_float16_is_infinity(tmp_path, monkeypatch):
+    # was: OverflowError escaping from llvmlite while printing a half constant above 65504
+    monkeypatch.setenv("TILEDSL_DISABLE_DISK_CACHE", "1")
+    ck = _compile_src(tmp_path, '''
+T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+A[0] = T.cast(2147483648, "float16")
+A[1] = T.float16(-1e6)
+A[2] = T.cast(2 ** 2000, "float16")
+''', params='A: T.Tensor((4,), "float16")')
+    assert "0x7C00" in ck.asm["ptx"] or "0x7c00" in ck.asm["ptx"].lower()
+
+
 @pytest.mark.xfail(strict=True, reason="codegen (tiledsl/codegen) emits fadd/fcmp on i16 for scalar bfloat16 "
                                        "arithmetic and comparisons: invalid LLVM IR")
 @pytest.mark.parametrize("stmt", ["A[0] = A[1] + A[2]", "A[0] = A[1] if A[2] < A[3] else A[0]",

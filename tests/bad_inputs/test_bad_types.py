@@ -10,6 +10,7 @@ from badcase import Case, run
 
 TABLE = {"a": 1}
 WEIGHTS = np.ones(4, np.float32)
+NAME = "x"
 SMALL_LAYOUT = TileLayout(S[(2, 2) : (1, 2)])
 
 
@@ -342,6 +343,21 @@ def k_string_annotation_unknown_dtype(A: "T.Tensor((4,), 'float8')"):
     A[0] = 1.0
 
 
+def k_abs_of_string(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    A[0] = abs(NAME)
+
+
+def k_f16_literal_overflow(A: T.Tensor((4,), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    A[0] = A[1] * 70000.0
+
+
+def k_f32_literal_overflow(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    A[0] = 1e300
+
+
 C = Case
 CASES = [
     C("unknown_name", k_unknown_name, "no_such_value", ("name 'no_such_value' is not defined",)),
@@ -413,6 +429,10 @@ CASES = [
       ("unknown dtype 'float8'",), marks=(pytest.mark.xfail(
           strict=True, reason="tiledsl/jit.py JITFunction.params() evaluates string annotations first and raises "
                               "a CompilationError without a location"),)),
+    C("abs_of_string", k_abs_of_string, "abs(NAME)", ("abs() of str 'x'",)),
+    C("float16_literal_out_of_range", k_f16_literal_overflow, "70000.0",
+      ("70000.0 is out of range for float16", "65504")),
+    C("float32_literal_out_of_range", k_f32_literal_overflow, "1e300", ("out of range for float32",)),
     C("constexpr_not_given", k_constexpr_missing, None, ("missing argument 'N'",), err=LaunchError,
       args=(np.zeros(4, np.float32),)),
 ]

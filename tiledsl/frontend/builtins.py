@@ -62,6 +62,8 @@ class BuiltinCalls:
             (x,) = self.positional(node, 1)
             if ops.is_number(x):
                 return abs(x)
+            if not isinstance(x, ir.Expr):
+                raise self.error(f"abs() of {ops.describe(x)}", node)
             if x.dtype.kind == "uint":
                 return x
             return ir.Unary(x.dtype, self.loc(node), "abs", x)

@@ -33,12 +33,32 @@ def weak_dtype(x) -> dt.DType:
     return dt.float32
 
 
-def const_of(x, dtype: dt.DType, loc) -> ir.Const:
-    """A Python number as a typed constant, refusing values the type cannot hold."""
+FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+
+
+def const_of(x, dtype: dt.DType, loc, explicit=False) -> ir.Const:
+    """A Python number as a typed constant, refusing values the type cannot hold.
+
+    A finite float beyond the type's range is an error when the conversion is implicit; an explicit one
+    (`T.cast`, `T.float16(x)`) rounds it to infinity, as PTX cvt.rn does."""
     if dtype.is_float:
         if isinstance(x, float) and math.isnan(x):
             return ir.Const(dtype, loc, x)
-        return ir.Const(dtype, loc, float(x))
+        try:
+            v = float(x)
+        except OverflowError:                    # an int beyond every float
+            v = math.inf if x > 0 else -math.inf
+        top = FLOAT_MAX.get(dtype.name)
+        if top is not None and math.isfinite(v) and abs(v) > top:
+            if not explicit:
+                raise CompilationError(f"{x!r} is out of range for {dtype.name} (largest finite value {top:g}); "
+                                       f"convert explicitly with T.cast to get infinity", loc)
+            v = math.copysign(math.inf, v)
+        if dtype.name in ("float16", "float32") and math.isfinite(v):
+            import numpy as np
+            with np.errstate(over="ignore"):
+                v = float((np.float16 if dtype.name == "float16" else np.float32)(v))   # the value the type holds
+        return ir.Const(dtype, loc, v)
     if dtype.kind == "bool":
         return ir.Const(dtype, loc, bool(x))
     if isinstance(x, float):
@@ -193,7 +213,7 @@ def cast(x, t: dt.DType, loc):
     if is_number(x):
         if t.is_int and isinstance(x, float):
             x = math.trunc(x)
-        return const_of(x, t, loc)
+        return const_of(x, t, loc, explicit=True)
     if not isinstance(x, ir.Expr):
         raise CompilationError(f"cannot convert {describe(x)} to {t.name}", loc)
     if x.dtype == t:
