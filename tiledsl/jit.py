@@ -26,9 +26,23 @@ def jit(fn=None, **options):
     return JITFunction(fn, **options)
 
 
+_COMPILER_HASH = []
+
+
 def _llvm_version() -> str:
-    import llvmlite
-    return llvmlite.__version__
+    """llvmlite's version and a hash of tiledsl's own sources: a changed compiler never reuses a disk entry."""
+    if not _COMPILER_HASH:
+        import os
+        import llvmlite
+        h = hashlib.sha256(llvmlite.__version__.encode())
+        root = os.path.dirname(os.path.abspath(__file__))
+        for d, _, files in sorted(os.walk(root)):
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    with open(os.path.join(d, f), "rb") as fh:
+                        h.update(f.encode() + fh.read())
+        _COMPILER_HASH.append(h.hexdigest()[:16])
+    return _COMPILER_HASH[0]
 
 
 class JITFunction:

@@ -126,15 +126,22 @@ class TileLayout:
         if len(coord) != len(dims):
             raise LayoutError(f"coordinate has {len(coord)} indices for a {len(dims)}-d view")
         offs = {STORAGE: 0}
+        # With a swizzle, terms whose stride is a multiple of its period (2^(bits+base+shift)) pass through the
+        # XOR unchanged: keep them outside it so a run-time stage or warp offset stays a plain add.
+        period = 1 << sum(self.swizzle) if self.swizzle else 0
+        high = 0
         for c, facs in zip(coord, groups):
             for k, f in enumerate(facs):
                 digit = ir.floordiv(c, f.inner)
                 if k > 0:                        # the most significant factor needs no wrap
                     digit = ir.mod(digit, f.extent)
-                offs[f.axis] = ir.add(offs.get(f.axis, 0), ir.mul(digit, f.stride))
+                if period and f.axis == STORAGE and f.stride % period == 0:
+                    high = ir.add(high, ir.mul(digit, f.stride))
+                else:
+                    offs[f.axis] = ir.add(offs.get(f.axis, 0), ir.mul(digit, f.stride))
         storage = offs.pop(STORAGE)
         if self.swizzle:
-            storage = swizzled(storage, *self.swizzle)
+            storage = ir.add(high, swizzled(storage, *self.swizzle))
         return storage, offs
 
     def storage_span(self, dims) -> int:

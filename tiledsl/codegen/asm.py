@@ -73,10 +73,17 @@ def emit_native(cg, n: ir.Native):
                 parts.append(("in", len(ins)))
                 ins.append((ty, c, _to_container(cg, v, a.expr.dtype)))
             elif isinstance(a, ir.Addr):
-                ptr = cg.elem_ptr(a.storage, a.dtype, a.offset)
                 if a.storage.scope == "shared":
-                    ins.append((I32, "r", b.ptrtoint(ptr, I32)))
-                elif a.storage.scope == "local":
+                    # shared addresses are 32-bit: keep the arithmetic in 32 bits (no 64-bit adds, no cvt)
+                    base = b.ptrtoint(cg.base_ptr(a.storage), I32)
+                    off = cg.expr(ir.as_expr(a.offset))
+                    off = b.trunc(off, I32) if off.type.width > 32 else (b.sext(off, I32) if off.type.width < 32 else off)
+                    nbytes = max(1, a.dtype.bits // 8)
+                    ins.append((I32, "r", b.add(base, b.mul(off, I32(nbytes)) if nbytes > 1 else off)))
+                    parts.append(("addr", len(ins) - 1))
+                    continue
+                ptr = cg.elem_ptr(a.storage, a.dtype, a.offset)
+                if a.storage.scope == "local":
                     ins.append((I64, "l", b.ptrtoint(b.addrspacecast(ptr, ll.PointerType(addrspace=5)), I64)))
                 else:
                     ins.append((ptr.type, "l", ptr))
