@@ -1,0 +1,11 @@
+import sys, os
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+import torch, gemm as G
+cfg = tuple(int(x) for x in sys.argv[1].split(",")) if len(sys.argv) > 1 else G.CONFIGS[1]
+n = 4096
+a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+for _ in range(3):
+    G.matmul(a, b, out=c, config=cfg)
+torch.cuda.synchronize()
