@@ -125,6 +125,7 @@ def setup(bench: Bench, opts):
     slots = [ctypes.c_uint64(t.data_ptr()) for t in (ta, tb, tc, raw_td)]
     block = (ctypes.c_void_p * 4)(*[ctypes.addressof(s) for s in slots])
     addr = ctypes.addressof(block)
+    bench.keep = (slots, block, module)      # the driver reads these at every launch: keep them alive
     stream = torch.cuda.current_stream(dev).cuda_stream
     launch_kernel = drv.cuLaunchKernel
 
