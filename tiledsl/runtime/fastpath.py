@@ -155,3 +155,115 @@ def _typestr(d) -> str:
 
 
 __all__ = ["FastLaunch", "CTYPES"]
+
+
+def make_fast(plan, params, framework, device, grid, block):
+    """The steady-state launcher: generated straight-line Python for torch tensors, FastLaunch otherwise."""
+    if framework == "torch" and "torch" in sys.modules:
+        try:
+            return _generate_torch(plan, params, device, grid, block)
+        except _Unsupported:
+            pass
+    return FastLaunch(plan, params, framework, device, grid, block)
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _py_expr(tree, names: dict) -> str:
+    """A host grid expression tree (hosteval) as Python source over the generated function's locals."""
+    if isinstance(tree, int):
+        return str(tree)
+    if tree[0] == "var":
+        if tree[1] not in names:
+            raise _Unsupported
+        return names[tree[1]]
+    ops = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "shl": "<<", "shr": ">>"}
+    a, b = _py_expr(tree[1], names), _py_expr(tree[2], names)
+    if tree[0] in ("min", "max"):
+        return f"{tree[0]}({a}, {b})"
+    return f"({a} {ops[tree[0]]} {b})"
+
+
+def _generate_torch(plan, params, device, grid, block):
+    """Specialised launcher source: every check unrolled per argument, every constant bound as a global."""
+    torch = sys.modules["torch"]
+    env = {"TT": torch.Tensor, "DEV": device, "LAUNCH": driver._drv().cuLaunchKernel, "H": plan.fn.handle,
+           "PA": plan.params_addr, "SH": plan.shared, "LOCK": plan.lock, "CTX": driver.context,
+           "RAW": getattr(torch._C, "_cuda_getCurrentRawStream", None), "CHECK": driver.check}
+    if env["RAW"] is None:
+        raise _Unsupported
+    src = [f"def launch(args, stream):", f"    if len(args) != {len(params)}:", "        return False"]
+    fills, names, slot = [], {}, 0
+    for i, (name, kind, ann, _) in enumerate(params):
+        if kind == "tensor":
+            tdt = getattr(torch, ann.dtype.name, None)
+            if tdt is None:
+                raise _Unsupported
+            env[f"D{i}"] = tdt
+            src += [f"    x = args[{i}]",
+                    f"    if type(x) is not TT or x.dtype is not D{i} or x.get_device() != DEV or "
+                    f"not x.is_contiguous():", "        return False"]
+            shape = tuple(ann.shape)
+            if all(isinstance(s, int) for s in shape):
+                env[f"S{i}"] = torch.Size(shape)
+                src += [f"    if x.shape != S{i}:", "        return False"]
+            else:
+                src += ["    s = x.shape", f"    if len(s) != {len(shape)}:", "        return False"]
+                for k, want in enumerate(shape):
+                    if isinstance(want, int):
+                        src += [f"    if s[{k}] != {want}:", "        return False"]
+                    elif want in names:
+                        src += [f"    if s[{k}] != {names[want]}:", "        return False"]
+                    else:
+                        names[want] = f"n_{want}"
+                        src += [f"    n_{want} = s[{k}]"]
+            src.append(f"    p{slot} = x.data_ptr()")
+            env[f"P{slot}"] = plan.slots[slot]
+            fills.append(f"P{slot}.value = p{slot}")
+            slot += 1
+        elif kind == "scalar":
+            src.append(f"    p{slot} = args[{i}]")
+            if ann.is_float and ann.bits >= 32:
+                src += [f"    if p{slot}.__class__ is not float and p{slot}.__class__ is not int:", "        return False"]
+            elif ann.is_int:
+                lo, hi = INT_RANGE.get(ann.name, (-2**63, 2**64))
+                src += [f"    if p{slot}.__class__ is not int or not {lo} <= p{slot} < {hi}:", "        return False"]
+            else:
+                raise _Unsupported
+            names[name] = f"p{slot}"
+            env[f"P{slot}"] = plan.slots[slot]
+            fills.append(f"P{slot}.value = p{slot}")
+            slot += 1
+    for p in plan.ck.signature:
+        if p["kind"] == "size":
+            local = names.get(p["name"])
+            if local is None:
+                raise _Unsupported
+            src += [f"    if {local} >= 2147483648:", "        return False"]
+            env[f"P{slot}"] = plan.slots[slot]
+            fills.append(f"P{slot}.value = {local}")
+            slot += 1
+        elif p["kind"] == "debugbuf":
+            raise _Unsupported
+    g = grid if grid is not None else plan.ck.launch_spec["grid"]
+    gx = [_py_expr(x, names) for x in g]
+    src += [f"    g0, g1, g2 = {gx[0]}, {gx[1]}, {gx[2]}", "    if g0 <= 0 or g1 <= 0 or g2 <= 0:", "        return False"]
+    src += ["    if stream is None:", "        stream = RAW(DEV)", "    with LOCK:"]
+    if driver.device_count() > 1:
+        src.append("        CTX(DEV)")
+    src += [f"        {f}" for f in fills]
+    b = tuple(block)
+    src += [f"        err = LAUNCH(H, g0, g1, g2, {b[0]}, {b[1]}, {b[2]}, SH, stream, PA, 0)",
+            "        if err[0]:",
+            "            if int(err[0]) == 201:",
+            "                CTX(DEV)",
+            f"                err = LAUNCH(H, g0, g1, g2, {b[0]}, {b[1]}, {b[2]}, SH, stream, PA, 0)",
+            "            CHECK(err, 'cuLaunchKernel')",
+            "    return True"]
+    code = "\n".join(src)
+    exec(compile(code, f"<tiledsl launcher {plan.ck.name}>", "exec"), env)  # noqa: S102 - our own generated code
+    fn = env["launch"]
+    fn.source = code
+    return fn
