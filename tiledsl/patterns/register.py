@@ -86,18 +86,17 @@ def _dots(qs) -> str:
 def _check_quals(op, ty, quals):
     """An error message for a badly written qualifier list, or None."""
     if len(set(quals)) != len(quals):
-        return f"{op}.{ty}: a qualifier is repeated in {_dots(quals)}"
+        return f"a qualifier is repeated in {_dots(quals)}"
     unknown = [q for q in quals if q not in ORDER]
     if unknown:
-        return f"{op}.{ty}: unknown qualifier(s) {_dots(unknown)}"
+        return f"unknown qualifier(s) {_dots(unknown)} for {op}.{ty}"
     for group in EXCLUSIVE:
         both = [q for q in quals if q in group]
         if len(both) > 1:
-            return f"{op}.{ty}: qualifiers {_dots(both)} exclude each other"
+            return f"qualifiers {_dots(both)} exclude each other"
     canon = sorted(quals, key=ORDER.index)
     if list(quals) != canon:
-        return (f"{op}.{ty}: write the qualifiers in PTX order: "
-                f"{'.'.join([op] + canon + [ty])} (not {'.'.join([op] + list(quals) + [ty])})")
+        return f"write the qualifiers in PTX order: {'.'.join([op] + canon + [ty])}"
     return None
 
 
