@@ -1,7 +1,7 @@
 """C = A · Bᵀ on tensor cores with mma.sync, written only in the kernel language.
 
 A is M×K and B is N×K, both row-major (the `row.col` convention), f16 or bf16; accumulation in f32; C is f16,
-bf16 or f32. One block computes a BM×BN tile with WM×WN warps, each a 64×64 warp tile:
+bf16 or f32. One block computes a BM×BN tile with WM×WN warps, each a (BM/WM)×(BN/WN) warp tile:
   * a STAGES-deep cp.async pipeline moves 16-byte chunks of A and B from global to shared memory;
   * shared tiles are XOR-swizzled so the 8 rows one ldmatrix reads fall in 8 different bank groups;
   * ldmatrix.x4 loads the A and B fragments; mma.sync.m16n8k16 accumulates 4×8 tiles per warp;
@@ -17,15 +17,17 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
-MI, NI = 4, 8                        # per warp: 4 m16 tiles x 8 n8 tiles = a 64 x 64 warp tile
 GROUP_M = 8
 # (BM, BN, BK, warps along M, warps along N, pipeline stages); the first is the default
-CONFIGS = [(128, 256, 32, 2, 4, 4), (128, 128, 32, 2, 2, 4), (256, 128, 32, 4, 2, 4), (128, 256, 64, 2, 4, 3),
-           (128, 128, 64, 2, 2, 3)]
+CONFIGS = [(128, 128, 32, 2, 2, 4), (128, 256, 32, 2, 4, 4), (256, 128, 32, 4, 2, 4), (128, 256, 64, 2, 4, 3),
+           (128, 128, 64, 2, 2, 3), (128, 128, 32, 4, 2, 4), (128, 256, 32, 4, 4, 3), (256, 128, 32, 4, 4, 3),
+           (128, 128, 64, 4, 2, 3), (64, 128, 64, 2, 2, 4)]
 
 
-def layouts(bm, bn, bk, stages):
+def layouts(bm, bn, bk, wm, wn, stages):
     """Shared and register layouts of one configuration (shared ones in b32 words)."""
+    tm, tn = bm // wm, bn // wn      # the warp tile
+    MI, NI = tm // 16, tn // 8       # m16 and n8 mma tiles per warp
     words = bk // 2                  # b32 words per shared row
     cpr = words // 4                 # 16-byte chunks per row
     ks = bk // 16                    # k16 steps per k tile
@@ -35,11 +37,11 @@ def layouts(bm, bn, bk, stages):
     L["cp_a"] = TileLayout(S[(stages, bm, cpr, 4) : (bm * words, words, 4, 1)], swizzle=sw)
     L["cp_b"] = TileLayout(S[(stages, bn, cpr, 4) : (bn * words, words, 4, 1)], swizzle=sw)
     # A: (stage, warp row, m tile, k step, matrix, row, word); matrix i = (k half i//2, row half i%2)
-    L["ld_a"] = TileLayout(S[(stages, bm // 64, MI, ks, 2, 2, 8, 4) :
-                             (bm * words, 64 * words, 16 * words, 8, 4, 8 * words, words, 1)], swizzle=sw)
+    L["ld_a"] = TileLayout(S[(stages, wm, MI, ks, 2, 2, 8, 4) :
+                             (bm * words, tm * words, 16 * words, 8, 4, 8 * words, words, 1)], swizzle=sw)
     # B: (stage, warp col, n-tile pair, k step, matrix, row, word); matrix i = (n tile i//2, k half i%2)
-    L["ld_b"] = TileLayout(S[(stages, bn // 64, NI // 2, ks, 2, 2, 8, 4) :
-                             (bn * words, 64 * words, 16 * words, 8, 8 * words, 4, words, 1)], swizzle=sw)
+    L["ld_b"] = TileLayout(S[(stages, wn, NI // 2, ks, 2, 2, 8, 4) :
+                             (bn * words, tn * words, 16 * words, 8, 8 * words, 4, words, 1)], swizzle=sw)
     # registers: ldmatrix matrix i -> register i of each group of 4; mma operands use the seed lane maps
     L["r_a"] = TileLayout(S[(MI, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
     L["r_b"] = TileLayout(S[(NI // 2, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
@@ -71,7 +73,12 @@ def make_gemm(ab="float16", out="float16", config=None):
     KS = TBK // 16
     CPT_A = TBM * CPR // THREADS      # 16-byte chunks each thread copies per k tile
     CPT_B = TBN * CPR // THREADS
-    LY = layouts(TBM, TBN, TBK, STAGES)
+    TM, TN = TBM // WM, TBN // WN     # warp tile
+    MI, NI = TM // 16, TN // 8
+    if TM % 16 or TN % 16 or (TBM * CPR) % THREADS or (TBN * CPR) % THREADS:
+        raise tiledsl.LaunchError(f"gemm configuration {config} does not tile: warp tiles must be multiples of "
+                                  f"16 x 16 and the copies must divide among {THREADS} threads")
+    LY = layouts(TBM, TBN, TBK, WM, WN, STAGES)
     L_CPA, L_CPB, L_LDA, L_LDB = LY["cp_a"], LY["cp_b"], LY["ld_a"], LY["ld_b"]
     L_RA, L_RB, L_MA, L_MB, L_MD = LY["r_a"], LY["r_b"], LY["m_a"], LY["m_b"], LY["m_d"]
 
@@ -97,8 +104,8 @@ def make_gemm(ab="float16", out="float16", config=None):
         sb = T.alloc_shared((STAGES * TBN * WORDS,), "uint32")
         cp_a = sa.view(STAGES, TBM, CPR, 4, layout=L_CPA)
         cp_b = sb.view(STAGES, TBN, CPR, 4, layout=L_CPB)
-        ld_a = sa.view(STAGES, TBM // 64, MI, KS, 4, 8, 4, layout=L_LDA)
-        ld_b = sb.view(STAGES, TBN // 64, NI // 2, KS, 4, 8, 4, layout=L_LDB)
+        ld_a = sa.view(STAGES, WM, MI, KS, 4, 8, 4, layout=L_LDA)
+        ld_b = sb.view(STAGES, WN, NI // 2, KS, 4, 8, 4, layout=L_LDB)
         gA = A.view(dtype="uint32")
         gB = B.view(dtype="uint32")
 
@@ -159,8 +166,8 @@ def make_gemm(ab="float16", out="float16", config=None):
             for mi in T.unroll(MI):
                 for ni in T.unroll(NI):
                     for h in T.unroll(2):
-                        row = bm * TBM + wm * 64 + mi * 16 + h * 8 + lane // 4
-                        col = bn * TBN + wn * 64 + ni * 8 + 2 * (lane % 4)
+                        row = bm * TBM + wm * TM + mi * 16 + h * 8 + lane // 4
+                        col = bn * TBN + wn * TN + ni * 8 + 2 * (lane % 4)
                         base = (mi * NI + ni) * 4 + h * 2
                         C[row, col] = acc[base]
                         C[row, col + 1] = acc[base + 1]
@@ -173,8 +180,8 @@ def make_gemm(ab="float16", out="float16", config=None):
             for mi in T.unroll(MI):
                 for ni in T.unroll(NI):
                     for h in T.unroll(2):
-                        row = bm * TBM + wm * 64 + mi * 16 + h * 8 + lane // 4
-                        colw = (bn * TBN + wn * 64 + ni * 8) // 2 + lane % 4
+                        row = bm * TBM + wm * TM + mi * 16 + h * 8 + lane // 4
+                        colw = (bn * TBN + wn * TN + ni * 8) // 2 + lane % 4
                         gC[row, colw] = pk[(mi * NI + ni) * 2 + h, 0]
 
     _KERNELS[(ab, out, config)] = gemm

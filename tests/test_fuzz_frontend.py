@@ -733,8 +733,6 @@ A[2] = T.cast(2 ** 2000, "float16")
     assert "0x7C00" in ck.asm["ptx"] or "0x7c00" in ck.asm["ptx"].lower()
 
 
-@pytest.mark.xfail(strict=True, reason="codegen (tiledsl/codegen) emits fadd/fcmp on i16 for scalar bfloat16 "
-                                       "arithmetic and comparisons: invalid LLVM IR")
 @pytest.mark.parametrize("stmt", ["A[0] = A[1] + A[2]", "A[0] = A[1] if A[2] < A[3] else A[0]",
                                   "A[0] = A[1] if A[2] else A[3]"])
 def test_bf16_scalar_arithmetic_compiles(tmp_path, monkeypatch, stmt):
@@ -743,8 +741,6 @@ def test_bf16_scalar_arithmetic_compiles(tmp_path, monkeypatch, stmt):
                  params='A: T.Tensor((4,), "bfloat16")')
 
 
-@pytest.mark.xfail(strict=True, reason="codegen emits cvt.bf16.f32 for sm_75, which ptxas rejects; it should "
-                                       "emulate the conversion or refuse it at the user's line")
 def test_bf16_conversion_on_sm75(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEDSL_DISABLE_DISK_CACHE", "1")
     try:

@@ -121,6 +121,15 @@ def d_from_lanes(regs, mr, nr):
     return d
 
 
+def d_to_lanes(d, mr, nr):
+    """The (16 * mr, 8 * nr) matrix -> per-lane registers (32, mr * nr * 4) of a tensor C / D operand."""
+    regs = np.zeros((32, mr * nr * 4), dtype=d.dtype)
+    for l, m, n, r in product(range(32), range(mr), range(nr), range(4)):
+        row, col = lane_d(l, r)
+        regs[l, (m * nr + n) * 4 + r] = d[16 * m + row, 8 * n + col]
+    return regs
+
+
 # ------------------------------------------------------------------ exact rounding
 
 FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "f32": (24, -126, 127)}   # precision, emin, emax
@@ -211,6 +220,11 @@ def test_mma_layouts_follow_the_seed_lane_maps(k, group):
             assert off == ((b * r1 + i) * r2 + j) * per + r
             seen.add((g, off))
         assert len(seen) == max(group, 1) * regs
+
+
+def test_d_lane_maps_round_trip():
+    d = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+    assert np.array_equal(d_from_lanes(d_to_lanes(d, 2, 2), 2, 2), d)
 
 
 def test_seed_page_layouts_are_the_k16_builders():

@@ -78,7 +78,11 @@ class JITFunction:
                     try:
                         ann = eval(ann, self.fn.__globals__)  # noqa: S307 - the user's own annotation
                     except Exception as e:
-                        raise CompilationError(f"cannot evaluate the annotation of '{name}': {e}") from None
+                        from .frontend.source import Source
+                        src = Source(self.fn)
+                        node = next((a for a in src.fdef.args.args if a.arg == name), src.fdef)
+                        raise CompilationError(f"cannot evaluate the annotation of '{name}': {e}",
+                                               src.loc(node)) from None
                 if isinstance(ann, L.TensorType):
                     kind = "tensor"
                 elif ann is L.constexpr:

@@ -426,9 +426,7 @@ CASES = [
     C("runtime_select_tuple", k_runtime_select_tuple, "else A.shape", ("needs scalar values on both sides",)),
     C("runtime_select_string", k_runtime_select_string, "\"x\" if", ("needs scalar values on both sides",)),
     C("string_annotation_unknown_dtype", k_string_annotation_unknown_dtype, "def k_string_annotation",
-      ("unknown dtype 'float8'",), marks=(pytest.mark.xfail(
-          strict=True, reason="tiledsl/jit.py JITFunction.params() evaluates string annotations first and raises "
-                              "a CompilationError without a location"),)),
+      ("unknown dtype 'float8'",)),
     C("abs_of_string", k_abs_of_string, "abs(NAME)", ("abs() of str 'x'",)),
     C("float16_literal_out_of_range", k_f16_literal_overflow, "70000.0",
       ("70000.0 is out of range for float16", "65504")),

@@ -8,6 +8,14 @@ from ..errors import CompilationError
 
 def binary(cg, e, a, c):
     b, d, op = cg.b, e.dtype, e.op
+    if d.name == "bfloat16":
+        # In f32 then rounded once to bf16: exact inputs and 24 >= 2*8+2 bits make this the correctly rounded
+        # bf16 result for + - * / (double rounding is innocuous at that precision), and min/max are exact.
+        from .casts import cast, f32_to_bf16
+        from .. import dtypes as dt
+        fa, fc = cast(cg, a, d, dt.float32), cast(cg, c, d, dt.float32)
+        e32 = type(e)(dt.float32, e.loc, e.op, e.a, e.b)
+        return f32_to_bf16(cg, binary(cg, e32, fa, fc))
     if d.kind == "bool":
         if op in ("and", "min"):
             return b.and_(a, c)

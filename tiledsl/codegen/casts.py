@@ -40,14 +40,41 @@ def cast(cg, v, src: dt.DType, dst: dt.DType):
 
 
 def _bf16(cg, v, src, dst):
-    """bf16 is carried as i16 bits; conversions go through f32 with PTX's cvt.rn (round to nearest even)."""
+    """bf16 is carried as i16 bits. Widening is exact; narrowing rounds once to nearest even (NaN -> 0x7FFF),
+    in integer arithmetic so every target can do it (cvt.rn.bf16 needs sm_80)."""
     b = cg.b
     F32 = ll.FloatType()
     if src.name == "bfloat16":
         f = b.bitcast(b.shl(b.zext(v, I32), ll.Constant(I32, 16)), F32)   # exact widening
         return cast(cg, f, dt.float32, dst) if dst != dt.float32 else f
-    f = cast(cg, v, src, dt.float32) if src != dt.float32 else v
     if src.is_float and src.bits == 64:
-        # one rounding, straight from f64
-        return b.asm(ll.FunctionType(I16, [ll.DoubleType()]), "cvt.rn.bf16.f64 $0, $1;", "=h,d", [v], False)
-    return b.asm(ll.FunctionType(I16, [F32]), "cvt.rn.bf16.f32 $0, $1;", "=h,f", [f], False)
+        f = _f64_to_f32_round_to_odd(cg, v)
+    elif src.is_int and src.bits <= 32 or src.kind == "bool":
+        f = _f64_to_f32_round_to_odd(cg, cast(cg, v, src, dt.float64))      # ints up to 32 bits are exact in f64
+    else:
+        f = cast(cg, v, src, dt.float32) if src != dt.float32 else v
+    return f32_to_bf16(cg, f)
+
+
+def f32_to_bf16(cg, f):
+    b = cg.b
+    bits = b.bitcast(f, I32)
+    lsb = b.and_(b.lshr(bits, ll.Constant(I32, 16)), ll.Constant(I32, 1))
+    rounded = b.lshr(b.add(bits, b.add(lsb, ll.Constant(I32, 0x7FFF))), ll.Constant(I32, 16))
+    nan = b.fcmp_unordered("uno", f, f)
+    return b.select(nan, ll.Constant(I16, 0x7FFF), b.trunc(rounded, I16))
+
+
+def _f64_to_f32_round_to_odd(cg, x):
+    """f64 -> f32 rounded to odd, so that a later rounding to bf16 (8 bits) is the single correct rounding."""
+    b = cg.b
+    F32, F64 = ll.FloatType(), ll.DoubleType()
+    f = b.fptrunc(x, F32)
+    back = b.fpext(f, F64)
+    inexact = b.fcmp_ordered("!=", back, x)
+    over = b.fcmp_ordered(">", b.call(cg.intrinsic("llvm.fabs.f64", F64, [F64]), [back]),
+                          b.call(cg.intrinsic("llvm.fabs.f64", F64, [F64]), [x]))
+    bits = b.bitcast(f, I32)
+    toward_zero = b.select(over, b.sub(bits, ll.Constant(I32, 1)), bits)
+    odd = b.or_(toward_zero, ll.Constant(I32, 1))
+    return b.bitcast(b.select(inexact, odd, bits), F32)

@@ -295,6 +295,8 @@ class Codegen:
             return b.xor(a, ll.Constant(I1, 1))
         if e.op == "invert":
             return b.not_(a)
+        if d.name == "bfloat16" and e.op in ("neg", "abs"):
+            return b.xor(a, I16(0x8000)) if e.op == "neg" else b.and_(a, I16(0x7FFF))
         if e.op == "neg":
             return b.fneg(a) if d.is_float else b.neg(a)
         if e.op == "abs":
@@ -309,6 +311,9 @@ class Codegen:
     def e_Compare(self, e: ir.Compare):
         a, c = self.expr(e.a), self.expr(e.b)
         d = e.a.dtype
+        if d.name == "bfloat16":                 # compare exactly in f32
+            from .casts import cast
+            a, c, d = cast(self, a, d, dt.float32), cast(self, c, d, dt.float32), dt.float32
         sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[e.op]
         if d.is_float:
             return self.b.fcmp_unordered(sym, a, c) if e.op == "ne" else self.b.fcmp_ordered(sym, a, c)

@@ -56,6 +56,8 @@ def array_info(x) -> ArrayInfo | None:
     if ai is not None:
         shape = tuple(ai["shape"])
         d = dt.from_array_typestr(ai["typestr"])
+        if d is None and getattr(getattr(x, "dtype", None), "name", None) == "bfloat16":   # ml_dtypes.bfloat16
+            d = dt.bfloat16
         strides = ai.get("strides")
         if strides is not None and d is not None:
             strides = tuple(s // d.nbytes for s in strides)
