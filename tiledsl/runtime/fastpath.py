@@ -159,9 +159,9 @@ __all__ = ["FastLaunch", "CTYPES"]
 
 def make_fast(plan, params, framework, device, grid, block):
     """The steady-state launcher: generated straight-line Python for torch tensors, FastLaunch otherwise."""
-    if framework == "torch" and "torch" in sys.modules:
+    if framework in ("torch", "cupy") and framework in sys.modules:
         try:
-            return _generate_torch(plan, params, device, grid, block)
+            return _generate(plan, params, framework, device, grid, block)
         except _Unsupported:
             pass
     return FastLaunch(plan, params, framework, device, grid, block)
@@ -186,28 +186,48 @@ def _py_expr(tree, names: dict) -> str:
     return f"({a} {ops[tree[0]]} {b})"
 
 
-def _generate_torch(plan, params, device, grid, block):
+def _generate(plan, params, framework, device, grid, block):
     """Specialised launcher source: every check unrolled per argument, every constant bound as a global."""
-    torch = sys.modules["torch"]
-    env = {"TT": torch.Tensor, "DEV": device, "LAUNCH": driver._drv().cuLaunchKernel, "H": plan.fn.handle,
+    env = {"DEV": device, "LAUNCH": driver._drv().cuLaunchKernel, "H": plan.fn.handle,
            "PA": plan.params_addr, "SH": plan.shared, "LOCK": plan.lock, "CTX": driver.context,
-           "RAW": getattr(torch._C, "_cuda_getCurrentRawStream", None), "CHECK": driver.check}
-    if env["RAW"] is None:
-        raise _Unsupported
+           "CHECK": driver.check}
+    if framework == "torch":
+        torch = sys.modules["torch"]
+        env["TT"] = torch.Tensor
+        env["RAW"] = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if env["RAW"] is None:
+            raise _Unsupported
+        stream_src = "RAW(DEV)"
+    else:
+        import numpy as np
+        cupy = sys.modules["cupy"]
+        env["TT"] = cupy.ndarray
+        env["CUR"] = cupy.cuda.get_current_stream
+        stream_src = "CUR().ptr"
     src = [f"def launch(args, stream):", f"    if len(args) != {len(params)}:", "        return False"]
     fills, names, slot = [], {}, 0
     for i, (name, kind, ann, _) in enumerate(params):
         if kind == "tensor":
-            tdt = getattr(torch, ann.dtype.name, None)
-            if tdt is None:
-                raise _Unsupported
-            env[f"D{i}"] = tdt
-            src += [f"    x = args[{i}]",
-                    f"    if type(x) is not TT or x.dtype is not D{i} or x.get_device() != DEV or "
-                    f"not x.is_contiguous():", "        return False"]
+            if framework == "torch":
+                tdt = getattr(torch, ann.dtype.name, None)
+                if tdt is None:
+                    raise _Unsupported
+                env[f"D{i}"] = tdt
+                src += [f"    x = args[{i}]",
+                        f"    if type(x) is not TT or x.dtype is not D{i} or x.get_device() != DEV or "
+                        f"not x.is_contiguous():", "        return False"]
+                ptr = "x.data_ptr()"
+            else:
+                if ann.dtype.name == "bfloat16":
+                    raise _Unsupported
+                env[f"D{i}"] = np.dtype(ann.dtype.np)
+                src += [f"    x = args[{i}]",
+                        f"    if type(x) is not TT or x.dtype != D{i} or x.device.id != DEV or "
+                        f"not x.flags.c_contiguous:", "        return False"]
+                ptr = "x.data.ptr"
             shape = tuple(ann.shape)
             if all(isinstance(s, int) for s in shape):
-                env[f"S{i}"] = torch.Size(shape)
+                env[f"S{i}"] = torch.Size(shape) if framework == "torch" else shape
                 src += [f"    if x.shape != S{i}:", "        return False"]
             else:
                 src += ["    s = x.shape", f"    if len(s) != {len(shape)}:", "        return False"]
@@ -219,7 +239,7 @@ def _generate_torch(plan, params, device, grid, block):
                     else:
                         names[want] = f"n_{want}"
                         src += [f"    n_{want} = s[{k}]"]
-            src.append(f"    p{slot} = x.data_ptr()")
+            src.append(f"    p{slot} = {ptr}")
             env[f"P{slot}"] = plan.slots[slot]
             fills.append(f"P{slot}.value = p{slot}")
             slot += 1
@@ -250,7 +270,7 @@ def _generate_torch(plan, params, device, grid, block):
     g = grid if grid is not None else plan.ck.launch_spec["grid"]
     gx = [_py_expr(x, names) for x in g]
     src += [f"    g0, g1, g2 = {gx[0]}, {gx[1]}, {gx[2]}", "    if g0 <= 0 or g1 <= 0 or g2 <= 0:", "        return False"]
-    src += ["    if stream is None:", "        stream = RAW(DEV)", "    with LOCK:"]
+    src += ["    if stream is None:", f"        stream = {stream_src}", "    with LOCK:"]
     if driver.device_count() > 1:
         src.append("        CTX(DEV)")
     src += [f"        {f}" for f in fills]
