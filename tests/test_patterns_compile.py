@@ -30,6 +30,11 @@ def count(ptx, opcode):
     return len(re.findall(re.escape(opcode) + r"(?=[\s;])", ptx))
 
 
+def inline_asm(ptx):
+    """The instructions tiledsl emitted as inline asm (not those LLVM selected for plain loads and stores)."""
+    return re.findall(r"// begin inline asm\n\s*(.*?)\n\s*// end inline asm", ptx)
+
+
 def test_ptxas_is_installed():
     import shutil
     assert shutil.which("ptxas"), "ptxas must be on PATH: the compile-only pattern tests need it"
@@ -399,9 +404,8 @@ def test_every_claimed_register_form_assembles(arch):
     sm = int(arch[3:])
     forms = [f for f in FORMS if R.min_sm(f) <= sm]
     ck = compile_forms(forms, arch)
-    ptx = ck.asm["ptx"]
-    for f in forms:
-        assert count(ptx, f.opcode) == 1, f.opcode
+    emitted = [line.split()[0] for line in inline_asm(ck.asm["ptx"])]
+    assert sorted(emitted) == sorted(f.opcode for f in forms)
     assemble(ck, arch)
 
 
@@ -479,3 +483,78 @@ def test_predicated_fma_with_and_without_preserve_dst(preserve):
         assert "@%tp fma.rn.f32" in ck.asm["ptx"]
         assert ("(preserve)" in ck.asm["expanded"]) == preserve
         assemble(ck, arch)
+
+
+# ------------------------------------------------------------------ ld / st: every qualifier combination
+
+from tiledsl.patterns import memory as M  # noqa: E402
+
+VEC_TYPES = [(v, t) for v in ("", "v2", "v4") for t in ("b16", "u16", "b32", "s32", "f32", "b64", "u64", "f64")
+             if not (v == "v4" and t in ("b64", "u64", "f64"))]
+
+
+def claimed_memory_forms():
+    """Every qualifier combination the ld/st pattern accepts, each with one vector width and type (in rotation,
+    so every width and type appears), in PTX order."""
+    forms, k = [], 0
+    for op in ("ld", "st"):
+        for sem, space, cop, nc, hint, pf in itertools.product(
+                ("", "weak", "volatile"), ("global", "shared", "shared::cta", "local"), [""] + sorted(M.CACHE[op]),
+                ("", "nc") if op == "ld" else ("",), ("", "L2::cache_hint"),
+                ("", "L2::64B", "L2::128B", "L2::256B") if op == "ld" else ("",)):
+            vec, ty = VEC_TYPES[k % len(VEC_TYPES)]
+            f = M.match(".".join(x for x in (op, sem, space, cop, nc, hint, pf, vec, ty) if x))
+            if isinstance(f, M.Form):
+                forms.append(f)
+                k += 1
+    return forms
+
+
+MEM_FORMS = claimed_memory_forms()
+
+
+@tiledsl.jit
+def memory_forms(G: T.Tensor((64,), "uint64"), FORMS: T.constexpr):
+    """FORMS: (opcode, ld?, space, words, dtype, cache hint?) per form."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    sh = T.alloc_shared((64,), "uint64")
+    lo = T.alloc_local((64,), "uint64")
+    pol = G[63]
+    for k in T.unroll(len(FORMS)):
+        f = FORMS[k]
+        r = T.alloc_local((f[3],), f[4])
+        g = G.view(dtype=f[4])
+        m = g[0:f[3]]
+        if f[2] == "shared":
+            m = sh.view(dtype=f[4])[0:f[3]]
+        elif f[2] == "local":
+            m = lo.view(dtype=f[4])[0:f[3]]
+        if f[1]:
+            if f[5]:
+                T.cuda.tile.apply(T.ptx[f[0]], r, m, cache_policy=pol)
+            else:
+                T.cuda.tile.apply(T.ptx[f[0]], r, m)
+            g[k % 8] = r[0]
+        else:
+            r[0] = g[1]
+            if f[5]:
+                T.cuda.tile.apply(T.ptx[f[0]], m, r, cache_policy=pol)
+            else:
+                T.cuda.tile.apply(T.ptx[f[0]], m, r)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_ld_st_qualifier_combination_assembles(arch):
+    assert {f.space for f in MEM_FORMS} == {"global", "shared", "local"} and len(MEM_FORMS) > 150
+    entries = tuple((f.opcode, f.op == "ld", f.space, f.words, R.TYPES[f.type][1].name, f.hint) for f in MEM_FORMS)
+    ck = memory_forms.compile(np.zeros(64, np.uint64), entries, target=arch)
+    emitted = [line.split()[0] for line in inline_asm(ck.asm["ptx"])]
+    assert sorted(emitted) == sorted(f.opcode for f in MEM_FORMS)
+    assemble(ck, arch)
+
+
+@pytest.mark.parametrize("opcode", ["ld.shared.nc.f32", "ld.weak.global.nc.f32", "ld.volatile.global.ca.f32",
+                                    "ld.local.L2::128B.f32", "st.shared.L2::cache_hint.f32", "ld.volatile.local.f32",
+                                    "ld.global.lu.nc.f32", "st.global.L2::128B.f32"])
+def test_ld_st_combinations_ptxas_refuses_are_refused(opcode):
+    assert not isinstance(M.match(opcode), M.Form)

@@ -19,6 +19,9 @@ CACHE = {"ld": {"ca", "cg", "cs", "lu", "cv"}, "st": {"wb", "cg", "cs", "wt"}}
 MEM_TYPES = {"b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64"}
 
 
+PREFETCH = {"L2::64B", "L2::128B", "L2::256B"}
+
+
 @dataclass(frozen=True)
 class Form:
     opcode: str
@@ -27,9 +30,12 @@ class Form:
     words: int
     type: str
     hint: bool                   # .L2::cache_hint: needs cache_policy
+    min_sm: int = 50
 
 
 def match(opcode: str):
+    """ld{.weak|.volatile}.space{.cop}{.nc}{.L2::cache_hint}{.L2::64B|128B|256B}{.v2|.v4}.type and the st forms,
+    with the combinations ptxas accepts (checked by the compile-only tests)."""
     parts = opcode.split(".")
     if parts[0] not in ("ld", "st") or len(parts) < 3:
         return None
@@ -42,32 +48,45 @@ def match(opcode: str):
     if rest and rest[-1] in ("v2", "v4"):
         words = int(rest[-1][1])
         rest = rest[:-1]
-    space, hint, seen_cache = None, False, False
+    space, sem, cop, nc, hint, prefetch = None, None, None, False, False, None
     for q in rest:
-        if q == "volatile" or q == "weak":
-            continue
-        if q in SPACES and space is None:
-            space = SPACES[q]
-        elif q in CACHE[op] and not seen_cache:
-            seen_cache = True
-        elif q == "nc" and op == "ld":
-            continue
-        elif q == "L2::cache_hint":
+        if q in ("volatile", "weak") and sem is None:
+            sem = q
+        elif q in SPACES and space is None:
+            space = q
+        elif q in CACHE[op] and cop is None:
+            cop = q
+        elif q == "nc" and op == "ld" and not nc:
+            nc = True
+        elif q == "L2::cache_hint" and not hint:
             hint = True
-        elif q in ("L2::64B", "L2::128B", "L2::256B") and op == "ld":
-            continue
+        elif q in PREFETCH and op == "ld" and prefetch is None:
+            prefetch = q
         else:
-            return ("bad", f"qualifier .{q} is not supported for {op}")
+            return ("bad", f"qualifier .{q} is not supported for {op} (or is repeated)")
     if space is None:
         return ("bad", f"{op} needs a state space (.global, .shared or .local) in the opcode")
     if TYPES[ty][0] * words > 128:
         return ("bad", f".v{words}.{ty} moves more than 16 bytes")
-    return Form(opcode, op, space, words, ty, hint)
+    if SPACES[space] != "global":
+        for q, on in (("nc", nc), ("L2::cache_hint", hint), (prefetch, prefetch)):
+            if on:
+                return ("bad", f".{q} applies to .global only, not .{space}")
+    if nc and (sem or cop not in (None, "ca", "cg", "cs")):
+        return ("bad", f".nc cannot be combined with .{sem or cop}")
+    if sem == "volatile" and (cop or hint or space == "local"):
+        return ("bad", f".volatile cannot be combined with .{cop or ('L2::cache_hint' if hint else space)}")
+    # .L2::cache_hint needs sm_80; .L2::<size>B (PTX 7.4) and .shared::cta (PTX 7.8) need the PTX that tiledsl
+    # emits from sm_80 on
+    sm = 80 if hint or prefetch or space == "shared::cta" else 50
+    return Form(opcode, op, SPACES[space], words, ty, hint, sm)
 
 
 def expand(form, ctx: Ctx) -> list:
     if isinstance(form, tuple):
         raise ctx.error(form[1])
+    if ctx.sm < form.min_sm:
+        raise ctx.error(f"needs sm_{form.min_sm} or newer; the target is sm_{ctx.sm}")
     allowed = {"pred", "preserve_dst"} | ({"cache_policy"} if form.hint else set())
     params = ctx.params(allowed | {"cache_policy"})
     if "cache_policy" in params and not form.hint:
