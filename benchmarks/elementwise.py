@@ -16,20 +16,32 @@ from tiledsl import T  # noqa: E402
 U = 4                    # 16-byte vectors per thread
 THREADS = 256
 CHUNK = THREADS * U * 4  # elements per block
+VARIANTS = [(4, 256, "ld.global.v4.f32", "st.global.v4.f32"), (8, 256, "ld.global.v4.f32", "st.global.v4.f32"),
+            (4, 512, "ld.global.v4.f32", "st.global.v4.f32"), (2, 1024, "ld.global.v4.f32", "st.global.v4.f32"),
+            (4, 256, "ld.global.nc.v4.f32", "st.global.cs.v4.f32"),
+            (8, 128, "ld.global.nc.L2::256B.v4.f32", "st.global.v4.f32")]
 
 
-@tiledsl.jit
-def axpb_f32(X: T.Tensor(("N",), "float32"), Y: T.Tensor(("N",), "float32"), a: T.float32, b: T.float32):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=N // CHUNK, block=THREADS))  # noqa: F821
-    r = T.alloc_local((U, 4), "float32")
-    first = T.cuda.block_id() * (THREADS * U) + T.cuda.thread_id()
-    for u in T.unroll(U):
-        off = (first + u * THREADS) * 4
-        T.cuda.tile.apply(T.ptx["ld.global.v4.f32"], r[u], X[off: off + 4])
-    T.cuda.tile.apply(T.ptx["fma.rn.f32"], r.view(U * 4, 1), r.view(U * 4, 1), a, b)
-    for u in T.unroll(U):
-        off = (first + u * THREADS) * 4
-        T.cuda.tile.apply(T.ptx["st.global.v4.f32"], Y[off: off + 4], r[u])
+def make_axpb(u, threads, ld, st):
+    """y = a*x + b over float32 with `u` 16-byte vectors per thread, `threads` per block, the given ld/st forms."""
+    chunk = threads * u * 4
+
+    @tiledsl.jit
+    def axpb(X: T.Tensor(("N",), "float32"), Y: T.Tensor(("N",), "float32"), a: T.float32, b: T.float32):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=N // chunk, block=threads))  # noqa: F821
+        r = T.alloc_local((u, 4), "float32")
+        first = T.cuda.block_id() * (threads * u) + T.cuda.thread_id()
+        for i in T.unroll(u):
+            off = (first + i * threads) * 4
+            T.cuda.tile.apply(T.ptx[ld], r[i], X[off: off + 4])
+        T.cuda.tile.apply(T.ptx["fma.rn.f32"], r.view(u * 4, 1), r.view(u * 4, 1), a, b)
+        for i in T.unroll(u):
+            off = (first + i * threads) * 4
+            T.cuda.tile.apply(T.ptx[st], Y[off: off + 4], r[i])
+    return axpb
+
+
+axpb_f32 = make_axpb(U, THREADS, "ld.global.v4.f32", "st.global.v4.f32")
 
 
 @tiledsl.jit
@@ -82,11 +94,13 @@ def main(argv=None):
     rows.append(("device copy (torch copy_)", t_copy))
     t_torch = bench(lambda: torch.add(torch.mul(x, 2.0, out=z), 1.0, out=z), torch)
     rows.append(("torch 2*x+1 (mul, add: 2 passes)", t_torch))
-    y.fill_(float("nan"))
-    t_ours = bench(lambda: axpb_f32(x, y, 2.0, 1.0), torch)
     ref = torch.addcmul(torch.ones_like(x), x, torch.full_like(x, 2.0))
-    assert torch.equal(y, ref), "fma.rn.f32 result differs from torch's fused reference"
-    rows.append(("tiledsl fma.rn.f32 v4", t_ours))
+    for v in VARIANTS:
+        k = make_axpb(*v)
+        y.fill_(float("nan"))
+        t = bench(lambda: k(x, y, 2.0, 1.0), torch)
+        assert torch.equal(y, ref), f"fma.rn.f32 result differs from torch's fused reference ({v})"
+        rows.append((f"tiledsl fma.rn.f32, {v[0]} x 16 B/thread, {v[1]} threads, {v[2]} / {v[3]}", t))
     h = torch.randn(2 * n, device="cuda", dtype=torch.float16)
     hy = torch.empty_like(h)
     a2 = int(np.array([2.0, 2.0], np.float16).view(np.uint32)[0])

@@ -272,13 +272,17 @@ class Parser(BuiltinCalls):
         if name in self.loop_vars_by_name():
             raise self.error(f"cannot assign to the loop variable '{name}'", node)
         cur = self.scope.get(name)
-        if isinstance(cur, ir.Var) and not self._is_param_var(cur) and (
+        if isinstance(cur, ir.Var) and not self._is_param_var(cur) and self.runtime_depth and (
                 ops.is_number(value) or isinstance(value, ir.Expr)):
+            # inside run-time control flow the variable itself changes (it may be loop-carried)
             self.emit(ir.Assign(loc, cur, self._fit(value, cur, node)))
+            cur.defn = None                         # assigned more than once: no single defining expression
             return
         if isinstance(cur, ir.Var) and self._is_param_var(cur):
             if not (ops.is_number(value) or isinstance(value, ir.Expr)):
                 raise self.error(f"cannot rebind parameter '{name}' to {ops.describe(value)}", node)
+        if isinstance(cur, ir.Var) and not self._is_param_var(cur) and isinstance(value, ir.Expr):
+            self._fit(value, cur, node)             # straight-line code rebinds to a fresh variable, same type
         if ops.is_number(value) and self.runtime_depth == 0:
             self.scope[name] = value
             return
@@ -286,6 +290,7 @@ class Parser(BuiltinCalls):
             e = ops.to_expr(value, loc)
             var = self.new_var(name, e.dtype, loc)
             self.emit(ir.Assign(loc, var, e))
+            var.defn = e                            # static checks may look through a single definition
             self.scope[name] = var
             return
         if self.runtime_depth:

@@ -31,6 +31,8 @@ def evaluate(e, pin):
         return e
     if isinstance(e, ir.Const):
         return int(e.value)
+    if isinstance(e, ir.Var) and getattr(e, "defn", None) is not None:
+        return evaluate(e.defn, pin)              # a variable assigned once: its defining expression
     if isinstance(e, (ir.Var, ir.Special, ir.Load)):
         return pin
     if isinstance(e, ir.Cast):
