@@ -17,14 +17,17 @@ for ex in seed_mma seed_fma; do
   run "${ex}_cupy" python3 examples/$ex.py --cupy
 done
 if command -v compute-sanitizer >/dev/null; then
-  for ex in seed_mma seed_fma; do
-    run "${ex}_memcheck" compute-sanitizer --tool memcheck --error-exitcode 1 python3 examples/$ex.py
-    run "${ex}_racecheck" compute-sanitizer --tool racecheck --error-exitcode 1 python3 examples/$ex.py
+  for ex in "seed_mma" "seed_fma" "gemm --size 512"; do
+    name=${ex%% *}
+    run "${name}_memcheck" compute-sanitizer --tool memcheck --error-exitcode 1 python3 examples/$ex
+    run "${name}_racecheck" compute-sanitizer --tool racecheck --error-exitcode 1 python3 examples/$ex
   done
 fi
-[ -f benchmarks/launch.py ] && run bench_launch python3 benchmarks/launch.py
-[ -f benchmarks/compile.py ] && run bench_compile python3 benchmarks/compile.py
-[ -f benchmarks/interpreter.py ] && run bench_interp python3 benchmarks/interpreter.py
+run bench_gemm python3 benchmarks/gemm.py ${GEMM_ARGS:-}
+run bench_elementwise python3 benchmarks/elementwise.py
+run bench_launch python3 benchmarks/launch.py
+run bench_compile python3 benchmarks/compile.py
+run bench_interp python3 benchmarks/interpreter.py
 echo; echo "== summary =="; printf '%s\n' "${summary[@]}"
-for f in bench_launch bench_compile bench_interp; do [ -f "$OUT/$f.log" ] && { echo "== $f =="; tail -n 25 "$OUT/$f.log"; }; done
+for f in bench_gemm bench_elementwise bench_launch bench_compile bench_interp; do [ -f "$OUT/$f.log" ] && { echo "== $f =="; tail -n 25 "$OUT/$f.log"; }; done
 grep -E "passed|failed" "$OUT/pytest_gpu.log" | tail -1
