@@ -357,6 +357,13 @@ def k_ldmatrix_b8():
     T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b8"], r.view(4, 8, 4, layout=FRAG4), sm, scope="warp")  # ILLEGAL
 
 
+def k_ldmatrix_shared_cta_on_sm75():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    sm = T.alloc_shared((4, 8, 4), "uint32")
+    r = T.alloc_local((4,), "uint32")
+    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared::cta.b16"], r.view(4, 8, 4, layout=FRAG4), sm, scope="warp")  # ILLEGAL
+
+
 # ------------------------------------------------------------------ cp.async
 
 def k_cp_async_dst_in_global(A: T.Tensor((32, 4), "uint32"), B: T.Tensor((32, 4), "uint32")):
@@ -466,6 +473,7 @@ CASES = [
     (k_ldmatrix_half_shared, ("operand src", "32 bits", "float16")),
     (k_ldmatrix_cta_group_extent, ("operand dst", "group axes", "(2,)")),
     (k_ldmatrix_b8, ("ldmatrix", ".b8", "supported forms")),
+    (k_ldmatrix_shared_cta_on_sm75, (".shared::cta", "PTX ISA 7.8", "sm_75")),
     (k_cp_async_dst_in_global, ("operand dst", "shared memory", "global memory")),
     (k_cp_async_src_in_shared, ("operand src", "global memory", "shared memory")),
     (k_cp_async_src_misaligned, ("operand src", "aligned to 16 bytes")),
@@ -477,7 +485,7 @@ CASES = [
     (k_cp_async_float_src_size, ("src_size", "integer")),
     (k_no_pattern, ("no explicit tile pattern for tanh.approx.f32",)),
 ]
-TARGETS = {k_fma_f32x2_on_sm90: "sm_90"}
+TARGETS = {k_fma_f32x2_on_sm90: "sm_90", k_ldmatrix_shared_cta_on_sm75: "sm_75"}
 
 
 def offending_line(fn) -> int:

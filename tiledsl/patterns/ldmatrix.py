@@ -60,20 +60,18 @@ def match(opcode: str):
     return Form(opcode, op, count, trans, cta)
 
 
-def min_sm(form: Form) -> int:
-    sm = 75 if form.op == "ldmatrix" else 90
-    if form.cta:                 # .shared::cta needs PTX ISA 7.8, which tiledsl emits from sm_80 on
-        sm = max(sm, min(k for k, v in PTX_VERSION.items() if v >= 78))
-    return sm
+SM = {"ldmatrix": 75, "stmatrix": 90}
+SM_CTA = min(sm for sm, ptx in PTX_VERSION.items() if ptx >= 78)     # .shared::cta needs PTX ISA 7.8
 
 
 def expand(form, ctx: Ctx) -> list:
     if isinstance(form, tuple):
         raise ctx.error(form[1])
-    if ctx.sm < min_sm(form):
-        why = " (.shared::cta needs PTX ISA 7.8)" if form.cta and ctx.sm >= (75 if form.op == "ldmatrix" else 90) \
-            else ""
-        raise ctx.error(f"needs sm_{min_sm(form)} or newer{why}; the target is sm_{ctx.sm}")
+    if ctx.sm < SM[form.op]:
+        raise ctx.error(f"needs sm_{SM[form.op]} or newer; the target is sm_{ctx.sm}")
+    if form.cta and ctx.sm < SM_CTA:
+        raise ctx.error(f".shared::cta needs PTX ISA 7.8, which tiledsl emits for sm_{SM_CTA} or newer; the target "
+                        f"is sm_{ctx.sm}")
     ctx.params(set())
     dst, src = ctx.operands(["dst", "src"])
     regs, mem = (dst, src) if form.op == "ldmatrix" else (src, dst)
