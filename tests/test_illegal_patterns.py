@@ -224,6 +224,12 @@ def k_fma_runtime_preserve(f: T.bool):
     T.cuda.tile.apply(T.ptx["fma.rn.f32"], r, r, r, r, pred=f, preserve_dst=f)  # ILLEGAL
 
 
+def k_fma_int_pred(n: T.int32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    r = T.alloc_local((4, 1), "float32")
+    T.cuda.tile.apply(T.ptx["fma.rn.f32"], r, r, r, r, pred=n)  # ILLEGAL
+
+
 def k_fma_warp_group_extent():
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
     r = T.alloc_local((2,), "float32")
@@ -453,6 +459,7 @@ CASES = [
     (k_fma_double_scalar, ("operand c", "float64", "32-bit")),
     (k_fma_preserve_without_pred, ("preserve_dst", "needs pred")),
     (k_fma_runtime_preserve, ("preserve_dst", "compile-time bool")),
+    (k_fma_int_pred, ("pred must be a run-time bool", "int32")),
     (k_fma_warp_group_extent, ("operand a", "group axes", "(32,)")),
     (k_fma_f32x2_on_sm90, ("fma.rn.f32x2", "needs sm_100", "sm_90")),
     (k_fma_qualifier_order, ("fma.sat.rn.f32:", "PTX order: fma.rn.sat.f32")),

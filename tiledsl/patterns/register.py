@@ -318,29 +318,29 @@ def _counts(ctx, form, ops, ng):
 
 def predicate(ctx: Ctx, params, writes=True):
     """`pred` (run-time bool or None) and `preserve_dst` (static bool), checked the same way for every family."""
+    from ..errors import CompilationError
     from ..frontend import ops as fops
-    pred, preserve = None, False
+    pred, preserve, given = None, False, False
     if "pred" in params:
         v, loc = params["pred"]
-        if v is not None:
-            if isinstance(v, bool):
-                pred = None if v else ir.Const(dt.bool_, loc, False)
-            elif isinstance(v, ir.Expr):
-                pred = fops.truth(v, loc)
-            else:
-                from ..errors import CompilationError
-                raise CompilationError(f"{ctx.opcode}: pred must be a run-time bool or None", loc)
+        given = v is not None
+        if isinstance(v, bool):
+            pred = None if v else ir.Const(dt.bool_, loc, False)
+        elif isinstance(v, ir.Expr) and v.dtype.kind == "bool":
+            pred = v
+        elif v is not None:
+            raise CompilationError(f"{ctx.opcode}: pred must be a run-time bool or None (e.g. pred=lane < n), got "
+                                   f"{fops.describe(v)}", loc)
     if "preserve_dst" in params:
         v, loc = params["preserve_dst"]
-        from ..errors import CompilationError
         if not isinstance(v, bool):
             raise CompilationError(f"{ctx.opcode}: preserve_dst must be a compile-time bool", loc)
-        if v and pred is None:
+        if v and not given:
             raise CompilationError(f"{ctx.opcode}: preserve_dst=True needs pred (without pred nothing is "
                                    f"preserved)", loc)
         if v and not writes:
             raise CompilationError(f"{ctx.opcode}: preserve_dst=True needs a written register destination", loc)
-        preserve = v
+        preserve = v and pred is not None
     return pred, preserve
 
 
