@@ -4,8 +4,15 @@ __version__ = "0.1.0"
 from .errors import CompilationError, KernelFault, LaunchError, TiledslError  # noqa: E402
 from .language import T  # noqa: E402
 from .jit import JITFunction, jit  # noqa: E402
-from .compiler import CompiledKernel  # noqa: E402
 from . import layout  # noqa: E402
 
 __all__ = ["jit", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError", "CompilationError",
            "LaunchError", "KernelFault", "__version__"]
+
+
+def __getattr__(name):
+    # The compiler stages load on first use, so `import tiledsl` stays fast.
+    if name == "CompiledKernel":
+        from .compiler import CompiledKernel
+        return CompiledKernel
+    raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
 
 @dataclass(frozen=True)
@@ -31,11 +30,11 @@ class DType:
 
     @property
     def np(self):
-        return NUMPY[self.name]
+        return numpy_types()[self.name]
 
     def __call__(self, value):
         # T.float32(0) inside a kernel is handled by the front end; on the host it makes a numpy scalar.
-        return NUMPY[self.name](value) if self.name != "bfloat16" else float(value)
+        return numpy_types()[self.name](value) if self.name != "bfloat16" else float(value)
 
     def __repr__(self) -> str:
         return self.name
@@ -60,11 +59,18 @@ BY_NAME = {d.name: d for d in ALL}
 BY_NAME["float"] = float32
 BY_NAME["half"] = float16
 
-NUMPY = {
-    "bool": np.bool_, "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16,
-    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
-    "float16": np.float16, "bfloat16": np.uint16, "float32": np.float32, "float64": np.float64,
-}
+_NUMPY = {}
+
+
+def numpy_types() -> dict:
+    """dtype name -> numpy scalar type (numpy is imported on first use: `import tiledsl` stays light)."""
+    if not _NUMPY:
+        import numpy as np
+        _NUMPY.update({
+            "bool": np.bool_, "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16,
+            "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+            "float16": np.float16, "bfloat16": np.uint16, "float32": np.float32, "float64": np.float64})
+    return _NUMPY
 
 # Same-width unsigned container, used when bits are moved without interpretation.
 BITS = {8: uint8, 16: uint16, 32: uint32, 64: uint64}

@@ -11,7 +11,6 @@ import threading
 from . import __version__, backend, cache, config
 from . import dtypes as dt
 from . import language as L
-from .compiler import CompiledKernel, compile_kernel
 from .errors import CompilationError, LaunchError, TiledslError
 from .fingerprint import fingerprint_value
 
@@ -199,6 +198,7 @@ class JITFunction:
                 return ck
             ck = self._from_disk(key)
             if ck is None:
+                from .compiler import compile_kernel
                 ck = compile_kernel(self.fn, constexprs, sm, block, grid, want_cubin,
                                     debug=self.debug or config.debug())
                 self._to_disk(key, ck)
@@ -212,6 +212,7 @@ class JITFunction:
             return None
         data = entry["data"]
         asm = json.loads(data["asm.json"].decode())
+        from .compiler import CompiledKernel
         ck = CompiledKernel(entry["name"], entry["sm"], asm, entry["metadata"], entry["signature"],
                             entry["launch"], data.get("kernel.cubin"))
         ck.from_disk = True

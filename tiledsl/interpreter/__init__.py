@@ -155,7 +155,7 @@ def _scalar_value(packed, d: dt.DType):
         return np.uint16(packed)
     if d.name == "float16":
         return np.uint16(packed).view(np.float16)
-    return np.asarray(packed).astype(dt.NUMPY[d.name])[()]
+    return np.asarray(packed).astype(dt.numpy_types()[d.name])[()]
 
 
 def run_ir(kernel, args, grid=(1, 1, 1), block=None):
@@ -172,7 +172,7 @@ def run_ir(kernel, args, grid=(1, 1, 1), block=None):
             if arrays[p.storage] is None:
                 raise LaunchError(f"argument '{p.name}' is not contiguous")
         elif p.kind == "scalar":
-            scalars[p.var] = np.asarray(args[p.name]).astype(dt.NUMPY[p.dtype.name])[()]
+            scalars[p.var] = np.asarray(args[p.name]).astype(dt.numpy_types()[p.dtype.name])[()]
     for name, var in kernel.sizes.items():
         scalars[var] = np.int32(args[name])
     prog.run(grid, block, arrays, scalars)

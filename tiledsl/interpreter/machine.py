@@ -29,12 +29,12 @@ def mem_np(d: dt.DType):
     """numpy dtype of one element of `d` as it sits in memory (bool as a byte, bfloat16 as uint16 bits)."""
     if d.kind == "bool":
         return np.dtype(np.uint8)
-    return np.dtype(dt.NUMPY[d.name])
+    return np.dtype(dt.numpy_types()[d.name])
 
 
 def val_np(d: dt.DType):
     """numpy dtype of a per-thread value of `d`."""
-    return np.dtype(np.bool_) if d.kind == "bool" else np.dtype(dt.NUMPY[d.name])
+    return np.dtype(np.bool_) if d.kind == "bool" else np.dtype(dt.numpy_types()[d.name])
 
 
 UINT = {1: np.uint8, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
