@@ -18,10 +18,10 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
 GROUP_M = 8
-# (BM, BN, BK, warps along M, warps along N, pipeline stages); the first is the default
-CONFIGS = [(128, 128, 64, 2, 2, 3), (128, 128, 32, 2, 2, 4), (128, 256, 32, 2, 4, 4), (256, 128, 32, 4, 2, 4),
-           (128, 256, 64, 2, 4, 3), (128, 128, 32, 4, 2, 4), (128, 256, 32, 4, 4, 3), (256, 128, 32, 4, 4, 3),
-           (128, 128, 64, 4, 2, 3), (64, 128, 64, 2, 2, 4)]
+# (BM, BN, BK, warps along M, warps along N, stages, double-buffered fragments)
+CONFIGS = [(128, 128, 64, 2, 2, 3, 0), (128, 128, 32, 2, 2, 4, 1), (128, 128, 32, 2, 2, 3, 1),
+           (128, 256, 32, 2, 4, 4, 1), (256, 128, 32, 4, 2, 4, 1), (128, 128, 64, 2, 2, 3, 1),
+           (128, 128, 32, 2, 2, 4, 0), (128, 256, 64, 2, 4, 3, 0), (128, 128, 64, 4, 2, 3, 0)]
 
 
 def layouts(bm, bn, bk, wm, wn, stages):
@@ -48,6 +48,11 @@ def layouts(bm, bn, bk, wm, wn, stages):
     L["m_a"] = TileLayout(S[(MI, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
     L["m_b"] = TileLayout(S[(NI, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
     L["m_d"] = TileLayout(S[(MI, NI, 2, 8, 4, 2) : (NI * 4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+    # the same register layouts over two fragment buffers (software pipelining: load k+1 while k multiplies)
+    L["r_a2"] = TileLayout(S[(2, MI, 4, 8, 4) : (MI * 4, 4, 1, 4 @ laneid, 1 @ laneid)])
+    L["r_b2"] = TileLayout(S[(2, NI // 2, 4, 8, 4) : (NI * 2, 4, 1, 4 @ laneid, 1 @ laneid)])
+    L["m_a2"] = TileLayout(S[(2, MI, 1, 2, 8, 2, 4) : (MI * 4, 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    L["m_b2"] = TileLayout(S[(2, NI, 1, 8, 2, 4) : (NI * 2, 2, 2, 4 @ laneid, 1, 1 @ laneid)])
     return L
 
 
@@ -65,8 +70,10 @@ def make_gemm(ab="float16", out="float16", config=None):
                                   f"not {ab} -> {out}")
     t = {"float16": "f16", "bfloat16": "bf16"}[ab]
     MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
+    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
     CVT = f"cvt.rn.{ {'float16': 'f16', 'bfloat16': 'bf16'}.get(out, 'f16') }x2.f32"
-    TBM, TBN, TBK, WM, WN, STAGES = config
+    TBM, TBN, TBK, WM, WN, STAGES = config[:6]
+    PIPE = config[6] if len(config) > 6 else 1        # double-buffered fragments (1) or not (0)
     THREADS = 32 * WM * WN
     WORDS = TBK // 2
     CPR = WORDS // 4
@@ -81,6 +88,7 @@ def make_gemm(ab="float16", out="float16", config=None):
     LY = layouts(TBM, TBN, TBK, WM, WN, STAGES)
     L_CPA, L_CPB, L_LDA, L_LDB = LY["cp_a"], LY["cp_b"], LY["ld_a"], LY["ld_b"]
     L_RA, L_RB, L_MA, L_MB, L_MD = LY["r_a"], LY["r_b"], LY["m_a"], LY["m_b"], LY["m_d"]
+    L_RA2, L_RB2, L_MA2, L_MB2 = LY["r_a2"], LY["r_b2"], LY["m_a2"], LY["m_b2"]
 
     @tiledsl.jit
     def gemm(A: T.Tensor(("M", "K"), ab), B: T.Tensor(("N", "K"), ab), C: T.Tensor(("M", "N"), out)):
@@ -109,13 +117,7 @@ def make_gemm(ab="float16", out="float16", config=None):
         gA = A.view(dtype="uint32")
         gB = B.view(dtype="uint32")
 
-        ra = T.alloc_local((MI * 4,), "uint32")
-        rb = T.alloc_local((NI * 2,), "uint32")
         acc = T.alloc_local((MI * NI * 4,), "float32")
-        ra_ld = ra.view(MI, 4, 8, 4, layout=L_RA)
-        rb_ld = rb.view(NI // 2, 4, 8, 4, layout=L_RB)
-        ra_mma = ra.view(MI, 1, 16, 8, layout=L_MA)
-        rb_mma = rb.view(NI, 1, 8, 8, layout=L_MB)
         acc_v = acc.view(MI, NI, 16, 8, layout=L_MD)
         for i in T.unroll(MI * NI * 4):
             acc[i] = 0.0
@@ -135,31 +137,81 @@ def make_gemm(ab="float16", out="float16", config=None):
                                       chunk_bytes=16)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-        for kt in range(ktiles):
+        if PIPE:
+            ra = T.alloc_local((2 * MI * 4,), "uint32")
+            rb = T.alloc_local((2 * NI * 2,), "uint32")
+            ra_ld = ra.view(2, MI, 4, 8, 4, layout=L_RA2)
+            rb_ld = rb.view(2, NI // 2, 4, 8, 4, layout=L_RB2)
+            ra_mma = ra.view(2, MI, 1, 16, 8, layout=L_MA2)
+            rb_mma = rb.view(2, NI, 1, 8, 8, layout=L_MB2)
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], STAGES - 2)
             T.cuda.syncthreads()
-            # refill the stage that was consumed last iteration
-            nk = kt + STAGES - 1
-            if nk < ktiles:
-                ns = nk % STAGES
-                for j in T.unroll(CPT_A):
-                    c = tid + THREADS * j
-                    T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_a[ns, c // CPR, c % CPR],
-                                      gA[bm * TBM + c // CPR, nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
-                                      chunk_bytes=16)
-                for j in T.unroll(CPT_B):
-                    c = tid + THREADS * j
-                    T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_b[ns, c // CPR, c % CPR],
-                                      gB[bn * TBN + c // CPR, nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
-                                      chunk_bytes=16)
-            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
-            st = kt % STAGES
-            for ks in T.unroll(KS):
-                T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"], ra_ld, ld_a[st, wm, :, ks],
-                                  scope="warp")
-                T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"], rb_ld, ld_b[st, wn, :, ks],
-                                  scope="warp")
-                T.cuda.tile.apply(T.ptx[MMA], acc_v, ra_mma, rb_mma, acc_v, scope="warp")
+            T.cuda.tile.apply(T.ptx[LDM], ra_ld[0], ld_a[0, wm, :, 0], scope="warp")
+            T.cuda.tile.apply(T.ptx[LDM], rb_ld[0], ld_b[0, wn, :, 0], scope="warp")
+            for kt in range(ktiles):
+                st = kt % STAGES
+                for ks in T.unroll(KS):
+                    if ks == KS - 1:
+                        # the next tile must have landed, and every warp be done with the stage refilled below
+                        T.cuda.tile.apply(T.ptx["cp.async.wait_group"], STAGES - 2)
+                        T.cuda.syncthreads()
+                        nst = (kt + 1) % STAGES
+                        T.cuda.tile.apply(T.ptx[LDM], ra_ld[(ks + 1) % 2], ld_a[nst, wm, :, 0], scope="warp")
+                        T.cuda.tile.apply(T.ptx[LDM], rb_ld[(ks + 1) % 2], ld_b[nst, wn, :, 0], scope="warp")
+                    else:
+                        T.cuda.tile.apply(T.ptx[LDM], ra_ld[(ks + 1) % 2], ld_a[st, wm, :, ks + 1], scope="warp")
+                        T.cuda.tile.apply(T.ptx[LDM], rb_ld[(ks + 1) % 2], ld_b[st, wn, :, ks + 1], scope="warp")
+                    if ks == 0:
+                        # refill the stage every warp finished reading before the last barrier
+                        nk = kt + STAGES - 1
+                        if nk < ktiles:
+                            ns = nk % STAGES
+                            for j in T.unroll(CPT_A):
+                                c = tid + THREADS * j
+                                T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_a[ns, c // CPR, c % CPR],
+                                                  gA[bm * TBM + c // CPR,
+                                                     nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
+                                                  chunk_bytes=16)
+                            for j in T.unroll(CPT_B):
+                                c = tid + THREADS * j
+                                T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_b[ns, c // CPR, c % CPR],
+                                                  gB[bn * TBN + c // CPR,
+                                                     nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
+                                                  chunk_bytes=16)
+                        T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+                    T.cuda.tile.apply(T.ptx[MMA], acc_v, ra_mma[ks % 2], rb_mma[ks % 2], acc_v, scope="warp")
+        else:
+            ra = T.alloc_local((MI * 4,), "uint32")
+            rb = T.alloc_local((NI * 2,), "uint32")
+            ra_ld = ra.view(MI, 4, 8, 4, layout=L_RA)
+            rb_ld = rb.view(NI // 2, 4, 8, 4, layout=L_RB)
+            ra_mma = ra.view(MI, 1, 16, 8, layout=L_MA)
+            rb_mma = rb.view(NI, 1, 8, 8, layout=L_MB)
+            for kt in range(ktiles):
+                T.cuda.tile.apply(T.ptx["cp.async.wait_group"], STAGES - 2)
+                T.cuda.syncthreads()
+                # refill the stage that was consumed last iteration
+                nk = kt + STAGES - 1
+                if nk < ktiles:
+                    ns = nk % STAGES
+                    for j in T.unroll(CPT_A):
+                        c = tid + THREADS * j
+                        T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_a[ns, c // CPR, c % CPR],
+                                          gA[bm * TBM + c // CPR,
+                                             nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
+                                          chunk_bytes=16)
+                    for j in T.unroll(CPT_B):
+                        c = tid + THREADS * j
+                        T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_b[ns, c // CPR, c % CPR],
+                                          gB[bn * TBN + c // CPR,
+                                             nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
+                                          chunk_bytes=16)
+                T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+                st = kt % STAGES
+                for ks in T.unroll(KS):
+                    T.cuda.tile.apply(T.ptx[LDM], ra_ld, ld_a[st, wm, :, ks], scope="warp")
+                    T.cuda.tile.apply(T.ptx[LDM], rb_ld, ld_b[st, wn, :, ks], scope="warp")
+                    T.cuda.tile.apply(T.ptx[MMA], acc_v, ra_mma, rb_mma, acc_v, scope="warp")
 
         # epilogue: each lane holds pairs of adjacent columns (registers 2h, 2h+1 of a tile)
         if out == "float32":
