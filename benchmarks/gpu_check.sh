@@ -19,8 +19,11 @@ done
 if command -v compute-sanitizer >/dev/null; then
   for ex in "seed_mma" "seed_fma" "gemm --size 512"; do
     name=${ex%% *}
-    run "${name}_memcheck" compute-sanitizer --tool memcheck --error-exitcode 1 python3 examples/$ex
-    run "${name}_racecheck" compute-sanitizer --tool racecheck --error-exitcode 1 python3 examples/$ex
+    args=${ex#"$name"}
+    # shellcheck disable=SC2086
+    run "${name}_memcheck" compute-sanitizer --tool memcheck --error-exitcode 1 python3 examples/$name.py $args
+    # shellcheck disable=SC2086
+    run "${name}_racecheck" compute-sanitizer --tool racecheck --error-exitcode 1 python3 examples/$name.py $args
   done
 fi
 run bench_gemm python3 benchmarks/gemm.py ${GEMM_ARGS:-}
