@@ -88,8 +88,55 @@ def ptxas_path() -> str | None:
     return None
 
 
+_NVJITLINK = []
+
+
+def _nvjitlink():
+    """cuda-bindings' nvJitLink when its library is installed (in-process, no subprocess), else None."""
+    if not _NVJITLINK:
+        try:
+            from cuda.bindings import nvjitlink
+            nvjitlink.version()
+            _NVJITLINK.append(nvjitlink)
+        except Exception:
+            _NVJITLINK.append(None)
+    return _NVJITLINK[0]
+
+
+def _link(nj, ptx: str, sm: int):
+    opts = [f"-arch=sm_{sm}", "-O3", "-Xptxas=-v"]
+    h = nj.create(len(opts), [o.encode() for o in opts])
+    try:
+        data = ptx.encode()
+        nj.add_data(h, nj.InputType.PTX, data, len(data), "kernel.ptx")
+        try:
+            nj.complete(h)
+        except Exception:
+            n = nj.get_error_log_size(h)
+            log = bytearray(n)
+            nj.get_error_log(h, log)
+            raise CompilationError(f"the generated PTX was rejected for sm_{sm}:\n"
+                                   f"{bytes(log).decode(errors='replace').strip()}") from None
+        cubin = bytearray(nj.get_linked_cubin_size(h))
+        nj.get_linked_cubin(h, cubin)
+        log = bytearray(nj.get_info_log_size(h))
+        nj.get_info_log(h, log)
+        return bytes(cubin), bytes(log).decode(errors="replace")
+    finally:
+        nj.destroy(h)
+
+
 def ptx_to_cubin(ptx: str, sm: int, name: str = "kernel") -> tuple[bytes | None, dict, str]:
-    """(cubin or None, metadata from the assembler, which tool made it)."""
+    """(cubin or None, metadata from the assembler, which tool made it): nvJitLink in-process, else ptxas."""
+    nj = _nvjitlink()
+    if nj is not None:
+        try:
+            cubin, log = _link(nj, ptx, sm)
+            return cubin, parse_ptxas_info(log), "nvJitLink"
+        except CompilationError:
+            raise
+        except Exception:
+            pass                                  # an nvJitLink too old for this target: use ptxas
     exe = ptxas_path()
     if exe is None:
         return None, {}, "driver"

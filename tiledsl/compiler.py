@@ -10,6 +10,38 @@ from .frontend.parser import Parser
 from .printer import kernel_str
 
 
+class StageDict(dict):
+    """The stages' outputs; "sass" is produced on first access (cuobjdump is a subprocess, not worth paying for
+    on every compile)."""
+
+    def __init__(self, stages, cubin):
+        super().__init__(stages)
+        self._cubin = cubin
+        self._tried = False
+
+    def _sass(self):
+        if not self._tried:
+            self._tried = True
+            text = backend.sass(self._cubin)
+            if text:
+                dict.__setitem__(self, "sass", text)
+
+    def __missing__(self, key):
+        if key == "sass":
+            self._sass()
+            if "sass" in self.keys():
+                return dict.__getitem__(self, "sass")
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        if key == "sass":
+            self._sass()
+        return dict.__contains__(self, key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
 class CompiledKernel:
     """A kernel compiled for one specialization and target: `.asm[stage]`, `.metadata`, and how to launch it."""
 
@@ -64,9 +96,7 @@ def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cu
         metadata.update(info)
         metadata["assembler"] = tool
         if cubin is not None:
-            s = backend.sass(cubin)
-            if s:
-                asm["sass"] = s
+            asm = StageDict(asm, cubin)           # "sass" is disassembled on first use
     metadata.setdefault("shared_bytes", sum(st.size * st.dtype.nbytes for st in k.allocs if st.scope == "shared"))
     sig = signature_of(k)
     if sites:

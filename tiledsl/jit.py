@@ -212,14 +212,17 @@ class JITFunction:
             return None
         data = entry["data"]
         asm = json.loads(data["asm.json"].decode())
-        from .compiler import CompiledKernel
+        from .compiler import CompiledKernel, StageDict
+        cubin = data.get("kernel.cubin")
+        if cubin is not None:
+            asm = StageDict(asm, cubin)
         ck = CompiledKernel(entry["name"], entry["sm"], asm, entry["metadata"], entry["signature"],
-                            entry["launch"], data.get("kernel.cubin"))
+                            entry["launch"], cubin)
         ck.from_disk = True
         return ck
 
     def _to_disk(self, key, ck):
-        files = {"asm.json": json.dumps(ck.asm)}
+        files = {"asm.json": json.dumps({k: v for k, v in dict.items(ck.asm) if k != "sass"})}
         if ck.cubin is not None:
             files["kernel.cubin"] = ck.cubin
         cache.store(key, {"name": ck.name, "sm": ck.sm, "metadata": ck.metadata, "signature": ck.signature,
