@@ -13,6 +13,6 @@ __all__ = ["jit", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError"
 def __getattr__(name):
     # The compiler stages load on first use, so `import tiledsl` stays fast.
     if name == "CompiledKernel":
-        from .compiler import CompiledKernel
+        from .compiled import CompiledKernel
         return CompiledKernel
     raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")

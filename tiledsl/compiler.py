@@ -7,62 +7,8 @@ import time
 from . import backend, config, ir
 from .expand import expand_kernel
 from .frontend.parser import Parser
+from .compiled import CompiledKernel, StageDict  # noqa: F401 - re-exported
 from .printer import kernel_str
-
-
-class StageDict(dict):
-    """The stages' outputs; "sass" is produced on first access (cuobjdump is a subprocess, not worth paying for
-    on every compile)."""
-
-    def __init__(self, stages, cubin):
-        super().__init__(stages)
-        self._cubin = cubin
-        self._tried = False
-
-    def _sass(self):
-        if not self._tried:
-            self._tried = True
-            text = backend.sass(self._cubin)
-            if text:
-                dict.__setitem__(self, "sass", text)
-
-    def __missing__(self, key):
-        if key == "sass":
-            self._sass()
-            if "sass" in self.keys():
-                return dict.__getitem__(self, "sass")
-        raise KeyError(key)
-
-    def __contains__(self, key):
-        if key == "sass":
-            self._sass()
-        return dict.__contains__(self, key)
-
-    def get(self, key, default=None):
-        return self[key] if key in self else default
-
-
-class CompiledKernel:
-    """A kernel compiled for one specialization and target: `.asm[stage]`, `.metadata`, and how to launch it."""
-
-    def __init__(self, name, sm, asm, metadata, signature, launch, cubin=None):
-        self.name = name
-        self.sm = sm
-        self.asm = asm
-        self.metadata = metadata
-        self.signature = signature          # [(name, kind, dtype, shape)] plus sizes
-        self.launch_spec = launch           # {"grid": [...], "block": [...]} with grid entries int or str expr
-        self.cubin = cubin
-        self.loaded = {}                    # device -> LoadedFunction
-        self.expanded_ir = None             # kept for the interpreter when compiled in this process
-
-    def __repr__(self) -> str:
-        return f"<CompiledKernel {self.name} sm_{self.sm} {self.metadata}>"
-
-    def explain(self) -> str:
-        """Each tile.apply with its source line, opcode, repeats and native instructions (tiledsl.explain)."""
-        from .explain import explain
-        return explain(self)
 
 
 def front(fn, constexprs, block=None, grid=None):

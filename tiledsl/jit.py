@@ -212,7 +212,7 @@ class JITFunction:
             return None
         data = entry["data"]
         asm = json.loads(data["asm.json"].decode())
-        from .compiler import CompiledKernel, StageDict
+        from .compiled import CompiledKernel, StageDict
         cubin = data.get("kernel.cubin")
         if cubin is not None:
             asm = StageDict(asm, cubin)

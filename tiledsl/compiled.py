@@ -1,0 +1,59 @@
+"""What a compilation produces: the stages' text, the metadata and the cubin. Light to import, so a disk-cache
+hit never loads the compiler stages."""
+from __future__ import annotations
+
+
+class StageDict(dict):
+    """The stages' outputs; "sass" is produced on first access (cuobjdump is a subprocess, not worth paying for
+    on every compile)."""
+
+    def __init__(self, stages, cubin):
+        super().__init__(stages)
+        self._cubin = cubin
+        self._tried = False
+
+    def _sass(self):
+        if not self._tried:
+            self._tried = True
+            from . import backend
+            text = backend.sass(self._cubin)
+            if text:
+                dict.__setitem__(self, "sass", text)
+
+    def __missing__(self, key):
+        if key == "sass":
+            self._sass()
+            if "sass" in self.keys():
+                return dict.__getitem__(self, "sass")
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        if key == "sass":
+            self._sass()
+        return dict.__contains__(self, key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
+class CompiledKernel:
+    """A kernel compiled for one specialization and target: `.asm[stage]`, `.metadata`, and how to launch it."""
+
+    def __init__(self, name, sm, asm, metadata, signature, launch, cubin=None):
+        self.name = name
+        self.sm = sm
+        self.asm = asm
+        self.metadata = metadata
+        self.signature = signature          # [(name, kind, dtype, shape)] plus sizes
+        self.launch_spec = launch           # {"grid": [...], "block": [...]} with grid entries int or str expr
+        self.cubin = cubin
+        self.loaded = {}                    # device -> LoadedFunction
+        self.expanded_ir = None             # kept for the interpreter when compiled in this process
+
+    def __repr__(self) -> str:
+        return f"<CompiledKernel {self.name} sm_{self.sm} {self.metadata}>"
+
+    def explain(self) -> str:
+        """Each tile.apply with its source line, opcode, repeats and native instructions (tiledsl.explain)."""
+        from .explain import explain
+        return explain(self)
