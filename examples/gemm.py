@@ -71,6 +71,7 @@ def make_gemm(ab="float16", out="float16", config=None):
     t = {"float16": "f16", "bfloat16": "bf16"}[ab]
     MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
     LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+    COPY = "cp.async.cg.shared.global"
     CVT = f"cvt.rn.{ {'float16': 'f16', 'bfloat16': 'bf16'}.get(out, 'f16') }x2.f32"
     TBM, TBN, TBK, WM, WN, STAGES = config[:6]
     PIPE = config[6] if len(config) > 6 else 1        # double-buffered fragments (1) or not (0)
@@ -123,18 +124,16 @@ def make_gemm(ab="float16", out="float16", config=None):
             acc[i] = 0.0
 
         ktiles = K // TBK  # noqa: F821
+        # the copies of one k tile: each thread moves CPT_A chunks of A's rows and CPT_B of B's
+        tiles = ((cp_a, gA, bm * TBM, CPT_A), (cp_b, gB, bn * TBN, CPT_B))
         for s in T.unroll(STAGES - 1):
             if s < ktiles:
-                for j in T.unroll(CPT_A):
-                    c = tid + THREADS * j
-                    T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_a[s, c // CPR, c % CPR],
-                                      gA[bm * TBM + c // CPR, s * WORDS + (c % CPR) * 4: s * WORDS + (c % CPR) * 4 + 4],
-                                      chunk_bytes=16)
-                for j in T.unroll(CPT_B):
-                    c = tid + THREADS * j
-                    T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_b[s, c // CPR, c % CPR],
-                                      gB[bn * TBN + c // CPR, s * WORDS + (c % CPR) * 4: s * WORDS + (c % CPR) * 4 + 4],
-                                      chunk_bytes=16)
+                for cp, g, row0, cpt in tiles:
+                    for j in T.unroll(cpt):
+                        c = tid + THREADS * j
+                        w0 = s * WORDS + (c % CPR) * 4
+                        T.cuda.tile.apply(T.ptx[COPY], cp[s, c // CPR, c % CPR], g[row0 + c // CPR, w0: w0 + 4],
+                                          chunk_bytes=16)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
         if PIPE:
@@ -166,18 +165,12 @@ def make_gemm(ab="float16", out="float16", config=None):
                         nk = kt + STAGES - 1
                         if nk < ktiles:
                             ns = nk % STAGES
-                            for j in T.unroll(CPT_A):
-                                c = tid + THREADS * j
-                                T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_a[ns, c // CPR, c % CPR],
-                                                  gA[bm * TBM + c // CPR,
-                                                     nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
-                                                  chunk_bytes=16)
-                            for j in T.unroll(CPT_B):
-                                c = tid + THREADS * j
-                                T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_b[ns, c // CPR, c % CPR],
-                                                  gB[bn * TBN + c // CPR,
-                                                     nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
-                                                  chunk_bytes=16)
+                            for cp, g, row0, cpt in tiles:
+                                for j in T.unroll(cpt):
+                                    c = tid + THREADS * j
+                                    w0 = nk * WORDS + (c % CPR) * 4
+                                    T.cuda.tile.apply(T.ptx[COPY], cp[ns, c // CPR, c % CPR],
+                                                      g[row0 + c // CPR, w0: w0 + 4], chunk_bytes=16)
                         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
                     T.cuda.tile.apply(T.ptx[MMA], acc_v, ra_mma[ks % 2], rb_mma[ks % 2], acc_v, scope="warp")
         else:
@@ -194,18 +187,12 @@ def make_gemm(ab="float16", out="float16", config=None):
                 nk = kt + STAGES - 1
                 if nk < ktiles:
                     ns = nk % STAGES
-                    for j in T.unroll(CPT_A):
-                        c = tid + THREADS * j
-                        T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_a[ns, c // CPR, c % CPR],
-                                          gA[bm * TBM + c // CPR,
-                                             nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
-                                          chunk_bytes=16)
-                    for j in T.unroll(CPT_B):
-                        c = tid + THREADS * j
-                        T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], cp_b[ns, c // CPR, c % CPR],
-                                          gB[bn * TBN + c // CPR,
-                                             nk * WORDS + (c % CPR) * 4: nk * WORDS + (c % CPR) * 4 + 4],
-                                          chunk_bytes=16)
+                    for cp, g, row0, cpt in tiles:
+                        for j in T.unroll(cpt):
+                            c = tid + THREADS * j
+                            w0 = nk * WORDS + (c % CPR) * 4
+                            T.cuda.tile.apply(T.ptx[COPY], cp[ns, c // CPR, c % CPR], g[row0 + c // CPR, w0: w0 + 4],
+                                              chunk_bytes=16)
                 T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
                 st = kt % STAGES
                 for ks in T.unroll(KS):
