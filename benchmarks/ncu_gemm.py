@@ -1,3 +1,6 @@
+"""Runs the GEMM a few times so Nsight Compute can profile one launch:
+    ncu --clock-control none --launch-skip 2 --launch-count 1 -k regex:gemm python benchmarks/ncu_gemm.py 128,128,64,2,2,3,0
+"""
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import torch, gemm as G
