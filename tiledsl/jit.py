@@ -7,12 +7,16 @@ import hashlib
 import inspect
 import json
 import threading
+from typing import TYPE_CHECKING
 
 from . import __version__, backend, cache, config
 from . import dtypes as dt
 from . import language as L
 from .errors import CompilationError, LaunchError, TiledslError
 from .fingerprint import fingerprint_value
+
+if TYPE_CHECKING:
+    from .compiled import CompiledKernel
 
 _MISSING = object()
 _PLAIN = (None, None, ())                # fast-path key of a call without overrides or constexprs

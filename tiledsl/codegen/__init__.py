@@ -1,1 +1,4 @@
-from .llvm import generate_llvm  # noqa: F401
+"""Expanded tile IR to LLVM IR."""
+from .llvm import generate_llvm
+
+__all__ = ["generate_llvm"]

@@ -204,7 +204,7 @@ def _generate(plan, params, framework, device, grid, block):
         env["TT"] = cupy.ndarray
         env["CUR"] = cupy.cuda.get_current_stream
         stream_src = "CUR().ptr"
-    src = [f"def launch(args, stream):", f"    if len(args) != {len(params)}:", "        return False"]
+    src = ["def launch(args, stream):", f"    if len(args) != {len(params)}:", "        return False"]
     fills, names, slot = [], {}, 0
     for i, (name, kind, ann, _) in enumerate(params):
         if kind == "tensor":

@@ -7,7 +7,6 @@ import threading
 from .. import dtypes as dt
 from ..errors import LaunchError
 from ..hosteval import evaluate
-from . import args as A
 from . import driver
 
 CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
