@@ -71,15 +71,18 @@ _CACHE_ATTR = "_interp_programs"
 
 
 def _program(jitfn, values, block) -> Program:
+    from ..backend import parse_sm
     from ..compiler import front
     from ..expand import expand_kernel
-    constexprs, spec = jitfn.spec(values, block, 90)
+    # the patterns gate forms by target: interpret for the kernel's target (sm_90 unless jit(target=...) says)
+    sm = parse_sm(jitfn.target) if jitfn.target is not None else 90
+    constexprs, spec = jitfn.spec(values, block, sm)
     key = f"{jitfn.source_key()}|{spec}"
     cache = jitfn.__dict__.setdefault(_CACHE_ATTR, {})
     prog = cache.get(key)
     if prog is None:
         k, _parser = front(jitfn.fn, constexprs, block, None)
-        ek = expand_kernel(k, sm=90)
+        ek = expand_kernel(k, sm=sm)
         prog = Program(ek)
         cache[key] = prog
     return prog

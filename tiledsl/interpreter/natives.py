@@ -190,10 +190,14 @@ def _register(n: ir.Native, parts, cx):
         dst, srcs = groups[0][0], [g[0] for g in groups[1:]]
         if not isinstance(dst, RegOp):
             raise _err(n, "the destination must be a register")
+        wide = op == "mul" and "wide" in quals           # mul.wide: the destination is twice as wide
         for o in [dst] + srcs:
-            if ty in BITS and o.bits != BITS[ty]:
-                raise _err(n, f"operand is {o.bits} bits, the .{ty} form takes {BITS[ty]}")
-        fn = _arith(n, op, ty, quals)
+            want = BITS.get(ty)
+            if want is not None and wide and o is dst:
+                want *= 2
+            if want is not None and o.bits != want:
+                raise _err(n, f"operand is {o.bits} bits, the .{ty} form takes {want}")
+        fn = _mul_wide(ty) if wide else _arith(n, op, ty, quals)
         dsts = [dst]
 
         def core(m, idx):
@@ -426,6 +430,19 @@ def _int_op(n, op, ty, quals):
             return out(np.where(zero, npd(-1) if signed else np.iinfo(npd).max, q))
         return fn
     raise _err(n, f"no integer semantics for {op}.{ty}")
+
+
+def _mul_wide(ty):
+    """mul.wide.{s,u}{16,32}: the full product in a destination twice as wide (exact, no wrap)."""
+    bits = BITS[ty]
+    signed = ty.startswith("s")
+    narrow = INT_T[ty]
+    wide = np.int64 if signed else np.uint64
+
+    def fn(srcs):
+        a, b = (np.asarray(x).astype(UINT[bits]).view(narrow).astype(wide) for x in srcs)
+        return (a * b).astype(wide).view(UINT[64]).astype(UINT[2 * bits])
+    return fn
 
 
 def _mul_hi(a, b, bits, signed):
