@@ -91,6 +91,16 @@ def make_gemm(ab="float16", out="float16", config=None):
     L_RA, L_RB, L_MA, L_MB, L_MD = LY["r_a"], LY["r_b"], LY["m_a"], LY["m_b"], LY["m_d"]
     L_RA2, L_RB2, L_MA2, L_MB2 = LY["r_a2"], LY["r_b2"], LY["m_a2"], LY["m_b2"]
 
+    @tiledsl.inline
+    def copy_tile(tiles, stage, ktile, tid):
+        """cp.async of k tile `ktile` of A and B into shared stage `stage`: 16-byte chunks, THREADS at a time."""
+        for cp, g, row0, cpt in tiles:
+            for j in T.unroll(cpt):
+                c = tid + THREADS * j
+                w0 = ktile * WORDS + (c % CPR) * 4
+                T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[row0 + c // CPR, w0: w0 + 4],
+                                  chunk_bytes=16)
+
     @tiledsl.jit
     def gemm(A: T.Tensor(("M", "K"), ab), B: T.Tensor(("N", "K"), ab), C: T.Tensor(("M", "N"), out)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=(M // TBM) * (N // TBN), block=THREADS))  # noqa: F821
@@ -128,12 +138,7 @@ def make_gemm(ab="float16", out="float16", config=None):
         tiles = ((cp_a, gA, bm * TBM, CPT_A), (cp_b, gB, bn * TBN, CPT_B))
         for s in T.unroll(STAGES - 1):
             if s < ktiles:
-                for cp, g, row0, cpt in tiles:
-                    for j in T.unroll(cpt):
-                        c = tid + THREADS * j
-                        w0 = s * WORDS + (c % CPR) * 4
-                        T.cuda.tile.apply(T.ptx[COPY], cp[s, c // CPR, c % CPR], g[row0 + c // CPR, w0: w0 + 4],
-                                          chunk_bytes=16)
+                copy_tile(tiles, s, s, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
         if PIPE:
@@ -164,13 +169,7 @@ def make_gemm(ab="float16", out="float16", config=None):
                         # refill the stage every warp finished reading before the last barrier
                         nk = kt + STAGES - 1
                         if nk < ktiles:
-                            ns = nk % STAGES
-                            for cp, g, row0, cpt in tiles:
-                                for j in T.unroll(cpt):
-                                    c = tid + THREADS * j
-                                    w0 = nk * WORDS + (c % CPR) * 4
-                                    T.cuda.tile.apply(T.ptx[COPY], cp[ns, c // CPR, c % CPR],
-                                                      g[row0 + c // CPR, w0: w0 + 4], chunk_bytes=16)
+                            copy_tile(tiles, nk % STAGES, nk, tid)
                         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
                     T.cuda.tile.apply(T.ptx[MMA], acc_v, ra_mma[ks % 2], rb_mma[ks % 2], acc_v, scope="warp")
         else:
@@ -186,13 +185,7 @@ def make_gemm(ab="float16", out="float16", config=None):
                 # refill the stage that was consumed last iteration
                 nk = kt + STAGES - 1
                 if nk < ktiles:
-                    ns = nk % STAGES
-                    for cp, g, row0, cpt in tiles:
-                        for j in T.unroll(cpt):
-                            c = tid + THREADS * j
-                            w0 = nk * WORDS + (c % CPR) * 4
-                            T.cuda.tile.apply(T.ptx[COPY], cp[ns, c // CPR, c % CPR], g[row0 + c // CPR, w0: w0 + 4],
-                                              chunk_bytes=16)
+                    copy_tile(tiles, nk % STAGES, nk, tid)
                 T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
                 st = kt % STAGES
                 for ks in T.unroll(KS):

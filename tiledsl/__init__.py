@@ -4,9 +4,10 @@ __version__ = "0.1.0"
 from .errors import CompilationError, KernelFault, LaunchError, TiledslError  # noqa: E402
 from .language import T  # noqa: E402
 from .jit import JITFunction, jit  # noqa: E402
+from .inline import inline  # noqa: E402
 from . import layout  # noqa: E402
 
-__all__ = ["jit", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError", "CompilationError",
+__all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError", "CompilationError",
            "LaunchError", "KernelFault", "__version__"]
 
 

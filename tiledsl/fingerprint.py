@@ -22,6 +22,9 @@ def fingerprint_value(v, depth=0):
         return None if None in parts else "(" + ",".join(parts) + ")"
     if isinstance(v, (dt.DType, TileLayout, Axis, Shape, L.Opcode, L.TensorType)):
         return f"{type(v).__name__}:{v!r}"
+    from .inline import InlineFunction
+    if isinstance(v, InlineFunction):
+        return f"inline:{v.fingerprint(depth)}"
     if isinstance(v, L.Builtin):
         return f"builtin:{v.name}"
     if v is L.T or v is L.constexpr or isinstance(v, (L._Ptx, L._Cuda, L._Tile)):

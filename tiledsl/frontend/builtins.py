@@ -54,6 +54,9 @@ class BuiltinCalls:
             return ops.cast(args["value"], fn, self.loc(node))
         if isinstance(fn, BoundMethod):
             return getattr(self, "m_" + fn.name)(fn.obj, node)
+        from ..inline import InlineFunction
+        if isinstance(fn, InlineFunction):
+            return self.inline_call(fn, node)
         if fn is _py.range:
             return self.b_range(node)
         if fn in (_py.min, _py.max):

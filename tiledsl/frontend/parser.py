@@ -84,6 +84,70 @@ class Parser(BuiltinCalls):
         return ir.Kernel(f.name, self.params, self.body_stack[0], self.launch, self.allocs, self.sizes,
                          self.src.loc(f))
 
+    def inline_call(self, helper, node: ast.Call):
+        """Expand a @tiledsl.inline helper here: its statements go into the current block, its names stay its own."""
+        stack = getattr(self, "inline_stack", [])
+        if any(h.fn is helper.fn for h in stack):
+            raise self.error(f"'{helper.fn.__name__}' calls itself: recursion is not supported (helpers are "
+                             f"expanded at compile time)", node)
+        if len(stack) >= 32:
+            raise self.error("helpers nested more than 32 deep", node)
+        args = [self.eval(a) for a in node.args]
+        kwargs = {k.arg: self.eval(k.value) for k in node.keywords}
+        child = Parser.__new__(Parser)
+        child.__dict__.update(self.__dict__)        # shares the current block, allocations, params and sizes
+        child.fn = helper.fn
+        child.src = Source(helper.fn)
+        child.globals = helper.fn.__globals__
+        child.closure = {}
+        if helper.fn.__closure__:
+            for name, cell in zip(helper.fn.__code__.co_freevars, helper.fn.__closure__):
+                try:
+                    child.closure[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        child.scope = {}
+        child.name_hint = None
+        child._loop_names = set()
+        child.inline_stack = stack + [helper]
+        f = child.src.fdef
+        a = f.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+            raise child.error("helpers take plain positional parameters only", f)
+        names = [x.arg for x in a.args]
+        if len(args) > len(names):
+            raise self.error(f"{f.name}() takes {len(names)} arguments, got {len(args)}", node)
+        bound = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise self.error(f"{f.name}() got an unexpected argument '{k}'", node)
+            if k in bound:
+                raise self.error(f"{f.name}() got two values for argument '{k}'", node)
+            bound[k] = v
+        defaults = dict(zip(names[len(names) - len(helper.fn.__defaults__ or ()):], helper.fn.__defaults__ or ()))
+        for n in names:
+            if n not in bound:
+                if n not in defaults:
+                    raise self.error(f"{f.name}() is missing argument '{n}'", node)
+                bound[n] = defaults[n]
+        child.scope.update(bound)
+        body = list(f.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]
+        result = None
+        last = body[-1] if body else None
+        if isinstance(last, ast.Return):
+            body = body[:-1]
+        for st in body:
+            if isinstance(st, ast.Return):
+                raise child.error("a helper may only return as its last statement", st)
+        child.block(body)
+        if isinstance(last, ast.Return) and last.value is not None:
+            result = child.eval(last.value)
+        self.var_count = child.var_count
+        return result
+
     def error(self, msg, node) -> CompilationError:
         return CompilationError(msg, self.src.loc(node) if node is not None else None)
 
