@@ -140,11 +140,11 @@ def binop(op: str, a, b, loc):
             fb = float(fb)
         a, b = fa, fb
     ea, eb, t = _common(a, b, loc)
-    if op in ("and", "or", "xor", "shl", "shr", "floordiv", "mod") and t.is_float and op not in ("floordiv", "mod"):
+    if op in ("and", "or", "xor", "shl", "shr") and t.is_float:
         raise CompilationError(f"'{op}' needs integer operands, got {t.name}", loc)
     if op in ("floordiv", "mod") and t.is_float:
         raise CompilationError(f"'{'//' if op == 'floordiv' else '%'}' on floats is not supported", loc)
-    if op in ("shl", "shr", "and", "or", "xor") and t.kind == "bool" and op in ("shl", "shr"):
+    if op in ("shl", "shr") and t.kind == "bool":
         raise CompilationError("shifts need integer operands", loc)
     if isinstance(eb, ir.Const) and op in ("floordiv", "mod") and eb.value == 0:
         raise CompilationError("integer division by zero", loc)

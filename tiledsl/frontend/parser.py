@@ -34,10 +34,6 @@ class Poisoned:
         self.name = name
 
 
-class _Unsupported(Exception):
-    pass
-
-
 class Parser(BuiltinCalls):
     def __init__(self, fn, constexprs: dict, block_override=None, grid_override=None):
         self.fn = fn
