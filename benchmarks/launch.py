@@ -133,8 +133,13 @@ def setup(bench: Bench, opts):
         launch_kernel(func, 1, 1, 1, N, 1, 1, 0, stream, addr, 0)
     bench.add("raw cuLaunchKernel, params packed in advance", raw, tsync, tcheck(raw_td))
 
-    # -- tiledsl on torch tensors
+    # -- tiledsl on torch tensors: the steady state (a native launcher after two launches), and the generated
+    # Python launcher it replaces (kept for anything the native one does not cover)
+    bound = add3[1, N]
     bench.add("tiledsl kernel[grid, block](...), torch", lambda: add3[1, N](ta, tb, tc, td), tsync, tcheck(td))
+    bench.add("tiledsl kernel[grid, block](...), torch, Python launcher", lambda: bound.call_python(ta, tb, tc, td),
+              tsync, tcheck(td))
+
     bench.add("tiledsl kernel(...), torch", lambda: add3(ta, tb, tc, td), tsync, tcheck(td))
 
     # -- cupy: tiledsl on cupy arrays, the same cubin through RawModule, a CUDA C RawKernel
@@ -147,7 +152,12 @@ def setup(bench: Bench, opts):
         ca, cb, cc = (cupy.asarray(h) for h in host)
         cd = cupy.zeros(N, dtype="float32")
         csync = cupy.cuda.Device(0).synchronize
-        bench.add("tiledsl kernel[grid, block](...), cupy", lambda: add3[1, N](ca, cb, cc, cd), csync, tcheck(cd))
+        add3_cp = tiledsl.jit(add3.fn)      # its own kernel object: launchers are kept per framework
+        cbound = add3_cp[1, N]
+        bench.cupy_kernel = add3_cp
+        bench.add("tiledsl kernel[grid, block](...), cupy", lambda: add3_cp[1, N](ca, cb, cc, cd), csync, tcheck(cd))
+        bench.add("tiledsl kernel[grid, block](...), cupy, Python launcher",
+                  lambda: cbound.call_python(ca, cb, cc, cd), csync, tcheck(cd))
         suffix = ".cubin" if ck.cubin is not None else ".ptx"
         fd, path = tempfile.mkstemp(suffix=suffix)
         with os.fdopen(fd, "wb") as f:
@@ -239,6 +249,12 @@ def main(argv=None):
     bench = Bench(opts)
     setup(bench, opts)
     results = bench.run()
+    steady = add3[1, N]
+    bench.notes.append(f"tiledsl's steady launcher for add3[1, {N}]: "
+                       f"{'native (runtime/native.py)' if type(steady).__name__ == 'builtin_function_or_method' else 'Python'}")
+    for k in (add3, getattr(bench, "cupy_kernel", None)):
+        if k is not None and k.native_unsupported:
+            bench.notes.append(f"no native launcher: {k.native_unsupported}")
     print(f"Host time per launch, steady state: {opts.launches} launches per round, median of {opts.rounds} "
           f"rounds; {torch.cuda.get_device_name(0)}, torch {torch.__version__}, Python {sys.version.split()[0]}\n")
     print(table(results, bench.notes))

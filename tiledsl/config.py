@@ -30,6 +30,8 @@ SWITCHES = [
     Switch("TILEDSL_DISABLE_DISK_CACHE", "bool", "never read or write the disk cache"),
     Switch("TILEDSL_INTERPRET", "bool", "run every kernel on the CPU interpreter"),
     Switch("TILEDSL_DEBUG", "bool", "compile every kernel with run-time bounds checks"),
+    Switch("TILEDSL_NATIVE_LAUNCH", "bool", "compile steady launchers to native code with LLVM (default on; 0 = "
+                                            "keep the Python launchers)"),
     Switch("TILEDSL_DUMP_DIR", "path", "write each compiled kernel's stages (tile, expanded, llvm, ptx) here"),
 ]
 
@@ -59,3 +61,7 @@ def debug() -> bool:
 
 def dump_dir() -> str | None:
     return os.environ.get("TILEDSL_DUMP_DIR") or None
+
+
+def native_launch() -> bool:
+    return os.environ.get("TILEDSL_NATIVE_LAUNCH", "1").strip().lower() not in ("0", "false", "no", "off")

@@ -7,6 +7,7 @@ import hashlib
 import inspect
 import json
 import threading
+import warnings
 from typing import TYPE_CHECKING
 
 from . import __version__, backend, cache, config
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from .compiled import CompiledKernel
 
 _MISSING = object()
+NATIVE_AFTER = 2          # steady launches through Python before the native launcher is built
 _PLAIN = (None, None, ())                # fast-path key of a call without overrides or constexprs
 
 
@@ -66,6 +68,9 @@ class JITFunction:
         self._bound = {}              # (grid, block) as written -> _Bound with normalised dims
         self._constexpr_idx = None
         self._nparams = -1
+        self.native_unsupported = None  # why the last native launcher was not built, if it was not
+        self._plain_native = None      # native launcher for kernel(...) once it is steady
+        self._plain_hits = 0
 
     def __repr__(self) -> str:
         return f"<tiledsl kernel {self.fn.__qualname__}>"
@@ -153,6 +158,9 @@ class JITFunction:
         key = h.hexdigest()
         if st is not None and st[2] != key:
             self._fast.clear()                    # steady-state launchers belong to the old code
+        # native launchers check the old globals: new _Bound objects will earn new ones
+        self._bound.clear()
+        self._plain_native, self._plain_hits = None, 0
         self._src_state = (self.fn.__code__, deps, key)
         return key
 
@@ -234,28 +242,57 @@ class JITFunction:
 
     # ------------------------------------------------------------ launch
     def __getitem__(self, cfg):
-        b = self._bound.get(cfg) if isinstance(cfg, tuple) and not callable(cfg[0]) else None
-        if b is not None:
-            return b
+        try:
+            return self._bound[cfg]           # steady state: one dict lookup (unhashable configs go on below)
+        except (KeyError, TypeError):
+            pass
         if not isinstance(cfg, tuple) or len(cfg) != 2:
             raise LaunchError("launch with kernel[grid, block](*args)")
         grid = cfg[0] if callable(cfg[0]) else _dims(cfg[0])
         block = _dims(cfg[1])
         from .runtime.launch import check_block
         check_block(block)
-        b = _Bound(self, grid, block)
+        b = _Bound(self, grid, block, cfg if not callable(grid) else None)
         if not callable(grid) and len(self._bound) < 256:
             self._bound[cfg] = b
         return b
 
-    def __call__(self, *args, stream=None, **kwargs):
+    def __call__(self, *args, **kwargs):
+        n = self._plain_native
+        if n is not None:                     # the compiled launcher; it calls _call_python for anything else
+            return n(*args, **kwargs)
+        return self._call_python(*args, **kwargs)
+
+    def _call_python(self, *args, stream=None, **kwargs):
         # Steady state with no constexprs and no overrides: straight to the prepared launcher.
         if not kwargs and self._constexpr_idx == []:
             f = self._fast.get(_PLAIN)
             if f is not None and len(args) == self._nparams and self._fresh() and \
                     f(args, None if stream is None else _stream(stream)):
+                if stream is None and self._plain_native is None:
+                    self._plain_hits += 1
+                    if self._plain_hits == NATIVE_AFTER:
+                        self._plain_native = self._native_for(f, self._call_python)
                 return None
         return self.run(args, kwargs, None, None, stream)
+
+    def _native_for(self, f, fallback):
+        """The native launcher replacing the generated Python one `f` (runtime/native.py), or None."""
+        spec_args = getattr(f, "native_args", None)
+        if spec_args is None or not config.native_launch():
+            return None
+        from .runtime import native
+        try:
+            st = self._src_state
+            spec = native.spec_for(*spec_args, (self.fn, st[0], st[1], _MISSING))
+            return native.build(spec, fallback, native.raise_launch_error)[0]
+        except native.Unsupported as e:
+            self.native_unsupported = str(e)  # why this kernel keeps the Python launcher (benchmarks print it)
+            return None
+        except Exception as e:  # a machine where LLVM cannot JIT: the Python launcher is as correct, only slower
+            warnings.warn(f"tiledsl: no native launcher for {self.fn.__name__} ({type(e).__name__}: {e}); "
+                          f"launching through Python")
+            return None
 
     def run(self, args, kwargs, grid, block, stream):
         values = self.bind(args, kwargs)
@@ -373,14 +410,31 @@ def _stream(s) -> int:
 
 
 class _Bound:
-    def __init__(self, kernel, grid, block):
-        self.kernel, self.grid, self.block = kernel, grid, block
+    """kernel[grid, block]: launches with fixed dimensions; after NATIVE_AFTER steady launches it is replaced in
+    the kernel's table by a native launcher, and forwards to it."""
+    __slots__ = ("kernel", "grid", "block", "cfg", "hits", "native")
 
-    def __call__(self, *args, stream=None, **kwargs):
+    def __init__(self, kernel, grid, block, cfg=None):
+        self.kernel, self.grid, self.block, self.cfg = kernel, grid, block, cfg
+        self.hits, self.native = 0, None
+
+    def __call__(self, *args, **kwargs):
+        n = self.native
+        if n is not None:
+            return n(*args, **kwargs)
+        return self.call_python(*args, **kwargs)
+
+    def call_python(self, *args, stream=None, **kwargs):
         k = self.kernel
         if not kwargs and k._constexpr_idx == [] and not callable(self.grid):
             f = k._fast.get((self.grid, self.block, ()))
             if f is not None and k._fresh() and f(args, None if stream is None else _stream(stream)):
+                if stream is None and self.native is None:
+                    self.hits += 1
+                    if self.hits == NATIVE_AFTER:
+                        self.native = k._native_for(f, self.call_python)
+                        if self.native is not None and self.cfg is not None and k._bound.get(self.cfg) is self:
+                            k._bound[self.cfg] = self.native
                 return None
         return k.run(args, kwargs, self.grid, self.block, stream)
 

@@ -286,4 +286,5 @@ def _generate(plan, params, framework, device, grid, block):
     exec(compile(code, f"<tiledsl launcher {plan.ck.name}>", "exec"), env)  # noqa: S102 - our own generated code
     fn = env["launch"]
     fn.source = code
+    fn.native_args = (plan, params, framework, device, grid, block)   # what runtime/native.py compiles
     return fn

@@ -13,7 +13,8 @@ CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8
           "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "int64": ctypes.c_int64,
           "uint64": ctypes.c_uint64, "float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16,
           "float32": ctypes.c_float, "float64": ctypes.c_double}
-INT_RANGE = {"int32": (-2**31, 2**31), "uint32": (0, 2**32), "int64": (-2**63, 2**63), "uint64": (0, 2**64)}
+INT_RANGE = {"int8": (-2**7, 2**7), "uint8": (0, 2**8), "int16": (-2**15, 2**15), "uint16": (0, 2**16),
+             "int32": (-2**31, 2**31), "uint32": (0, 2**32), "int64": (-2**63, 2**63), "uint64": (0, 2**64)}
 
 
 def check_tensor(name, info, want_dtype, want_shape, sizes: dict, gpu: bool):
