@@ -73,6 +73,8 @@ def main(argv=None):
     p.add_argument("--plot", default=None)
     p.add_argument("--quick", action="store_true", help="only 4096^3")
     p.add_argument("--sweep", action="store_true", help="time every configuration of examples/gemm.py at 4096^3")
+    p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated input types")
+    p.add_argument("--dynamic", action="store_true", help="sweep: also the kernels that read sizes at launch")
     opts = p.parse_args(argv)
     from tiledsl.runtime.driver import gpu_available
     if not gpu_available():
@@ -81,23 +83,28 @@ def main(argv=None):
     import torch
     import gemm as G
     if opts.sweep:
-        for dtname in ("float16", "bfloat16"):
+        for dtname in opts.dtypes.split(","):
             dt = getattr(torch, dtname)
             n = 4096
             sets = [(torch.randn(n, n, device="cuda", dtype=dt), torch.randn(n, n, device="cuda", dtype=dt),
                      torch.empty(n, n, device="cuda", dtype=dt)) for _ in range(2)]
             t_cub = timeit(lambda x, y, z: torch.matmul(x, y.T, out=z), torch, sets)
             for cfg in G.CONFIGS:
-                t = timeit(lambda x, y, z: G.matmul(x, y, out=z, config=cfg), torch, sets)
-                a, b, c = sets[0]
-                err = ((c.float() - a.float() @ b.float().T).norm() / (a.float() @ b.float().T).norm()).item()
-                print(f"sweep {dtname} {cfg}: {2 * n ** 3 / t / 1e9:.0f} TFLOP/s ({t_cub / t:.2f}x cuBLAS) err {err:.1e}",
-                      flush=True)
+                for static in ((True, False) if opts.dynamic else (True,)):
+                    try:
+                        t = timeit(lambda x, y, z: G.matmul(x, y, out=z, config=cfg, static=static), torch, sets)
+                    except Exception as e:  # noqa: BLE001 - a configuration that does not build is reported
+                        print(f"sweep {dtname} {cfg}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+                        continue
+                    a, b, c = sets[0]
+                    err = ((c.float() - a.float() @ b.float().T).norm() / (a.float() @ b.float().T).norm()).item()
+                    print(f"sweep {dtname} {cfg} {'static' if static else 'dynamic'}: {2 * n ** 3 / t / 1e9:.0f} "
+                          f"TFLOP/s ({t_cub / t:.2f}x cuBLAS) err {err:.1e}", flush=True)
         return
     tri = triton_matmul()
     rows = []
     shapes = [(4096, 4096, 4096)] if opts.quick else SHAPES
-    for dtname in ("float16", "bfloat16"):
+    for dtname in opts.dtypes.split(","):
         dt = getattr(torch, dtname)
         for (M, N, K) in shapes:
             nsets = 3 if M * K < 2**26 else 2

@@ -19,9 +19,9 @@ from tiledsl.layout import S, TileLayout, laneid
 
 GROUP_M = 8
 # (BM, BN, BK, warps along M, warps along N, stages, double-buffered fragments)
-CONFIGS = [(128, 128, 64, 2, 2, 3, 0), (128, 128, 32, 2, 2, 4, 1), (128, 128, 32, 2, 2, 3, 1),
-           (128, 256, 32, 2, 4, 4, 1), (256, 128, 32, 4, 2, 4, 1),
-           (128, 128, 32, 2, 2, 4, 0), (128, 256, 64, 2, 4, 3, 0), (128, 128, 64, 4, 2, 3, 0)]
+CONFIGS = [(128, 128, 64, 2, 2, 3, 0), (128, 128, 64, 2, 2, 3, 1), (128, 128, 32, 2, 2, 4, 1),
+           (128, 128, 32, 2, 2, 3, 1), (128, 256, 32, 2, 4, 4, 1), (256, 128, 32, 4, 2, 4, 1),
+           (128, 256, 64, 2, 4, 3, 0), (128, 256, 64, 2, 4, 3, 1), (256, 128, 64, 4, 2, 3, 1)]
 
 
 def layouts(bm, bn, bk, wm, wn, stages):
@@ -59,12 +59,20 @@ def layouts(bm, bn, bk, wm, wn, stages):
 _KERNELS = {}
 
 
-def make_gemm(ab="float16", out="float16", config=None):
+def make_gemm(ab="float16", out="float16", config=None, shape=None):
     """The GEMM kernel for one input type (float16/bfloat16), output type (float16/bfloat16/float32) and
-    configuration (BM, BN, BK, warps along M, warps along N, stages)."""
+    configuration (BM, BN, BK, warps along M, warps along N, stages, double-buffered fragments).
+
+    shape=(M, N, K) specialises the kernel to those sizes (every stride becomes an immediate, fewer registers);
+    without it the sizes are read from the arguments at each launch."""
     config = tuple(config or CONFIGS[0])
-    if (ab, out, config) in _KERNELS:
-        return _KERNELS[(ab, out, config)]
+    shape = tuple(shape) if shape else None
+    if (ab, out, config, shape) in _KERNELS:
+        return _KERNELS[(ab, out, config, shape)]
+    if shape:
+        M, N, K = shape       # closure constants: the kernel's sizes (else named sizes bound from the arguments)
+    SA, SB, SC = ((M, K), (N, K), (M, N)) if shape else (("M", "K"), ("N", "K"), ("M", "N"))
+    STATIC = shape is not None
     if ab not in ("float16", "bfloat16") or out not in ("float16", "bfloat16", "float32"):
         raise tiledsl.LaunchError(f"gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 outputs, "
                                   f"not {ab} -> {out}")
@@ -97,12 +105,15 @@ def make_gemm(ab="float16", out="float16", config=None):
         for cp, g, row0, cpt in tiles:
             for j in T.unroll(cpt):
                 c = tid + THREADS * j
-                w0 = ktile * WORDS + (c % CPR) * 4
-                T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[row0 + c // CPR, w0: w0 + 4],
-                                  chunk_bytes=16)
+                if STATIC:
+                    src = g[row0 + c // CPR, ktile * CPR + c % CPR, :]
+                else:
+                    w0 = ktile * WORDS + (c % CPR) * 4
+                    src = g[row0 + c // CPR, w0: w0 + 4]
+                T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], src, chunk_bytes=16)
 
     @tiledsl.jit
-    def gemm(A: T.Tensor(("M", "K"), ab), B: T.Tensor(("N", "K"), ab), C: T.Tensor(("M", "N"), out)):
+    def gemm(A: T.Tensor(SA, ab), B: T.Tensor(SB, ab), C: T.Tensor(SC, out)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=(M // TBM) * (N // TBN), block=THREADS))  # noqa: F821
         tid = T.cuda.thread_id()
         warp = T.cuda.warp_id()
@@ -127,6 +138,10 @@ def make_gemm(ab="float16", out="float16", config=None):
         ld_b = sb.view(STAGES, WN, NI // 2, KS, 4, 8, 4, layout=L_LDB)
         gA = A.view(dtype="uint32")
         gB = B.view(dtype="uint32")
+        if STATIC:
+            # rows as 16-byte chunks of 4 words: each copy's source is one chunk, aligned by construction
+            gA = gA.view(M, K // 8, 4)  # noqa: F821
+            gB = gB.view(N, K // 8, 4)  # noqa: F821
 
         acc = T.alloc_local((MI * NI * 4,), "float32")
         acc_v = acc.view(MI, NI, 16, 8, layout=L_MD)
@@ -216,15 +231,18 @@ def make_gemm(ab="float16", out="float16", config=None):
                         colw = (bn * TBN + wn * TN + ni * 8) // 2 + lane % 4
                         gC[row, colw] = pk[(mi * NI + ni) * 2 + h, 0]
 
-    _KERNELS[(ab, out, config)] = gemm
+    _KERNELS[(ab, out, config, shape)] = gemm
     return gemm
 
 
 DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
 
 
-def matmul(a, b, out=None, out_dtype=None, config=None):
-    """C = a @ b.T for torch CUDA tensors a (M, K) and b (N, K)."""
+def matmul(a, b, out=None, out_dtype=None, config=None, static=True):
+    """C = a @ b.T for torch CUDA tensors a (M, K) and b (N, K).
+
+    static: compile one kernel per (M, N, K) (immediate strides, fewer registers; the default, as cuBLAS picks
+    per shape), or one kernel that reads the sizes at launch."""
     import torch
     M, K = a.shape
     N, K2 = b.shape
@@ -237,7 +255,7 @@ def matmul(a, b, out=None, out_dtype=None, config=None):
                                   f"{bk}; got M={M}, N={N}, K={K}")
     if out is None:
         out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
-    make_gemm(DTYPES[str(a.dtype)], DTYPES[str(out.dtype)], config)(a, b, out)
+    make_gemm(DTYPES[str(a.dtype)], DTYPES[str(out.dtype)], config, (M, N, K) if static else None)(a, b, out)
     return out
 
 

@@ -1,0 +1,29 @@
+"""Write the SASS of one GEMM configuration (for reading its main loop): python benchmarks/sass_dump.py OUT CFG..."""
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import numpy as np  # noqa: E402
+from gemm import make_gemm  # noqa: E402
+
+
+def main(out, *cfg):
+    cfg = tuple(int(x) for x in cfg)
+    a = np.zeros((4096, 4096), np.float16)
+    ck = make_gemm("float16", "float16", cfg, (4096, 4096, 4096)).compile(a, a, a, target="sm_90")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(ck.cubin)
+        f.flush()
+        sass = subprocess.run(["cuobjdump", "-sass", f.name], capture_output=True, text=True).stdout
+    with open(out, "w") as f:
+        f.write(sass)
+    print(f"{cfg}: {ck.metadata}; {len(sass.splitlines())} SASS lines -> {out}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
