@@ -65,7 +65,11 @@ class JITFunction:
         self._compiled = {}           # full key -> CompiledKernel
         self._plans = {}              # (full key, device) -> Plan
         self._fast = {}               # (grid, block, constexprs) -> FastLaunch for the steady state
-        self._bound = {}              # (grid, block) as written -> _Bound with normalised dims
+        self._bound = _BoundTable(self)   # (grid, block) as written -> _Bound, or its native launcher
+        # Each kernel gets its own subclass whose __getitem__ *is* the table's C-level lookup, so the steady
+        # `kernel[grid, block](...)` runs no Python before the launcher (a miss goes to _BoundTable.__missing__).
+        self.__class__ = type(type(self).__name__, (type(self),), {"__getitem__": self._bound.__getitem__,
+                                                                   "__slots__": (), "__module__": __name__})
         self._constexpr_idx = None
         self._nparams = -1
         self.native_unsupported = None  # why the last native launcher was not built, if it was not
@@ -161,6 +165,8 @@ class JITFunction:
         # native launchers check the old globals: new _Bound objects will earn new ones
         self._bound.clear()
         self._plain_native, self._plain_hits = None, 0
+        if "__call__" in type(self).__dict__:
+            del type(self).__call__
         self._src_state = (self.fn.__code__, deps, key)
         return key
 
@@ -241,11 +247,7 @@ class JITFunction:
                           "launch": ck.launch_spec}, files)
 
     # ------------------------------------------------------------ launch
-    def __getitem__(self, cfg):
-        try:
-            return self._bound[cfg]           # steady state: one dict lookup (unhashable configs go on below)
-        except (KeyError, TypeError):
-            pass
+    def _make_bound(self, cfg):
         if not isinstance(cfg, tuple) or len(cfg) != 2:
             raise LaunchError("launch with kernel[grid, block](*args)")
         grid = cfg[0] if callable(cfg[0]) else _dims(cfg[0])
@@ -273,6 +275,8 @@ class JITFunction:
                     self._plain_hits += 1
                     if self._plain_hits == NATIVE_AFTER:
                         self._plain_native = self._native_for(f, self._call_python)
+                        if self._plain_native is not None:   # kernel(...) now calls it with no Python between
+                            type(self).__call__ = self._plain_native
                 return None
         return self.run(args, kwargs, None, None, stream)
 
@@ -407,6 +411,18 @@ def _stream(s) -> int:
         return s
     from .runtime.args import stream_handle
     return stream_handle(s)
+
+
+class _BoundTable(dict):
+    """kernel[grid, block]'s table; a missing entry is made (and validated) by the kernel."""
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        super().__init__()
+        self.kernel = kernel
+
+    def __missing__(self, cfg):
+        return self.kernel._make_bound(cfg)
 
 
 class _Bound:
