@@ -15,18 +15,20 @@ def _inputs(M, N, K, seed=0):
     return a, b
 
 
-@pytest.mark.parametrize("out", ["float16", "float32"])
-def test_gemm_exact_on_interpreter(out):
-    M, N, K = 256, 128, 160                   # two block rows, five k tiles through a 4-stage pipeline
+@pytest.mark.parametrize("out,cfg", [("float16", (128, 128, 32, 2, 2, 4)), ("float32", (128, 128, 32, 2, 2, 4)),
+                                     ("float16", (128, 128, 32, 2, 2, 3, 1, 1))])
+def test_gemm_exact_on_interpreter(out, cfg):
+    M, N, K = 256, 128, 160                   # two block rows, five k tiles through the pipeline
     a, b = _inputs(M, N, K)
     c = np.full((M, N), np.nan, np.float16 if out == "float16" else np.float32)
-    tiledsl.jit(G.make_gemm("float16", out, (128, 128, 32, 2, 2, 4)).fn, interpret=True)(a, b, c)
+    tiledsl.jit(G.make_gemm("float16", out, cfg).fn, interpret=True)(a, b, c)
     np.testing.assert_array_equal(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32).T)
 
 
 def test_gemm_compiles_without_spills_and_uses_the_patterns():
     a = np.zeros((256, 64), np.float16)
-    ck = G.make_gemm("float16", "float16").compile(a, a, np.zeros((256, 256), np.float16), target="sm_90")
+    ck = G.make_gemm("float16", "float16", None, (256, 256, 64)).compile(a, a, np.zeros((256, 256), np.float16),
+                                                                        target="sm_90")
     for cfg in G.CONFIGS:      # specialised to the shape, as matmul() compiles them
         c2 = G.make_gemm("float16", "float16", cfg, (256, 256, 64)).compile(a, a, np.zeros((256, 256), np.float16),
                                                                            target="sm_90")
@@ -64,7 +66,7 @@ def test_gemm_on_gpu(dtype, out, shape):
 
 @pytest.mark.gpu
 def test_gemm_sass_main_loop():
-    sass = G.make_gemm("float16", "float16").compile(np.zeros((256, 64), np.float16),
+    sass = G.make_gemm("float16", "float16", None, (256, 256, 64)).compile(np.zeros((256, 64), np.float16),
                                                      np.zeros((256, 64), np.float16),
                                                      np.zeros((256, 256), np.float16), target="sm_90").asm.get("sass")
     if sass is None:
