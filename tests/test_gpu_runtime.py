@@ -87,3 +87,35 @@ def test_wrong_dtype_on_gpu_is_a_launch_error():
         axpb(torch.zeros(4, dtype=torch.float64, device="cuda"), torch.zeros(4, device="cuda"), 1.0)
     with pytest.raises(tiledsl.LaunchError, match="not contiguous"):
         axpb(torch.zeros(8, device="cuda")[::2], torch.zeros(4, device="cuda"), 1.0)
+
+
+def test_native_launcher_is_used_and_exact():
+    """After two steady launches kernel[grid, block] and kernel(...) are native builtins; they launch with the
+    right arguments every time, and anything unexpected still gets the Python path's answer."""
+    from tiledsl.runtime import native
+    k = tiledsl.jit(axpb.fn)
+    n = 3000
+    xs = [torch.randn(n, device="cuda") for _ in range(3)]
+    for i in range(6):
+        for launch in (k, k[(n + 255) // 256, 256]):
+            y = torch.full((n,), float("nan"), device="cuda")
+            launch(xs[i % 3], y, float(i))
+            torch.testing.assert_close(y, i * xs[i % 3] + OFFSET, rtol=0, atol=1e-5)
+    if native.available():
+        assert type(k[(n + 255) // 256, 256]).__name__ == "builtin_function_or_method"
+        import importlib
+        assert type(k).__call__ is not importlib.import_module("tiledsl.jit").JITFunction.__call__
+    w = torch.nn.Parameter(torch.randn(n, device="cuda"), requires_grad=False)
+    y = torch.zeros(n, device="cuda")
+    k(w, y, 2.0)                                   # a Parameter launches like a tensor
+    torch.testing.assert_close(y, 2.0 * w + OFFSET, rtol=0, atol=1e-5)
+    with pytest.raises(tiledsl.LaunchError, match="float64"):
+        k(xs[0].double(), y, 1.0)
+    with pytest.raises(tiledsl.LaunchError):
+        k(xs[0], torch.zeros(n + 1, device="cuda"), 1.0)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):                     # the current stream is read at every launch
+        y = torch.zeros(n, device="cuda")
+        k(xs[1], y, 3.0)
+    s.synchronize()
+    torch.testing.assert_close(y, 3.0 * xs[1] + OFFSET, rtol=0, atol=1e-5)

@@ -196,3 +196,8 @@ def test_torch_tensors_through_their_c_getters():
     launch(x, torch.zeros(32)[::2])
     launch(x, torch.zeros(16, dtype=torch.float64))
     assert len(fb) == 2 and len(drv.launches) == 1
+    spec["also_types"] = [torch.nn.Parameter]            # weights: Parameters launch natively too
+    launch2, _ = native.build(spec, lambda *a, **k: fb.append(a), None, drv.addrs)
+    w = torch.nn.Parameter(torch.ones(16))
+    launch2(x, w)
+    assert drv.launches[-1]["params"] == [x.data_ptr(), w.data_ptr()] and len(fb) == 2

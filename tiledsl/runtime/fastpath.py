@@ -194,6 +194,7 @@ def _generate(plan, params, framework, device, grid, block):
     if framework == "torch":
         torch = sys.modules["torch"]
         env["TT"] = torch.Tensor
+        env["TP"] = getattr(getattr(torch, "nn", None), "Parameter", torch.Tensor)   # weights are Parameters
         env["RAW"] = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         if env["RAW"] is None:
             raise _Unsupported
@@ -214,8 +215,8 @@ def _generate(plan, params, framework, device, grid, block):
                     raise _Unsupported
                 env[f"D{i}"] = tdt
                 src += [f"    x = args[{i}]",
-                        f"    if type(x) is not TT or x.dtype is not D{i} or x.get_device() != DEV or "
-                        f"not x.is_contiguous():", "        return False"]
+                        f"    if (type(x) is not TT and type(x) is not TP) or x.dtype is not D{i} or "
+                        f"x.get_device() != DEV or not x.is_contiguous():", "        return False"]
                 ptr = "x.data_ptr()"
             else:
                 if ann.dtype.name == "bfloat16":

@@ -270,7 +270,13 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
         e.emit(f"{tp} = load ptr, ptr {tp_p}")
         if kind == "tensor":
             slot, dtype, shape = info
-            e.check(e.cmp("eq", "ptr", tp, e.obj(spec["array_type"])))
+            ok = e.cmp("eq", "ptr", tp, e.obj(spec["array_type"]))
+            for other in spec.get("also_types", ()):     # e.g. torch.nn.Parameter: the same C object
+                is_o = e.cmp("eq", "ptr", tp, e.obj(other))
+                either = e.tmp()
+                e.emit(f"{either} = or i1 {ok}, {is_o}")
+                ok = either
+            e.check(ok)
             at = spec["array_type"]
             d = attr(x, "dtype", at)
             e.call("Py_DecRef", d)
@@ -569,6 +575,8 @@ def spec_for(plan, params, framework: str, device: int, grid, block, kernel_stat
     if framework == "torch":
         torch = sys.modules["torch"]
         spec["array_type"] = torch.Tensor
+        param = getattr(getattr(torch, "nn", None), "Parameter", None)
+        spec["also_types"] = [param] if param is not None else []
         spec["stream_fn"] = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     elif framework == "cupy":
         import numpy as np
