@@ -28,7 +28,7 @@ if command -v compute-sanitizer >/dev/null; then
 fi
 run bench_gemm python3 benchmarks/gemm.py ${GEMM_ARGS:-}
 run bench_elementwise python3 benchmarks/elementwise.py
-run bench_launch python3 benchmarks/launch.py
+run bench_launch python3 benchmarks/launch.py --rounds 9
 run bench_compile python3 benchmarks/compile.py
 run bench_interp python3 benchmarks/interpreter.py
 echo; echo "== summary =="; printf '%s\n' "${summary[@]}"
