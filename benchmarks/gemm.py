@@ -75,6 +75,8 @@ def main(argv=None):
     p.add_argument("--sweep", action="store_true", help="time every configuration of examples/gemm.py at 4096^3")
     p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated input types")
     p.add_argument("--dynamic", action="store_true", help="sweep: also the kernels that read sizes at launch")
+    p.add_argument("--configs", default=None, help="sweep these configurations instead of gemm.CONFIGS, e.g. "
+                                                   "'256,128,64,4,2,4,1;128,128,64,2,2,3,1'")
     opts = p.parse_args(argv)
     from tiledsl.runtime.driver import gpu_available
     if not gpu_available():
@@ -89,7 +91,9 @@ def main(argv=None):
             sets = [(torch.randn(n, n, device="cuda", dtype=dt), torch.randn(n, n, device="cuda", dtype=dt),
                      torch.empty(n, n, device="cuda", dtype=dt)) for _ in range(2)]
             t_cub = timeit(lambda x, y, z: torch.matmul(x, y.T, out=z), torch, sets)
-            for cfg in G.CONFIGS:
+            configs = G.CONFIGS if not opts.configs else \
+                [tuple(int(x) for x in c.split(",")) for c in opts.configs.split(";")]
+            for cfg in configs:
                 for static in ((True, False) if opts.dynamic else (True,)):
                     try:
                         t = timeit(lambda x, y, z: G.matmul(x, y, out=z, config=cfg, static=static), torch, sets)
