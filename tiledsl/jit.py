@@ -273,7 +273,8 @@ class JITFunction:
                     f(args, None if stream is None else _stream(stream)):
                 if stream is None and self._plain_native is None:
                     self._plain_hits += 1
-                    if self._plain_hits == NATIVE_AFTER:
+                    if self._plain_hits >= NATIVE_AFTER:
+                        self._plain_hits = -(1 << 62)          # one attempt, even when threads race here
                         self._plain_native = self._native_for(f, self._call_python)
                         if self._plain_native is not None:   # kernel(...) now calls it with no Python between
                             type(self).__call__ = self._plain_native
@@ -447,7 +448,8 @@ class _Bound:
             if f is not None and k._fresh() and f(args, None if stream is None else _stream(stream)):
                 if stream is None and self.native is None:
                     self.hits += 1
-                    if self.hits == NATIVE_AFTER:
+                    if self.hits >= NATIVE_AFTER:
+                        self.hits = -(1 << 62)                 # one attempt, even when threads race here
                         self.native = k._native_for(f, self.call_python)
                         if self.native is not None and self.cfg is not None and k._bound.get(self.cfg) is self:
                             k._bound[self.cfg] = self.native
