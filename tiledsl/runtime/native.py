@@ -89,6 +89,12 @@ class _IR:
     def emit(self, s: str):
         self.lines.append("  " + s)
 
+    def let(self, rhs: str) -> str:
+        """A fresh SSA name bound to `rhs`."""
+        r = self.tmp()
+        self.emit(f"{r} = {rhs}")
+        return r
+
     def place(self, label: str):
         self.lines.append(f"{label}:")
 
@@ -107,8 +113,7 @@ class _IR:
         if ret == "void":
             self.emit(f"call void {fn}({a})")
             return None
-        r = self.tmp()
-        self.emit(f"{r} = call {ret} {fn}({a})")
+        r = self.let(f"call {ret} {fn}({a})")
         return r
 
     def check(self, cond: str):
@@ -118,8 +123,7 @@ class _IR:
         self.place(ok)
 
     def cmp(self, op: str, ty: str, a: str, b: str) -> str:
-        r = self.tmp()
-        self.emit(f"{r} = icmp {op} {ty} {a}, {b}")
+        r = self.let(f"icmp {op} {ty} {a}, {b}")
         return r
 
     def not_null(self, p: str):
@@ -129,17 +133,13 @@ class _IR:
         """After a conversion that returns `sentinel` on failure: go on unless an exception is pending."""
         is_s = self.cmp("eq", ty, value, sentinel) if ty != "double" else self._fcmp(value, sentinel)
         err = self.call("PyErr_Occurred")
-        bad = self.tmp()
-        self.emit(f"{bad} = icmp ne ptr {err}, null")
-        both = self.tmp()
-        self.emit(f"{both} = and i1 {is_s}, {bad}")
-        ok = self.tmp()
-        self.emit(f"{ok} = xor i1 {both}, true")
+        bad = self.let(f"icmp ne ptr {err}, null")
+        both = self.let(f"and i1 {is_s}, {bad}")
+        ok = self.let(f"xor i1 {both}, true")
         self.check(ok)
 
     def _fcmp(self, a, b):
-        r = self.tmp()
-        self.emit(f"{r} = fcmp oeq double {a}, {b}")
+        r = self.let(f"fcmp oeq double {a}, {b}")
         return r
 
 
@@ -202,8 +202,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     slot_ptrs = []
     for k, ty in enumerate(spec["slots"]):
         e.emit(f"%s{k} = alloca {ty}")
-        p = e.tmp()
-        e.emit(f"{p} = getelementptr [{max(1, nslots)} x ptr], ptr %params, i64 0, i64 {k}")
+        p = e.let(f"getelementptr [{max(1, nslots)} x ptr], ptr %params, i64 0, i64 {k}")
         e.emit(f"store ptr %s{k}, ptr {p}")
         slot_ptrs.append(f"%s{k}")
     e.emit(f"%nargs = and i64 %nargsf, {OFFSET_FLAG - 1}")
@@ -260,21 +259,16 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     ints = {}          # named sizes and integer scalars -> i64 SSA value
     torch = spec["framework"] == "torch"
     for i, kind, info in spec["args"]:
-        p = e.tmp()
-        e.emit(f"{p} = getelementptr ptr, ptr %args, i64 {i}")
-        x = e.tmp()
-        e.emit(f"{x} = load ptr, ptr {p}")
-        tp_p = e.tmp()
-        e.emit(f"{tp_p} = getelementptr i8, ptr {x}, i64 8")
-        tp = e.tmp()
-        e.emit(f"{tp} = load ptr, ptr {tp_p}")
+        p = e.let(f"getelementptr ptr, ptr %args, i64 {i}")
+        x = e.let(f"load ptr, ptr {p}")
+        tp_p = e.let(f"getelementptr i8, ptr {x}, i64 8")
+        tp = e.let(f"load ptr, ptr {tp_p}")
         if kind == "tensor":
             slot, dtype, shape = info
             ok = e.cmp("eq", "ptr", tp, e.obj(spec["array_type"]))
             for other in spec.get("also_types", ()):     # e.g. torch.nn.Parameter: the same C object
                 is_o = e.cmp("eq", "ptr", tp, e.obj(other))
-                either = e.tmp()
-                e.emit(f"{either} = or i1 {ok}, {is_o}")
+                either = e.let(f"or i1 {ok}, {is_o}")
                 ok = either
             e.check(ok)
             at = spec["array_type"]
@@ -340,14 +334,12 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
             if dname.startswith("float"):
                 is_f = e.cmp("eq", "ptr", tp, e.obj(float))
                 is_i = e.cmp("eq", "ptr", tp, e.obj(int))
-                either = e.tmp()
-                e.emit(f"{either} = or i1 {is_f}, {is_i}")
+                either = e.let(f"or i1 {is_f}, {is_i}")
                 e.check(either)
                 v = e.call("PyFloat_AsDouble", x)
                 e.no_error_if(v, "double", "-1.0")
                 if ty == "float":
-                    f = e.tmp()
-                    e.emit(f"{f} = fptrunc double {v} to float")
+                    f = e.let(f"fptrunc double {v} to float")
                     v = f
                 e.emit(f"store {ty} {v}, ptr {slot_ptrs[slot]}")
             else:
@@ -360,15 +352,13 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                     e.check(e.cmp("sle", "i64", v, str(hi - 1)))
                     ints[pname] = v
                 if ty != "i64":
-                    t = e.tmp()
-                    e.emit(f"{t} = trunc i64 {v} to {ty}")
+                    t = e.let(f"trunc i64 {v} to {ty}")
                     v = t
                 e.emit(f"store {ty} {v}, ptr {slot_ptrs[slot]}")
     for slot, sname in spec["sizes"]:
         v = ints[sname]
         e.check(e.cmp("slt", "i64", v, str(2**31)))
-        t = e.tmp()
-        e.emit(f"{t} = trunc i64 {v} to i32")
+        t = e.let(f"trunc i64 {v} to i32")
         e.emit(f"store i32 {t}, ptr {slot_ptrs[slot]}")
 
     grid = [_grid_expr(e, g, ints) for g in spec["grid"]]
@@ -379,8 +369,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
         e.check(e.cmp("slt", "i64", g, "65536"))
     g32 = []
     for g in grid:
-        t = e.tmp()
-        e.emit(f"{t} = trunc i64 {g} to i32")
+        t = e.let(f"trunc i64 {g} to i32")
         g32.append(t)
 
     # the framework's current stream on this device
@@ -397,8 +386,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
         so = h
     stream_i = as_int(so, unsigned=True)
     e.call("Py_DecRef", so)
-    stream = e.tmp()
-    e.emit(f"{stream} = inttoptr i64 {stream_i} to ptr")
+    stream = e.let(f"inttoptr i64 {stream_i} to ptr")
 
     # launch with the GIL released (the parameters live on this stack frame, so threads never share them)
     ts = e.call("PyEval_SaveThread")
@@ -408,8 +396,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                    str(spec["shared"]), stream, "%params", "null"]
     if spec["multi"]:        # several devices: make this one's context current first (driver.context)
         e.call("cuCtxGetCurrent", "%cur")
-        cur = e.tmp()
-        e.emit(f"{cur} = load ptr, ptr %cur")
+        cur = e.let(f"load ptr, ptr %cur")
         same = e.cmp("eq", "ptr", cur, ctx)
         set_l, go_l = e.label(), e.label()
         e.emit(f"br i1 {same}, label %{go_l}, label %{set_l}")
@@ -428,8 +415,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     again = e.call("cuLaunchKernel", *launch_args)
     e.emit(f"br label %{done_l}")
     e.place(done_l)
-    err = e.tmp()
-    e.emit(f"{err} = phi i32 [{first}, %{from_l}], [{again}, %{retry_l}]")
+    err = e.let(f"phi i32 [{first}, %{from_l}], [{again}, %{retry_l}]")
     e.call("PyEval_RestoreThread", ts)
     ok_l, err_l = e.label(), e.label()
     e.emit(f"br i1 {e.cmp('eq', 'i32', err, '0')}, label %{ok_l}, label %{err_l}")
@@ -438,8 +424,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     e.call("Py_IncRef", none)
     e.emit(f"ret ptr {none}")
     e.place(err_l)
-    ext = e.tmp()
-    e.emit(f"{ext} = sext i32 {err} to i64")
+    ext = e.let(f"sext i32 {err} to i64")
     code_o = e.call("PyLong_FromLongLong", ext)
     raiser = e.call("PyTuple_GetItem", "%self", "1")
     e.emit(f"store ptr {code_o}, ptr %argv")
@@ -475,13 +460,10 @@ def _grid_expr(e: _IR, tree, ints: dict) -> str:
     op = tree[0]
     r = e.tmp()
     if op in ("add", "sub", "mul"):
-        s = e.tmp()
-        e.emit(f"{s} = call {{i64, i1}} @llvm.{'s' + op}.with.overflow.i64(i64 {a}, i64 {b})")
+        s = e.let(f"call {{i64, i1}} @llvm.{'s' + op}.with.overflow.i64(i64 {a}, i64 {b})")
         e.emit(f"{r} = extractvalue {{i64, i1}} {s}, 0")
-        o = e.tmp()
-        e.emit(f"{o} = extractvalue {{i64, i1}} {s}, 1")
-        no = e.tmp()
-        e.emit(f"{no} = xor i1 {o}, true")
+        o = e.let(f"extractvalue {{i64, i1}} {s}, 1")
+        no = e.let(f"xor i1 {o}, true")
         e.check(no)
         return r
     if op in ("min", "max"):
@@ -495,12 +477,10 @@ def _grid_expr(e: _IR, tree, ints: dict) -> str:
         e.emit(f"{m} = srem i64 {a}, {b}")
         neg = e.cmp("slt", "i64", m, "0")             # with b > 0, floor differs from truncation iff m < 0
         if op == "floordiv":
-            d = e.tmp()
-            e.emit(f"{d} = zext i1 {neg} to i64")
+            d = e.let(f"zext i1 {neg} to i64")
             e.emit(f"{r} = sub i64 {q}, {d}")
         else:
-            adj = e.tmp()
-            e.emit(f"{adj} = select i1 {neg}, i64 {b}, i64 0")
+            adj = e.let(f"select i1 {neg}, i64 {b}, i64 0")
             e.emit(f"{r} = add i64 {m}, {adj}")
         return r
     if op in ("shl", "shr"):
@@ -510,8 +490,7 @@ def _grid_expr(e: _IR, tree, ints: dict) -> str:
             e.emit(f"{r} = ashr i64 {a}, {b}")
             return r
         e.emit(f"{r} = shl i64 {a}, {b}")
-        back = e.tmp()
-        e.emit(f"{back} = ashr i64 {r}, {b}")
+        back = e.let(f"ashr i64 {r}, {b}")
         e.check(e.cmp("eq", "i64", back, a))
         return r
     raise Unsupported(f"grid operation {op}")
