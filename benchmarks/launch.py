@@ -81,7 +81,15 @@ class Bench:
                 sync()
                 rounds[label].append(timed(fn, n))
                 sync()
+        self.rounds = rounds
         return {label: statistics.median(v) * 1e6 for label, v in rounds.items()}
+
+    def ratio(self, label: str, ref: str | None):
+        """Median over rounds of label's time / ref's time in the same round (the paths interleave within a
+        round, so a drifting host clock cancels)."""
+        if ref is None:
+            return None
+        return statistics.median(a / b for a, b in zip(self.rounds[label], self.rounds[ref]))
 
 
 def setup(bench: Bench, opts):
@@ -197,14 +205,14 @@ except Exception as e:  # not installed, or installed without a usable backend
     add3_triton, _triton_error = None, f"{type(e).__name__}: {e}"
 
 
-def table(results: dict, notes) -> str:
-    raw = next((v for k, v in results.items() if k.startswith("raw")), None)
-    tri = next((v for k, v in results.items() if k.startswith("Triton")), None)
+def table(results: dict, notes, bench) -> str:
+    raw = next((k for k in results if k.startswith("raw")), None)
+    tri = next((k for k in results if k.startswith("Triton")), None)
     lines = ["| path | µs / launch | × raw | × Triton |", "| --- | ---: | ---: | ---: |"]
     for label, us in sorted(results.items(), key=lambda kv: kv[1]):
-        r = f"{us / raw:.2f}" if raw else "–"
-        t = f"{us / tri:.2f}" if tri else "–"
-        lines.append(f"| {label} | {us:.2f} | {r} | {t} |")
+        r, t = bench.ratio(label, raw), bench.ratio(label, tri)
+        lines.append(f"| {label} | {us:.2f} | {'–' if r is None else f'{r:.2f}'} | {'–' if t is None else f'{t:.2f}'} |")
+    notes = notes + ["ratios: median over rounds of the ratio within a round (the paths interleave in every round)"]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes])
 
 
@@ -257,7 +265,7 @@ def main(argv=None):
             bench.notes.append(f"no native launcher: {k.native_unsupported}")
     print(f"Host time per launch, steady state: {opts.launches} launches per round, median of {opts.rounds} "
           f"rounds; {torch.cuda.get_device_name(0)}, torch {torch.__version__}, Python {sys.version.split()[0]}\n")
-    print(table(results, bench.notes))
+    print(table(results, bench.notes, bench))
     if opts.profile:
         profile(opts)
     return 0

@@ -210,7 +210,11 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     e.check(e.cmp("eq", "i64", "%nargs", str(nparams)))
 
     # the kernel's source and globals are those it was compiled from (JITFunction._fresh)
-    code = e.call("PyObject_GetAttr", e.obj(spec["fn"]), name("__code__"))
+    import types
+    how = direct(types.FunctionType, "__code__")
+    fn_o = e.obj(spec["fn"])
+    code = (e.call_addr(how[1], "ptr", ["ptr", "ptr"], [fn_o, f"inttoptr (i64 {how[2]} to ptr)"])
+            if how is not None and how[0] == "get" else e.call("PyObject_GetAttr", fn_o, name("__code__")))
     e.not_null(code)
     e.call("Py_DecRef", code)
     e.check(e.cmp("eq", "ptr", code, e.obj(spec["code"])))
@@ -396,7 +400,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                    str(spec["shared"]), stream, "%params", "null"]
     if spec["multi"]:        # several devices: make this one's context current first (driver.context)
         e.call("cuCtxGetCurrent", "%cur")
-        cur = e.let(f"load ptr, ptr %cur")
+        cur = e.let("load ptr, ptr %cur")
         same = e.cmp("eq", "ptr", cur, ctx)
         set_l, go_l = e.label(), e.label()
         e.emit(f"br i1 {same}, label %{go_l}, label %{set_l}")
