@@ -55,6 +55,7 @@ def emit_native(cg, n: ir.Native):
     b = cg.b
     outs, ins = [], []            # (llvm type, constraint, value or reg)
     texts = []
+    addr_imm = {}             # input index of a shared address -> its constant byte offset
     for group in n.groups:
         parts = []
         for a in group:
@@ -75,12 +76,21 @@ def emit_native(cg, n: ir.Native):
             elif isinstance(a, ir.Addr):
                 if a.storage.scope == "shared":
                     # shared addresses are 32-bit: keep the arithmetic in 32 bits (no 64-bit adds, no cvt)
+                    # The offset's constant addend goes into the instruction as [reg+imm]: accesses that differ
+                    # only by a static offset (an unrolled tile index) share one address register.
                     base = b.ptrtoint(cg.base_ptr(a.storage), I32)
-                    off = cg.expr(ir.as_expr(a.offset))
-                    off = b.trunc(off, I32) if off.type.width > 32 else (b.sext(off, I32) if off.type.width < 32 else off)
                     nbytes = max(1, a.dtype.bits // 8)
-                    ins.append((I32, "r", b.add(base, b.mul(off, I32(nbytes)) if nbytes > 1 else off)))
+                    rest, const = split_const(a.offset)
+                    addr = base
+                    if not (isinstance(rest, int) and rest == 0):
+                        off = cg.expr(ir.as_expr(rest))
+                        off = b.trunc(off, I32) if off.type.width > 32 else \
+                            (b.sext(off, I32) if off.type.width < 32 else off)
+                        addr = b.add(base, b.mul(off, I32(nbytes)) if nbytes > 1 else off)
+                    ins.append((I32, "r", addr))
                     parts.append(("addr", len(ins) - 1))
+                    if const:
+                        addr_imm[len(ins) - 1] = const * nbytes
                     continue
                 ptr = cg.elem_ptr(a.storage, a.dtype, a.offset)
                 if a.storage.scope == "local":
@@ -112,7 +122,8 @@ def emit_native(cg, n: ir.Native):
             if kind == "imm":
                 rendered.append(i)
             elif kind == "addr":
-                rendered.append(f"[{num('in', i)}]")
+                c = addr_imm.get(i, 0)
+                rendered.append(f"[{num('in', i)}{'+' if c > 0 else '-'}{abs(c)}]" if c else f"[{num('in', i)}]")
             else:
                 rendered.append(num(kind, i))
         if len(rendered) == 1 and parts[0][0] == "addr":
@@ -143,3 +154,21 @@ def emit_native(cg, n: ir.Native):
     for i, (ty, c, r) in enumerate(outs):
         v = call if len(outs) == 1 else b.extract_value(call, i)
         b.store(_from_container(cg, v, r.dtype), reg_ptr(cg, r))
+
+
+def split_const(e):
+    """(run-time part, constant addend) of an index expression: a sum's integer terms are collected."""
+    if isinstance(e, int):
+        return 0, e
+    if isinstance(e, ir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return 0, e.value
+    if isinstance(e, ir.Binary) and e.op == "add":
+        a, ca = split_const(e.a)
+        b, cb = split_const(e.b)
+        return ir.add(a, b), ca + cb
+    if isinstance(e, ir.Binary) and e.op == "sub":
+        b, cb = split_const(e.b)
+        if isinstance(b, int) and b == 0:          # x - c
+            a, ca = split_const(e.a)
+            return a, ca - cb
+    return e, 0
