@@ -23,7 +23,8 @@ GROUP_M = 8
 PREFERRED = [(256, 128, 64, 4, 2, 4, 1), (128, 128, 64, 2, 2, 3, 1), (128, 128, 32, 2, 2, 4, 1)]
 # without shape specialisation the strides live in registers and BK=64 with double-buffered fragments spills
 DYNAMIC_PREFERRED = [(128, 128, 32, 2, 2, 4, 1)]
-# (BM, BN, BK, warps along M, warps along N, stages, double-buffered fragments, copies spread over k steps)
+# (BM, BN, BK, warps along M, warps along N, stages, double-buffered fragments, copies spread over k steps,
+#  k loop unrolled by stages)
 CONFIGS = [(256, 128, 64, 4, 2, 4, 1), (256, 128, 64, 4, 2, 3, 1), (128, 256, 64, 2, 4, 4, 1),
            (128, 128, 64, 2, 2, 3, 1), (128, 128, 64, 2, 2, 3, 0), (128, 128, 32, 2, 2, 4, 1),
            (128, 128, 64, 2, 2, 3, 1, 1), (256, 128, 32, 4, 2, 4, 1, 1)]
@@ -90,6 +91,8 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
     PIPE = config[6] if len(config) > 6 else 1        # double-buffered fragments (1) or not (0)
     # with PIPE: spread each k tile's copies over its k16 steps (1), or issue them all at the first (0)
     SPREAD = config[7] if len(config) > 7 else 0
+    # with a static shape: unroll the k loop by STAGES so stage indices are constants (1), or not (0)
+    UNROLL = config[8] if len(config) > 8 else 1
     THREADS = 32 * WM * WN
     WORDS = TBK // 2
     CPR = WORDS // 4
@@ -131,19 +134,19 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
                 # a share of the refill at every k16 step keeps the copies from queueing in front of
                 # the fragment loads; the group is committed before the wait below counts it
                 if nk < ktiles:
-                    copy_tile(tiles, nk % STAGES, nk, tid, ks, KS)
+                    copy_tile(tiles, (st + STAGES - 1) % STAGES, nk, tid, ks, KS)
                 if ks == KS - 1:
                     T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
             elif ks == 0:
                 # refill the stage every warp finished reading before the last barrier
                 if nk < ktiles:
-                    copy_tile(tiles, nk % STAGES, nk, tid)
+                    copy_tile(tiles, (st + STAGES - 1) % STAGES, nk, tid)
                 T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
             if ks == KS - 1:
                 # the next tile must have landed, and every warp be done with the stage refilled next
                 T.cuda.tile.apply(T.ptx["cp.async.wait_group"], STAGES - 2)
                 T.cuda.syncthreads()
-                nst = (kt + 1) % STAGES
+                nst = (st + 1) % STAGES
                 T.cuda.tile.apply(T.ptx[LDM], ra_ld[(ks + 1) % 2], ld_a[nst, wm, :, 0], scope="warp")
                 T.cuda.tile.apply(T.ptx[LDM], rb_ld[(ks + 1) % 2], ld_b[nst, wn, :, 0], scope="warp")
             else:
@@ -207,10 +210,16 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
             T.cuda.tile.apply(T.ptx[LDM], ra_ld[0], ld_a[0, wm, :, 0], scope="warp")
             T.cuda.tile.apply(T.ptx[LDM], rb_ld[0], ld_b[0, wn, :, 0], scope="warp")
             frags = (ra_ld, rb_ld, ra_mma, rb_mma)
-            # (unrolling this loop by STAGES makes every stage index a constant, but LLVM then hoists each
-            # stage's addresses out of the loop and the kernel spills: measured, 696 bytes at 256x128x64)
-            for kt in range(ktiles):
-                k_tile(kt, kt % STAGES, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles)
+            if STATIC and UNROLL:
+                # the k loop unrolled by STAGES: every stage index is a constant, so fragment and copy addresses
+                # are a per-thread register plus an immediate
+                for kt0 in range(0, ktiles, STAGES):
+                    for s in T.unroll(STAGES):
+                        if ktiles % STAGES == 0 or kt0 + s < ktiles:
+                            k_tile(kt0 + s, s, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles)
+            else:
+                for kt in range(ktiles):
+                    k_tile(kt, kt % STAGES, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles)
         else:
             ra = T.alloc_local((MI * 4,), "uint32")
             rb = T.alloc_local((NI * 2,), "uint32")

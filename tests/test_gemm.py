@@ -15,13 +15,17 @@ def _inputs(M, N, K, seed=0):
     return a, b
 
 
-@pytest.mark.parametrize("out,cfg", [("float16", (128, 128, 32, 2, 2, 4)), ("float32", (128, 128, 32, 2, 2, 4)),
-                                     ("float16", (128, 128, 32, 2, 2, 3, 1, 1))])
-def test_gemm_exact_on_interpreter(out, cfg):
+@pytest.mark.parametrize("out,cfg,static", [
+    ("float16", (128, 128, 32, 2, 2, 4), False), ("float32", (128, 128, 32, 2, 2, 4), False),
+    ("float16", (128, 128, 32, 2, 2, 3, 1, 1), False),
+    ("float16", (128, 128, 32, 2, 2, 3, 1), True),          # k loop unrolled by 3 stages over 5 k tiles
+    ("float32", (128, 128, 32, 2, 2, 4, 0), True)])
+def test_gemm_exact_on_interpreter(out, cfg, static):
     M, N, K = 256, 128, 160                   # two block rows, five k tiles through the pipeline
     a, b = _inputs(M, N, K)
     c = np.full((M, N), np.nan, np.float16 if out == "float16" else np.float32)
-    tiledsl.jit(G.make_gemm("float16", out, cfg).fn, interpret=True)(a, b, c)
+    kernel = G.make_gemm("float16", out, cfg, (M, N, K) if static else None)
+    tiledsl.jit(kernel.fn, interpret=True)(a, b, c)
     np.testing.assert_array_equal(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32).T)
 
 
