@@ -101,7 +101,8 @@ def test_native_launcher_is_used_and_exact():
             y = torch.full((n,), float("nan"), device="cuda")
             launch(xs[i % 3], y, float(i))
             torch.testing.assert_close(y, i * xs[i % 3] + OFFSET, rtol=0, atol=1e-5)
-    if native.available():
+    from tiledsl.runtime import driver
+    if native.available() and driver.device_count() == 1:     # (several devices keep the Python launcher)
         assert type(k[(n + 255) // 256, 256]).__name__ == "builtin_function_or_method"
         import importlib
         assert type(k).__call__ is not importlib.import_module("tiledsl.jit").JITFunction.__call__
