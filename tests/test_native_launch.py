@@ -201,3 +201,13 @@ def test_torch_tensors_through_their_c_getters():
     w = torch.nn.Parameter(torch.ones(16))
     launch2(x, w)
     assert drv.launches[-1]["params"] == [x.data_ptr(), w.data_ptr()] and len(fb) == 2
+
+
+def test_many_launchers_share_one_engine():
+    """Launchers are modules of one process-wide engine: adding one keeps the earlier ones working."""
+    args, slots = four()
+    built = [make(args, slots) for _ in range(20)]
+    xs = [Arr((256,), ptr=0x1000 * (i + 1)) for i in range(4)]
+    for launch, drv, fb, _ in built:
+        assert launch(*xs) is None and drv.launches[-1]["params"] == [0x1000, 0x2000, 0x3000, 0x4000]
+    assert len(native._jit) and native._jit["n"] >= 20
