@@ -27,18 +27,24 @@ DYNAMIC_PREFERRED = [(128, 128, 32, 2, 2, 4, 1)]
 #  k loop unrolled by stages)
 CONFIGS = [(256, 128, 64, 4, 2, 4, 1), (256, 128, 64, 4, 2, 3, 1), (128, 256, 64, 2, 4, 4, 1),
            (128, 128, 64, 2, 2, 3, 1), (128, 128, 64, 2, 2, 3, 0), (128, 128, 32, 2, 2, 4, 1),
-           (128, 128, 64, 2, 2, 3, 1, 1), (256, 128, 32, 4, 2, 4, 1, 1)]
+           (128, 128, 64, 2, 2, 3, 1, 1), (256, 128, 32, 4, 2, 4, 1, 1),
+           # bulk copies by the TMA unit (not yet measured on the GPU)
+           (256, 128, 64, 4, 2, 4, 1, 0, 1, 1), (256, 128, 64, 4, 2, 3, 1, 0, 1, 1),
+           (128, 256, 64, 2, 4, 4, 1, 0, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 1)]
 
 
-def layouts(bm, bn, bk, wm, wn, stages):
-    """Shared and register layouts of one configuration (shared ones in b32 words)."""
+def layouts(bm, bn, bk, wm, wn, stages, padded=False):
+    """Shared and register layouts of one configuration (shared ones in b32 words).
+
+    padded: rows of bk/2 + 4 words and no swizzle (bulk copies write rows as they are; the 16-byte pad puts
+    the 8 rows one ldmatrix reads in 8 different bank groups instead)."""
     tm, tn = bm // wm, bn // wn      # the warp tile
     MI, NI = tm // 16, tn // 8       # m16 and n8 mma tiles per warp
-    words = bk // 2                  # b32 words per shared row
-    cpr = words // 4                 # 16-byte chunks per row
+    cpr = bk // 8                    # 16-byte chunks per row
+    words = bk // 2 + (4 if padded else 0)   # b32 words per shared row
     ks = bk // 16                    # k16 steps per k tile
     # XOR the 16-byte chunk index with row bits so the 8 rows one ldmatrix reads hit 8 different bank groups
-    sw = ({2: 1, 4: 2, 8: 3}[cpr], 2, 3)
+    sw = None if padded else ({2: 1, 4: 2, 8: 3}[cpr], 2, 3)
     L = {}
     L["cp_a"] = TileLayout(S[(stages, bm, cpr, 4) : (bm * words, words, 4, 1)], swizzle=sw)
     L["cp_b"] = TileLayout(S[(stages, bn, cpr, 4) : (bn * words, words, 4, 1)], swizzle=sw)
@@ -86,6 +92,7 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
     MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
     LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
     COPY = "cp.async.cg.shared.global"
+    BULK_COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
     CVT = f"cvt.rn.{ {'float16': 'f16', 'bfloat16': 'bf16'}.get(out, 'f16') }x2.f32"
     TBM, TBN, TBK, WM, WN, STAGES = config[:6]
     PIPE = config[6] if len(config) > 6 else 1        # double-buffered fragments (1) or not (0)
@@ -93,6 +100,12 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
     SPREAD = config[7] if len(config) > 7 else 0
     # with a static shape: unroll the k loop by STAGES so stage indices are constants (1), or not (0)
     UNROLL = config[8] if len(config) > 8 else 1
+    # copies: cp.async, 16 bytes per thread (0), or bulk copies of whole rows by the TMA unit, counted by an
+    # mbarrier per stage, into padded rows (1; sm_90, with double-buffered fragments)
+    BULK = config[9] if len(config) > 9 else 0
+    if BULK and (not PIPE or SPREAD):
+        raise tiledsl.LaunchError(f"gemm configuration {config}: bulk copies need double-buffered fragments and "
+                                  f"unspread copies")
     THREADS = 32 * WM * WN
     WORDS = TBK // 2
     CPR = WORDS // 4
@@ -104,7 +117,9 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
     if TM % 16 or TN % 16 or (TBM * CPR) % THREADS or (TBN * CPR) % THREADS:
         raise tiledsl.LaunchError(f"gemm configuration {config} does not tile: warp tiles must be multiples of "
                                   f"16 x 16 and the copies must divide among {THREADS} threads")
-    LY = layouts(TBM, TBN, TBK, WM, WN, STAGES)
+    LY = layouts(TBM, TBN, TBK, WM, WN, STAGES, padded=bool(BULK))
+    PW = WORDS + 4 if BULK else WORDS       # words per shared row
+    BULK_ROWS = -(-(TBM + TBN) // THREADS)  # rows of A and B each thread copies per k tile
     L_CPA, L_CPB, L_LDA, L_LDB = LY["cp_a"], LY["cp_b"], LY["ld_a"], LY["ld_b"]
     L_RA, L_RB, L_MA, L_MB, L_MD = LY["r_a"], LY["r_b"], LY["m_a"], LY["m_b"], LY["m_d"]
     L_RA2, L_RB2, L_MA2, L_MB2 = LY["r_a2"], LY["r_b2"], LY["m_a2"], LY["m_b2"]
@@ -124,7 +139,27 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
                 T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], src, chunk_bytes=16)
 
     @tiledsl.inline
-    def k_tile(kt, st, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles):
+    def bulk_tile(bufs, bars, stage, ktile, tid, row_a, row_b):
+        """Bulk copies of k tile `ktile` into stage `stage`: each thread copies whole rows of A and B; thread 0
+        tells the stage's mbarrier how many bytes to expect."""
+        sa_rows, sb_rows, gA, gB = bufs
+        T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])   # after the barrier: reads before writes
+        for j in T.unroll(BULK_ROWS):
+            r = tid + THREADS * j
+            if r < TBM:
+                T.cuda.tile.apply(T.ptx[BULK_COPY], sa_rows[stage, r, 0:WORDS],
+                                  gA[row_a + r, ktile * WORDS: ktile * WORDS + WORDS], bars[stage:stage + 1],
+                                  copy_bytes=TBK * 2)
+            elif r < TBM + TBN:
+                T.cuda.tile.apply(T.ptx[BULK_COPY], sb_rows[stage, r - TBM, 0:WORDS],
+                                  gB[row_b + r - TBM, ktile * WORDS: ktile * WORDS + WORDS], bars[stage:stage + 1],
+                                  copy_bytes=TBK * 2)
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bars[stage:stage + 1],
+                              (TBM + TBN) * TBK * 2)
+
+    @tiledsl.inline
+    def k_tile(kt, st, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles, bulk):
         """One k tile of the pipelined loop: its k16 steps multiply fragments loaded one step ahead, the stage
         consumed last tile is refilled, and the next tile's first fragments are loaded behind the barrier."""
         ra_ld, rb_ld, ra_mma, rb_mma = frags
@@ -139,12 +174,22 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
                     T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
             elif ks == 0:
                 # refill the stage every warp finished reading before the last barrier
-                if nk < ktiles:
-                    copy_tile(tiles, (st + STAGES - 1) % STAGES, nk, tid)
-                T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+                if BULK:
+                    if nk < ktiles:
+                        bulk_tile(bulk[0], bulk[1], (st + STAGES - 1) % STAGES, nk, tid, bulk[2], bulk[3])
+                else:
+                    if nk < ktiles:
+                        copy_tile(tiles, (st + STAGES - 1) % STAGES, nk, tid)
+                    T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
             if ks == KS - 1:
                 # the next tile must have landed, and every warp be done with the stage refilled next
-                T.cuda.tile.apply(T.ptx["cp.async.wait_group"], STAGES - 2)
+                if BULK:
+                    if kt + 1 < ktiles:     # its stage's barrier completes once per use: wait for that parity
+                        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"],
+                                          bulk[1][(st + 1) % STAGES:(st + 1) % STAGES + 1],
+                                          ((kt + 1) // STAGES) % 2)
+                else:
+                    T.cuda.tile.apply(T.ptx["cp.async.wait_group"], STAGES - 2)
                 T.cuda.syncthreads()
                 nst = (st + 1) % STAGES
                 T.cuda.tile.apply(T.ptx[LDM], ra_ld[(ks + 1) % 2], ld_a[nst, wm, :, 0], scope="warp")
@@ -172,15 +217,25 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
         bm = first + pid % rows
         bn = (pid % (GROUP_M * nbn)) // rows
 
-        sa = T.alloc_shared((STAGES * TBM * WORDS,), "uint32")
-        sb = T.alloc_shared((STAGES * TBN * WORDS,), "uint32")
-        cp_a = sa.view(STAGES, TBM, CPR, 4, layout=L_CPA)
-        cp_b = sb.view(STAGES, TBN, CPR, 4, layout=L_CPB)
+        sa = T.alloc_shared((STAGES * TBM * PW,), "uint32")
+        sb = T.alloc_shared((STAGES * TBN * PW,), "uint32")
         ld_a = sa.view(STAGES, WM, MI, KS, 4, 8, 4, layout=L_LDA)
         ld_b = sb.view(STAGES, WN, NI // 2, KS, 4, 8, 4, layout=L_LDB)
         gA = A.view(dtype="uint32")
         gB = B.view(dtype="uint32")
-        if STATIC:
+        bulk = None
+        if BULK:
+            bars = T.alloc_shared((STAGES,), "uint64")      # one mbarrier per stage: its tile has landed
+            if tid == 0:
+                for s in T.unroll(STAGES):
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+            T.cuda.syncthreads()
+            bulk = ((sa.view(STAGES, TBM, PW), sb.view(STAGES, TBN, PW), gA, gB), bars, bm * TBM, bn * TBN)
+        else:
+            cp_a = sa.view(STAGES, TBM, CPR, 4, layout=L_CPA)
+            cp_b = sb.view(STAGES, TBN, CPR, 4, layout=L_CPB)
+        if STATIC and not BULK:
             # rows as 16-byte chunks of 4 words: each copy's source is one chunk, aligned by construction
             gA = gA.view(M, K // 8, 4)  # noqa: F821
             gB = gB.view(N, K // 8, 4)  # noqa: F821
@@ -191,12 +246,18 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
             acc[i] = 0.0
 
         ktiles = K // TBK  # noqa: F821
-        # the copies of one k tile: each thread moves CPT_A chunks of A's rows and CPT_B of B's
-        tiles = ((cp_a, gA, bm * TBM, CPT_A), (cp_b, gB, bn * TBN, CPT_B))
-        for s in T.unroll(STAGES - 1):
-            if s < ktiles:
-                copy_tile(tiles, s, s, tid)
-            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+        tiles = None
+        if BULK:
+            for s in T.unroll(STAGES - 1):
+                if s < ktiles:
+                    bulk_tile(bulk[0], bars, s, s, tid, bm * TBM, bn * TBN)
+        else:
+            # the copies of one k tile: each thread moves CPT_A chunks of A's rows and CPT_B of B's
+            tiles = ((cp_a, gA, bm * TBM, CPT_A), (cp_b, gB, bn * TBN, CPT_B))
+            for s in T.unroll(STAGES - 1):
+                if s < ktiles:
+                    copy_tile(tiles, s, s, tid)
+                T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
         if PIPE:
             ra = T.alloc_local((2 * MI * 4,), "uint32")
@@ -205,7 +266,10 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
             rb_ld = rb.view(2, NI // 2, 4, 8, 4, layout=L_RB2)
             ra_mma = ra.view(2, MI, 1, 16, 8, layout=L_MA2)
             rb_mma = rb.view(2, NI, 1, 8, 8, layout=L_MB2)
-            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], STAGES - 2)
+            if BULK:
+                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], bars[0:1], 0)
+            else:
+                T.cuda.tile.apply(T.ptx["cp.async.wait_group"], STAGES - 2)
             T.cuda.syncthreads()
             T.cuda.tile.apply(T.ptx[LDM], ra_ld[0], ld_a[0, wm, :, 0], scope="warp")
             T.cuda.tile.apply(T.ptx[LDM], rb_ld[0], ld_b[0, wn, :, 0], scope="warp")
@@ -216,10 +280,10 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
                 for kt0 in range(0, ktiles, STAGES):
                     for s in T.unroll(STAGES):
                         if ktiles % STAGES == 0 or kt0 + s < ktiles:
-                            k_tile(kt0 + s, s, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles)
+                            k_tile(kt0 + s, s, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles, bulk)
             else:
                 for kt in range(ktiles):
-                    k_tile(kt, kt % STAGES, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles)
+                    k_tile(kt, kt % STAGES, tiles, frags, ld_a, ld_b, acc_v, tid, wm, wn, ktiles, bulk)
         else:
             ra = T.alloc_local((MI * 4,), "uint32")
             rb = T.alloc_local((NI * 2,), "uint32")

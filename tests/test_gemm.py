@@ -19,7 +19,9 @@ def _inputs(M, N, K, seed=0):
     ("float16", (128, 128, 32, 2, 2, 4), False), ("float32", (128, 128, 32, 2, 2, 4), False),
     ("float16", (128, 128, 32, 2, 2, 3, 1, 1), False),
     ("float16", (128, 128, 32, 2, 2, 3, 1), True),          # k loop unrolled by 3 stages over 5 k tiles
-    ("float32", (128, 128, 32, 2, 2, 4, 0), True)])
+    ("float32", (128, 128, 32, 2, 2, 4, 0), True),
+    ("float16", (128, 128, 32, 2, 2, 3, 1, 0, 1, 1), True),  # bulk copies, unrolled, remainder tiles
+    ("float16", (128, 128, 32, 2, 2, 3, 1, 0, 0, 1), False)])
 def test_gemm_exact_on_interpreter(out, cfg, static):
     M, N, K = 256, 128, 160                   # two block rows, five k tiles through the pipeline
     a, b = _inputs(M, N, K)
@@ -77,3 +79,27 @@ def test_gemm_sass_main_loop():
         pytest.skip("cuobjdump not installed")
     assert "HMMA" in sass and "LDSM" in sass and "LDGSTS" in sass
     assert not re.search(r"\b(STL|LDL)\b", sass)
+
+
+def test_bulk_configurations_compile_without_spills():
+    a = np.zeros((256, 128), np.float16)
+    for cfg in [(256, 128, 64, 4, 2, 4, 1, 0, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 1)]:
+        ck = G.make_gemm("float16", "float16", cfg, (256, 256, 128)).compile(a, np.zeros((256, 128), np.float16),
+                                                                             np.zeros((256, 256), np.float16),
+                                                                             target="sm_90")
+        assert ck.metadata["spill_stores"] == 0, cfg
+        assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in ck.asm["ptx"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", [(128, 128, 64, 2, 2, 3, 1, 0, 1, 1), (256, 128, 64, 4, 2, 4, 1, 0, 1, 1)])
+def test_gemm_bulk_on_gpu(cfg):
+    """The bulk-copy pipeline (tenth configuration field): checked on the interpreter in CI; here on the GPU."""
+    torch = pytest.importorskip("torch")
+    M, N, K = 512, 256, 448
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    G.matmul(a, b, out=c, config=cfg)
+    ref = a.float() @ b.float().T
+    assert ((c.float() - ref).norm() / ref.norm()).item() < 1e-2

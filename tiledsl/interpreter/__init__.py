@@ -22,7 +22,9 @@ What is modelled
     f32, f64 and the integer types, with .rn/.rz/.rm/.rp, .ftz, .sat, .relu, .NaN, mul.lo/.hi;
     ld/st (.global/.shared/.local, .v2/.v4, cache qualifiers ignored); mma.sync m16n8k8/k16 f16/bf16 -> f32;
     ldmatrix/stmatrix m8n8 .x1/.x2/.x4 [.trans] .b16; cp.async.{ca,cg} with src-size zero fill, commit_group,
-    wait_group, wait_all (copies become visible at the wait that covers them; a per-thread queue of groups).
+    wait_group, wait_all (copies become visible at the wait that covers them; a per-thread queue of groups);
+    cp.async.bulk with mbarrier init / arrive / expect_tx / try_wait.parity (bulk.py: copies land at once and pay
+    their bytes; a wait that could never complete is a KernelFault).
 - Predication: a false `pred` skips the instruction for that thread; a written register of a skipped thread is
   kept with `preserve_dst`, and is otherwise UNDEFINED: the interpreter poisons it (NaN for float registers,
   0xDEADBEEF-like bits for integer ones).

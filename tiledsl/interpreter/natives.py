@@ -158,6 +158,9 @@ def compile_native(n: ir.Native, cx):
     if head in ("mma", "ldmatrix", "stmatrix"):
         from . import warp
         return warp.compile_warp(n, parts, cx)
+    if head in ("mbarrier", "fence") or parts[:3] == ["cp", "async", "bulk"]:
+        from .bulk import compile_bulk
+        return compile_bulk(n, parts, cx)
     if head == "cp" and len(parts) > 1 and parts[1] == "async":
         return _cp_async(n, parts, cx)
     if head in ("ld", "st"):

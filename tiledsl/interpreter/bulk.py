@@ -1,0 +1,115 @@
+"""Bulk copies and mbarriers (patterns/bulk.py) on the interpreter.
+
+An mbarrier's state lives beside shared memory, keyed by (block, storage, byte offset): the expected arrival count,
+the arrivals still pending in the current phase, the transaction bytes still owed, and the phase number. A bulk
+copy lands at once and pays its bytes; a phase completes when no arrival is pending and no byte is owed. Threads
+run in lockstep, so a wait whose phase has not completed by the time every thread reaches it can never complete:
+that is reported as a KernelFault naming the barrier's state, where the GPU would hang.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir
+from .natives import AddrOp, _err, operand, predicated
+
+
+def compile_bulk(n: ir.Native, parts, cx):
+    g = n.groups
+    loc = n.loc
+    if parts[0] == "fence":
+        return lambda m, idx: None
+    if parts[0] == "cp":                              # cp.async.bulk ... [dst], [src], bytes, [mbar]
+        if len(g) != 4 or not isinstance(g[2][0], ir.Imm):
+            raise _err(n, "operands are [dst], [src], size, [mbar]")
+        dst, src, bar = AddrOp(g[0][0], cx), AddrOp(g[1][0], cx), AddrOp(g[3][0], cx)
+        size = int(g[2][0].text, 0)
+
+        def copy(m, idx):
+            db, sb = dst.bytes(m, idx), src.bytes(m, idx)
+            for what, b in (("destination", db), ("source", sb)):
+                if np.any(b % 16):
+                    bad = b % 16 != 0
+                    raise m.fault(loc, f"misaligned bulk copy {what}: byte offset {int(b[bad][0])} is not a "
+                                       f"multiple of 16", m.first(idx, bad))
+            smem, dmem = m.mem[src.st], m.mem[dst.st]
+            m.check(smem, np.uint8, sb, idx, loc, "read")
+            m.check(smem, np.uint8, sb + size - 1, idx, loc, "read")
+            m.check(dmem, np.uint8, db, idx, loc, "write")
+            m.check(dmem, np.uint8, db + size - 1, idx, loc, "write")
+            rows = m.rows(dmem, idx)
+            k = np.arange(size)
+            dmem.raw[rows[:, None], db[:, None] + k[None, :]] = smem.raw[sb[:, None] + k[None, :]]
+            _update(m, idx, bar, loc, tx=-size)
+        return predicated(copy, n, cx, [])
+    op = parts[1]
+    if op == "init":
+        bar, count = AddrOp(g[0][0], cx), operand(g[1][0], cx)
+
+        def init(m, idx):
+            c = np.broadcast_to(np.asarray(count.value(m, idx)).astype(np.int64), (m.n(idx),))
+            state = _states(m)
+            for key, cnt in zip(_keys(m, idx, bar), c):
+                if cnt < 1:
+                    raise m.fault(loc, f"mbarrier.init with count {int(cnt)}: the count must be at least 1")
+                state[key] = [int(cnt), int(cnt), 0, 0]
+        return init
+    if op == "arrive" and "expect_tx" in parts:
+        bar, tx = AddrOp(g[1][0], cx), operand(g[2][0], cx)
+
+        def expect(m, idx):
+            t = np.broadcast_to(np.asarray(tx.value(m, idx)).astype(np.int64), (m.n(idx),))
+            _update(m, idx, bar, loc, tx=t, arrive=True)
+        return expect
+    if op == "arrive":
+        bar = AddrOp(g[1][0], cx)
+        return lambda m, idx: _update(m, idx, bar, loc, arrive=True)
+    if op == "try_wait":
+        bar, parity = AddrOp(g[0][0], cx), operand(g[1][0], cx)
+
+        def wait(m, idx):
+            p = np.broadcast_to(np.asarray(parity.value(m, idx)).astype(np.int64), (m.n(idx),))
+            state = _states(m)
+            for pos, (key, want) in enumerate(zip(_keys(m, idx, bar), p)):
+                st = state.get(key)
+                if st is None:
+                    raise m.fault(loc, "mbarrier wait on a barrier that was never initialised",
+                                  pos if idx is None else int(idx[pos]))
+                if st[3] % 2 == want % 2:
+                    raise m.fault(loc, f"mbarrier wait for phase parity {int(want)} can never complete: phase "
+                                       f"{st[3]} still expects {st[1]} arrival(s) and {st[2]} transaction bytes "
+                                       f"(on the GPU this hangs)", pos if idx is None else int(idx[pos]))
+        return wait
+    raise _err(n, "the interpreter has no semantics for this opcode")
+
+
+def _states(m) -> dict:
+    st = getattr(m, "mbarriers", None)
+    if st is None:
+        st = m.mbarriers = {}
+    return st
+
+
+def _keys(m, idx, bar: AddrOp):
+    b = bar.bytes(m, idx)
+    blk = m.blk if idx is None else m.blk[idx]
+    return [(int(k), bar.st.name, int(o)) for k, o in zip(blk, b)]
+
+
+def _update(m, idx, bar: AddrOp, loc, tx=0, arrive=False):
+    """Each executing thread pays `tx` bytes (negative: a copy landed; positive: expect_tx) and may arrive."""
+    state = _states(m)
+    txs = np.broadcast_to(np.asarray(tx, np.int64), (m.n(idx),))
+    for pos, (key, t) in enumerate(zip(_keys(m, idx, bar), txs)):
+        st = state.get(key)
+        if st is None:
+            raise m.fault(loc, "mbarrier used before mbarrier.init", pos if idx is None else int(idx[pos]))
+        st[2] += int(t)
+        if arrive:
+            if st[1] == 0:
+                raise m.fault(loc, "more arrivals than the mbarrier's count in one phase",
+                              pos if idx is None else int(idx[pos]))
+            st[1] -= 1
+        if st[1] == 0 and st[2] == 0:                 # the phase completes; the next expects `count` again
+            st[3] += 1
+            st[1] = st[0]
