@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from .. import ir
 from ..errors import CompilationError
-from .operands import (Ctx, Operand, check_contiguous, check_scope, memory_addr, repeat_coords,
-                       sample_groups, split_shape)
+from .operands import Ctx, Operand, check_contiguous, check_scope, copy_repeats, memory_addr, repeat_coords
 
 COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
 MBAR = {"mbarrier.init.shared::cta.b64": ("init", ["mbar", "count"]),
@@ -120,23 +119,9 @@ def _copy(form, ctx: Ctx) -> list:
     check_scope(ctx, dst, ("shared",))
     check_scope(ctx, src, ("global",))
     mbar = _mbarrier(ctx, mbar_op)
-    gaxes: list = []
-    reps = []
-    for op in (dst, src):
-        esize = op.view.dtype.nbytes
-        if nbytes % esize:
-            raise ctx.error(f"{nbytes} bytes is not a whole number of {op.view.dtype.name} elements", op)
-        n = nbytes // esize
-        rep = split_shape(ctx, op, 0, (n,), [])
-        for g in sample_groups(gaxes, []):
-            for coord in repeat_coords(rep):
-                check_contiguous(ctx, op, [g + list(coord) + [e] for e in range(n)], 16,
-                                 f"the {nbytes}-byte block of one bulk copy")
-        reps.append(rep)
-    if tuple(reps[0]) != tuple(reps[1]):
-        raise ctx.error(f"repeat shape {reps[1]} does not match dst's {reps[0]}", src)
+    rep = copy_repeats(ctx, dst, src, nbytes, [], [], 16, f"the {nbytes}-byte block of one bulk copy")
     out = []
-    for coord in repeat_coords(reps[0]):
+    for coord in repeat_coords(rep):
         d = ir.Addr(dst.view.storage, memory_addr(ctx, dst, [], list(coord) + [0]), dst.view.dtype)
         s = ir.Addr(src.view.storage, memory_addr(ctx, src, [], list(coord) + [0]), src.view.dtype)
         out.append(ir.Native(ctx.loc, form.opcode, [[d], [s], [ir.Imm(str(nbytes))], [mbar]], None, False,

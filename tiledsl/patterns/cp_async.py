@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from .. import ir
 from ..errors import CompilationError
-from .operands import (THREAD, Ctx, check_contiguous, check_scope, memory_addr, repeat_coords, sample_groups,
-                       split_shape)
+from .operands import THREAD, Ctx, check_scope, copy_repeats, memory_addr, repeat_coords
 from .register import predicate
 
 SUPPORTED = ("supported: cp.async.{ca,cg}.shared{::cta}.global{.L2::64B,.L2::128B,.L2::256B}, "
@@ -85,23 +84,10 @@ def _copy(form, ctx: Ctx) -> list:
     check_scope(ctx, src, ("global",))
     gaxes = ctx.group_axes(THREAD)
     gext = ctx.group_extents(gaxes)
-    reps = []
-    for op in (dst, src):
-        nbytes = op.view.dtype.nbytes
-        if chunk % nbytes:
-            raise ctx.error(f"{chunk} bytes is not a whole number of {op.view.dtype.name} elements", op)
-        n = chunk // nbytes
-        rep = split_shape(ctx, op, len(gaxes), (n,), gext)
-        for g in sample_groups(gaxes, gext):
-            for coord in repeat_coords(rep):
-                check_contiguous(ctx, op, [g + list(coord) + [e] for e in range(n)], chunk,
-                                 f"the {chunk}-byte chunk of one copy")
-        reps.append(rep)
-    if tuple(reps[0]) != tuple(reps[1]):
-        raise ctx.error(f"repeat shape {reps[1]} does not match dst's {reps[0]}", src)
+    rep = copy_repeats(ctx, dst, src, chunk, gaxes, gext, chunk, f"the {chunk}-byte chunk of one copy")
     gids = ctx.group_ids(gaxes)
     out = []
-    for coord in repeat_coords(reps[0]):
+    for coord in repeat_coords(rep):
         d = ir.Addr(dst.view.storage, memory_addr(ctx, dst, gids, list(coord) + [0]), dst.view.dtype)
         s = ir.Addr(src.view.storage, memory_addr(ctx, src, gids, list(coord) + [0]), src.view.dtype)
         groups = [[d], [s], [ir.Imm(str(chunk))]]

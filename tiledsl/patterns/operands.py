@@ -305,3 +305,22 @@ def memory_addr(ctx: Ctx, op: Operand, group_ids, coord_tail):
     if axes and any(not (isinstance(v, int) and v == 0) for v in axes.values()):
         raise ctx.error("memory views map coordinates to storage only", op)
     return ir.as_expr(off, dt.int32, ctx.loc)
+
+
+def copy_repeats(ctx: Ctx, dst: Operand, src: Operand, nbytes: int, gaxes, gext, align: int, what: str) -> tuple:
+    """The repeat shape of a copy whose operands read as (*group, *repeat, nbytes of elements): each block is
+    checked contiguous and aligned to `align` on both sides, and both sides must repeat alike."""
+    reps = []
+    for op in (dst, src):
+        esize = op.view.dtype.nbytes
+        if nbytes % esize:
+            raise ctx.error(f"{nbytes} bytes is not a whole number of {op.view.dtype.name} elements", op)
+        n = nbytes // esize
+        rep = split_shape(ctx, op, len(gaxes), (n,), gext)
+        for g in sample_groups(gaxes, gext):
+            for coord in repeat_coords(rep):
+                check_contiguous(ctx, op, [g + list(coord) + [e] for e in range(n)], align, what)
+        reps.append(rep)
+    if tuple(reps[0]) != tuple(reps[1]):
+        raise ctx.error(f"repeat shape {reps[1]} does not match dst's {reps[0]}", src)
+    return reps[0]
