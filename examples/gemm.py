@@ -24,13 +24,14 @@ PREFERRED = [(256, 128, 64, 4, 2, 4, 1), (128, 128, 64, 2, 2, 3, 1), (128, 128, 
 # without shape specialisation the strides live in registers and BK=64 with double-buffered fragments spills
 DYNAMIC_PREFERRED = [(128, 128, 32, 2, 2, 4, 1)]
 # (BM, BN, BK, warps along M, warps along N, stages, double-buffered fragments, copies spread over k steps,
-#  k loop unrolled by stages)
+#  k loop unrolled by stages, bulk copies, shared-memory epilogue)
 CONFIGS = [(256, 128, 64, 4, 2, 4, 1), (256, 128, 64, 4, 2, 3, 1), (128, 256, 64, 2, 4, 4, 1),
            (128, 128, 64, 2, 2, 3, 1), (128, 128, 64, 2, 2, 3, 0), (128, 128, 32, 2, 2, 4, 1),
            (128, 128, 64, 2, 2, 3, 1, 1), (256, 128, 32, 4, 2, 4, 1, 1),
-           # bulk copies by the TMA unit (not yet measured on the GPU)
+           # bulk copies by the TMA unit, and the shared-memory epilogue (not yet measured on the GPU)
            (256, 128, 64, 4, 2, 4, 1, 0, 1, 1), (256, 128, 64, 4, 2, 3, 1, 0, 1, 1),
-           (128, 256, 64, 2, 4, 4, 1, 0, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 1)]
+           (128, 256, 64, 2, 4, 4, 1, 0, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 1),
+           (256, 128, 64, 4, 2, 4, 1, 0, 1, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 0, 1)]
 
 
 def layouts(bm, bn, bk, wm, wn, stages, padded=False):
@@ -103,6 +104,10 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
     # copies: cp.async, 16 bytes per thread (0), or bulk copies of whole rows by the TMA unit, counted by an
     # mbarrier per stage, into padded rows (1; sm_90, with double-buffered fragments)
     BULK = config[9] if len(config) > 9 else 0
+    # epilogue (f16/bf16 out): 4-byte pairs straight from the registers (0), or through shared memory as
+    # 16-byte pieces of rows (1)
+    EPI = config[10] if len(config) > 10 else 0
+    CW = TBN // 2 + 4                       # words per row of the epilogue's shared tile
     if BULK and (not PIPE or SPREAD):
         raise tiledsl.LaunchError(f"gemm configuration {config}: bulk copies need double-buffered fragments and "
                                   f"unspread copies")
@@ -117,6 +122,11 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
     if TM % 16 or TN % 16 or (TBM * CPR) % THREADS or (TBN * CPR) % THREADS:
         raise tiledsl.LaunchError(f"gemm configuration {config} does not tile: warp tiles must be multiples of "
                                   f"16 x 16 and the copies must divide among {THREADS} threads")
+    if EPI and (out == "float32" or TBN // 2 + 4 > STAGES * (TBK // 2 + (4 if BULK else 0)) or
+                (TBM * TBN // 8) % THREADS):
+        raise tiledsl.LaunchError(f"gemm configuration {config}: the shared-memory epilogue needs an f16/bf16 "
+                                  f"output, a {TBM} x {TBN // 2 + 4}-word tile within the pipeline's buffers and "
+                                  f"16-byte pieces that divide among the threads")
     LY = layouts(TBM, TBN, TBK, WM, WN, STAGES, padded=bool(BULK))
     PW = WORDS + 4 if BULK else WORDS       # words per shared row
     BULK_ROWS = -(-(TBM + TBN) // THREADS)  # rows of A and B each thread copies per k tile
@@ -321,12 +331,34 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
             pairs = acc.view(MI * NI * 2, 2)
             T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
             gC = C.view(dtype="uint32")
-            for mi in T.unroll(MI):
-                for ni in T.unroll(NI):
-                    for h in T.unroll(2):
-                        row = bm * TBM + wm * TM + mi * 16 + h * 8 + lane // 4
-                        colw = (bn * TBN + wn * TN + ni * 8) // 2 + lane % 4
-                        gC[row, colw] = pk[(mi * NI + ni) * 2 + h, 0]
+            if EPI:
+                # through shared memory: the warps write their pairs into the block's tile (rows padded by 16
+                # bytes, so a warp's 8 rows x 4 words hit 32 banks), then every thread stores whole 16-byte
+                # pieces of rows, so each global store covers full sectors
+                T.cuda.tile.apply(T.ptx["cp.async.wait_all"])
+                T.cuda.syncthreads()
+                cs = sa.view(TBM, CW)
+                for mi in T.unroll(MI):
+                    for ni in T.unroll(NI):
+                        for h in T.unroll(2):
+                            r = wm * TM + mi * 16 + h * 8 + lane // 4
+                            cs[r, (wn * TN + ni * 8) // 2 + lane % 4] = pk[(mi * NI + ni) * 2 + h, 0]
+                T.cuda.syncthreads()
+                piece = T.alloc_local((4,), "uint32")
+                for j in T.unroll(TBM * TBN // 8 // THREADS):
+                    q = tid + THREADS * j
+                    r = q // (TBN // 8)
+                    c4 = (q % (TBN // 8)) * 4
+                    T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], piece, cs[r, c4:c4 + 4])
+                    T.cuda.tile.apply(T.ptx["st.global.v4.b32"], gC[bm * TBM + r, (bn * TBN) // 2 + c4:
+                                                                     (bn * TBN) // 2 + c4 + 4], piece)
+            else:
+                for mi in T.unroll(MI):
+                    for ni in T.unroll(NI):
+                        for h in T.unroll(2):
+                            row = bm * TBM + wm * TM + mi * 16 + h * 8 + lane // 4
+                            colw = (bn * TBN + wn * TN + ni * 8) // 2 + lane % 4
+                            gC[row, colw] = pk[(mi * NI + ni) * 2 + h, 0]
 
     _KERNELS[(ab, out, config, shape)] = gemm
     return gemm

@@ -81,6 +81,16 @@ def test_gemm_sass_main_loop():
     assert not re.search(r"\b(STL|LDL)\b", sass)
 
 
+@pytest.mark.parametrize("cfg,static", [((128, 128, 64, 2, 2, 3, 1, 0, 1, 1, 1), True),
+                                        ((128, 128, 64, 2, 2, 3, 1, 0, 0, 0, 1), False)])
+def test_gemm_shared_epilogue_exact_on_interpreter(cfg, static):
+    M, N, K = 256, 256, 192
+    a, b = _inputs(M, N, K, seed=3)
+    c = np.full((M, N), np.nan, np.float16)
+    tiledsl.jit(G.make_gemm("float16", "float16", cfg, (M, N, K) if static else None).fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32).T)
+
+
 def test_bulk_configurations_compile_without_spills():
     a = np.zeros((256, 128), np.float16)
     for cfg in [(256, 128, 64, 4, 2, 4, 1, 0, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 1)]:
@@ -92,7 +102,8 @@ def test_bulk_configurations_compile_without_spills():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", [(128, 128, 64, 2, 2, 3, 1, 0, 1, 1), (256, 128, 64, 4, 2, 4, 1, 0, 1, 1)])
+@pytest.mark.parametrize("cfg", [(128, 128, 64, 2, 2, 3, 1, 0, 1, 1), (256, 128, 64, 4, 2, 4, 1, 0, 1, 1),
+                                 (256, 128, 64, 4, 2, 4, 1, 0, 1, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 0, 1)])
 def test_gemm_bulk_on_gpu(cfg):
     """The bulk-copy pipeline (tenth configuration field): checked on the interpreter in CI; here on the GPU."""
     torch = pytest.importorskip("torch")
