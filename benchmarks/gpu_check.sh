@@ -27,10 +27,11 @@ if command -v compute-sanitizer >/dev/null; then
   done
 fi
 run bench_gemm python3 benchmarks/gemm.py ${GEMM_ARGS:-}
+run bench_gemm_sweep python3 benchmarks/gemm.py --sweep --dtypes float16   # every configuration at 4096^3
 run bench_elementwise python3 benchmarks/elementwise.py
 run bench_launch python3 benchmarks/launch.py --rounds 9
 run bench_compile python3 benchmarks/compile.py
 run bench_interp python3 benchmarks/interpreter.py
 echo; echo "== summary =="; printf '%s\n' "${summary[@]}"
-for f in bench_gemm bench_elementwise bench_launch bench_compile bench_interp; do [ -f "$OUT/$f.log" ] && { echo "== $f =="; tail -n 25 "$OUT/$f.log"; }; done
+for f in bench_gemm bench_gemm_sweep bench_elementwise bench_launch bench_compile bench_interp; do [ -f "$OUT/$f.log" ] && { echo "== $f =="; tail -n 25 "$OUT/$f.log"; }; done
 grep -E "passed|failed" "$OUT/pytest_gpu.log" | tail -1
