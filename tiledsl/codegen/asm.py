@@ -123,7 +123,8 @@ def emit_native(cg, n: ir.Native):
                 rendered.append(i)
             elif kind == "addr":
                 c = addr_imm.get(i, 0)
-                rendered.append(f"[{num('in', i)}{'+' if c > 0 else '-'}{abs(c)}]" if c else f"[{num('in', i)}]")
+                # PTX writes a negative displacement as [reg+-n]
+                rendered.append(f"[{num('in', i)}+{c}]" if c else f"[{num('in', i)}]")
             else:
                 rendered.append(num(kind, i))
         if len(rendered) == 1 and parts[0][0] == "addr":
