@@ -10,7 +10,8 @@ unchanged), packs the parameters on its own stack, asks the framework for its cu
 Anything the native code does not expect (another dtype or framework, keyword arguments such as `stream=`, a
 failed conversion) calls the Python path it replaces, which launches or raises the precise LaunchError; a driver
 error is raised by Python as well. Nothing is decided here that fastpath.py does not decide: this is the same
-launcher, compiled.
+launcher, compiled. Every launcher is a module of one process-wide MCJIT engine (`_compile`). Processes with
+several devices keep the Python launcher until this one's context switching has run on two GPUs.
 """
 from __future__ import annotations
 
