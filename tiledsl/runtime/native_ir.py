@@ -1,0 +1,469 @@
+"""The native launcher's LLVM IR (runtime/native.py compiles it): the CPython C API and driver calls it makes,
+the checks it performs on each argument, and grid expressions with Python's integer semantics."""
+from __future__ import annotations
+
+import ctypes
+import sys
+
+from .launch import INT_RANGE
+
+OFFSET_FLAG = 1 << 63                      # PY_VECTORCALL_ARGUMENTS_OFFSET
+METH_FASTCALL_KEYWORDS = 0x0080 | 0x0002
+
+_API = {   # name -> (LLVM return type, argument types)
+    "PyObject_GetAttr": ("ptr", ["ptr", "ptr"]),
+    "PyObject_VectorcallMethod": ("ptr", ["ptr", "ptr", "i64", "ptr"]),
+    "PyObject_Vectorcall": ("ptr", ["ptr", "ptr", "i64", "ptr"]),
+    "Py_DecRef": ("void", ["ptr"]),
+    "Py_IncRef": ("void", ["ptr"]),
+    "PyLong_AsLongLong": ("i64", ["ptr"]),
+    "PyLong_AsUnsignedLongLong": ("i64", ["ptr"]),
+    "PyLong_FromLongLong": ("ptr", ["i64"]),
+    "PyFloat_AsDouble": ("double", ["ptr"]),
+    "PyErr_Occurred": ("ptr", []),
+    "PyErr_Clear": ("void", []),
+    "PyTuple_Size": ("i64", ["ptr"]),
+    "PyTuple_GetItem": ("ptr", ["ptr", "i64"]),
+    "PyDict_GetItem": ("ptr", ["ptr", "ptr"]),
+    "PyEval_SaveThread": ("ptr", []),
+    "PyEval_RestoreThread": ("void", ["ptr"]),
+}
+_DRIVER = {
+    "cuLaunchKernel": ("i32", ["ptr", "i32", "i32", "i32", "i32", "i32", "i32", "i32", "ptr", "ptr", "ptr"]),
+    "cuCtxGetCurrent": ("i32", ["ptr"]),
+    "cuCtxSetCurrent": ("i32", ["ptr"]),
+}
+_SLOT = {"int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32", "uint32": "i32",
+         "int64": "i64", "uint64": "i64", "float32": "float", "float64": "double"}
+
+
+class Unsupported(Exception):
+    """This specialization keeps the Python launcher (a case the native one does not cover)."""
+
+
+class _IR:
+    """A tiny emitter: SSA names, labels, and calls through absolute addresses."""
+
+    def __init__(self, funcs: dict, keep: list):
+        self.lines, self.n, self.funcs, self.keep = [], 0, funcs, keep
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%t{self.n}"
+
+    def label(self) -> str:
+        self.n += 1
+        return f"L{self.n}"
+
+    def emit(self, s: str):
+        self.lines.append("  " + s)
+
+    def let(self, rhs: str) -> str:
+        """A fresh SSA name bound to `rhs`."""
+        r = self.tmp()
+        self.emit(f"{r} = {rhs}")
+        return r
+
+    def place(self, label: str):
+        self.lines.append(f"{label}:")
+
+    def obj(self, o) -> str:
+        """A Python object as a constant pointer; `keep` holds it so its address stays valid."""
+        self.keep.append(o)
+        return f"inttoptr (i64 {id(o)} to ptr)"
+
+    def call(self, name: str, *args: str) -> str | None:
+        addr, ret, types = self.funcs[name]
+        return self.call_addr(addr, ret, types, args)
+
+    def call_addr(self, addr: int, ret: str, types, args) -> str | None:
+        fn = f"inttoptr (i64 {addr} to ptr)"
+        a = ", ".join(f"{t} {v}" for t, v in zip(types, args))
+        if ret == "void":
+            self.emit(f"call void {fn}({a})")
+            return None
+        r = self.let(f"call {ret} {fn}({a})")
+        return r
+
+    def check(self, cond: str):
+        """Continue when `cond` (an i1) holds, else take the Python path."""
+        ok = self.label()
+        self.emit(f"br i1 {cond}, label %{ok}, label %slow")
+        self.place(ok)
+
+    def cmp(self, op: str, ty: str, a: str, b: str) -> str:
+        r = self.let(f"icmp {op} {ty} {a}, {b}")
+        return r
+
+    def not_null(self, p: str):
+        self.check(self.cmp("ne", "ptr", p, "null"))
+
+    def no_error_if(self, value: str, ty: str, sentinel: str):
+        """After a conversion that returns `sentinel` on failure: go on unless an exception is pending."""
+        is_s = self.cmp("eq", ty, value, sentinel) if ty != "double" else self._fcmp(value, sentinel)
+        err = self.call("PyErr_Occurred")
+        bad = self.let(f"icmp ne ptr {err}, null")
+        both = self.let(f"and i1 {is_s}, {bad}")
+        ok = self.let(f"xor i1 {both}, true")
+        self.check(ok)
+
+    def _fcmp(self, a, b):
+        r = self.let(f"fcmp oeq double {a}, {b}")
+        return r
+
+
+def _descriptor(tp, name: str):
+    for k in tp.__mro__:
+        if name in k.__dict__:
+            return k.__dict__[name]
+    return None
+
+
+def direct(tp, name: str):
+    """How to reach attribute or method `name` of exact type `tp` without a lookup: ("get", getter, closure) for
+    a C getset descriptor, ("meth", function, flags) for a C method descriptor, or None (use the generic call).
+
+    It reads the descriptor's C record (PyGetSetDef / PyMethodDef, behind PyDescr_COMMON, unchanged since
+    CPython 3.3) and trusts it only when the record names `name` itself.
+    """
+    import types
+    if not (3, 8) <= sys.version_info[:2] <= (3, 14):
+        return None
+    d = _descriptor(tp, name)
+    if type(d) not in (types.GetSetDescriptorType, types.MethodDescriptorType):
+        return None
+    rec = ctypes.c_void_p.from_address(id(d) + 40).value     # d_getset / d_method
+    if not rec or ctypes.c_char_p.from_address(rec).value != name.encode():
+        return None
+    fn = ctypes.c_void_p.from_address(rec + 8).value
+    if not fn:
+        return None
+    if type(d) is types.GetSetDescriptorType:
+        return ("get", fn, ctypes.c_void_p.from_address(rec + 32).value or 0)
+    flags = ctypes.c_int.from_address(rec + 16).value
+    if flags & ~(0x1 | 0x2 | 0x4 | 0x80):                      # METH_CLASS/STATIC/COEXIST/METHOD: generic
+        return None
+    return ("meth", fn, flags)
+
+
+def _py_api() -> dict:
+    api = ctypes.pythonapi
+    return {n: (ctypes.cast(getattr(api, n), ctypes.c_void_p).value, ret, args) for n, (ret, args) in _API.items()}
+
+
+def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
+    """LLVM IR of the launcher for one specialization (see `build` for the fields of `spec`)."""
+    funcs = _py_api()
+    funcs.update({n: (drv_addrs[n],) + _DRIVER[n] for n in _DRIVER})
+    e = _IR(funcs, keep)
+    names = {}
+
+    def name(s: str) -> str:
+        if s not in names:
+            names[s] = e.obj(sys.intern(s))
+        return names[s]
+
+    nparams = len(spec["args"])
+    nslots = len(spec["slots"])
+    e.emit("%argv = alloca [2 x ptr]")
+    e.emit(f"%params = alloca [{max(1, nslots)} x ptr]")
+    e.emit("%cur = alloca ptr")
+    slot_ptrs = []
+    for k, ty in enumerate(spec["slots"]):
+        e.emit(f"%s{k} = alloca {ty}")
+        p = e.let(f"getelementptr [{max(1, nslots)} x ptr], ptr %params, i64 0, i64 {k}")
+        e.emit(f"store ptr %s{k}, ptr {p}")
+        slot_ptrs.append(f"%s{k}")
+    e.emit(f"%nargs = and i64 %nargsf, {OFFSET_FLAG - 1}")
+    e.check(e.cmp("eq", "ptr", "%kwnames", "null"))
+    e.check(e.cmp("eq", "i64", "%nargs", str(nparams)))
+
+    # the kernel's source and globals are those it was compiled from (JITFunction._fresh)
+    import types
+    how = direct(types.FunctionType, "__code__")
+    fn_o = e.obj(spec["fn"])
+    code = (e.call_addr(how[1], "ptr", ["ptr", "ptr"], [fn_o, f"inttoptr (i64 {how[2]} to ptr)"])
+            if how is not None and how[0] == "get" else e.call("PyObject_GetAttr", fn_o, name("__code__")))
+    e.not_null(code)
+    e.call("Py_DecRef", code)
+    e.check(e.cmp("eq", "ptr", code, e.obj(spec["code"])))
+    for d, n, v in spec["deps"]:
+        got = e.call("PyDict_GetItem", e.obj(d), e.obj(n))
+        want = "null" if v is spec["missing"] else e.obj(v)
+        e.check(e.cmp("eq", "ptr", got, want))
+
+    empty = e.obj(())
+
+    def direct_call(how, x: str) -> str:
+        if how[0] == "get":
+            return e.call_addr(how[1], "ptr", ["ptr", "ptr"], [x, f"inttoptr (i64 {how[2]} to ptr)"])
+        flags = how[2]
+        if flags & 0x80:
+            types, args = ["ptr", "ptr", "i64", "ptr"], [x, "null", "0", "null"]
+            return e.call_addr(how[1], "ptr", types[:4 if flags & 0x2 else 3], args)
+        if flags & 0x4:
+            return e.call_addr(how[1], "ptr", ["ptr", "ptr"], [x, "null"])
+        return e.call_addr(how[1], "ptr", ["ptr", "ptr", "ptr"], [x, empty, "null"][:3 if flags & 0x2 else 2])
+
+    def method(x: str, meth: str, tp=None) -> str:
+        how = direct(tp, meth) if tp is not None else None
+        if how is not None and how[0] == "meth":
+            r = direct_call(how, x)
+        else:
+            e.emit(f"store ptr {x}, ptr %argv")
+            r = e.call("PyObject_VectorcallMethod", name(meth), "%argv", "1", "null")
+        e.not_null(r)
+        return r
+
+    def attr(x: str, a: str, tp=None) -> str:
+        how = direct(tp, a) if tp is not None else None
+        if how is not None and how[0] == "get":
+            r = direct_call(how, x)
+        else:
+            r = e.call("PyObject_GetAttr", x, name(a))
+        e.not_null(r)
+        return r
+
+    def as_int(o: str, unsigned=False) -> str:
+        v = e.call("PyLong_AsUnsignedLongLong" if unsigned else "PyLong_AsLongLong", o)
+        e.no_error_if(v, "i64", "-1")
+        return v
+
+    ints = {}          # named sizes and integer scalars -> i64 SSA value
+    torch = spec["framework"] == "torch"
+    for i, kind, info in spec["args"]:
+        p = e.let(f"getelementptr ptr, ptr %args, i64 {i}")
+        x = e.let(f"load ptr, ptr {p}")
+        tp_p = e.let(f"getelementptr i8, ptr {x}, i64 8")
+        tp = e.let(f"load ptr, ptr {tp_p}")
+        if kind == "tensor":
+            slot, dtype, shape = info
+            ok = e.cmp("eq", "ptr", tp, e.obj(spec["array_type"]))
+            for other in spec.get("also_types", ()):     # e.g. torch.nn.Parameter: the same C object
+                is_o = e.cmp("eq", "ptr", tp, e.obj(other))
+                either = e.let(f"or i1 {ok}, {is_o}")
+                ok = either
+            e.check(ok)
+            at = spec["array_type"]
+            d = attr(x, "dtype", at)
+            e.call("Py_DecRef", d)
+            e.check(e.cmp("eq", "ptr", d, e.obj(dtype)))
+            if torch:
+                if spec["multi"]:
+                    dev = method(x, "get_device", at)
+                    dv = as_int(dev)
+                    e.call("Py_DecRef", dev)
+                    e.check(e.cmp("eq", "i64", dv, str(spec["device"])))
+                else:                               # one device: being a CUDA tensor says which
+                    cu = attr(x, "is_cuda", at)
+                    e.call("Py_DecRef", cu)
+                    e.check(e.cmp("eq", "ptr", cu, e.obj(True)))
+                c = method(x, "is_contiguous", at)
+            else:
+                c = attr(x, "_c_contiguous", at)
+            e.call("Py_DecRef", c)
+            e.check(e.cmp("eq", "ptr", c, e.obj(True)))
+            s = attr(x, "shape", at)
+            n = e.call("PyTuple_Size", s)
+            ok = e.cmp("eq", "i64", n, str(len(shape)))
+            dims_ok = e.label()
+            bad = e.label()
+            e.emit(f"br i1 {ok}, label %{dims_ok}, label %{bad}")
+            e.place(bad)
+            e.call("Py_DecRef", s)
+            e.emit("br label %slow")
+            e.place(dims_ok)
+            vals = []
+            for k in range(len(shape)):
+                it = e.call("PyTuple_GetItem", s, str(k))
+                vals.append(e.call("PyLong_AsLongLong", it))
+            e.call("Py_DecRef", s)
+            for k, (v, want) in enumerate(zip(vals, shape)):
+                e.check(e.cmp("sge", "i64", v, "0"))      # -1 is also the failed conversion
+                if isinstance(want, int):
+                    e.check(e.cmp("eq", "i64", v, str(want)))
+                elif want in ints:
+                    e.check(e.cmp("eq", "i64", v, ints[want]))
+                else:
+                    ints[want] = v
+            if torch:
+                ptr_o = method(x, "data_ptr", at)
+            else:
+                mem = attr(x, "data", at)
+                if spec["multi"]:
+                    dev = attr(mem, "device_id")
+                    dv = as_int(dev)
+                    e.call("Py_DecRef", dev)
+                    e.check(e.cmp("eq", "i64", dv, str(spec["device"])))
+                ptr_o = e.call("PyObject_GetAttr", mem, name("ptr"))
+                e.call("Py_DecRef", mem)
+                e.not_null(ptr_o)
+            ptr = as_int(ptr_o, unsigned=True)
+            e.call("Py_DecRef", ptr_o)
+            e.emit(f"store i64 {ptr}, ptr {slot_ptrs[slot]}")
+        else:  # scalar
+            slot, dname, pname = info
+            ty = _SLOT[dname]
+            if dname.startswith("float"):
+                is_f = e.cmp("eq", "ptr", tp, e.obj(float))
+                is_i = e.cmp("eq", "ptr", tp, e.obj(int))
+                either = e.let(f"or i1 {is_f}, {is_i}")
+                e.check(either)
+                v = e.call("PyFloat_AsDouble", x)
+                e.no_error_if(v, "double", "-1.0")
+                if ty == "float":
+                    f = e.let(f"fptrunc double {v} to float")
+                    v = f
+                e.emit(f"store {ty} {v}, ptr {slot_ptrs[slot]}")
+            else:
+                e.check(e.cmp("eq", "ptr", tp, e.obj(int)))     # exactly int: bool is refused by Python
+                lo, hi = INT_RANGE[dname]
+                unsigned = dname == "uint64"
+                v = as_int(x, unsigned=unsigned)
+                if not unsigned:
+                    e.check(e.cmp("sge", "i64", v, str(lo)))
+                    e.check(e.cmp("sle", "i64", v, str(hi - 1)))
+                    ints[pname] = v
+                if ty != "i64":
+                    t = e.let(f"trunc i64 {v} to {ty}")
+                    v = t
+                e.emit(f"store {ty} {v}, ptr {slot_ptrs[slot]}")
+    for slot, sname in spec["sizes"]:
+        v = ints[sname]
+        e.check(e.cmp("slt", "i64", v, str(2**31)))
+        t = e.let(f"trunc i64 {v} to i32")
+        e.emit(f"store i32 {t}, ptr {slot_ptrs[slot]}")
+
+    grid = [_grid_expr(e, g, ints) for g in spec["grid"]]
+    e.check(e.cmp("sgt", "i64", grid[0], "0"))
+    e.check(e.cmp("slt", "i64", grid[0], str(2**31)))
+    for g in grid[1:]:
+        e.check(e.cmp("sgt", "i64", g, "0"))
+        e.check(e.cmp("slt", "i64", g, "65536"))
+    g32 = []
+    for g in grid:
+        t = e.let(f"trunc i64 {g} to i32")
+        g32.append(t)
+
+    # the framework's current stream on this device
+    if torch:
+        e.emit(f"store ptr {e.obj(spec['device'])}, ptr %argv")
+        so = e.call("PyObject_Vectorcall", e.obj(spec["stream_fn"]), "%argv", "1", "null")
+    else:
+        so = e.call("PyObject_Vectorcall", e.obj(spec["stream_fn"]), "%argv", "0", "null")
+    e.not_null(so)
+    if spec.get("stream_attr"):              # the call gave a stream object: its handle
+        h = e.call("PyObject_GetAttr", so, name(spec["stream_attr"]))
+        e.call("Py_DecRef", so)
+        e.not_null(h)
+        so = h
+    stream_i = as_int(so, unsigned=True)
+    e.call("Py_DecRef", so)
+    stream = e.let(f"inttoptr i64 {stream_i} to ptr")
+
+    # launch with the GIL released (the parameters live on this stack frame, so threads never share them)
+    ts = e.call("PyEval_SaveThread")
+    ctx = f"inttoptr (i64 {spec['ctx']} to ptr)"
+    b = spec["block"]
+    launch_args = [f"inttoptr (i64 {spec['handle']} to ptr)", *g32, str(b[0]), str(b[1]), str(b[2]),
+                   str(spec["shared"]), stream, "%params", "null"]
+    if spec["multi"]:        # several devices: make this one's context current first (driver.context)
+        e.call("cuCtxGetCurrent", "%cur")
+        cur = e.let("load ptr, ptr %cur")
+        same = e.cmp("eq", "ptr", cur, ctx)
+        set_l, go_l = e.label(), e.label()
+        e.emit(f"br i1 {same}, label %{go_l}, label %{set_l}")
+        e.place(set_l)
+        e.call("cuCtxSetCurrent", ctx)
+        e.emit(f"br label %{go_l}")
+        e.place(go_l)
+    first = e.call("cuLaunchKernel", *launch_args)
+    # one device: a thread that never used it has no current context (CUDA_ERROR_INVALID_CONTEXT): set, retry
+    retry_l, done_l, from_l = e.label(), e.label(), e.label()
+    e.emit(f"br label %{from_l}")
+    e.place(from_l)
+    e.emit(f"br i1 {e.cmp('eq', 'i32', first, '201')}, label %{retry_l}, label %{done_l}")
+    e.place(retry_l)
+    e.call("cuCtxSetCurrent", ctx)
+    again = e.call("cuLaunchKernel", *launch_args)
+    e.emit(f"br label %{done_l}")
+    e.place(done_l)
+    err = e.let(f"phi i32 [{first}, %{from_l}], [{again}, %{retry_l}]")
+    e.call("PyEval_RestoreThread", ts)
+    ok_l, err_l = e.label(), e.label()
+    e.emit(f"br i1 {e.cmp('eq', 'i32', err, '0')}, label %{ok_l}, label %{err_l}")
+    e.place(ok_l)
+    none = e.obj(None)
+    e.call("Py_IncRef", none)
+    e.emit(f"ret ptr {none}")
+    e.place(err_l)
+    ext = e.let(f"sext i32 {err} to i64")
+    code_o = e.call("PyLong_FromLongLong", ext)
+    raiser = e.call("PyTuple_GetItem", "%self", "1")
+    e.emit(f"store ptr {code_o}, ptr %argv")
+    r = e.call("PyObject_Vectorcall", raiser, "%argv", "1", "null")
+    e.call("Py_DecRef", code_o)
+    e.emit(f"ret ptr {r}")
+    e.place("slow")
+    e.call("PyErr_Clear")
+    fb = e.call("PyTuple_GetItem", "%self", "0")
+    r = e.call("PyObject_Vectorcall", fb, "%args", "%nargsf", "%kwnames")
+    e.emit(f"ret ptr {r}")
+    body = "\n".join(e.lines)
+    return ("define ptr @launch(ptr %self, ptr %args, i64 %nargsf, ptr %kwnames) {\nentry:\n" + body + "\n}\n"
+            + _INTRINSICS)
+
+
+_INTRINSICS = """
+declare {i64, i1} @llvm.sadd.with.overflow.i64(i64, i64)
+declare {i64, i1} @llvm.ssub.with.overflow.i64(i64, i64)
+declare {i64, i1} @llvm.smul.with.overflow.i64(i64, i64)
+"""
+
+
+def _grid_expr(e: _IR, tree, ints: dict) -> str:
+    """A host grid expression (hosteval's trees) in i64 with Python's semantics; overflow takes the slow path."""
+    if isinstance(tree, int):
+        return str(tree)
+    if tree[0] == "var":
+        if tree[1] not in ints:
+            raise Unsupported(f"grid uses {tree[1]}")
+        return ints[tree[1]]
+    a, b = _grid_expr(e, tree[1], ints), _grid_expr(e, tree[2], ints)
+    op = tree[0]
+    r = e.tmp()
+    if op in ("add", "sub", "mul"):
+        s = e.let(f"call {{i64, i1}} @llvm.{'s' + op}.with.overflow.i64(i64 {a}, i64 {b})")
+        e.emit(f"{r} = extractvalue {{i64, i1}} {s}, 0")
+        o = e.let(f"extractvalue {{i64, i1}} {s}, 1")
+        no = e.let(f"xor i1 {o}, true")
+        e.check(no)
+        return r
+    if op in ("min", "max"):
+        c = e.cmp("slt" if op == "min" else "sgt", "i64", a, b)
+        e.emit(f"{r} = select i1 {c}, i64 {a}, i64 {b}")
+        return r
+    if op in ("floordiv", "mod"):
+        e.check(e.cmp("sgt", "i64", b, "0"))        # sizes and grids divide by positive numbers; else Python
+        q, m = e.tmp(), e.tmp()
+        e.emit(f"{q} = sdiv i64 {a}, {b}")
+        e.emit(f"{m} = srem i64 {a}, {b}")
+        neg = e.cmp("slt", "i64", m, "0")             # with b > 0, floor differs from truncation iff m < 0
+        if op == "floordiv":
+            d = e.let(f"zext i1 {neg} to i64")
+            e.emit(f"{r} = sub i64 {q}, {d}")
+        else:
+            adj = e.let(f"select i1 {neg}, i64 {b}, i64 0")
+            e.emit(f"{r} = add i64 {m}, {adj}")
+        return r
+    if op in ("shl", "shr"):
+        e.check(e.cmp("sge", "i64", b, "0"))
+        e.check(e.cmp("slt", "i64", b, "63"))
+        if op == "shr":
+            e.emit(f"{r} = ashr i64 {a}, {b}")
+            return r
+        e.emit(f"{r} = shl i64 {a}, {b}")
+        back = e.let(f"ashr i64 {r}, {b}")
+        e.check(e.cmp("eq", "i64", back, a))
+        return r
+    raise Unsupported(f"grid operation {op}")
