@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from types import FunctionType, GetSetDescriptorType, MethodDescriptorType
 
 from .launch import INT_RANGE
 
@@ -126,11 +127,10 @@ def direct(tp, name: str):
     It reads the descriptor's C record (PyGetSetDef / PyMethodDef, behind PyDescr_COMMON, unchanged since
     CPython 3.3) and trusts it only when the record names `name` itself.
     """
-    import types
     if not (3, 8) <= sys.version_info[:2] <= (3, 14):
         return None
     d = _descriptor(tp, name)
-    if type(d) not in (types.GetSetDescriptorType, types.MethodDescriptorType):
+    if type(d) not in (GetSetDescriptorType, MethodDescriptorType):
         return None
     rec = ctypes.c_void_p.from_address(id(d) + 40).value     # d_getset / d_method
     if not rec or ctypes.c_char_p.from_address(rec).value != name.encode():
@@ -138,7 +138,7 @@ def direct(tp, name: str):
     fn = ctypes.c_void_p.from_address(rec + 8).value
     if not fn:
         return None
-    if type(d) is types.GetSetDescriptorType:
+    if type(d) is GetSetDescriptorType:
         return ("get", fn, ctypes.c_void_p.from_address(rec + 32).value or 0)
     flags = ctypes.c_int.from_address(rec + 16).value
     if flags & ~(0x1 | 0x2 | 0x4 | 0x80):                      # METH_CLASS/STATIC/COEXIST/METHOD: generic
@@ -178,20 +178,6 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     e.check(e.cmp("eq", "ptr", "%kwnames", "null"))
     e.check(e.cmp("eq", "i64", "%nargs", str(nparams)))
 
-    # the kernel's source and globals are those it was compiled from (JITFunction._fresh)
-    import types
-    how = direct(types.FunctionType, "__code__")
-    fn_o = e.obj(spec["fn"])
-    code = (e.call_addr(how[1], "ptr", ["ptr", "ptr"], [fn_o, f"inttoptr (i64 {how[2]} to ptr)"])
-            if how is not None and how[0] == "get" else e.call("PyObject_GetAttr", fn_o, name("__code__")))
-    e.not_null(code)
-    e.call("Py_DecRef", code)
-    e.check(e.cmp("eq", "ptr", code, e.obj(spec["code"])))
-    for d, n, v in spec["deps"]:
-        got = e.call("PyDict_GetItem", e.obj(d), e.obj(n))
-        want = "null" if v is spec["missing"] else e.obj(v)
-        e.check(e.cmp("eq", "ptr", got, want))
-
     empty = e.obj(())
 
     def direct_call(how, x: str) -> str:
@@ -199,8 +185,8 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
             return e.call_addr(how[1], "ptr", ["ptr", "ptr"], [x, f"inttoptr (i64 {how[2]} to ptr)"])
         flags = how[2]
         if flags & 0x80:
-            types, args = ["ptr", "ptr", "i64", "ptr"], [x, "null", "0", "null"]
-            return e.call_addr(how[1], "ptr", types[:4 if flags & 0x2 else 3], args)
+            tys, args = ["ptr", "ptr", "i64", "ptr"], [x, "null", "0", "null"]
+            return e.call_addr(how[1], "ptr", tys[:4 if flags & 0x2 else 3], args)
         if flags & 0x4:
             return e.call_addr(how[1], "ptr", ["ptr", "ptr"], [x, "null"])
         return e.call_addr(how[1], "ptr", ["ptr", "ptr", "ptr"], [x, empty, "null"][:3 if flags & 0x2 else 2])
@@ -228,6 +214,15 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
         v = e.call("PyLong_AsUnsignedLongLong" if unsigned else "PyLong_AsLongLong", o)
         e.no_error_if(v, "i64", "-1")
         return v
+
+    # the kernel's source and globals are those it was compiled from (JITFunction._fresh)
+    code = attr(e.obj(spec["fn"]), "__code__", FunctionType)
+    e.call("Py_DecRef", code)
+    e.check(e.cmp("eq", "ptr", code, e.obj(spec["code"])))
+    for d, n, v in spec["deps"]:
+        got = e.call("PyDict_GetItem", e.obj(d), e.obj(n))
+        want = "null" if v is spec["missing"] else e.obj(v)
+        e.check(e.cmp("eq", "ptr", got, want))
 
     ints = {}          # named sizes and integer scalars -> i64 SSA value
     torch = spec["framework"] == "torch"
