@@ -272,14 +272,21 @@ class JITFunction:
             if f is not None and len(args) == self._nparams and self._fresh() and \
                     f(args, None if stream is None else _stream(stream)):
                 if stream is None and self._plain_native is None:
-                    self._plain_hits += 1
-                    if self._plain_hits >= NATIVE_AFTER:
-                        self._plain_hits = -(1 << 62)          # one attempt, even when threads race here
-                        self._plain_native = self._native_for(f, self._call_python)
-                        if self._plain_native is not None:   # kernel(...) now calls it with no Python between
-                            type(self).__call__ = self._plain_native
+                    self._plain_hits, n = self._count_steady(self._plain_hits, f, self._call_python)
+                    if n is not None:                 # kernel(...) now calls it with no Python between
+                        self._plain_native = n
+                        type(self).__call__ = n
                 return None
         return self.run(args, kwargs, None, None, stream)
+
+    def _count_steady(self, hits: int, f, fallback):
+        """(new count, native launcher or None) after one more steady launch through the Python launcher `f`:
+        at NATIVE_AFTER the native one is tried once (the count then never reaches it again, even when threads
+        race here)."""
+        hits += 1
+        if hits < NATIVE_AFTER:
+            return hits, None
+        return -(1 << 62), self._native_for(f, fallback)
 
     def _native_for(self, f, fallback):
         """The native launcher replacing the generated Python one `f` (runtime/native.py), or None."""
@@ -447,12 +454,11 @@ class _Bound:
             f = k._fast.get((self.grid, self.block, ()))
             if f is not None and k._fresh() and f(args, None if stream is None else _stream(stream)):
                 if stream is None and self.native is None:
-                    self.hits += 1
-                    if self.hits >= NATIVE_AFTER:
-                        self.hits = -(1 << 62)                 # one attempt, even when threads race here
-                        self.native = k._native_for(f, self.call_python)
-                        if self.native is not None and self.cfg is not None and k._bound.get(self.cfg) is self:
-                            k._bound[self.cfg] = self.native
+                    self.hits, n = k._count_steady(self.hits, f, self.call_python)
+                    if n is not None:
+                        self.native = n
+                        if self.cfg is not None and k._bound.get(self.cfg) is self:
+                            k._bound[self.cfg] = n
                 return None
         return k.run(args, kwargs, self.grid, self.block, stream)
 
