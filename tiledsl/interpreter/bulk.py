@@ -74,11 +74,11 @@ def compile_bulk(n: ir.Native, parts, cx):
                 st = state.get(key)
                 if st is None:
                     raise m.fault(loc, "mbarrier wait on a barrier that was never initialised",
-                                  pos if idx is None else int(idx[pos]))
+                                  _flat(idx, pos))
                 if st[3] % 2 == want % 2:
                     raise m.fault(loc, f"mbarrier wait for phase parity {int(want)} can never complete: phase "
                                        f"{st[3]} still expects {st[1]} arrival(s) and {st[2]} transaction bytes "
-                                       f"(on the GPU this hangs)", pos if idx is None else int(idx[pos]))
+                                       f"(on the GPU this hangs)", _flat(idx, pos))
         return wait
     raise _err(n, "the interpreter has no semantics for this opcode")
 
@@ -103,13 +103,18 @@ def _update(m, idx, bar: AddrOp, loc, tx=0, arrive=False):
     for pos, (key, t) in enumerate(zip(_keys(m, idx, bar), txs)):
         st = state.get(key)
         if st is None:
-            raise m.fault(loc, "mbarrier used before mbarrier.init", pos if idx is None else int(idx[pos]))
+            raise m.fault(loc, "mbarrier used before mbarrier.init", _flat(idx, pos))
         st[2] += int(t)
         if arrive:
             if st[1] == 0:
                 raise m.fault(loc, "more arrivals than the mbarrier's count in one phase",
-                              pos if idx is None else int(idx[pos]))
+                              _flat(idx, pos))
             st[1] -= 1
         if st[1] == 0 and st[2] == 0:                 # the phase completes; the next expects `count` again
             st[3] += 1
             st[1] = st[0]
+
+
+def _flat(idx, pos: int) -> int:
+    """Flat thread id of the pos-th executing thread."""
+    return pos if idx is None else int(idx[pos])

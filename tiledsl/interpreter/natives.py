@@ -266,13 +266,7 @@ def float_op(op, fmt, mode, xs, ftz=False, sat=False, relu=False, nan_mode=False
         r = _f64_op(op, mode, xs)
     else:
         r = _narrow_op(op, fmt, mode, xs, nan_mode)
-    if relu:
-        r = np.where(np.isnan(r), r, np.where(np.signbit(r), 0.0, r))
-    if sat:
-        r = R.saturate(r)
-    if ftz:
-        r = R.ftz(fmt, r)
-    return R.encode(fmt, r)
+    return _finish(fmt, r, relu, sat, ftz)
 
 
 def _narrow_op(op, fmt, mode, xs, nan_mode):
@@ -591,11 +585,16 @@ def _to_float(s, e, fmt, mode, ftz_out, sat, relu, satfinite):
     r = R.round_to(fmt, s, e, mode)
     if satfinite:
         r = np.where(np.isinf(r), np.copysign(fmt.maxval, r), r)
+    return _finish(fmt, r, relu, sat, ftz_out)
+
+
+def _finish(fmt, r, relu, sat, ftz):
+    """The result qualifiers in PTX's order (.relu, .sat, .ftz), then the destination's bits."""
     if relu:
         r = np.where(np.isnan(r), r, np.where(np.signbit(r), 0.0, r))
     if sat:
         r = R.saturate(r)
-    if ftz_out:
+    if ftz:
         r = R.ftz(fmt, r)
     return R.encode(fmt, r)
 
