@@ -68,6 +68,12 @@ def triton_matmul():
     return run
 
 
+def sustained_str(fn, torch, n):
+    from power import sustained
+    tf, how = sustained(fn, torch, 2 * n ** 3)
+    return f"{tf:.0f} TFLOP/s at {how}"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--plot", default=None)
@@ -75,6 +81,9 @@ def main(argv=None):
     p.add_argument("--sweep", action="store_true", help="time every configuration of examples/gemm.py at 4096^3")
     p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated input types")
     p.add_argument("--dynamic", action="store_true", help="sweep: also the kernels that read sizes at launch")
+    p.add_argument("--power", action="store_true", help="also a 2-second back-to-back run (each swept "
+                                                         "configuration, or tiledsl and cuBLAS at 4096^3), with "
+                                                         "its SM clock and board power (nvidia-smi)")
     p.add_argument("--configs", default=None, help="sweep these configurations instead of gemm.CONFIGS, e.g. "
                                                    "'256,128,64,4,2,4,1;128,128,64,2,2,3,1'")
     opts = p.parse_args(argv)
@@ -91,6 +100,10 @@ def main(argv=None):
             sets = [(torch.randn(n, n, device="cuda", dtype=dt), torch.randn(n, n, device="cuda", dtype=dt),
                      torch.empty(n, n, device="cuda", dtype=dt)) for _ in range(2)]
             t_cub = timeit(lambda x, y, z: torch.matmul(x, y.T, out=z), torch, sets)
+            if opts.power:
+                a0, b0, c0 = sets[0]
+                how = sustained_str(lambda: torch.matmul(a0, b0.T, out=c0), torch, n)
+                print(f"sweep {dtname} cuBLAS: {2 * n ** 3 / t_cub / 1e9:.0f} TFLOP/s; back to back {how}", flush=True)
             configs = G.CONFIGS if not opts.configs else \
                 [tuple(int(x) for x in c.split(",")) for c in opts.configs.split(";")]
             for cfg in configs:
@@ -104,9 +117,12 @@ def main(argv=None):
                     err = ((c.float() - a.float() @ b.float().T).norm() / (a.float() @ b.float().T).norm()).item()
                     print(f"sweep {dtname} {cfg} {'static' if static else 'dynamic'}: {2 * n ** 3 / t / 1e9:.0f} "
                           f"TFLOP/s ({t_cub / t:.2f}x cuBLAS) err {err:.1e}", flush=True)
+                    if opts.power:
+                        run = lambda: G.matmul(a, b, out=c, config=cfg, static=static)  # noqa: E731
+                        print(f"    back to back {sustained_str(run, torch, n)}", flush=True)
         return
     tri = triton_matmul()
-    rows = []
+    rows, power_lines = [], []
     shapes = [(4096, 4096, 4096)] if opts.quick else SHAPES
     for dtname in opts.dtypes.split(","):
         dt = getattr(torch, dtname)
@@ -132,6 +148,11 @@ def main(argv=None):
             tf = lambda t: flops / (t / 1e3) / 1e12  # noqa: E731
             rows.append((dtname, f"{M}x{N}x{K}", tf(t_ours), tf(t_cublas), tf(t_tri) if t_tri else None, err))
             print(rows[-1], flush=True)
+            if opts.power and (M, N, K) == (4096, 4096, 4096):
+                for name, run in (("tiledsl", lambda: G.matmul(a, b, out=c)),
+                                  ("cuBLAS", lambda: torch.matmul(a, b.T, out=c))):
+                    power_lines.append(f"{dtname} 4096^3 {name} back to back: {sustained_str(run, torch, 4096)}")
+                print(*power_lines[-2:], sep="\n", flush=True)
             del sets, ref
             torch.cuda.empty_cache()
     print("\n| dtype | M x N x K | tiledsl TFLOP/s | cuBLAS TFLOP/s | Triton TFLOP/s | tiledsl / cuBLAS | rel. err |")
@@ -139,6 +160,9 @@ def main(argv=None):
     for d, s, ours, cub, tri_tf, err in rows:
         t = f"{tri_tf:.0f}" if tri_tf else "-"
         print(f"| {d} | {s} | {ours:.0f} | {cub:.0f} | {t} | {ours / cub:.2f} | {err:.1e} |")
+    if power_lines:
+        print("\nSM clock and board power over 2 s of back-to-back launches (nvidia-smi; the cap is 700 W):")
+        print(*power_lines, sep="\n")
     if opts.plot:
         import matplotlib
         matplotlib.use("Agg")

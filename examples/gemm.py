@@ -20,18 +20,25 @@ from tiledsl.layout import S, TileLayout, laneid
 GROUP_M = 8
 # matmul()'s choice: the first configuration whose block tile divides the shape (fastest first; measured on
 # the H200 at 4096^3 f16, one sweep: 411, 390 and 394 TFLOP/s)
-PREFERRED = [(256, 128, 64, 4, 2, 4, 1), (128, 128, 64, 2, 2, 3, 1), (128, 128, 32, 2, 2, 4, 1)]
+# matmul's choices, best first (measured on the H200, benchmarks/gemm.py --sweep --power): every configuration
+# there runs into the board's 700 W cap, so the bigger block tile wins by moving fewer bytes per FLOP through L2
+PREFERRED = [(256, 128, 64, 4, 2, 3, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 4, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 0, 1),
+             (128, 128, 64, 2, 2, 3, 1), (128, 128, 32, 2, 2, 4, 1)]
 # without shape specialisation the strides live in registers and BK=64 with double-buffered fragments spills
 DYNAMIC_PREFERRED = [(128, 128, 32, 2, 2, 4, 1)]
 # (BM, BN, BK, warps along M, warps along N, stages, double-buffered fragments, copies spread over k steps,
 #  k loop unrolled by stages, bulk copies, shared-memory epilogue)
-CONFIGS = [(256, 128, 64, 4, 2, 4, 1), (256, 128, 64, 4, 2, 3, 1), (128, 256, 64, 2, 4, 4, 1),
+CONFIGS = [(256, 128, 64, 4, 2, 3, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 4, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 4, 1),
+           (256, 128, 64, 4, 2, 3, 1), (128, 256, 64, 2, 4, 4, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 0, 1),
            (128, 128, 64, 2, 2, 3, 1), (128, 128, 64, 2, 2, 3, 0), (128, 128, 32, 2, 2, 4, 1),
-           (128, 128, 64, 2, 2, 3, 1, 1), (256, 128, 32, 4, 2, 4, 1, 1),
-           # bulk copies by the TMA unit, and the shared-memory epilogue (not yet measured on the GPU)
-           (256, 128, 64, 4, 2, 4, 1, 0, 1, 1), (256, 128, 64, 4, 2, 3, 1, 0, 1, 1),
-           (128, 256, 64, 2, 4, 4, 1, 0, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 1),
-           (256, 128, 64, 4, 2, 4, 1, 0, 1, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 0, 1)]
+           (256, 128, 32, 4, 2, 6, 1, 1, 1, 0, 1), (128, 128, 64, 2, 2, 3, 1, 1),
+           # bulk row copies: exact, but bound by the TMA unit's rate of 128-byte requests (about 195 TFLOP/s)
+           (128, 128, 64, 2, 2, 3, 1, 0, 1, 1), (256, 128, 64, 4, 2, 4, 1, 0, 1, 1, 1)]
+
+
+def usable(config, out):
+    """Whether matmul may pick `config` for output dtype `out` (the shared-memory epilogue packs f16/bf16 pairs)."""
+    return not (len(config) > 10 and config[10] and out == "float32")
 
 
 def layouts(bm, bn, bk, wm, wn, stages, padded=False):
@@ -45,7 +52,8 @@ def layouts(bm, bn, bk, wm, wn, stages, padded=False):
     words = bk // 2 + (4 if padded else 0)   # b32 words per shared row
     ks = bk // 16                    # k16 steps per k tile
     # XOR the 16-byte chunk index with row bits so the 8 rows one ldmatrix reads hit 8 different bank groups
-    sw = None if padded else ({2: 1, 4: 2, 8: 3}[cpr], 2, 3)
+    # (rows of 16 chunks keep the XOR at 3 bits: 8 rows share a bank group only every 8 chunks)
+    sw = None if padded else {2: (1, 2, 3), 4: (2, 2, 3), 8: (3, 2, 3), 16: (3, 2, 4)}[cpr]
     L = {}
     L["cp_a"] = TileLayout(S[(stages, bm, cpr, 4) : (bm * words, words, 4, 1)], swizzle=sw)
     L["cp_b"] = TileLayout(S[(stages, bn, cpr, 4) : (bn * words, words, 4, 1)], swizzle=sw)
@@ -79,7 +87,7 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
     shape=(M, N, K) specialises the kernel to those sizes (every stride becomes an immediate, fewer registers);
     without it the sizes are read from the arguments at each launch."""
     shape = tuple(shape) if shape else None
-    config = tuple(config or (PREFERRED[0] if shape else DYNAMIC_PREFERRED[0]))
+    config = tuple(config or next(c for c in (PREFERRED if shape else DYNAMIC_PREFERRED) if usable(c, out)))
     if (ab, out, config, shape) in _KERNELS:
         return _KERNELS[(ab, out, config, shape)]
     if shape:
@@ -119,6 +127,8 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
     CPT_B = TBN * CPR // THREADS
     TM, TN = TBM // WM, TBN // WN     # warp tile
     MI, NI = TM // 16, TN // 8
+    if TBK not in (16, 32, 64, 128):
+        raise tiledsl.LaunchError(f"gemm configuration {config}: BK must be 16, 32, 64 or 128")
     if TM % 16 or TN % 16 or (TBM * CPR) % THREADS or (TBN * CPR) % THREADS:
         raise tiledsl.LaunchError(f"gemm configuration {config} does not tile: warp tiles must be multiples of "
                                   f"16 x 16 and the copies must divide among {THREADS} threads")
@@ -378,15 +388,15 @@ def matmul(a, b, out=None, out_dtype=None, config=None, static=True):
     if K2 != K or a.dtype != b.dtype:
         raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
                                   f"and (N, K) of one dtype")
+    if out is None:
+        out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
     if config is None:
-        prefs = PREFERRED if static else DYNAMIC_PREFERRED
+        prefs = [c for c in (PREFERRED if static else DYNAMIC_PREFERRED) if usable(c, DTYPES.get(str(out.dtype)))]
         config = next((c for c in prefs if M % c[0] == 0 and N % c[1] == 0 and K % c[2] == 0), prefs[-1])
     bm, bn, bk = config[:3]
     if M % bm or N % bn or K % bk:
         raise tiledsl.LaunchError(f"gemm supports M and N that are multiples of {bm} and {bn} and K a multiple of "
                                   f"{bk}; got M={M}, N={N}, K={K}")
-    if out is None:
-        out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
     make_gemm(DTYPES[str(a.dtype)], DTYPES[str(out.dtype)], config, (M, N, K) if static else None)(a, b, out)
     return out
 
