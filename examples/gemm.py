@@ -390,15 +390,28 @@ def matmul(a, b, out=None, out_dtype=None, config=None, static=True):
                                   f"and (N, K) of one dtype")
     if out is None:
         out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
+    config = tuple(config) if config else None
+    key = (M, N, K, a.dtype, out.dtype, config, static)
+    kernel = _PLANS.get(key)
+    if kernel is None:
+        kernel = _PLANS[key] = _plan(M, N, K, *(DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype)),
+                                            config, static)
+    kernel(a, b, out)
+    return out
+
+
+_PLANS = {}     # matmul's choice per (sizes, dtypes, config, static): the steady call is one dict lookup
+
+
+def _plan(M, N, K, ab, out, config, static):
     if config is None:
-        prefs = [c for c in (PREFERRED if static else DYNAMIC_PREFERRED) if usable(c, DTYPES.get(str(out.dtype)))]
+        prefs = [c for c in (PREFERRED if static else DYNAMIC_PREFERRED) if usable(c, out)]
         config = next((c for c in prefs if M % c[0] == 0 and N % c[1] == 0 and K % c[2] == 0), prefs[-1])
     bm, bn, bk = config[:3]
     if M % bm or N % bn or K % bk:
         raise tiledsl.LaunchError(f"gemm supports M and N that are multiples of {bm} and {bn} and K a multiple of "
                                   f"{bk}; got M={M}, N={N}, K={K}")
-    make_gemm(DTYPES[str(a.dtype)], DTYPES[str(out.dtype)], config, (M, N, K) if static else None)(a, b, out)
-    return out
+    return make_gemm(ab, out, config, (M, N, K) if static else None)
 
 
 def main(argv=None):

@@ -110,3 +110,20 @@ def test_layout_locate_matches_seed_a_map():
                 reg, ax = la.locate((0, kk, row, col), (1, 2, 16, 8))
                 assert reg == 4 * kk + row // 8 + 2 * (col // 4)
                 assert ax["laneid"] == 4 * (row % 8) + col % 4
+
+
+MODE = ""
+
+
+@tiledsl.jit
+def not_of_constants(A: T.Tensor((4,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    A[0] = 1 if not MODE else 2          # a str global: Python's truthiness, as `if MODE:` gives
+    A[1] = 1 if not (1, 2) else 2
+    A[2] = 1 if not None else 2
+
+
+def test_not_of_compile_time_constants_follows_python():
+    a = np.zeros(4, np.int32)
+    tiledsl.jit(not_of_constants.fn, interpret=True)(a)
+    assert a.tolist() == [1, 2, 1, 0]

@@ -176,6 +176,8 @@ def truth(x, loc):
 
 
 def unary(op: str, a, loc):
+    if op == "not" and (a is None or isinstance(a, (str, tuple))):
+        return not a        # a compile-time constant: Python's truthiness, as `if` gives it (truth above)
     if is_number(a):
         if op == "invert" and isinstance(a, float):
             raise CompilationError("'~' needs an integer operand", loc)
