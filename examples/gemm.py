@@ -150,13 +150,15 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
         (only part `part` of `parts` of each thread's chunks)."""
         for cp, g, row0, cpt in tiles:
             for j in T.unroll(part * cpt // parts, (part + 1) * cpt // parts):
-                c = tid + THREADS * j
+                # chunk tid + THREADS*j, written out rather than held in a variable: the index expressions
+                # then keep j's share as a constant, which goes into the copy's [reg+imm] addresses
                 if STATIC:
-                    src = g[row0 + c // CPR, ktile * CPR + c % CPR, :]
+                    src = g[row0 + (tid + THREADS * j) // CPR, ktile * CPR + (tid + THREADS * j) % CPR, :]
                 else:
-                    w0 = ktile * WORDS + (c % CPR) * 4
-                    src = g[row0 + c // CPR, w0: w0 + 4]
-                T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], src, chunk_bytes=16)
+                    w0 = ktile * WORDS + ((tid + THREADS * j) % CPR) * 4
+                    src = g[row0 + (tid + THREADS * j) // CPR, w0: w0 + 4]
+                T.cuda.tile.apply(T.ptx[COPY], cp[stage, (tid + THREADS * j) // CPR, (tid + THREADS * j) % CPR], src,
+                                  chunk_bytes=16)
 
     @tiledsl.inline
     def bulk_tile(bufs, bars, stage, ktile, tid, row_a, row_b):

@@ -303,6 +303,48 @@ def bitop(op, a, b, loc=None):
     return Binary(t, loc, op, as_expr(a, t), as_expr(b, t))
 
 
+def split_const(e):
+    """(run-time part, constant addend) of an index expression: a sum's integer terms are collected."""
+    if isinstance(e, int):
+        return 0, e
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return 0, e.value
+    if isinstance(e, Binary) and e.op == "add":
+        a, ca = split_const(e.a)
+        b, cb = split_const(e.b)
+        return add(a, b), ca + cb
+    if isinstance(e, Binary) and e.op == "sub":
+        b, cb = split_const(e.b)
+        if isinstance(b, int) and b == 0:          # x - c
+            a, ca = split_const(e.a)
+            return a, ca - cb
+    k = _const_int(e.b) if isinstance(e, Binary) else None
+    if k is not None and e.op in ("mul", "shl", "floordiv", "mod"):
+        a, ca = split_const(e.a)
+        if isinstance(a, int):                     # wholly constant
+            if e.op == "mul":
+                return 0, ca * k
+            if k > 0:
+                return 0, {"shl": ca << k, "floordiv": ca // k, "mod": ca % k}[e.op]
+            return e, 0
+        if ca and e.op == "mul":                   # (x + c) * k = x*k + c*k
+            return Binary(e.dtype, e.loc, "mul", as_expr(a, e.dtype), e.b), ca * k
+        if ca and e.op == "shl" and k >= 0:
+            return Binary(e.dtype, e.loc, "shl", as_expr(a, e.dtype), e.b), ca << k
+        # floor division: (x + c*k) // k = x // k + c and (x + c*k) % k = x % k, for every integer x
+        if ca and k > 0 and ca % k == 0 and e.op == "floordiv":
+            return Binary(e.dtype, e.loc, "floordiv", as_expr(a, e.dtype), e.b), ca // k
+        if ca and k > 0 and ca % k == 0 and e.op == "mod":
+            return Binary(e.dtype, e.loc, "mod", as_expr(a, e.dtype), e.b), 0
+    return e, 0
+
+
+def _const_int(e):
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return e.value
+    return None
+
+
 def static_int(x) -> int | None:
     x = _static(x)
     return x if isinstance(x, int) and not isinstance(x, bool) else None

@@ -141,6 +141,11 @@ class TileLayout:
                     offs[f.axis] = ir.add(offs.get(f.axis, 0), ir.mul(digit, f.stride))
         storage = offs.pop(STORAGE)
         if self.swizzle:
+            # so does a constant addend of the rest that is a multiple of the period (an unrolled copy's row
+            # offset, say): it stays visible as the [reg+imm] displacement of the access
+            rest, c = ir.split_const(storage)
+            if c and c % period == 0:
+                storage, high = rest, ir.add(high, c)
             storage = ir.add(high, swizzled(storage, *self.swizzle))
         return storage, offs
 

@@ -55,7 +55,7 @@ def emit_native(cg, n: ir.Native):
     b = cg.b
     outs, ins = [], []            # (llvm type, constraint, value or reg)
     texts = []
-    addr_imm = {}             # input index of a shared address -> its constant byte offset
+    addr_imm = {}             # input index of a shared or global address -> its constant byte offset
     for group in n.groups:
         parts = []
         for a in group:
@@ -80,7 +80,7 @@ def emit_native(cg, n: ir.Native):
                     # only by a static offset (an unrolled tile index) share one address register.
                     base = b.ptrtoint(cg.base_ptr(a.storage), I32)
                     nbytes = max(1, a.dtype.bits // 8)
-                    rest, const = split_const(a.offset)
+                    rest, const = ir.split_const(a.offset)
                     addr = base
                     if not (isinstance(rest, int) and rest == 0):
                         off = cg.expr(ir.as_expr(rest))
@@ -92,7 +92,14 @@ def emit_native(cg, n: ir.Native):
                     if const:
                         addr_imm[len(ins) - 1] = const * nbytes
                     continue
-                ptr = cg.elem_ptr(a.storage, a.dtype, a.offset)
+                rest, const = (ir.split_const(a.offset) if a.storage.scope == "global" else (a.offset, 0))
+                # a global address's constant addend goes into the instruction as well ([reg+imm]): the
+                # unrolled copies of a tile then share one 64-bit base instead of a register pair each
+                ptr = cg.elem_ptr(a.storage, a.dtype, rest)
+                if const and -(1 << 31) <= const * max(1, a.dtype.bits // 8) < (1 << 31):
+                    addr_imm[len(ins)] = const * max(1, a.dtype.bits // 8)
+                elif const:
+                    ptr = cg.elem_ptr(a.storage, a.dtype, a.offset)
                 if a.storage.scope == "local":
                     ins.append((I64, "l", b.ptrtoint(b.addrspacecast(ptr, ll.PointerType(addrspace=5)), I64)))
                 else:
@@ -159,21 +166,3 @@ def emit_native(cg, n: ir.Native):
     for i, (ty, c, r) in enumerate(outs):
         v = call if len(outs) == 1 else b.extract_value(call, i)
         b.store(_from_container(cg, v, r.dtype), reg_ptr(cg, r))
-
-
-def split_const(e):
-    """(run-time part, constant addend) of an index expression: a sum's integer terms are collected."""
-    if isinstance(e, int):
-        return 0, e
-    if isinstance(e, ir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        return 0, e.value
-    if isinstance(e, ir.Binary) and e.op == "add":
-        a, ca = split_const(e.a)
-        b, cb = split_const(e.b)
-        return ir.add(a, b), ca + cb
-    if isinstance(e, ir.Binary) and e.op == "sub":
-        b, cb = split_const(e.b)
-        if isinstance(b, int) and b == 0:          # x - c
-            a, ca = split_const(e.a)
-            return a, ca - cb
-    return e, 0
