@@ -21,16 +21,19 @@ GROUP_M = 8
 # matmul()'s choice: the first configuration whose block tile divides the shape (fastest first; measured on
 # the H200 at 4096^3 f16, one sweep: 411, 390 and 394 TFLOP/s)
 # matmul's choices, best first (measured on the H200, benchmarks/gemm.py --sweep --power): every configuration
-# there runs into the board's 700 W cap, so the bigger block tile wins by moving fewer bytes per FLOP through L2
-PREFERRED = [(256, 128, 64, 4, 2, 3, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 4, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 0, 1),
-             (128, 128, 64, 2, 2, 3, 1), (128, 128, 32, 2, 2, 4, 1)]
+# there runs into the board's 700 W cap, so the bigger block tile wins by moving fewer bytes per FLOP through L2.
+# The smaller tiles serve sizes whose big-tile grid would leave SMs idle.
+PREFERRED = [(256, 128, 64, 4, 2, 4, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 3, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 4, 1),
+             (128, 128, 64, 2, 2, 3, 1, 0, 1, 0, 1), (128, 128, 64, 2, 2, 3, 1), (128, 64, 64, 2, 2, 4, 1, 0, 1, 0, 1),
+             (128, 64, 64, 2, 2, 4, 1), (128, 128, 32, 2, 2, 4, 1)]
 # without shape specialisation the strides live in registers and BK=64 with double-buffered fragments spills
 DYNAMIC_PREFERRED = [(128, 128, 32, 2, 2, 4, 1)]
 # (BM, BN, BK, warps along M, warps along N, stages, double-buffered fragments, copies spread over k steps,
 #  k loop unrolled by stages, bulk copies, shared-memory epilogue)
-CONFIGS = [(256, 128, 64, 4, 2, 3, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 4, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 4, 1),
+CONFIGS = [(256, 128, 64, 4, 2, 4, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 3, 1, 0, 1, 0, 1), (256, 128, 64, 4, 2, 4, 1),
            (256, 128, 64, 4, 2, 3, 1), (128, 256, 64, 2, 4, 4, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 0, 1),
            (128, 128, 64, 2, 2, 3, 1), (128, 128, 64, 2, 2, 3, 0), (128, 128, 32, 2, 2, 4, 1),
+           (128, 64, 64, 2, 2, 4, 1, 0, 1, 0, 1),
            (256, 128, 32, 4, 2, 6, 1, 1, 1, 0, 1), (128, 128, 64, 2, 2, 3, 1, 1),
            # bulk row copies: exact, but bound by the TMA unit's rate of 128-byte requests (about 195 TFLOP/s)
            (128, 128, 64, 2, 2, 3, 1, 0, 1, 1), (256, 128, 64, 4, 2, 4, 1, 0, 1, 1, 1)]
@@ -396,19 +399,30 @@ def matmul(a, b, out=None, out_dtype=None, config=None, static=True):
     key = (M, N, K, a.dtype, out.dtype, config, static)
     kernel = _PLANS.get(key)
     if kernel is None:
+        sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
         kernel = _PLANS[key] = _plan(M, N, K, *(DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype)),
-                                            config, static)
+                                            config, static, sms)
     kernel(a, b, out)
     return out
+
+
+def choose(M, N, K, out, static=True, sms=132):
+    """The first preferred configuration that tiles the shape with at least 90% of a wave of blocks (one per
+    SM); when none does, the one that tiles it with the most blocks."""
+    prefs = [c for c in (PREFERRED if static else DYNAMIC_PREFERRED) if usable(c, out)]
+    fits = [c for c in prefs if M % c[0] == 0 and N % c[1] == 0 and K % c[2] == 0]
+    if not fits:
+        return prefs[-1]        # refused by the size check, which names the sizes it needs
+    blocks = lambda c: (M // c[0]) * (N // c[1])  # noqa: E731
+    return next((c for c in fits if blocks(c) >= 0.9 * sms), max(fits, key=blocks))
 
 
 _PLANS = {}     # matmul's choice per (sizes, dtypes, config, static): the steady call is one dict lookup
 
 
-def _plan(M, N, K, ab, out, config, static):
+def _plan(M, N, K, ab, out, config, static, sms=132):
     if config is None:
-        prefs = [c for c in (PREFERRED if static else DYNAMIC_PREFERRED) if usable(c, out)]
-        config = next((c for c in prefs if M % c[0] == 0 and N % c[1] == 0 and K % c[2] == 0), prefs[-1])
+        config = choose(M, N, K, out, static, sms)
     bm, bn, bk = config[:3]
     if M % bm or N % bn or K % bk:
         raise tiledsl.LaunchError(f"gemm supports M and N that are multiples of {bm} and {bn} and K a multiple of "

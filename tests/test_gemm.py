@@ -48,6 +48,12 @@ def test_gemm_compiles_without_spills_and_uses_the_patterns():
     assert ck.metadata["registers"] <= 255
 
 
+def test_matmul_choice_fills_the_sms():
+    assert G.choose(4096, 4096, 4096, "float16") == G.PREFERRED[0]
+    assert G.choose(1024, 1024, 1024, "float16", sms=132)[:2] == (128, 64)     # 128 blocks, not 32
+    assert all(not (len(c) > 10 and c[10]) for c in [G.choose(n, n, n, "float32") for n in (1024, 4096)])
+
+
 def test_unsupported_sizes_are_refused():
     torch = pytest.importorskip("torch")
     with pytest.raises(tiledsl.LaunchError, match="multiples of 128"):
@@ -82,7 +88,8 @@ def test_gemm_sass_main_loop():
 
 
 @pytest.mark.parametrize("cfg,static", [((128, 128, 64, 2, 2, 3, 1, 0, 1, 1, 1), True),
-                                        ((128, 128, 64, 2, 2, 3, 1, 0, 0, 0, 1), False)])
+                                        ((128, 128, 64, 2, 2, 3, 1, 0, 0, 0, 1), False),
+                                        ((128, 64, 64, 2, 2, 4, 1, 0, 1, 0, 1), True)])
 def test_gemm_shared_epilogue_exact_on_interpreter(cfg, static):
     M, N, K = 256, 256, 192
     a, b = _inputs(M, N, K, seed=3)
