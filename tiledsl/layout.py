@@ -102,6 +102,7 @@ class TileLayout:
         self.shape = shape
         self.swizzle = swizzle
         self._key = (shape.extents, tuple(repr(s) for s in shape.strides), swizzle)
+        self._static_cache = {}
 
     def __repr__(self) -> str:
         ext = ", ".join(map(str, self.shape.extents))
@@ -122,6 +123,17 @@ class TileLayout:
 
     def locate(self, coord, dims):
         """(storage offset, {axis: offset}) of `coord` in a view of shape `dims`. Coordinates may be IR exprs."""
+        if all(type(c) is int for c in coord):
+            # static coordinates recur across a kernel's unrolled tiles (every k step's fragments): one answer
+            key = (tuple(coord), tuple(dims))
+            hit = self._static_cache.get(key)
+            if hit is None:
+                off, axes = self._locate(coord, dims)
+                hit = self._static_cache[key] = (off, axes)
+            return hit[0], dict(hit[1])
+        return self._locate(coord, dims)
+
+    def _locate(self, coord, dims):
         groups = self.factors(dims)
         if len(coord) != len(dims):
             raise LayoutError(f"coordinate has {len(coord)} indices for a {len(dims)}-d view")

@@ -99,7 +99,16 @@ def expand(form, ctx: Ctx) -> list:
     own = {op.name: Owners(ctx, op) for op in (D, A, B, C) if op.is_view}
     groups = list(product(*(range(e) for e in gext)))
 
+    # an A fragment serves every n tile, B every m tile, and C is often D's own view: prove each once
+    proven = {}
+
     def slots(op, lanefn, nregs, rep_coord):
+        key = (id(op.view), lanefn, nregs, tuple(rep_coord))
+        if key not in proven:
+            proven[key] = _slots(op, lanefn, nregs, rep_coord)
+        return list(proven[key])
+
+    def _slots(op, lanefn, nregs, rep_coord):
         out = []
         for r in range(nregs):
             threads = []

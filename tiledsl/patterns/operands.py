@@ -13,7 +13,7 @@ from .. import dtypes as dt
 from .. import ir
 from ..errors import CompilationError
 from ..views import View
-from .staticeval import PINS, static_offsets
+from .staticeval import PINS, evaluate, located, static_offsets
 
 THREAD, WARP = "thread", "warp"          # the instruction's own width
 
@@ -280,8 +280,9 @@ def check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str) -> No
     so that a distance or an alignment that depends on them is refused rather than assumed."""
     view = op.view
     shown = tuple(coords[0])
+    exprs = located(view, coords)
     try:
-        offs = static_offsets(view, coords)
+        offs = static_offsets(exprs)
     except ValueError as e:
         raise ctx.error(f"cannot prove {what} consecutive: {e}", op) from None
     if offs is None:
@@ -293,7 +294,7 @@ def check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str) -> No
                             f"coordinate {shown} its {len(offs)} elements sit at offsets {offs} of "
                             f"{view.storage.name}", op)
     for pin in PINS:
-        start = static_offsets(view, coords[:1], pins=(pin,))[0] * nbytes
+        start = evaluate(exprs[0], pin) * nbytes
         if start % align:
             why = "" if pin == PINS[0] else f" when a run-time index is {pin} (alignment must not depend on it)"
             raise ctx.error(f"{what} must be aligned to {align} bytes, but coordinate {shown} starts at byte "

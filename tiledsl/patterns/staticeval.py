@@ -1,21 +1,25 @@
 """Evaluate index expressions with unknown run-time values pinned, for static legality checks."""
 from __future__ import annotations
 
+import operator
+
 from .. import ir
 
 
 PINS = (0, 3)
 
 
-def static_offsets(view, coords, pins=PINS):
-    """Storage offsets of `coords` with every run-time value pinned to `pins[0]`, or None when an offset
+def located(view, coords) -> list:
+    """The storage-offset expressions of `coords` in `view` (located once, then evaluated per pin)."""
+    return [view.locate(list(c))[0] for c in coords]
+
+
+def static_offsets(offsets, pins=PINS):
+    """`offsets` (expressions, from `located`) with every run-time value pinned to `pins[0]`, or None when one
     cannot be evaluated. Raises ValueError when the offsets' differences change with the run-time values."""
     base = None
     for pin in pins:
-        offs = []
-        for c in coords:
-            off, _ = view.locate(list(c))
-            offs.append(evaluate(off, pin))
+        offs = [evaluate(off, pin) for off in offsets]
         if None in offs:
             return None
         rel = [o - offs[0] for o in offs]
@@ -24,6 +28,27 @@ def static_offsets(view, coords, pins=PINS):
         elif rel != base[1]:
             raise ValueError("the distance between words depends on run-time values")
     return base[0]
+
+
+def _floordiv(a, b):
+    return a // b if b else None
+
+
+def _mod(a, b):
+    return a % b if b else None
+
+
+def _shl(a, b):
+    return a << b if b >= 0 else None
+
+
+def _shr(a, b):
+    return a >> b if b >= 0 else None
+
+
+_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": _floordiv, "mod": _mod,
+        "min": min, "max": max, "shl": _shl, "shr": _shr, "and": operator.and_, "or": operator.or_,
+        "xor": operator.xor}
 
 
 def evaluate(e, pin):
@@ -39,13 +64,11 @@ def evaluate(e, pin):
         return evaluate(e.a, pin)
     if isinstance(e, ir.Binary):
         a, b = evaluate(e.a, pin), evaluate(e.b, pin)
-        if a is None or b is None:
+        op = _OPS.get(e.op)
+        if a is None or b is None or op is None:
             return None
         try:
-            return {"add": a + b, "sub": a - b, "mul": a * b,
-                    "floordiv": a // b if b else None, "mod": a % b if b else None,
-                    "min": min(a, b), "max": max(a, b), "shl": a << b if b >= 0 else None,
-                    "shr": a >> b if b >= 0 else None, "and": a & b, "or": a | b, "xor": a ^ b}.get(e.op)
+            return op(a, b)
         except TypeError:
             return None
     return None
