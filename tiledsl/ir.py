@@ -194,6 +194,8 @@ class Native(Stmt):
 class LaunchSpec:
     grid: tuple                  # of int | Expr over scalar params / sizes
     block: tuple[int, int, int]
+    max_registers: int | None = None       # PTX .maxnreg
+    min_blocks_per_sm: int | None = None   # PTX .minnctapersm
 
 
 @dataclass

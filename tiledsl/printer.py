@@ -72,7 +72,9 @@ def kernel_str(k: ir.Kernel) -> str:
     lines = [f"kernel {k.name}({', '.join(params)})"]
     if k.launch is not None:
         grid = tuple(expr_str(g) if isinstance(g, ir.Expr) else g for g in k.launch.grid)
-        lines.append(f"  launch grid={grid} block={k.launch.block}")
+        bounds = "".join(f" {n}={v}" for n, v in (("max_registers", k.launch.max_registers),
+                                                   ("min_blocks_per_sm", k.launch.min_blocks_per_sm)) if v)
+        lines.append(f"  launch grid={grid} block={k.launch.block}{bounds}")
     for s in k.allocs:
         lines.append(f"  alloc {s.scope} {s.name}: {s.dtype.name}[{s.size}]")
     _stmts(k.body, lines, "  ")

@@ -120,6 +120,12 @@ class Codegen:
         md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidx"), I32(threads)]))
         md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidy"), I32(1)]))
         md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidz"), I32(1)]))
+        if k.launch.max_registers:
+            md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxnreg"),
+                                             I32(k.launch.max_registers)]))
+        if k.launch.min_blocks_per_sm:
+            md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "minctasm"),
+                                             I32(k.launch.min_blocks_per_sm)]))
         return str(self.module)
 
     # ------------------------------------------------------------ variables

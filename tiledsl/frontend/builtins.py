@@ -38,6 +38,8 @@ class BoundMethod:
 class LaunchValue:
     grid: tuple
     block: tuple
+    max_registers: int | None = None
+    min_blocks_per_sm: int | None = None
 
 
 class BuiltinCalls:
@@ -187,17 +189,29 @@ class BuiltinCalls:
             raise self.error("T.device_entry(launch=T.cuda.LaunchConfig(grid=..., block=...))", node)
         block = self.block_override or launch.block
         grid = self.grid_override or launch.grid
-        self.launch = ir.LaunchSpec(grid, block)
+        self.launch = ir.LaunchSpec(grid, block, launch.max_registers, launch.min_blocks_per_sm)
         return None
 
     def b_LaunchConfig(self, node):
-        a = self.args(node, ["grid", "block"])
+        a = self.args(node, ["grid", "block", "max_registers", "min_blocks_per_sm"],
+                      {"max_registers": None, "min_blocks_per_sm": None})
         grid = self.dims3(a["grid"], node, "grid", static=False)
         block = self.dims3(a["block"], node, "block", static=True)
         n = block[0] * block[1] * block[2]
         if n > 1024 or block[2] > 64:
             raise self.error(f"block {block} has {n} threads; CUDA allows at most 1024 (and z <= 64)", node)
-        return LaunchValue(grid, block)
+        # launch bounds (PTX .maxnreg and .minnctapersm): ptxas keeps to them, spilling if it must
+        regs, blocks = a["max_registers"], a["min_blocks_per_sm"]
+        if regs is not None and not (isinstance(regs, int) and not isinstance(regs, bool) and 24 <= regs <= 255):
+            raise self.error(f"max_registers must be a compile-time int from 24 to 255, got {ops.describe(regs)}",
+                             node)
+        if blocks is not None and not (isinstance(blocks, int) and not isinstance(blocks, bool) and 1 <= blocks <= 32):
+            raise self.error(f"min_blocks_per_sm must be a compile-time int from 1 to 32, got "
+                             f"{ops.describe(blocks)}", node)
+        if regs is not None and blocks is not None and regs * n * blocks > 65536:
+            raise self.error(f"{blocks} blocks of {n} threads at {regs} registers need {regs * n * blocks} "
+                             f"registers; an SM has 65536", node)
+        return LaunchValue(grid, block, regs, blocks)
 
     def dims3(self, v, node, what, static):
         vals = v if isinstance(v, tuple) else (v,)
