@@ -281,6 +281,58 @@ def test_cp_async_forms_with_commit_and_wait(opcode, chunk, tail):
         assemble(ck, arch)
 
 
+@tiledsl.jit
+def cp_async_hinted(A: T.Tensor((32, 16), "uint32"), Out: T.Tensor((32, 16), "uint32"), pol: T.uint64, n: T.int32,
+                    OP: T.constexpr, SIZE: T.constexpr):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    lane = T.cuda.lane_id()
+    sm = T.alloc_shared((32, 16), "uint32")
+    dst, src = sm.view(32, 4, 4), A.view(32, 4, 4)
+    if SIZE:
+        T.cuda.tile.apply(T.ptx[OP], dst, src, chunk_bytes=16, src_size=n, cache_policy=pol, scope="warp")
+    else:
+        T.cuda.tile.apply(T.ptx[OP], dst, src, chunk_bytes=16, cache_policy=pol, scope="warp")
+    T.cuda.tile.apply(T.ptx["cp.async.wait_all"])
+    T.cuda.syncthreads()
+    for i in T.unroll(16):
+        Out[lane, i] = sm[lane, i]
+
+
+@pytest.mark.parametrize("opcode", ["cp.async.cg.shared.global.L2::cache_hint",
+                                    "cp.async.ca.shared::cta.global.L2::cache_hint.L2::256B"])
+@pytest.mark.parametrize("size", [False, True])
+def test_cp_async_cache_hint_takes_the_policy_last(opcode, size):
+    a = np.arange(32 * 16, dtype=np.uint32).reshape(32, 16)
+    ck = cp_async_hinted.compile(a, a, np.uint64(0), 8, opcode, size, target="sm_90")
+    tail = r", %r\d+, %rd\d+;" if size else r", %rd\d+;"
+    assert len(re.findall(re.escape(opcode) + r"\s+\[%r\d+(\+\d+)?\], \[%rd\d+(\+\d+)?\], 16" + tail,
+                          ck.asm["ptx"])) == 4, ck.asm["ptx"]
+    assemble(ck, "sm_90")
+    out = np.zeros_like(a)
+    tiledsl.jit(cp_async_hinted.fn, interpret=True)(a, out, np.uint64(0), 8, opcode, size)
+    want = a.copy()
+    if size:                                    # 8 of each 16-byte chunk read, the rest zero-filled
+        want.reshape(32, 4, 4)[:, :, 2:] = 0
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("opcode,policy,msg", [
+    ("cp.async.cg.shared.global.L2::cache_hint", False, "cache_policy= .* is required"),
+    ("cp.async.cg.shared.global", True, "only allowed when the opcode carries")])
+def test_cp_async_cache_policy_exactly_with_the_hint(opcode, policy, msg):
+    @tiledsl.jit
+    def k(A: T.Tensor((32, 4), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        sm = T.alloc_shared((32, 4), "uint32")
+        if policy:
+            T.cuda.tile.apply(T.ptx[opcode], sm.view(32, 1, 4), A.view(32, 1, 4), chunk_bytes=16, scope="warp",
+                              cache_policy=1)
+        else:
+            T.cuda.tile.apply(T.ptx[opcode], sm.view(32, 1, 4), A.view(32, 1, 4), chunk_bytes=16, scope="warp")
+    with pytest.raises(tiledsl.CompilationError, match=msg):
+        k.compile(np.zeros((32, 4), np.uint32), target="sm_90")
+
+
 def test_cp_async_needs_sm80():
     a = np.zeros((32, 16), np.uint32)
     with pytest.raises(tiledsl.CompilationError, match="needs sm_80"):

@@ -707,14 +707,16 @@ def _cp_async(n: ir.Native, parts, cx):
     g = n.groups
     if len(g) < 3 or not isinstance(g[0][0], ir.Addr) or not isinstance(g[1][0], ir.Addr) or \
             not isinstance(g[2][0], ir.Imm):
-        raise _err(n, "operands are [dst], [src], cp-size{, src-size}")
+        raise _err(n, "operands are [dst], [src], cp-size{, src-size}{, cache-policy}")
     dst, src = AddrOp(g[0][0], cx), AddrOp(g[1][0], cx)
     if dst.st.scope != "shared" or src.st.scope != "global":
         raise _err(n, "copies global memory to shared memory")
     N = int(g[2][0].text, 0)
     if N not in (4, 8, 16) or (rest[0] == "cg" and N != 16):
         raise _err(n, f"cp-size {N} is not valid for cp.async.{rest[0]}")
-    size_op = operand(g[3][0], cx) if len(g) > 3 else None
+    # .L2::cache_hint appends the cache policy, a hint only: the copy means the same without it
+    nsize = len(g) - 3 - ("L2::cache_hint" in rest)
+    size_op = operand(g[3][0], cx) if nsize > 0 else None
 
     def core(m, idx):
         rows = m.all if idx is None else idx

@@ -1,6 +1,6 @@
 """cp.async (global -> shared) and its group instructions, commit_group / wait_group N / wait_all.
 
-    cp.async.{ca,cg}.shared{::cta}.global{.L2::{64B,128B,256B}}  dst (shared), src (global)
+    cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{.L2::{64B,128B,256B}}  dst (shared), src (global)
     cp.async.commit_group          no operands
     cp.async.wait_group            one operand: N, a compile-time int
     cp.async.wait_all              no operands
@@ -9,7 +9,8 @@ A copy's operands read as (*group, *repeat, atom) where the atom is exactly `chu
 chunk_bytes / element-size elements), contiguous and aligned to chunk_bytes. `chunk_bytes` is required: 4, 8 or
 16 for .ca, 16 for .cg. `src_size` (run-time or static byte count; the rest of the chunk is zero-filled) and
 `ignore_src` (run-time bool; true reads nothing and zero-fills the chunk, emitted as src-size 0) exclude each
-other; `pred` skips the copy. The copies become visible after the wait that covers their group; the pattern
+other; `pred` skips the copy; `cache_policy` (a uint64 policy, from createpolicy) is required exactly with
+.L2::cache_hint. The copies become visible after the wait that covers their group; the pattern
 inserts no commit, wait or barrier. Thread instruction, sm_80 or newer.
 """
 from __future__ import annotations
@@ -19,10 +20,10 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from .. import ir
 from ..errors import CompilationError
-from .operands import THREAD, Ctx, check_scope, copy_repeats, memory_addr, repeat_coords
+from .operands import THREAD, Ctx, cache_policy, check_scope, copy_repeats, memory_addr, repeat_coords
 from .register import predicate
 
-SUPPORTED = ("supported: cp.async.{ca,cg}.shared{::cta}.global{.L2::64B,.L2::128B,.L2::256B}, "
+SUPPORTED = ("supported: cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{.L2::64B,.L2::128B,.L2::256B}, "
              "cp.async.commit_group, cp.async.wait_group, cp.async.wait_all")
 GROUP_OPS = {"commit_group": "commit", "wait_group": "wait", "wait_all": "wait_all"}
 PREFETCH = {"L2::64B", "L2::128B", "L2::256B"}
@@ -33,6 +34,7 @@ class Form:
     opcode: str
     kind: str                    # copy | commit | wait | wait_all
     cache: str = ""              # ca | cg for a copy
+    hint: bool = False           # .L2::cache_hint: the copy takes a cache_policy operand
 
 
 def match(opcode: str):
@@ -48,9 +50,11 @@ def match(opcode: str):
     if rest[:2] not in (["shared", "global"], ["shared::cta", "global"]):
         return ("bad", f"cp.async copies global -> shared: write cp.async.{cache}.shared.global; {SUPPORTED}")
     rest = rest[2:]
+    hint = bool(rest) and rest[0] == "L2::cache_hint"
+    rest = rest[1:] if hint else rest
     if len(rest) > 1 or (rest and rest[0] not in PREFETCH):
         return ("bad", f"qualifier(s) .{'.'.join(rest)} are not supported after .global; {SUPPORTED}")
-    return Form(opcode, "copy", cache)
+    return Form(opcode, "copy", cache, hint)
 
 
 def expand(form, ctx: Ctx) -> list:
@@ -75,7 +79,8 @@ def expand(form, ctx: Ctx) -> list:
 
 
 def _copy(form, ctx: Ctx) -> list:
-    params = ctx.params({"chunk_bytes", "src_size", "ignore_src", "pred"})
+    params = ctx.params({"chunk_bytes", "src_size", "ignore_src", "pred", "cache_policy"})
+    policy = cache_policy(ctx, params, form.hint)
     chunk = _chunk_bytes(form, ctx, params)
     src_size = _src_size(ctx, params, chunk)
     pred, _ = predicate(ctx, {k: v for k, v in params.items() if k == "pred"}, writes=False)
@@ -93,6 +98,8 @@ def _copy(form, ctx: Ctx) -> list:
         groups = [[d], [s], [ir.Imm(str(chunk))]]
         if src_size is not None:
             groups.append([ir.Val(src_size)])
+        if policy is not None:
+            groups.append([ir.Val(policy)])
         out.append(ir.Native(ctx.loc, form.opcode, groups, pred, False, "store", f"rep{coord}"))
     return out
 

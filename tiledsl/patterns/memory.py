@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from .. import ir
-from .operands import (THREAD, Ctx, check_contiguous, check_no_overlap, check_scope, memory_addr, repeat_coords,
-                       sample_groups, scalar_value, split_shape, thread_slots)
+from .operands import (THREAD, Ctx, cache_policy, check_contiguous, check_no_overlap, check_scope, memory_addr,
+                       repeat_coords, sample_groups, scalar_value, split_shape, thread_slots)
 from .register import TYPES, predicate
 
 SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared", "local": "local"}
@@ -87,19 +87,8 @@ def expand(form, ctx: Ctx) -> list:
         raise ctx.error(form[1])
     if ctx.sm < form.min_sm:
         raise ctx.error(f"needs sm_{form.min_sm} or newer; the target is sm_{ctx.sm}")
-    allowed = {"pred", "preserve_dst"} | ({"cache_policy"} if form.hint else set())
-    params = ctx.params(allowed | {"cache_policy"})
-    if "cache_policy" in params and not form.hint:
-        raise ctx.error("cache_policy is only allowed when the opcode carries .L2::cache_hint")
-    if form.hint and "cache_policy" not in params:
-        raise ctx.error("the opcode carries .L2::cache_hint, so cache_policy= (a uint64 policy) is required")
-    policy = None
-    if form.hint:
-        v, loc = params["cache_policy"]
-        if not (isinstance(v, ir.Expr) and v.dtype.bits == 64 and v.dtype.is_int) and not isinstance(v, int):
-            from ..errors import CompilationError
-            raise CompilationError(f"{ctx.opcode}: cache_policy must be a 64-bit integer value", loc)
-        policy = ir.as_expr(v, dt.uint64, loc) if isinstance(v, int) else v
+    params = ctx.params({"pred", "preserve_dst", "cache_policy"})
+    policy = cache_policy(ctx, params, form.hint)
     dst, src = ctx.operands(["dst", "src"])
     mem, regop = (src, dst) if form.op == "ld" else (dst, src)
     pred, preserve = predicate(ctx, params, writes=form.op == "ld")

@@ -325,3 +325,19 @@ def copy_repeats(ctx: Ctx, dst: Operand, src: Operand, nbytes: int, gaxes, gext,
     if tuple(reps[0]) != tuple(reps[1]):
         raise ctx.error(f"repeat shape {reps[1]} does not match dst's {reps[0]}", src)
     return reps[0]
+
+
+def cache_policy(ctx: Ctx, params: dict, hint: bool):
+    """The `cache_policy=` operand (a uint64 expression) of an opcode with .L2::cache_hint, or None without it;
+    the keyword is required exactly when the opcode carries the qualifier (ld, st, cp.async)."""
+    if "cache_policy" in params and not hint:
+        raise ctx.error("cache_policy is only allowed when the opcode carries .L2::cache_hint")
+    if not hint:
+        return None
+    if "cache_policy" not in params:
+        raise ctx.error("the opcode carries .L2::cache_hint, so cache_policy= (a uint64 policy) is required")
+    v, loc = params["cache_policy"]
+    if not (isinstance(v, ir.Expr) and v.dtype.bits == 64 and v.dtype.is_int) and \
+            not (isinstance(v, int) and not isinstance(v, bool)):
+        raise CompilationError(f"{ctx.opcode}: cache_policy must be a 64-bit integer value", loc)
+    return ir.as_expr(v, dt.uint64, loc) if isinstance(v, int) else v
