@@ -26,7 +26,7 @@ if command -v compute-sanitizer >/dev/null; then
     run "${name}_racecheck" compute-sanitizer --tool racecheck --error-exitcode 1 python3 examples/$name.py $args
   done
 fi
-run bench_gemm python3 benchmarks/gemm.py ${GEMM_ARGS:-}
+run bench_gemm python3 benchmarks/gemm.py ${GEMM_ARGS:---power}   # --power: clock and board power at 4096^3
 run bench_gemm_sweep python3 benchmarks/gemm.py --sweep --dtypes float16   # every configuration at 4096^3
 run bench_elementwise python3 benchmarks/elementwise.py
 run bench_launch python3 benchmarks/launch.py --rounds 9
