@@ -121,6 +121,7 @@ def not_of_constants(A: T.Tensor((4,), "int32")):
     A[0] = 1 if not MODE else 2          # a str global: Python's truthiness, as `if MODE:` gives
     A[1] = 1 if not (1, 2) else 2
     A[2] = 1 if not None else 2
+    A[3] = 1 if SCALE == "three" else 0    # a number and a str compare as in Python
 
 
 def test_not_of_compile_time_constants_follows_python():

@@ -154,9 +154,8 @@ def binop(op: str, a, b, loc):
 def compare(op: str, a, b, loc):
     if is_number(a) and is_number(b):
         return PY_CMP[op](a, b)
-    if op in ("eq", "ne") and not (is_number(a) or isinstance(a, ir.Expr)) and not (
-            is_number(b) or isinstance(b, ir.Expr)):
-        return PY_CMP[op](a, b)
+    if op in ("eq", "ne") and not isinstance(a, ir.Expr) and not isinstance(b, ir.Expr):
+        return PY_CMP[op](a, b)             # compile-time values of any kind: Python's equality (0.5 != "x")
     for x in (a, b):
         if not (is_number(x) or isinstance(x, ir.Expr)):
             raise CompilationError(f"cannot compare {describe(x)}", loc)

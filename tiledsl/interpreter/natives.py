@@ -165,6 +165,8 @@ def compile_native(n: ir.Native, cx):
         return _cp_async(n, parts, cx)
     if head in ("ld", "st"):
         return _ldst(n, parts, cx)
+    if head == "createpolicy":
+        return _createpolicy(n, parts, cx)
     if head in REGISTER_OPS:
         return _register(n, parts, cx)
     raise _err(n, "the interpreter has no semantics for this opcode")
@@ -674,6 +676,28 @@ def _ldst(n: ir.Native, parts, cx):
             v = r.read(m, idx).astype(np.uint64) & np.uint64((1 << bits) - 1)
             m.write(mem, u, el + w, v.astype(u), idx, loc)
     return predicated(core, n, cx, [])
+
+
+# ================================================================ createpolicy
+
+def _createpolicy(n: ir.Native, parts, cx):
+    """The policy's bits are the hardware's secret; the interpreter writes a tag of its own (priorities in the top
+    byte, the fraction's f32 bits below). Only cache hints read a policy, and hints change no result."""
+    if len(n.groups) not in (1, 2) or not isinstance(n.groups[0][0], ir.Reg):
+        raise _err(n, "operands are a 64-bit destination{, fraction}")
+    d = operand(n.groups[0][0], cx)
+    levels = [p.split("::")[-1] for p in parts[2:-1]]
+    top = (["evict_last", "evict_normal", "evict_first", "evict_unchanged"].index(levels[0]) << 4) | \
+        (1 + ["evict_first", "evict_unchanged"].index(levels[1]) if len(levels) > 1 else 0)
+    frac = n.groups[1][0] if len(n.groups) > 1 else None
+    fixed = None if frac is not None and not isinstance(frac, ir.Imm) else \
+        (int(frac.text[2:], 16) if frac is not None else 0x3F800000)
+    fop = operand(frac, cx) if fixed is None else None
+
+    def core(m, idx):
+        bits = np.full(m.n(idx), fixed, np.uint64) if fop is None else fop.read(m, idx).astype(np.uint64)
+        d.store(m, idx, (np.uint64(top) << np.uint64(56)) | bits)
+    return predicated(core, n, cx, [d])
 
 
 # ================================================================ cp.async

@@ -6,9 +6,9 @@ FAMILIES; nothing else changes.
 from __future__ import annotations
 
 from ..errors import CompilationError
-from . import bulk, memory, mma, register, ldmatrix, cp_async
+from . import bulk, memory, mma, policy, register, ldmatrix, cp_async
 
-FAMILIES = [mma, ldmatrix, bulk, cp_async, memory, register]
+FAMILIES = [mma, ldmatrix, bulk, cp_async, memory, policy, register]
 
 
 def lookup(opcode: str, loc=None):
