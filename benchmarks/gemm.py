@@ -1,8 +1,9 @@
 """tiledsl's mma.sync GEMM against torch (cuBLAS) and Triton's matmul, side by side in one run.
 
 Square 1024..8192 and two LLM shapes, f16 and bf16; median of CUDA-event timings after warm-up, inputs rotated
-so L2 does not hold them; every result checked against torch's fp32 product. A markdown table is printed last;
-`--plot FILE` writes a PNG chart (needs matplotlib).
+and L2 evicted by a 256 MB write before each timed call (which also keeps host dispatch out of the events); every
+result checked against torch's fp32 product. A markdown table is printed last; `--plot FILE` writes a PNG chart
+(needs matplotlib); `--power` adds the SM clock and board power of 2-second back-to-back runs.
 """
 import argparse
 import os
