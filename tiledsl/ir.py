@@ -309,7 +309,7 @@ def split_const(e):
     """(run-time part, constant addend) of an index expression: a sum's integer terms are collected."""
     if isinstance(e, int):
         return 0, e
-    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+    if _const_int(e) is not None:
         return 0, e.value
     if isinstance(e, Binary) and e.op == "add":
         a, ca = split_const(e.a)

@@ -128,9 +128,8 @@ class TileLayout:
             key = (tuple(coord), tuple(dims))
             hit = self._static_cache.get(key)
             if hit is None:
-                off, axes = self._locate(coord, dims)
-                hit = self._static_cache[key] = (off, axes)
-            return hit[0], dict(hit[1])
+                hit = self._static_cache[key] = self._locate(coord, dims)
+            return hit[0], dict(hit[1])     # callers may add to the axis offsets
         return self._locate(coord, dims)
 
     def _locate(self, coord, dims):

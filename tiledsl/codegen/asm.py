@@ -74,12 +74,12 @@ def emit_native(cg, n: ir.Native):
                 parts.append(("in", len(ins)))
                 ins.append((ty, c, _to_container(cg, v, a.expr.dtype)))
             elif isinstance(a, ir.Addr):
+                nbytes = max(1, a.dtype.bits // 8)
                 if a.storage.scope == "shared":
                     # shared addresses are 32-bit: keep the arithmetic in 32 bits (no 64-bit adds, no cvt)
                     # The offset's constant addend goes into the instruction as [reg+imm]: accesses that differ
                     # only by a static offset (an unrolled tile index) share one address register.
                     base = b.ptrtoint(cg.base_ptr(a.storage), I32)
-                    nbytes = max(1, a.dtype.bits // 8)
                     rest, const = ir.split_const(a.offset)
                     addr = base
                     if not (isinstance(rest, int) and rest == 0):
@@ -93,13 +93,13 @@ def emit_native(cg, n: ir.Native):
                         addr_imm[len(ins) - 1] = const * nbytes
                     continue
                 rest, const = (ir.split_const(a.offset) if a.storage.scope == "global" else (a.offset, 0))
+                if not -(1 << 31) <= const * nbytes < (1 << 31):     # no 32-bit displacement: keep it whole
+                    rest, const = a.offset, 0
                 # a global address's constant addend goes into the instruction as well ([reg+imm]): the
                 # unrolled copies of a tile then share one 64-bit base instead of a register pair each
                 ptr = cg.elem_ptr(a.storage, a.dtype, rest)
-                if const and -(1 << 31) <= const * max(1, a.dtype.bits // 8) < (1 << 31):
-                    addr_imm[len(ins)] = const * max(1, a.dtype.bits // 8)
-                elif const:
-                    ptr = cg.elem_ptr(a.storage, a.dtype, a.offset)
+                if const:
+                    addr_imm[len(ins)] = const * nbytes
                 if a.storage.scope == "local":
                     ins.append((I64, "l", b.ptrtoint(b.addrspacecast(ptr, ll.PointerType(addrspace=5)), I64)))
                 else:

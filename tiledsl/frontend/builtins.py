@@ -202,12 +202,9 @@ class BuiltinCalls:
             raise self.error(f"block {block} has {n} threads; CUDA allows at most 1024 (and z <= 64)", node)
         # launch bounds (PTX .maxnreg and .minnctapersm): ptxas keeps to them, spilling if it must
         regs, blocks = a["max_registers"], a["min_blocks_per_sm"]
-        if regs is not None and not (isinstance(regs, int) and not isinstance(regs, bool) and 24 <= regs <= 255):
-            raise self.error(f"max_registers must be a compile-time int from 24 to 255, got {ops.describe(regs)}",
-                             node)
-        if blocks is not None and not (isinstance(blocks, int) and not isinstance(blocks, bool) and 1 <= blocks <= 32):
-            raise self.error(f"min_blocks_per_sm must be a compile-time int from 1 to 32, got "
-                             f"{ops.describe(blocks)}", node)
+        for name, v, lo, hi in (("max_registers", regs, 24, 255), ("min_blocks_per_sm", blocks, 1, 32)):
+            if v is not None and not lo <= self.static_int(v, node, name) <= hi:
+                raise self.error(f"{name} must be a compile-time int from {lo} to {hi}, got {v}", node)
         if regs is not None and blocks is not None and regs * n * blocks > 65536:
             raise self.error(f"{blocks} blocks of {n} threads at {regs} registers need {regs * n * blocks} "
                              f"registers; an SM has 65536", node)

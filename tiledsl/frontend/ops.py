@@ -175,8 +175,8 @@ def truth(x, loc):
 
 
 def unary(op: str, a, loc):
-    if op == "not" and (a is None or isinstance(a, (str, tuple))):
-        return not a        # a compile-time constant: Python's truthiness, as `if` gives it (truth above)
+    if op == "not" and not is_number(a) and not isinstance(a, ir.Expr):
+        return not truth(a, loc)        # a compile-time constant: Python's truthiness, as `if` gives it
     if is_number(a):
         if op == "invert" and isinstance(a, float):
             raise CompilationError("'~' needs an integer operand", loc)

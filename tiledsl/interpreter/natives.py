@@ -685,14 +685,16 @@ def _createpolicy(n: ir.Native, parts, cx):
     byte, the fraction's f32 bits below). Only cache hints read a policy, and hints change no result."""
     if len(n.groups) not in (1, 2) or not isinstance(n.groups[0][0], ir.Reg):
         raise _err(n, "operands are a 64-bit destination{, fraction}")
+    from ..patterns.policy import PRIMARY, SECONDARY
     d = operand(n.groups[0][0], cx)
     levels = [p.split("::")[-1] for p in parts[2:-1]]
-    top = (["evict_last", "evict_normal", "evict_first", "evict_unchanged"].index(levels[0]) << 4) | \
-        (1 + ["evict_first", "evict_unchanged"].index(levels[1]) if len(levels) > 1 else 0)
+    top = (PRIMARY.index(levels[0]) << 4) | (1 + SECONDARY.index(levels[1]) if len(levels) > 1 else 0)
     frac = n.groups[1][0] if len(n.groups) > 1 else None
-    fixed = None if frac is not None and not isinstance(frac, ir.Imm) else \
-        (int(frac.text[2:], 16) if frac is not None else 0x3F800000)
-    fop = operand(frac, cx) if fixed is None else None
+    fop, fixed = None, 0x3F800000                  # PTX's default fraction, 1.0
+    if isinstance(frac, ir.Imm):
+        fixed = int(frac.text[2:], 16)             # 0fXXXXXXXX
+    elif frac is not None:
+        fop = operand(frac, cx)
 
     def core(m, idx):
         bits = np.full(m.n(idx), fixed, np.uint64) if fop is None else fop.read(m, idx).astype(np.uint64)
