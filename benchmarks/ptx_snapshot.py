@@ -1,0 +1,83 @@
+"""Write the PTX of the reference kernels to a folder, one file each, to prove a refactoring emits the same code.
+
+    python benchmarks/ptx_snapshot.py OUT_DIR          # then: diff -r BEFORE_DIR AFTER_DIR
+
+The kernels: every GEMM configuration (f16 and bf16 inputs; f16 and f32 outputs; specialised to a shape and
+dynamic), the mma.sync ceiling kernels, the two seed examples and the compile examples of docs/patterns/.
+No GPU is needed (kernel.compile with target sm_90).
+"""
+import os
+import pathlib
+import re
+import runpy
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+for p in (ROOT, ROOT / "examples", ROOT / "benchmarks"):
+    sys.path.insert(0, str(p))
+
+import numpy as np  # noqa: E402
+
+
+def gemm_kernels():
+    import gemm as G
+    a = np.zeros((512, 256), np.float16)
+    for ab in ("float16", "bfloat16"):
+        for out in ("float16", "float32"):
+            c = np.zeros((512, 512), np.float16 if out == "float16" else np.float32)
+            for cfg in G.CONFIGS:
+                if not G.usable(cfg, out):
+                    continue
+                for static in (True, False):
+                    if not static and cfg[9:10] == (1,) and cfg[8:9] == (1,):
+                        continue          # the unrolled bulk variant needs a static shape
+                    name = f"gemm_{ab}_{out}_{'x'.join(map(str, cfg))}_{'static' if static else 'dynamic'}"
+                    try:
+                        k = G.make_gemm(ab, out, cfg, (512, 512, 256) if static else None)
+                        yield name, k.compile(a, a, c, target="sm_90").asm["ptx"]
+                    except Exception as e:      # a configuration that does not compile is part of the record
+                        yield name, f"ERROR {type(e).__name__}: {e}"
+
+
+def ceiling_kernels():
+    import mma_ceiling as C
+    for w, mi, ni in C.CASES:
+        yield f"ceiling_{w}_{mi}x{ni}", C.make(w, mi, ni, 64).compile(np.zeros((132, 32 * w), np.float32),
+                                                                      target="sm_90").asm["ptx"]
+
+
+def seed_kernels():
+    import seed_fma
+    import seed_mma
+    a = np.zeros((4, 1), np.float32)
+    yield "seed_fma", seed_fma.affine_fma.compile(a, a, target="sm_90").asm["ptx"]
+    _, _, ap, bp = seed_mma.inputs()
+    yield "seed_mma", seed_mma.warp_mma.compile(ap, bp, np.zeros((16, 8), np.float32), target="sm_90").asm["ptx"]
+
+
+def doc_kernels():
+    for page in sorted((ROOT / "docs" / "patterns").glob("*.md")):
+        code = [b for b in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+                if not b.startswith("# needs a GPU")]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, f"doc_{page.stem}.py")
+            with open(path, "w") as f:
+                f.write("\n\n".join(code))
+            ns = runpy.run_path(path, run_name=f"doc_{page.stem}")
+        yield f"doc_{page.stem}", ns["ck"].asm["ptx"]
+
+
+def main(out):
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for source in (seed_kernels, doc_kernels, ceiling_kernels, gemm_kernels):
+        for name, ptx in source():
+            (out / f"{name}.ptx").write_text(ptx)
+            n += 1
+    print(f"{n} kernels -> {out}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
