@@ -171,7 +171,7 @@ def ms(xs):
 
 def environment(gpu_mode) -> str:
     import llvmlite
-    from tiledsl import backend
+    from tiledsl.lower import ptx as backend
     gpu = "no GPU (--no-gpu)"
     if gpu_mode == "torch":
         import torch

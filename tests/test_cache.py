@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl import T, cache
+from tiledsl import T
+from tiledsl.cache import disk as cache
 
 FACTOR = 2.0
 
@@ -99,6 +100,6 @@ def test_key_depends_on_target_and_constexpr():
 
 
 def test_cache_never_uses_pickle():
-    import tiledsl.cache as c
+    import tiledsl.cache.disk as c
     import inspect
     assert "pickle" not in inspect.getsource(c).replace("No pickle", "")

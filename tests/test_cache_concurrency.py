@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl import cache
+from tiledsl.cache import disk as cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

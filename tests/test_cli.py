@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from tiledsl import cache
+from tiledsl.cache import disk as cache
 from tiledsl.__main__ import main
-from tiledsl.config import SWITCHES
+from tiledsl.core.knobs import SWITCHES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

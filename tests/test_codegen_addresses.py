@@ -6,9 +6,11 @@ import subprocess
 import numpy as np
 
 import tiledsl
-from tiledsl import T, dtypes as dt, ir
-from tiledsl.ir import split_const
-from tiledsl.backend import ptxas_path
+from tiledsl import T
+from tiledsl.core import dtypes as dt
+from tiledsl.ir import nodes as ir
+from tiledsl.ir.nodes import split_const
+from tiledsl.lower.ptx import ptxas_path
 
 
 def test_split_const_collects_the_integer_terms():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tiledsl
+import tiledsl.lang.language
 from tiledsl import T
 
 
@@ -103,7 +104,7 @@ def test_error_points_at_the_users_line(fn, needle, message):
     args = []
     for p in inspect.signature(fn).parameters.values():
         ann = p.annotation
-        args.append(np.zeros(ann.shape, ann.dtype.np) if isinstance(ann, tiledsl.language.TensorType)
+        args.append(np.zeros(ann.shape, ann.dtype.np) if isinstance(ann, tiledsl.lang.language.TensorType)
                     else np.zeros(4, np.float32))
     e = compile_error(jf, *args)
     line, text = line_of(fn, needle)

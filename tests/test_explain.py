@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl import T, ir
-from tiledsl.errors import TiledslError
-from tiledsl.explain import explain
+from tiledsl import T
+from tiledsl.ir import nodes as ir
+from tiledsl.core.errors import TiledslError
+from tiledsl.tools.explain import explain
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 

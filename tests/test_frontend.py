@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl import T, ir
+from tiledsl import T
+from tiledsl.ir import nodes as ir
 from tiledsl.compiler import front
+from tiledsl.ir import printer as tiledsl_printer
 from tiledsl.layout import S, TileLayout, laneid
 from helpers import ptxas
 
@@ -72,7 +74,7 @@ def test_constexpr_unroll_runtime_loop_and_branches():
 def test_globals_are_constants_and_layouts_resolve():
     k, p = kernel_ir(loops, K=2)
     assert "SCALE" in p.globals_read
-    assert "3" in tiledsl.printer.kernel_str(k)
+    assert "3" in tiledsl_printer.kernel_str(k)
 
 
 def test_python_floor_semantics_for_signed_division():

@@ -105,7 +105,7 @@ def test_native_launcher_is_used_and_exact():
     if native.available() and driver.device_count() == 1:     # (several devices keep the Python launcher)
         assert type(k[(n + 255) // 256, 256]).__name__ == "builtin_function_or_method"
         import importlib
-        assert type(k).__call__ is not importlib.import_module("tiledsl.jit").JITFunction.__call__
+        assert type(k).__call__ is not importlib.import_module("tiledsl.runtime.jit").JITFunction.__call__
     w = torch.nn.Parameter(torch.randn(n, device="cuda"), requires_grad=False)
     y = torch.zeros(n, device="cuda")
     k(w, y, 2.0)                                   # a Parameter launches like a tensor

@@ -504,7 +504,7 @@ def offending_line(fn) -> int:
 
 def stand_ins(fn) -> list:
     """Arrays and scalars standing for the kernel's parameters."""
-    from tiledsl import language as L
+    from tiledsl.lang import language as L
     out = []
     for p in inspect.signature(fn).parameters.values():
         ann = p.annotation

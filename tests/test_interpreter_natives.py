@@ -13,9 +13,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tiledsl  # noqa: E402
-from tiledsl import dtypes as dt  # noqa: E402
-from tiledsl import ir  # noqa: E402
-from tiledsl.errors import Loc  # noqa: E402
+from tiledsl.core import dtypes as dt  # noqa: E402
+from tiledsl.ir import nodes as ir  # noqa: E402
+from tiledsl.core.errors import Loc  # noqa: E402
 from tiledsl.interpreter import InterpreterError, run_ir  # noqa: E402
 from test_interpreter_helpers import ref_round_bits  # noqa: E402
 

@@ -14,7 +14,7 @@ from helpers import ptxas
 from test_patterns_layouts import mma_layouts
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, warpid
-from tiledsl.patterns import register as R
+from tiledsl.isa.register import pattern as R
 
 ARCHS = ["sm_80", "sm_90"]
 
@@ -539,7 +539,7 @@ def test_predicated_fma_with_and_without_preserve_dst(preserve):
 
 # ------------------------------------------------------------------ ld / st: every qualifier combination
 
-from tiledsl.patterns import memory as M  # noqa: E402
+from tiledsl.isa.memory import pattern as M  # noqa: E402
 
 VEC_TYPES = [(v, t) for v in ("", "v2", "v4") for t in ("b16", "u16", "b32", "s32", "f32", "b64", "u64", "f64")
              if not (v == "v4" and t in ("b64", "u64", "f64"))]

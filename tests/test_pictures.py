@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from tiledsl import pictures
+from tiledsl.tools import pictures
 from tiledsl.layout import S, LayoutError, TileLayout, laneid, warpid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

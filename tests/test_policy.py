@@ -7,7 +7,7 @@ import pytest
 
 import tiledsl
 from tiledsl import T
-from tiledsl.patterns import policy as P
+from tiledsl.isa.policy import pattern as P
 from helpers import ptxas
 
 OPCODES = ["createpolicy.fractional.L2::evict_last.b64", "createpolicy.fractional.L2::evict_first.b64",

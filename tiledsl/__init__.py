@@ -1,10 +1,10 @@
 """tiledsl: GPU kernels in plain Python with explicit tile patterns (mma.sync, fma, ld/st, ...)."""
 __version__ = "0.1.0"
 
-from .errors import CompilationError, KernelFault, LaunchError, TiledslError  # noqa: E402
-from .language import T  # noqa: E402
-from .jit import JITFunction, jit  # noqa: E402
-from .inline import inline  # noqa: E402
+from .core.errors import CompilationError, KernelFault, LaunchError, TiledslError  # noqa: E402
+from .lang.language import T  # noqa: E402
+from .runtime.jit import JITFunction, jit  # noqa: E402
+from .lang.inline import inline  # noqa: E402
 from . import layout  # noqa: E402
 
 __all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError", "CompilationError",

@@ -21,7 +21,8 @@ def _size(n: int) -> str:
 
 
 def _cache_info(opts) -> int:
-    from . import cache, config
+    from .cache import disk as cache
+    from .core import knobs as config
     info = cache.info()
     info["enabled"] = config.disk_cache_enabled()
     if opts.json:
@@ -37,14 +38,15 @@ def _cache_info(opts) -> int:
 
 
 def _cache_clear(opts) -> int:
-    from . import cache, config
+    from .cache import disk as cache
+    from .core import knobs as config
     n = cache.clear()
     print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {config.cache_dir()}")
     return 0
 
 
 def _switches(opts) -> int:
-    from .config import SWITCHES
+    from .core.knobs import SWITCHES
     if opts.json:
         print(json.dumps([{"name": s.name, "kind": s.kind, "doc": s.doc, "value": os.environ.get(s.name)}
                           for s in SWITCHES], indent=2))

@@ -15,7 +15,7 @@ class StageDict(dict):
     def _sass(self):
         if not self._tried:
             self._tried = True
-            from . import backend
+            from .lower import ptx as backend
             text = backend.sass(self._cubin)
             if text:
                 dict.__setitem__(self, "sass", text)
@@ -55,5 +55,5 @@ class CompiledKernel:
 
     def explain(self) -> str:
         """Each tile.apply with its source line, opcode, repeats and native instructions (tiledsl.explain)."""
-        from .explain import explain
+        from .tools.explain import explain
         return explain(self)

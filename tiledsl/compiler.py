@@ -4,11 +4,13 @@ from __future__ import annotations
 import os
 import time
 
-from . import backend, config, ir
-from .expand import expand_kernel
+from .lower import ptx as backend
+from .core import knobs as config
+from .ir import nodes as ir
+from .passes.expand import expand_kernel
 from .frontend.parser import Parser
 from .compiled import CompiledKernel, StageDict  # noqa: F401 - re-exported
-from .printer import kernel_str
+from .ir.printer import kernel_str
 
 
 def front(fn, constexprs, block=None, grid=None):
@@ -25,10 +27,10 @@ def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cu
     ek = expand_kernel(k, sm)
     sites = []
     if debug:
-        from .debugchecks import insert_bounds_checks
+        from .passes.bounds_checks import insert_bounds_checks
         ek, sites = insert_bounds_checks(ek)
     asm["expanded"] = kernel_str(ek)
-    from .codegen import generate_llvm
+    from .lower.llvm import generate_llvm
     _check_shared(k, sm)
     raw, dynamic_shared = generate_llvm(ek, sm, debug_buffer=bool(sites))
     opt_ir, ptx = backend.llvm_to_ptx(raw, sm)
@@ -63,7 +65,7 @@ SHARED_LIMIT = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 10
 
 
 def _check_shared(k: ir.Kernel, sm: int) -> None:
-    from .errors import CompilationError
+    from .core.errors import CompilationError
     limit = SHARED_LIMIT.get(sm) or max(v for s, v in SHARED_LIMIT.items() if s <= sm)
     total = 0
     for st in k.allocs:
@@ -85,5 +87,5 @@ def signature_of(k: ir.Kernel) -> list:
 
 
 def launch_of(k: ir.Kernel) -> dict:
-    from .hosteval import serialize
+    from .ir.hosteval import serialize
     return {"grid": [serialize(g) for g in k.launch.grid], "block": list(k.launch.block)}

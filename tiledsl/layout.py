@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
 
-from . import ir
+from .ir import nodes as ir
 
 STORAGE = "storage"
 
@@ -187,12 +187,12 @@ class TileLayout:
 
     def to_svg(self, shape, title=None) -> str:
         """A picture of lane/register ownership over a view of `shape`, as SVG text (see tiledsl.pictures)."""
-        from . import pictures
+        from .tools import pictures
         return pictures.svg(self, shape, title)
 
     def to_png(self, shape, path=None) -> bytes:
         """The same picture as PNG bytes, also written to `path` when given (see tiledsl.pictures)."""
-        from . import pictures
+        from .tools import pictures
         data = pictures.png(self, shape)
         if path is not None:
             with open(path, "wb") as f:

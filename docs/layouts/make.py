@@ -12,7 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
 
-from tiledsl import pictures  # noqa: E402
+from tiledsl.tools import pictures  # noqa: E402
 from seed_mma import la, lb, ld  # noqa: E402
 
 SEED = {

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl import language as L
+from tiledsl.lang import language as L
 
 
 @dataclass

@@ -5,11 +5,11 @@ import ast
 import builtins as _py
 from dataclasses import dataclass
 
-from .. import dtypes as dt
-from .. import ir
-from .. import language as L
+from ..core import dtypes as dt
+from ..ir import nodes as ir
+from ..lang import language as L
 from ..layout import TileLayout
-from ..views import BitView, RootView, View
+from ..lang.views import BitView, RootView, View
 from . import ops
 
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
@@ -56,7 +56,7 @@ class BuiltinCalls:
             return ops.cast(args["value"], fn, self.loc(node))
         if isinstance(fn, BoundMethod):
             return getattr(self, "m_" + fn.name)(fn.obj, node)
-        from ..inline import InlineFunction
+        from ..lang.inline import InlineFunction
         if isinstance(fn, InlineFunction):
             return self.inline_call(fn, node)
         if fn is _py.range:
@@ -404,7 +404,7 @@ def check_block_override(block) -> None:
     """A block given by the caller (compile(block=...), kernel[grid, block]) is a bad call when CUDA refuses it."""
     n = block[0] * block[1] * block[2]
     if n > 1024 or block[2] > 64:
-        from ..errors import LaunchError
+        from ..core.errors import LaunchError
         raise LaunchError(f"block {tuple(block)} has {n} threads; CUDA allows at most 1024 (and z <= 64)")
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 import operator
 
-from .. import dtypes as dt
-from .. import ir
-from ..errors import CompilationError
+from ..core import dtypes as dt
+from ..ir import nodes as ir
+from ..core.errors import CompilationError
 
 ARITH = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "and", "or", "xor", "shl", "shr", "min", "max"}
 PY_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
@@ -87,7 +87,7 @@ def article(name: str) -> str:
 def describe(x) -> str:
     if isinstance(x, ir.Expr):
         return f"{article(x.dtype.name)} value"
-    from ..views import View
+    from ..lang.views import View
     if isinstance(x, View):
         return f"the buffer view {x.describe()}"
     if isinstance(x, tuple):

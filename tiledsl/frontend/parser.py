@@ -9,12 +9,12 @@ from __future__ import annotations
 import ast
 import builtins as _py
 
-from .. import dtypes as dt
-from .. import ir
-from .. import language as L
-from ..errors import CompilationError
+from ..core import dtypes as dt
+from ..ir import nodes as ir
+from ..lang import language as L
+from ..core.errors import CompilationError
 from ..layout import LayoutError
-from ..views import View
+from ..lang.views import View
 from . import ops
 from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange, check_block_override
 from .source import Source
@@ -546,10 +546,10 @@ class Parser(BuiltinCalls):
         raise self.error(f"name '{name}' is not defined", node)
 
     def _global(self, name, value, node, kind="global"):
-        from ..fingerprint import fingerprint_value
+        from ..cache.fingerprint import fingerprint_value
         fp = fingerprint_value(value)
         if fp is None:
-            from ..jit import JITFunction
+            from ..runtime.jit import JITFunction
             if isinstance(value, JITFunction):
                 what = "recursion (a kernel calling itself)" if value.fn.__code__ is self.fn.__code__ else \
                     "calling another kernel"
@@ -612,7 +612,7 @@ class Parser(BuiltinCalls):
 
     def indices(self, view: View, node: ast.Subscript):
         """Read `view[...]`: returns (coords, "element") or (SubView, "view")."""
-        from ..views import SubView
+        from ..lang.views import SubView
         sl = node.slice
         items = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
         if len(items) > view.ndim:
@@ -755,7 +755,7 @@ class Parser(BuiltinCalls):
 
 
 def _root_view(storage, dtype, shape, name):
-    from ..views import RootView
+    from ..lang.views import RootView
     return RootView(storage, dtype, tuple(shape), None, name)
 
 

@@ -6,7 +6,7 @@ import hashlib
 import inspect
 import textwrap
 
-from ..errors import CompilationError, Loc
+from ..core.errors import CompilationError, Loc
 
 
 class Source:

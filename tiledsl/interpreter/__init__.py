@@ -60,8 +60,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
-from ..errors import CompilationError, LaunchError
+from ..core import dtypes as dt
+from ..core.errors import CompilationError, LaunchError
 from .machine import InterpreterError, Memory
 from .program import Program
 
@@ -73,9 +73,9 @@ _CACHE_ATTR = "_interp_programs"
 
 
 def _program(jitfn, values, block) -> Program:
-    from ..backend import parse_sm
+    from ..lower.ptx import parse_sm
     from ..compiler import front
-    from ..expand import expand_kernel
+    from ..passes.expand import expand_kernel
     # the patterns gate forms by target: interpret for the kernel's target (sm_90 unless jit(target=...) says)
     sm = parse_sm(jitfn.target) if jitfn.target is not None else 90
     constexprs, spec = jitfn.spec(values, block, sm)
@@ -105,8 +105,8 @@ def host_array(name, v, info, want):
 
 def run_kernel(jitfn, values, grid, block):
     """Run `jitfn` on the CPU with bound argument `values` (parameter order); arrays are written in place."""
-    from ..jit import _dims
-    from ..runtime.args import array_info
+    from ..runtime.jit import _dims
+    from ..abi.arrays import array_info
     from ..runtime.launch import check_block, check_scalar, check_tensor, grid_of
 
     params = jitfn.params()
@@ -145,7 +145,7 @@ def run_kernel(jitfn, values, grid, block):
     elif grid is not None:
         g = _dims(grid)
     else:
-        from ..hosteval import serialize
+        from ..ir.hosteval import serialize
         g = grid_of([serialize(x) for x in ek.launch.grid], env)
     b = tuple(ek.launch.block)
     check_block(b)

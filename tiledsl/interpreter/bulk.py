@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ir
+from ..ir import nodes as ir
 from .natives import AddrOp, _err, operand, predicated
 
 

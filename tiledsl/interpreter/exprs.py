@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
-from .. import ir
+from ..core import dtypes as dt
+from ..ir import nodes as ir
 from . import rounding as R
 from .machine import InterpreterError, mem_np, val_np
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
-from ..errors import KernelFault, TiledslError
+from ..core import dtypes as dt
+from ..core.errors import KernelFault, TiledslError
 
 
 class InterpreterError(TiledslError):

@@ -17,8 +17,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import dtypes as dt
-from .. import ir
+from ..core import dtypes as dt
+from ..ir import nodes as ir
 from . import rounding as R
 from .machine import UINT, InterpreterError, mem_np, poison_bits, sub
 
@@ -685,7 +685,7 @@ def _createpolicy(n: ir.Native, parts, cx):
     byte, the fraction's f32 bits below). Only cache hints read a policy, and hints change no result."""
     if len(n.groups) not in (1, 2) or not isinstance(n.groups[0][0], ir.Reg):
         raise _err(n, "operands are a 64-bit destination{, fraction}")
-    from ..patterns.policy import PRIMARY, SECONDARY
+    from ..isa.policy.pattern import PRIMARY, SECONDARY
     d = operand(n.groups[0][0], cx)
     levels = [p.split("::")[-1] for p in parts[2:-1]]
     top = (PRIMARY.index(levels[0]) << 4) | (1 + SECONDARY.index(levels[1]) if len(levels) > 1 else 0)

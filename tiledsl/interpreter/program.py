@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ir
-from ..errors import TiledslError
+from ..ir import nodes as ir
+from ..core.errors import TiledslError
 from .exprs import ExprCompiler, is_const
 from .machine import InterpreterError, Machine, mem_np, sub, val_np
 from .natives import compile_native

@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from .. import ir
+from ..ir import nodes as ir
 from . import rounding as R
 from .machine import InterpreterError
 from .natives import AddrOp, RegOp, operand

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from ..errors import LaunchError, TiledslError
+from ..core.errors import LaunchError, TiledslError
 
 _lock = threading.RLock()
 _state = {"init": None, "ctx": {}, "sm": {}, "count": None}

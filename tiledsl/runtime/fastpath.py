@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from ..hosteval import evaluate
+from ..ir.hosteval import evaluate
 from .launch import CTYPES, INT_RANGE
 from . import driver
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from .. import dtypes as dt
-from ..errors import LaunchError
-from ..hosteval import evaluate
+from ..core import dtypes as dt
+from ..core.errors import LaunchError
+from ..ir.hosteval import evaluate
 from . import driver
 
 CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
@@ -132,7 +132,7 @@ def launch(plan: Plan, values: list, grid, block, stream: int) -> None:
 
 def check_debug(plan: Plan, stream: int) -> None:
     """debug=True: wait for the kernel, then turn a recorded bounds violation into a KernelFault."""
-    from ..errors import KernelFault
+    from ..core.errors import KernelFault
     drv = driver._drv()
     driver.check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
     rec = (ctypes.c_int32 * 4)()

@@ -1,0 +1,129 @@
+"""Bulk copies through the tensor memory accelerator, and the mbarriers that count their bytes (sm_90).
+
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes   dst (shared), src (global), mbar
+    mbarrier.init.shared::cta.b64                 mbar, count
+    mbarrier.arrive.expect_tx.shared::cta.b64     mbar, tx_bytes
+    mbarrier.arrive.shared::cta.b64               mbar
+    mbarrier.try_wait.parity.shared::cta.b64      mbar, parity      (waits: try_wait in a loop until it succeeds)
+    fence.proxy.async.shared::cta                 no operands
+    fence.mbarrier_init.release.cluster           no operands
+
+All are thread instructions: every thread that executes one issues it (guard with `if` for one issuer).
+
+A bulk copy's dst and src read as (*repeat, atom), the atom being `copy_bytes` of contiguous storage
+(`copy_bytes=` is required, a compile-time multiple of 16), aligned to 16 bytes; each repeat is one copy, and every
+copy signals its bytes to `mbar`, a view of one 8-byte shared element. The copy's writes become visible to a
+thread once it has waited on the barrier's phase that counted them. `count` and `tx_bytes` are u32 values
+(compile-time or run-time), `parity` is the phase parity (0 or 1) to wait for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...core import dtypes as dt
+from ...ir import nodes as ir
+from ...core.errors import CompilationError
+from ..operands import Ctx, Operand, check_contiguous, check_scope, copy_repeats, memory_addr, repeat_coords
+
+COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+MBAR = {"mbarrier.init.shared::cta.b64": ("init", ["mbar", "count"]),
+        "mbarrier.arrive.expect_tx.shared::cta.b64": ("expect_tx", ["mbar", "tx_bytes"]),
+        "mbarrier.arrive.shared::cta.b64": ("arrive", ["mbar"]),
+        "mbarrier.try_wait.parity.shared::cta.b64": ("wait", ["mbar", "parity"])}
+FENCES = {"fence.proxy.async.shared::cta", "fence.mbarrier_init.release.cluster"}
+SUPPORTED = f"supported: {COPY}, {', '.join(MBAR)}, {', '.join(sorted(FENCES))}"
+
+
+@dataclass(frozen=True)
+class Form:
+    opcode: str
+    kind: str                    # copy | init | expect_tx | arrive | wait | fence
+
+
+def match(opcode: str):
+    if opcode == COPY:
+        return Form(opcode, "copy")
+    if opcode in MBAR:
+        return Form(opcode, MBAR[opcode][0])
+    if opcode in FENCES:
+        return Form(opcode, "fence")
+    if opcode.startswith("cp.async.bulk") or opcode.startswith("mbarrier") or opcode.startswith("fence."):
+        return ("bad", f"{opcode} has no explicit tile pattern; {SUPPORTED}")
+    return None
+
+
+def expand(form, ctx: Ctx) -> list:
+    if isinstance(form, tuple):
+        raise ctx.error(form[1])
+    if ctx.sm < 90:
+        raise ctx.error(f"needs sm_90 or newer; the target is sm_{ctx.sm}")
+    if ctx.scope != "thread":
+        raise ctx.error(f"is a thread instruction: apply it with scope='thread' (guard it with `if` for a single "
+                        f"issuer), not '{ctx.scope}'")
+    if form.kind == "fence":
+        ctx.params(set())
+        ctx.operands([])
+        return [ir.Native(ctx.loc, form.opcode, [], None, False, "sync")]
+    if form.kind == "copy":
+        return _copy(form, ctx)
+    ctx.params(set())
+    ops = ctx.operands(MBAR[form.opcode][1])
+    mbar = _mbarrier(ctx, ops[0])
+    if form.kind == "arrive":
+        return [ir.Native(ctx.loc, form.opcode, [[ir.Imm("_")], [mbar]], None, False, "sync")]
+    value = _u32(ctx, ops[1])
+    if form.kind == "init":
+        return [ir.Native(ctx.loc, form.opcode, [[mbar], [ir.Val(value)]], None, False, "sync")]
+    if form.kind == "expect_tx":
+        return [ir.Native(ctx.loc, form.opcode, [[ir.Imm("_")], [mbar], [ir.Val(value)]], None, False, "sync")]
+    if isinstance(ops[1].value, int) and ops[1].value not in (0, 1):
+        raise ctx.error(f"parity is the phase's parity, 0 or 1; got {ops[1].value}", ops[1])
+    # a blocking wait: codegen emits try_wait in a loop until it reports the phase complete
+    return [ir.Native(ctx.loc, form.opcode, [[mbar], [ir.Val(value)]], None, False, "sync")]
+
+
+def _mbarrier(ctx: Ctx, op: Operand) -> ir.Addr:
+    if not op.is_view:
+        raise ctx.error("must be a view of one 8-byte shared element (the mbarrier)", op)
+    check_scope(ctx, op, ("shared",))
+    v = op.view
+    if v.dtype.nbytes != 8 or any(s != 1 for s in v.shape):
+        raise ctx.error(f"must be one 8-byte element (uint64 or int64), got shape {tuple(v.shape)} of "
+                        f"{v.dtype.name}", op)
+    check_contiguous(ctx, op, [[0] * len(v.shape)], 8, "the mbarrier")
+    return ir.Addr(v.storage, memory_addr(ctx, op, [], [0] * len(v.shape)), v.dtype)
+
+
+def _u32(ctx: Ctx, op: Operand) -> ir.Expr:
+    v = op.value
+    if isinstance(v, bool):
+        raise ctx.error("must be an integer, got a bool", op)
+    if isinstance(v, int):
+        if not 0 <= v < 2**32:
+            raise ctx.error(f"{v} does not fit in u32", op)
+        return ir.Const(dt.uint32, op.loc, v)
+    if isinstance(v, ir.Expr) and v.dtype.is_int:
+        return v if v.dtype == dt.uint32 else ir.Cast(dt.uint32, op.loc, v)
+    raise ctx.error("must be an integer (compile-time or run-time)", op)
+
+
+def _copy(form, ctx: Ctx) -> list:
+    params = ctx.params({"copy_bytes"})
+    if "copy_bytes" not in params:
+        raise ctx.error("copy_bytes= is required: the bytes of one copy, a multiple of 16")
+    nbytes, loc = params["copy_bytes"]
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0 or nbytes % 16:
+        raise CompilationError(f"{ctx.opcode}: copy_bytes must be a compile-time positive multiple of 16, got "
+                               f"{nbytes!r}", loc)
+    dst, src, mbar_op = ctx.operands(["dst", "src", "mbar"])
+    check_scope(ctx, dst, ("shared",))
+    check_scope(ctx, src, ("global",))
+    mbar = _mbarrier(ctx, mbar_op)
+    rep = copy_repeats(ctx, dst, src, nbytes, [], [], 16, f"the {nbytes}-byte block of one bulk copy")
+    out = []
+    for coord in repeat_coords(rep):
+        d = ir.Addr(dst.view.storage, memory_addr(ctx, dst, [], list(coord) + [0]), dst.view.dtype)
+        s = ir.Addr(src.view.storage, memory_addr(ctx, src, [], list(coord) + [0]), src.view.dtype)
+        out.append(ir.Native(ctx.loc, form.opcode, [[d], [s], [ir.Imm(str(nbytes))], [mbar]], None, False,
+                             "store", f"rep{coord}"))
+    return out

@@ -1,0 +1,343 @@
+"""What every tile pattern checks about its operands, and how operands turn into native registers/addresses.
+
+An operand of `apply` is read as `(*group, *repeat, *atom)`. Group axes bind execution ids (lane, warp) and are
+not repeats. Register operands must be owned by the issuing lane, proven for every lane; memory operands become
+addresses. Every failure is a `CompilationError` at the user's line naming the operand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+from ..core import dtypes as dt
+from ..ir import nodes as ir
+from ..core.errors import CompilationError
+from ..lang.views import View
+from ..ir.static import PINS, evaluate, located, static_offsets
+
+THREAD, WARP = "thread", "warp"          # the instruction's own width
+
+
+@dataclass
+class Operand:
+    name: str
+    value: object                        # View | Expr | Python number
+    loc: object
+
+    @property
+    def is_view(self) -> bool:
+        return isinstance(self.value, View)
+
+    @property
+    def view(self) -> View:
+        return self.value
+
+
+class Ctx:
+    """One apply call being expanded: its scope, the launch's block, the target, and where it was written."""
+
+    def __init__(self, apply: ir.Apply, block, sm: int):
+        self.apply, self.block, self.sm = apply, block, sm
+        self.scope = apply.scope
+        self.loc = apply.loc
+        self.opcode = apply.opcode
+
+    @property
+    def nthreads(self) -> int:
+        b = self.block
+        return b[0] * b[1] * b[2]
+
+    def error(self, msg, operand: Operand | None = None) -> CompilationError:
+        if operand is not None:
+            return CompilationError(f"{self.opcode}: operand {operand.name}: {msg}", operand.loc or self.loc)
+        return CompilationError(f"{self.opcode}: {msg}", self.loc)
+
+    def operands(self, names, min_count=None) -> list:
+        ops = self.apply.operands
+        lo = len(names) if min_count is None else min_count
+        if not lo <= len(ops) <= len(names):
+            want = f"{len(names)}" if lo == len(names) else f"{lo} to {len(names)}"
+            raise self.error(f"takes {want} operands ({', '.join(names)}), got {len(ops)}")
+        return [Operand(n, v, loc) for n, v, loc in zip(names, ops, self.apply.operand_locs)]
+
+    def params(self, allowed) -> dict:
+        out = {}
+        for k, (v, loc) in self.apply.params.items():
+            if k not in allowed:
+                ok = ", ".join(sorted(allowed)) or "none"
+                raise CompilationError(f"{self.opcode}: unknown parameter '{k}' (allowed: {ok})", loc)
+            out[k] = (v, loc)
+        return out
+
+    # -- scopes and group axes
+    def group_axes(self, width: str) -> list:
+        """Names of the group axes for this scope, outermost first."""
+        s = self.scope
+        if s == "cluster":
+            raise self.error("scope 'cluster' is not supported for this instruction")
+        if width == WARP:
+            if s == "thread":
+                raise self.error("is a warp instruction; it needs scope='warp' (or warpgroup/cta), not 'thread'")
+            return {"warp": [], "warpgroup": ["warp"], "cta": ["warp"]}[s]
+        return {"thread": [], "warp": ["lane"], "warpgroup": ["warp", "lane"], "cta": ["warp", "lane"]}[s]
+
+    def group_extents(self, axes) -> list:
+        nwarps = self.nthreads // 32
+        out = []
+        for a in axes:
+            if a == "lane":
+                out.append(32)
+            elif self.scope == "warpgroup":
+                out.append(4)
+            else:
+                out.append(nwarps)
+        return out
+
+    def check_block_for_scope(self, width):
+        n = self.nthreads
+        if (width == WARP or self.scope != "thread") and n % 32:
+            raise self.error(f"scope '{self.scope}' needs whole warps, but the block has {n} threads")
+        if self.scope == "warpgroup" and n % 128:
+            raise self.error(f"scope 'warpgroup' needs whole warpgroups (128 threads), but the block has {n}")
+
+    def group_ids(self, axes) -> list:
+        """Run-time values of the group coordinates for the executing thread."""
+        out = []
+        for a in axes:
+            if a == "lane":
+                out.append(ir.Special(dt.int32, self.loc, "laneid"))
+            elif self.scope == "warpgroup":
+                out.append(ir.Binary(dt.int32, self.loc, "mod", ir.Special(dt.int32, self.loc, "warpid"),
+                                     ir.Const(dt.int32, self.loc, 4)))
+            else:
+                out.append(ir.Special(dt.int32, self.loc, "warpid"))
+        return out
+
+
+def split_shape(ctx: Ctx, op: Operand, ngroup: int, atom: tuple, group_extents) -> tuple:
+    """Check `(*group, *repeat, *atom)` and return the repeat shape."""
+    shape = tuple(op.view.shape)
+    for s in shape:
+        if not isinstance(s, int):
+            raise ctx.error(f"extents must be static, but {op.view.describe()} has a run-time extent", op)
+    if len(shape) < ngroup + len(atom):
+        raise ctx.error(f"has shape {shape}; expected (*group{ngroup}, *repeat, *atom{atom})", op)
+    g = shape[:ngroup]
+    if list(g) != list(group_extents):
+        raise ctx.error(f"group axes for scope '{ctx.scope}' must be {tuple(group_extents)}, got {g} "
+                        f"(shape {shape})", op)
+    tail = shape[len(shape) - len(atom):] if atom else ()
+    if tuple(tail) != tuple(atom):
+        raise ctx.error(f"atom (last {len(atom)} extents) must be {tuple(atom)}, got {tuple(tail)} (shape {shape})",
+                        op)
+    rep = shape[ngroup:len(shape) - len(atom)]
+    for r in rep:
+        if r <= 0:
+            raise ctx.error(f"repeat extents must be positive, got {rep}", op)
+    return tuple(rep)
+
+
+def check_scope(ctx: Ctx, op: Operand, scopes, what="") -> None:
+    if not op.is_view:
+        raise ctx.error(f"must be a buffer view{what}, got a scalar", op)
+    sc = op.view.storage.scope
+    if sc not in scopes:
+        names = {"local": "registers (T.alloc_local)", "shared": "shared memory", "global": "global memory"}
+        raise ctx.error(f"must be in {' or '.join(names[s] for s in scopes)}, but {op.view.describe()} is in "
+                        f"{names[sc]}", op)
+
+
+def check_bits(ctx: Ctx, op: Operand, bits: int, what="element") -> None:
+    d = op.view.dtype if op.is_view else None
+    if d is not None and d.bits != bits:
+        raise ctx.error(f"{what} width must be {bits} bits, but {op.view.describe()} has {d.bits}-bit "
+                        f"{d.name} (reinterpret explicitly with .view(dtype=...))", op)
+
+
+def scalar_value(ctx: Ctx, op: Operand, dtype: dt.DType) -> ir.Expr:
+    """A scalar operand as an expression of exactly the slot's width."""
+    from ..frontend import ops
+    v = op.value
+    if ops.is_number(v):
+        if dtype.is_float or not isinstance(v, float):
+            return ops.const_of(v, dtype, op.loc)
+        raise ctx.error(f"{v!r} is not a valid {dtype.name} constant", op)
+    if v.dtype.bits != dtype.bits:
+        raise ctx.error(f"scalar is {v.dtype.name} ({v.dtype.bits} bits); the slot takes {dtype.bits}-bit "
+                        f"{dtype.name}", op)
+    if v.dtype.is_float != dtype.is_float and not (dtype.kind == "uint" or v.dtype.kind == "uint"):
+        raise ctx.error(f"scalar is {v.dtype.name} but the slot takes {dtype.name}", op)
+    return v
+
+
+class Owners:
+    """Resolve register coordinates to static slots, proving the owner lane (and warp) for every thread."""
+
+    def __init__(self, ctx: Ctx, op: Operand):
+        self.ctx, self.op, self.view = ctx, op, op.view
+        self.cache = {}
+
+    def slot(self, coords_by_thread, required) -> int:
+        """`coords_by_thread`: [(lane, warp_or_None, coord)]; all must land in one static slot owned by them.
+
+        `required` describes the fragment position for messages, e.g. "lane {lane} register 2 of mma.sync".
+        """
+        slot = None
+        first = None
+        for lane, warp, coord in coords_by_thread:
+            s, ax = self._locate(coord)
+            if not isinstance(s, int):
+                raise self.ctx.error(f"register slot of coordinate {coord} is not a compile-time constant "
+                                     f"(index register operands with compile-time values, e.g. T.unroll)", self.op)
+            own_lane = _axis(ax, "laneid") + _axis(ax, "tx") % 32 + _axis(ax, "tid_in_wg") % 32
+            own_warp = _axis(ax, "warpid") + _axis(ax, "wid_in_wg") + _axis(ax, "tx") // 32 + \
+                _axis(ax, "tid_in_wg") // 32
+            want_warp = warp if warp is not None else 0
+            if own_lane != lane or own_warp != want_warp:
+                who = f"lane {own_lane}" + (f", warp {own_warp}" if own_warp or warp is not None else "")
+                need = f"lane {lane}" + (f", warp {want_warp}" if warp is not None else "")
+                raise self.ctx.error(
+                    f"ownership: coordinate {tuple(coord)} of {self.view.describe()} is held by {who} in register "
+                    f"{s}, but {required.format(lane=lane)} must be held by {need}", self.op)
+            if slot is None:
+                slot, first = s, (lane, coord)
+            elif s != slot:
+                raise self.ctx.error(
+                    f"ownership: {required.format(lane=lane)} is register {s} on lane {lane} (coordinate "
+                    f"{tuple(coord)}) but register {slot} on lane {first[0]} (coordinate {tuple(first[1])}); one "
+                    f"native register must sit in the same slot on every lane", self.op)
+        size = self.view.storage.size
+        if slot < 0 or (size is not None and slot * self.view.dtype.bits >= size * self.view.storage.dtype.bits):
+            raise self.ctx.error(f"register slot {slot} is outside {self.view.storage.name} "
+                                 f"({size} x {self.view.storage.dtype.name})", self.op)
+        return slot
+
+    def _locate(self, coord):
+        key = tuple(coord)
+        r = self.cache.get(key)
+        if r is None:
+            r = self.view.locate(list(coord))
+            self.cache[key] = r
+        return r
+
+
+def _axis(ax, name) -> int:
+    v = ax.get(name, 0)
+    if not isinstance(v, int):
+        raise CompilationError("execution-axis offsets must be static")
+    return v
+
+
+def reg(view: View, slot: int, write=False) -> ir.Reg:
+    return ir.Reg(view.storage, slot, view.dtype, write)
+
+
+def check_no_overlap(ctx: Ctx, op: Operand, regs) -> None:
+    seen = {}
+    for r in regs:
+        key = (r.storage.name, r.index * r.dtype.bits)
+        if key in seen:
+            raise ctx.error(f"destination registers overlap: register {r.index} of {r.storage.name} would be "
+                            f"written by two different coordinates of {op.view.describe()}; every written "
+                            f"coordinate needs its own register", op)
+        seen[key] = r.index
+
+
+def repeat_coords(rep) -> list:
+    return list(product(*(range(r) for r in rep)))
+
+
+def thread_slots(ctx: Ctx, op: Operand, group_axes, coord_tail) -> int:
+    """Slot of a register operand of a thread instruction: group coordinates bind the lane (and warp)."""
+    owners = getattr(op, "_owners", None)
+    if owners is None:
+        owners = op._owners = Owners(ctx, op)
+    if not group_axes:
+        return owners.slot([(0, None, list(coord_tail))], "every thread's register")
+    exts = ctx.group_extents(group_axes)
+    threads = []
+    for g in product(*(range(e) for e in exts)):
+        lane = g[group_axes.index("lane")] if "lane" in group_axes else 0
+        warp = g[group_axes.index("warp")] if "warp" in group_axes else None
+        threads.append((lane, warp, list(g) + list(coord_tail)))
+    return owners.slot(threads, "the register of the issuing lane {lane}")
+
+
+def sample_groups(gaxes, gext) -> list:
+    """Group coordinates of a few threads (lanes 0, 1, 5, 31 of the first and last warp) for static checks."""
+    lanes = [0, 1, 5, 31] if "lane" in gaxes else [0]
+    warps = sorted({0, gext[gaxes.index("warp")] - 1}) if "warp" in gaxes else [0]
+    out = []
+    for w in warps:
+        for lane in lanes:
+            out.append([lane if a == "lane" else w for a in gaxes])
+    return out
+
+
+def check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str) -> None:
+    """The elements at `coords` (full coordinates, in order) must sit at consecutive storage offsets, the first
+    aligned to `align` bytes. Proven on the static part of the offsets; run-time values are pinned to two values
+    so that a distance or an alignment that depends on them is refused rather than assumed."""
+    view = op.view
+    shown = tuple(coords[0])
+    exprs = located(view, coords)
+    try:
+        offs = static_offsets(exprs)
+    except ValueError as e:
+        raise ctx.error(f"cannot prove {what} consecutive: {e}", op) from None
+    if offs is None:
+        return
+    nbytes = view.dtype.bits // 8
+    for k in range(1, len(offs)):
+        if offs[k] - offs[0] != k:
+            raise ctx.error(f"{what} must be {len(offs) * nbytes} contiguous bytes (consecutive elements), but from "
+                            f"coordinate {shown} its {len(offs)} elements sit at offsets {offs} of "
+                            f"{view.storage.name}", op)
+    for pin in PINS:
+        start = evaluate(exprs[0], pin) * nbytes
+        if start % align:
+            why = "" if pin == PINS[0] else f" when a run-time index is {pin} (alignment must not depend on it)"
+            raise ctx.error(f"{what} must be aligned to {align} bytes, but coordinate {shown} starts at byte "
+                            f"offset {start}{why}", op)
+
+
+def memory_addr(ctx: Ctx, op: Operand, group_ids, coord_tail):
+    off, axes = op.view.locate(list(group_ids) + list(coord_tail))
+    if axes and any(not (isinstance(v, int) and v == 0) for v in axes.values()):
+        raise ctx.error("memory views map coordinates to storage only", op)
+    return ir.as_expr(off, dt.int32, ctx.loc)
+
+
+def copy_repeats(ctx: Ctx, dst: Operand, src: Operand, nbytes: int, gaxes, gext, align: int, what: str) -> tuple:
+    """The repeat shape of a copy whose operands read as (*group, *repeat, nbytes of elements): each block is
+    checked contiguous and aligned to `align` on both sides, and both sides must repeat alike."""
+    reps = []
+    for op in (dst, src):
+        esize = op.view.dtype.nbytes
+        if nbytes % esize:
+            raise ctx.error(f"{nbytes} bytes is not a whole number of {op.view.dtype.name} elements", op)
+        n = nbytes // esize
+        rep = split_shape(ctx, op, len(gaxes), (n,), gext)
+        for g in sample_groups(gaxes, gext):
+            for coord in repeat_coords(rep):
+                check_contiguous(ctx, op, [g + list(coord) + [e] for e in range(n)], align, what)
+        reps.append(rep)
+    if tuple(reps[0]) != tuple(reps[1]):
+        raise ctx.error(f"repeat shape {reps[1]} does not match dst's {reps[0]}", src)
+    return reps[0]
+
+
+def cache_policy(ctx: Ctx, params: dict, hint: bool):
+    """The `cache_policy=` operand (a uint64 expression) of an opcode with .L2::cache_hint, or None without it;
+    the keyword is required exactly when the opcode carries the qualifier (ld, st, cp.async)."""
+    if "cache_policy" in params and not hint:
+        raise ctx.error("cache_policy is only allowed when the opcode carries .L2::cache_hint")
+    if not hint:
+        return None
+    if "cache_policy" not in params:
+        raise ctx.error("the opcode carries .L2::cache_hint, so cache_policy= (a uint64 policy) is required")
+    v, loc = params["cache_policy"]
+    if not (isinstance(v, ir.Expr) and v.dtype.bits == 64 and v.dtype.is_int) and \
+            not (isinstance(v, int) and not isinstance(v, bool)):
+        raise CompilationError(f"{ctx.opcode}: cache_policy must be a 64-bit integer value", loc)
+    return ir.as_expr(v, dt.uint64, loc) if isinstance(v, int) else v

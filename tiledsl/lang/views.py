@@ -1,0 +1,125 @@
+"""Views: how the kernel sees storage. A view has a dtype and a shape and can `locate` any coordinate.
+
+`locate(coord)` returns the element offset into storage (in units of the view's dtype) and the offsets on
+execution axes (`laneid`, ...), as ints where static and IR expressions where not.
+"""
+from __future__ import annotations
+
+from ..ir import nodes as ir
+from ..core.dtypes import DType
+from ..layout import TileLayout, row_major_strides
+
+
+class View:
+    storage: ir.Storage
+    dtype: DType
+    shape: tuple
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def locate(self, coord):
+        raise NotImplementedError
+
+    def has_exec_axes(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return f"{self.storage.name}{list(self.shape)}:{self.dtype.name}"
+
+    def fingerprint(self) -> str:
+        return self.describe()
+
+
+class RootView(View):
+    """A buffer, or `buffer.view(*shape, layout=...)`: a whole-storage view with an optional TileLayout."""
+
+    def __init__(self, storage, dtype, shape, layout: TileLayout | None = None, name=None):
+        self.storage, self.dtype, self.shape, self.layout = storage, dtype, tuple(shape), layout
+        self.name = name or storage.name
+        self._strides = None if layout else row_major_strides(self.shape)
+
+    def locate(self, coord):
+        if self.layout is not None:
+            return self.layout.locate(tuple(coord), self.shape)
+        off = 0
+        for c, s in zip(coord, self._strides):
+            off = ir.add(off, ir.mul(c, s))
+        return off, {}
+
+    def has_exec_axes(self) -> bool:
+        return self.layout is not None and bool(self.layout.exec_axes(self.shape))
+
+    def describe(self) -> str:
+        lay = f" @ {self.layout!r}" if self.layout is not None else ""
+        return f"{self.name}{list(self.shape)}:{self.dtype.name}{lay}"
+
+
+class SubView(View):
+    """`v[i, a:b, ...]`: fixed indices drop dimensions, ranges keep them with an origin."""
+
+    def __init__(self, parent: View, picks):
+        # picks: one per parent dim: ("fix", index) or ("range", start, extent)
+        self.parent, self.picks = parent, picks
+        self.storage, self.dtype = parent.storage, parent.dtype
+        self.shape = tuple(p[2] for p in picks if p[0] == "range")
+        self.name = getattr(parent, "name", parent.storage.name)
+
+    def locate(self, coord):
+        it = iter(coord)
+        pc = []
+        for p in self.picks:
+            pc.append(p[1] if p[0] == "fix" else ir.add(p[1], next(it)))
+        return self.parent.locate(pc)
+
+    def has_exec_axes(self) -> bool:
+        return self.parent.has_exec_axes()
+
+    def describe(self) -> str:
+        parts = []
+        for p in self.picks:
+            if p[0] == "fix":
+                parts.append(_show(p[1]))
+            else:
+                parts.append(f"{_show(p[1])}:+{p[2]}")
+        return f"{self.parent.describe()}[{', '.join(parts)}]"
+
+
+class BitView(View):
+    """`v.view(dtype=...)`: the same bits as another element type; the last axis scales with the width ratio."""
+
+    def __init__(self, parent: View, dtype: DType):
+        self.parent, self.storage, self.dtype = parent, parent.storage, dtype
+        pb, nb = parent.dtype.bits, dtype.bits
+        last = parent.shape[-1] if parent.shape else 1
+        if nb <= pb:
+            self.ratio_down, self.ratio_up = pb // nb, 1
+            new_last = ir.mul(last, pb // nb)
+        else:
+            self.ratio_down, self.ratio_up = 1, nb // pb
+            new_last = ir.floordiv(last, nb // pb)
+        self.shape = tuple(parent.shape[:-1]) + (new_last,)
+        self.name = getattr(parent, "name", parent.storage.name)
+
+    def locate(self, coord):
+        coord = list(coord)
+        last = coord[-1]
+        if self.ratio_down > 1:
+            off, ax = self.parent.locate(coord[:-1] + [ir.floordiv(last, self.ratio_down)])
+            return ir.add(ir.mul(off, self.ratio_down), ir.mod(last, self.ratio_down)), ax
+        off, ax = self.parent.locate(coord[:-1] + [ir.mul(last, self.ratio_up)])
+        return ir.floordiv(off, self.ratio_up), ax
+
+    def has_exec_axes(self) -> bool:
+        return self.parent.has_exec_axes()
+
+    def describe(self) -> str:
+        return f"{self.parent.describe()}.view({self.dtype.name})"
+
+
+def _show(x) -> str:
+    if isinstance(x, int):
+        return str(x)
+    from ..ir.printer import expr_str
+    return expr_str(x)

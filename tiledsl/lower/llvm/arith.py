@@ -1,0 +1,66 @@
+"""Binary arithmetic with the front end's semantics: Python floor `//` and `%` on signed integers."""
+from __future__ import annotations
+
+from llvmlite import ir as ll
+
+from ...core.errors import CompilationError
+
+
+def binary(cg, e, a, c):
+    b, d, op = cg.b, e.dtype, e.op
+    if d.name == "bfloat16":
+        # In f32 then rounded once to bf16: exact inputs and 24 >= 2*8+2 bits make this the correctly rounded
+        # bf16 result for + - * / (double rounding is innocuous at that precision), and min/max are exact.
+        from .casts import cast, f32_to_bf16
+        from ...core import dtypes as dt
+        fa, fc = cast(cg, a, d, dt.float32), cast(cg, c, d, dt.float32)
+        e32 = type(e)(dt.float32, e.loc, e.op, e.a, e.b)
+        return f32_to_bf16(cg, binary(cg, e32, fa, fc))
+    if d.kind == "bool":
+        if op in ("and", "min"):
+            return b.and_(a, c)
+        if op in ("or", "max"):
+            return b.or_(a, c)
+        if op == "xor":
+            return b.xor(a, c)
+        raise CompilationError(f"'{op}' on bool values", e.loc)
+    if d.is_float:
+        f = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}.get(op)
+        if f is not None:
+            return f(a, c)
+        if op in ("min", "max"):
+            name = f"llvm.{'minnum' if op == 'min' else 'maxnum'}.f{d.bits}"
+            return b.call(cg.intrinsic(name, a.type, [a.type, a.type]), [a, c])
+        raise CompilationError(f"'{op}' on {d.name} values", e.loc)
+    signed = d.is_signed
+    if op == "add":
+        return b.add(a, c)
+    if op == "sub":
+        return b.sub(a, c)
+    if op == "mul":
+        return b.mul(a, c)
+    if op == "and":
+        return b.and_(a, c)
+    if op == "or":
+        return b.or_(a, c)
+    if op == "xor":
+        return b.xor(a, c)
+    if op == "shl":
+        return b.shl(a, c)
+    if op == "shr":
+        return b.ashr(a, c) if signed else b.lshr(a, c)
+    if op in ("min", "max"):
+        pre = ("s" if signed else "u") + op
+        return b.call(cg.intrinsic(f"llvm.{pre}.i{d.bits}", a.type, [a.type, a.type]), [a, c])
+    if op in ("floordiv", "mod"):
+        if not signed:
+            return b.udiv(a, c) if op == "floordiv" else b.urem(a, c)
+        zero = ll.Constant(a.type, 0)
+        q, r = b.sdiv(a, c), b.srem(a, c)
+        # Python floors: when the remainder is non-zero and its sign differs from the divisor's, step down.
+        adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                                                    b.icmp_signed("<", c, zero)))
+        if op == "floordiv":
+            return b.sub(q, b.zext(adjust, a.type))
+        return b.add(r, b.select(adjust, c, zero))
+    raise CompilationError(f"unknown operator '{op}'", e.loc)

@@ -1,0 +1,168 @@
+"""A native instruction as inline asm holding exactly its PTX text.
+
+Registers travel in integer containers of their width ("h" 16, "r" 32, "l" 64 bits) except f32/f64 ("f"/"d").
+A predicate is passed as a 32-bit value and tested inside the asm block; `preserve_dst` ties each destination to
+its old value so an inactive instruction leaves it unchanged.
+"""
+from __future__ import annotations
+
+from llvmlite import ir as ll
+
+from ...core import dtypes as dt
+from ...ir import nodes as ir
+
+I1, I8, I16, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(16), ll.IntType(32), ll.IntType(64)
+F32, F64 = ll.FloatType(), ll.DoubleType()
+
+
+def container(d: dt.DType):
+    if d.name == "float32":
+        return F32, "f"
+    if d.name == "float64":
+        return F64, "d"
+    return {16: (I16, "h"), 32: (I32, "r"), 64: (I64, "l"), 8: (I16, "h"), 1: (I16, "h")}[d.bits]
+
+
+def _to_container(cg, v, d: dt.DType):
+    ty, _ = container(d)
+    if v.type == ty:
+        return v
+    if isinstance(v.type, ll.IntType) and isinstance(ty, ll.IntType):
+        return cg.b.zext(v, ty) if v.type.width < ty.width else cg.b.trunc(v, ty)
+    return cg.b.bitcast(v, ty)
+
+
+def _from_container(cg, v, d: dt.DType):
+    from .stmts import memtype
+    t = memtype(d)
+    if v.type == t:
+        return v
+    if isinstance(v.type, ll.IntType) and isinstance(t, ll.IntType):
+        return cg.b.trunc(v, t) if v.type.width > t.width else cg.b.zext(v, t)
+    return cg.b.bitcast(v, t)
+
+
+def reg_ptr(cg, r: ir.Reg):
+    return cg.elem_ptr(r.storage, r.dtype, ir.Const(dt.int32, None, r.index))
+
+
+def load_reg(cg, r: ir.Reg):
+    from .stmts import memtype
+    return cg.b.load(reg_ptr(cg, r), typ=memtype(r.dtype))
+
+
+def emit_native(cg, n: ir.Native):
+    b = cg.b
+    outs, ins = [], []            # (llvm type, constraint, value or reg)
+    texts = []
+    addr_imm = {}             # input index of a shared or global address -> its constant byte offset
+    for group in n.groups:
+        parts = []
+        for a in group:
+            if isinstance(a, ir.Reg) and a.write:
+                ty, c = container(a.dtype)
+                parts.append(("out", len(outs)))
+                outs.append((ty, c, a))
+            elif isinstance(a, ir.Reg):
+                v = load_reg(cg, a)
+                ty, c = container(a.dtype)
+                parts.append(("in", len(ins)))
+                ins.append((ty, c, _to_container(cg, v, a.dtype)))
+            elif isinstance(a, ir.Val):
+                v = cg.expr(a.expr)
+                ty, c = container(a.expr.dtype)
+                parts.append(("in", len(ins)))
+                ins.append((ty, c, _to_container(cg, v, a.expr.dtype)))
+            elif isinstance(a, ir.Addr):
+                nbytes = max(1, a.dtype.bits // 8)
+                if a.storage.scope == "shared":
+                    # shared addresses are 32-bit: keep the arithmetic in 32 bits (no 64-bit adds, no cvt)
+                    # The offset's constant addend goes into the instruction as [reg+imm]: accesses that differ
+                    # only by a static offset (an unrolled tile index) share one address register.
+                    base = b.ptrtoint(cg.base_ptr(a.storage), I32)
+                    rest, const = ir.split_const(a.offset)
+                    addr = base
+                    if not (isinstance(rest, int) and rest == 0):
+                        off = cg.expr(ir.as_expr(rest))
+                        off = b.trunc(off, I32) if off.type.width > 32 else \
+                            (b.sext(off, I32) if off.type.width < 32 else off)
+                        addr = b.add(base, b.mul(off, I32(nbytes)) if nbytes > 1 else off)
+                    ins.append((I32, "r", addr))
+                    parts.append(("addr", len(ins) - 1))
+                    if const:
+                        addr_imm[len(ins) - 1] = const * nbytes
+                    continue
+                rest, const = (ir.split_const(a.offset) if a.storage.scope == "global" else (a.offset, 0))
+                if not -(1 << 31) <= const * nbytes < (1 << 31):     # no 32-bit displacement: keep it whole
+                    rest, const = a.offset, 0
+                # a global address's constant addend goes into the instruction as well ([reg+imm]): the
+                # unrolled copies of a tile then share one 64-bit base instead of a register pair each
+                ptr = cg.elem_ptr(a.storage, a.dtype, rest)
+                if const:
+                    addr_imm[len(ins)] = const * nbytes
+                if a.storage.scope == "local":
+                    ins.append((I64, "l", b.ptrtoint(b.addrspacecast(ptr, ll.PointerType(addrspace=5)), I64)))
+                else:
+                    ins.append((ptr.type, "l", ptr))
+                parts.append(("addr", len(ins) - 1))
+            elif isinstance(a, ir.Imm):
+                parts.append(("imm", a.text))
+        texts.append(parts)
+    nout = len(outs)
+    tied = []
+    if n.preserve:
+        for i, (ty, c, r) in enumerate(outs):
+            old = _to_container(cg, load_reg(cg, r), r.dtype)
+            tied.append((ty, str(i), old))
+    pred_in = []
+    if n.pred is not None:
+        pv = cg.expr(n.pred)
+        pred_in.append((I32, "r", b.zext(pv, I32)))
+
+    def num(kind, i):
+        return f"${i}" if kind == "out" else f"${nout + i}"
+
+    ops = []
+    for gi, parts in enumerate(texts):
+        rendered = []
+        for kind, i in parts:
+            if kind == "imm":
+                rendered.append(i)
+            elif kind == "addr":
+                c = addr_imm.get(i, 0)
+                # PTX writes a negative displacement as [reg+-n]
+                rendered.append(f"[{num('in', i)}+{c}]" if c else f"[{num('in', i)}]")
+            else:
+                rendered.append(num(kind, i))
+        if len(rendered) == 1 and parts[0][0] == "addr":
+            ops.append(rendered[0])
+        elif len(rendered) == 1 and gi not in n.braces:
+            ops.append(rendered[0])
+        else:
+            ops.append("{" + ", ".join(rendered) + "}")
+    body = f"{n.opcode} {', '.join(ops)};" if ops else f"{n.opcode};"
+    if n.opcode.startswith("mbarrier.try_wait"):
+        # the blocking wait of patterns/bulk.py: try_wait until it reports the phase complete
+        body = (f"{{ .reg .pred %tw; TDW${{:uid}}: {n.opcode} %tw, {', '.join(ops)}; "
+                f"@!%tw bra TDW${{:uid}}; }}")
+    all_ins = ins + tied + pred_in
+    if n.pred is not None:
+        pidx = nout + len(ins) + len(tied)
+        body = f"{{ .reg .pred %tp; setp.ne.b32 %tp, ${pidx}, 0; @%tp {body} }}"
+    cons = [f"={c}" for _, c, _ in outs] + [c for _, c, _ in all_ins]
+    side = n.effect != "pure"
+    if n.effect in ("load", "store", "sync", "warp-mem"):
+        cons.append("~{memory}")
+    if not outs:
+        ret = ll.VoidType()
+    elif len(outs) == 1:
+        ret = outs[0][0]
+    else:
+        ret = ll.LiteralStructType([t for t, _, _ in outs])
+    fty = ll.FunctionType(ret, [t for t, _, _ in all_ins])
+    call = b.asm(fty, body, ",".join(cons), [v for _, _, v in all_ins], side)
+    if n.effect in ("warp", "sync", "warp-mem"):
+        call.attributes.add("convergent")
+    for i, (ty, c, r) in enumerate(outs):
+        v = call if len(outs) == 1 else b.extract_value(call, i)
+        b.store(_from_container(cg, v, r.dtype), reg_ptr(cg, r))

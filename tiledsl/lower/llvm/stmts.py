@@ -1,0 +1,354 @@
+"""Expanded tile IR -> LLVM IR (NVPTX) with llvmlite's IR builder.
+
+Scalars live in allocas and local buffers in alloca arrays; LLVM's SROA/mem2reg turns both into registers once
+indices are constant. Each native instruction becomes inline asm holding exactly its PTX text, so nothing is
+re-selected behind the user's back.
+"""
+from __future__ import annotations
+
+from llvmlite import ir as ll
+
+from ...core import dtypes as dt
+from ...ir import nodes as ir
+from ...core.errors import CompilationError
+from ...ir.printer import native_str
+from .asm import emit_native
+
+I1, I8, I16, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(16), ll.IntType(32), ll.IntType(64)
+F16, F32, F64 = ll.HalfType(), ll.FloatType(), ll.DoubleType()
+GLOBAL, SHARED, LOCAL = 1, 3, 5
+DATALAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+
+
+def lltype(d: dt.DType):
+    if d.kind == "bool":
+        return I1
+    if d.is_float:
+        return {16: F16, 32: F32, 64: F64}[d.bits] if d.name != "bfloat16" else I16
+    return ll.IntType(d.bits)
+
+
+def memtype(d: dt.DType):
+    """How an element sits in memory (bool as a byte)."""
+    return I8 if d.kind == "bool" else lltype(d)
+
+
+class Codegen:
+    def __init__(self, kernel: ir.Kernel, sm: int, debug_buffer=False):
+        self.k = kernel
+        self.debug_buffer = debug_buffer
+        self.sm = sm
+        self.module = ll.Module(name=kernel.name)
+        self.module.triple = "nvptx64-nvidia-cuda"
+        self.module.data_layout = DATALAYOUT
+        self.vars = {}
+        self.storage = {}
+        self.intrinsics = {}
+
+    # ------------------------------------------------------------ module
+    def run(self) -> str:
+        k = self.k
+        argtys, binds = [], []
+        for p in k.params:
+            if p.kind == "tensor":
+                argtys.append(ll.PointerType(addrspace=GLOBAL))
+                binds.append(("tensor", p))
+            elif p.kind == "scalar":
+                argtys.append(I8 if p.dtype.kind == "bool" else lltype(p.dtype))
+                binds.append(("scalar", p))
+        for name, v in k.sizes.items():
+            argtys.append(I32)
+            binds.append(("size", v))
+        if self.debug_buffer:
+            argtys.append(ll.PointerType(addrspace=GLOBAL))
+            binds.append(("debug", None))
+        fn = ll.Function(self.module, ll.FunctionType(ll.VoidType(), argtys), k.name)
+        fn.calling_convention = "ptx_kernel"
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        self.entry_builder = ll.IRBuilder(entry)
+        body = fn.append_basic_block("body")
+        self.b = ll.IRBuilder(body)
+        for arg, (kind, p) in zip(fn.args, binds):
+            if kind == "tensor":
+                arg.name = p.name
+                self.storage[id(p.storage)] = arg
+                arg.add_attribute("noundef")
+            elif kind == "scalar":
+                arg.name = p.name
+                val = self.entry_builder.trunc(arg, I1) if p.dtype.kind == "bool" else arg
+                self.store_var(p.var, val, builder=self.entry_builder)
+            elif kind == "debug":
+                arg.name = "tiledsl_debug"
+                self.debug_ptr = arg
+            else:
+                arg.name = p.name
+                self.store_var(p, arg, builder=self.entry_builder)
+        shared = [st for st in k.allocs if st.scope == "shared"]
+        self.dynamic_shared = 0
+        if sum(_aligned(st.size * memtype_bytes(st.dtype)) for st in shared) > 48 * 1024:
+            # Above 48 KB a block's shared memory must be dynamic: one extern array, allocations at offsets.
+            dyn = ll.GlobalVariable(self.module, ll.ArrayType(I8, 0), "tiledsl_dynamic_smem", addrspace=SHARED)
+            dyn.linkage = "external"
+            dyn.align = 128
+            off = 0
+            for st in shared:
+                ptr = self.entry_builder.gep(dyn, [I32(0), I32(off)], source_etype=dyn.value_type)
+                ptr.type = ll.PointerType(addrspace=SHARED)
+                self.storage[id(st)] = ptr
+                off += _aligned(st.size * memtype_bytes(st.dtype))
+            self.dynamic_shared = off
+        for st in k.allocs:
+            if st.scope == "shared" and self.dynamic_shared:
+                continue
+            if st.scope == "local":
+                a = self.entry_builder.alloca(ll.ArrayType(memtype(st.dtype), st.size), name=st.name)
+                a.align = 16
+                self.storage[id(st)] = a
+            elif st.scope == "shared":
+                g = ll.GlobalVariable(self.module, ll.ArrayType(memtype(st.dtype), st.size), f"{st.name}",
+                                      addrspace=SHARED)
+                g.linkage = "internal"
+                g.align = 16
+                g.initializer = ll.Constant(g.value_type, ll.Undefined)
+                self.storage[id(st)] = g
+        self.stmts(k.body)
+        self.b.ret_void()
+        self.entry_builder.branch(body)
+        threads = k.launch.block[0] * k.launch.block[1] * k.launch.block[2]
+        md = self.module.add_named_metadata("nvvm.annotations")
+        md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidx"), I32(threads)]))
+        md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidy"), I32(1)]))
+        md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidz"), I32(1)]))
+        if k.launch.max_registers:
+            md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxnreg"),
+                                             I32(k.launch.max_registers)]))
+        if k.launch.min_blocks_per_sm:
+            md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "minctasm"),
+                                             I32(k.launch.min_blocks_per_sm)]))
+        return str(self.module)
+
+    # ------------------------------------------------------------ variables
+    def var_slot(self, v, ty=None):
+        slot = self.vars.get(id(v))
+        if slot is None:
+            ty = ty or lltype(v.dtype)
+            slot = self.entry_builder.alloca(ty, name=getattr(v, "name", "v"))
+            self.vars[id(v)] = slot
+        return slot
+
+    def load_var(self, v):
+        slot = self.var_slot(v)
+        return self.b.load(slot, typ=slot.allocated_type)
+
+    def store_var(self, v, value, builder=None):
+        (builder or self.b).store(value, self.var_slot(v, value.type))
+
+    # ------------------------------------------------------------ statements
+    def stmts(self, body):
+        for s in body:
+            try:
+                getattr(self, "s_" + type(s).__name__)(s)
+            except CompilationError:
+                raise
+            except Exception as e:
+                raise CompilationError(f"internal code generation error ({type(e).__name__}: {e}); please report "
+                                       f"it", s.loc) from None
+
+    def s_Assign(self, s: ir.Assign):
+        self.store_var(s.var, self.expr(s.value))
+
+    def s_Store(self, s: ir.Store):
+        ptr = self.elem_ptr(s.storage, s.dtype, s.offset)
+        val = self.expr(s.value)
+        if s.dtype.kind == "bool":
+            val = self.b.zext(val, I8)
+        self.b.store(val, ptr)
+
+    def s_For(self, s: ir.For):
+        b = self.b
+        start = self.expr(s.start)
+        self.store_var(s.var, start)
+        head = self.fn.append_basic_block("for.head")
+        body = self.fn.append_basic_block("for.body")
+        done = self.fn.append_basic_block("for.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = self.load_var(s.var)
+        stop = self.expr(s.stop)
+        cmp = b.icmp_signed("<", i, stop) if s.var.dtype.is_signed else b.icmp_unsigned("<", i, stop)
+        b.cbranch(cmp, body, done)
+        b.position_at_end(body)
+        self.stmts(s.body)
+        i = self.load_var(s.var)
+        b.store(b.add(i, self.expr(s.step)), self.var_slot(s.var))
+        b.branch(head)
+        b.position_at_end(done)
+
+    def s_If(self, s: ir.If):
+        cond = self.expr(s.cond)
+        with self.b.if_else(cond) as (then, orelse):
+            with then:
+                self.stmts(s.then)
+            with orelse:
+                self.stmts(s.orelse)
+
+    def s_Barrier(self, s):
+        fty = ll.FunctionType(ll.VoidType(), [])
+        self.b.asm(fty, "bar.sync 0;", "~{memory}", [], True)
+        self.b.block.instructions[-1].attributes.add("convergent")
+
+    def s_Trap(self, s: ir.Trap):
+        cond = self.expr(s.cond)
+        with self.b.if_then(cond, likely=False):
+            if not self.debug_buffer:
+                self.b.asm(ll.FunctionType(ll.VoidType(), []), "trap;", "~{memory}", [], True)
+                return
+            # The first failing thread records (site, block, thread); every failing thread stops.
+            b = self.b
+            blk = b.add(self.sreg("ctaid.x"), b.mul(self.sreg("nctaid.x"),
+                        b.add(self.sreg("ctaid.y"), b.mul(self.sreg("nctaid.y"), self.sreg("ctaid.z")))))
+            thr = b.add(self.sreg("tid.x"), b.mul(self.sreg("ntid.x"),
+                        b.add(self.sreg("tid.y"), b.mul(self.sreg("ntid.y"), self.sreg("tid.z")))))
+            text = ("{ .reg .b32 %to; .reg .pred %tq; atom.global.cas.b32 %to, [$0], 0, $1; "
+                    "setp.eq.b32 %tq, %to, 0; @%tq st.global.b32 [$0+4], $2; @%tq st.global.b32 [$0+8], $3; "
+                    "exit; }")
+            fty = ll.FunctionType(ll.VoidType(), [self.debug_ptr.type, I32, I32, I32])
+            b.asm(fty, text, "l,r,r,r,~{memory}", [self.debug_ptr, I32(s.code), blk, thr], True)
+
+    def s_Native(self, s: ir.Native):
+        emit_native(self, s)
+
+    def s_Apply(self, s):
+        raise CompilationError("tile.apply reached code generation unexpanded", s.loc)
+
+    # ------------------------------------------------------------ addresses
+    def base_ptr(self, st: ir.Storage):
+        base = self.storage[id(st)]
+        if not base.type.is_opaque:            # allocas and globals carry their array type; index by element
+            base.type = ll.PointerType(addrspace=base.type.addrspace)
+        return base
+
+    def elem_ptr(self, st: ir.Storage, d: dt.DType, offset):
+        base = self.base_ptr(st)
+        off = self.index(offset)
+        return self.b.gep(base, [off], source_etype=memtype(d))
+
+    def index(self, offset):
+        v = self.expr(ir.as_expr(offset))
+        if v.type.width < 64:
+            v = self.b.sext(v, I64)
+        return v
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e):
+        return getattr(self, "e_" + type(e).__name__)(e)
+
+    def e_Const(self, e: ir.Const):
+        t = lltype(e.dtype)
+        if e.dtype.name == "bfloat16":
+            import numpy as np
+            f = int(np.array([e.value], dtype=np.float32).view(np.uint32)[0])
+            if (f & 0x7F800000) == 0x7F800000 and f & 0x7FFFFF:
+                return ll.Constant(I16, 0x7FC0)           # NaN
+            return ll.Constant(I16, ((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF)   # round to nearest even
+        if e.dtype.kind == "bool":
+            return ll.Constant(I1, int(bool(e.value)))
+        if e.dtype.is_int:
+            return ll.Constant(t, int(e.value) & ((1 << e.dtype.bits) - 1))
+        return ll.Constant(t, float(e.value))
+
+    def e_Var(self, e: ir.Var):
+        return self.load_var(e)
+
+    def e_Load(self, e: ir.Load):
+        v = self.b.load(self.elem_ptr(e.storage, e.dtype, e.offset), typ=memtype(e.dtype))
+        return self.b.trunc(v, I1) if e.dtype.kind == "bool" else v
+
+    def e_Special(self, e: ir.Special):
+        if e.name == "warpid":
+            bx, by, _ = self.k.launch.block
+            tid = self.sreg("tid.x")
+            if by > 1 or self.k.launch.block[2] > 1:
+                ty, tz = self.sreg("tid.y"), self.sreg("tid.z")
+                tid = self.b.add(tid, self.b.mul(I32(bx), self.b.add(ty, self.b.mul(I32(by), tz))))
+            return self.b.lshr(tid, I32(5))
+        if e.name == "laneid":
+            return self.sreg("laneid")
+        return self.sreg(f"{e.name}.{'xyz'[e.axis]}")
+
+    def sreg(self, name):
+        fname = "llvm.nvvm.read.ptx.sreg." + name
+        f = self.module.globals.get(fname)
+        if f is None:
+            f = ll.Function(self.module, ll.FunctionType(I32, []), fname)
+        return self.b.call(f, [])
+
+    def intrinsic(self, name, ret, args):
+        f = self.module.globals.get(name)
+        if f is None:
+            f = ll.Function(self.module, ll.FunctionType(ret, args), name)
+        return f
+
+    def e_Cast(self, e: ir.Cast):
+        from .casts import cast
+        return cast(self, self.expr(e.a), e.a.dtype, e.dtype)
+
+    def e_Unary(self, e: ir.Unary):
+        b, a = self.b, self.expr(e.a)
+        d = e.dtype
+        if e.op == "not":
+            return b.xor(a, ll.Constant(I1, 1))
+        if e.op == "invert":
+            return b.not_(a)
+        if d.name == "bfloat16" and e.op in ("neg", "abs"):
+            return b.xor(a, I16(0x8000)) if e.op == "neg" else b.and_(a, I16(0x7FFF))
+        if e.op == "neg":
+            return b.fneg(a) if d.is_float else b.neg(a)
+        if e.op == "abs":
+            if d.is_float:
+                return b.call(self.intrinsic(f"llvm.fabs.{_fsuf(d)}", a.type, [a.type]), [a])
+            return b.call(self.intrinsic(f"llvm.abs.i{d.bits}", a.type, [a.type, I1]), [a, ll.Constant(I1, 0)])
+        raise CompilationError(f"unknown unary op {e.op}", e.loc)
+
+    def e_Select(self, e: ir.Select):
+        return self.b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
+
+    def e_Compare(self, e: ir.Compare):
+        a, c = self.expr(e.a), self.expr(e.b)
+        d = e.a.dtype
+        if d.name == "bfloat16":                 # compare exactly in f32
+            from .casts import cast
+            a, c, d = cast(self, a, d, dt.float32), cast(self, c, d, dt.float32), dt.float32
+        sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[e.op]
+        if d.is_float:
+            return self.b.fcmp_unordered(sym, a, c) if e.op == "ne" else self.b.fcmp_ordered(sym, a, c)
+        if d.is_signed:
+            return self.b.icmp_signed(sym, a, c)
+        return self.b.icmp_unsigned(sym, a, c)
+
+    def e_Binary(self, e: ir.Binary):
+        from .arith import binary
+        return binary(self, e, self.expr(e.a), self.expr(e.b))
+
+
+def _aligned(n: int, a: int = 128) -> int:
+    return (n + a - 1) // a * a
+
+
+def memtype_bytes(d: dt.DType) -> int:
+    return 1 if d.kind == "bool" else d.nbytes
+
+
+def _fsuf(d):
+    return {16: "f16", 32: "f32", 64: "f64"}[d.bits]
+
+
+def generate_llvm(kernel: ir.Kernel, sm: int, debug_buffer=False):
+    """(LLVM IR text, dynamic shared memory bytes)."""
+    cg = Codegen(kernel, sm, debug_buffer)
+    text = cg.run()
+    return text, cg.dynamic_shared
+
+
+__all__ = ["generate_llvm", "native_str"]

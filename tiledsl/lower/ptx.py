@@ -1,0 +1,181 @@
+"""LLVM IR -> PTX with llvmlite's NVPTX target; PTX -> cubin with nvJitLink, else ptxas, else none (driver JIT).
+
+The PTX ISA version is pinned per target so the installed driver accepts it. Optimisation is LLVM's O3 pipeline
+with floating-point contraction off: a written `a * b + c` stays a multiply and an add.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+
+from ..core.errors import CompilationError
+
+_lock = threading.Lock()
+_ready = False
+PTX_VERSION = {70: 70, 75: 70, 80: 80, 86: 80, 89: 80, 90: 80, 100: 86, 120: 87}
+
+
+def _init():
+    global _ready
+    if _ready:
+        return
+    import llvmlite.binding as llvm
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    # Keep the user's arithmetic as written: no fmul+fadd -> fma fusion.
+    llvm.set_option("tiledsl", "-nvptx-fma-level=0")
+    _ready = True
+
+
+def parse_sm(target) -> int:
+    if target is None:
+        return 90
+    if isinstance(target, int):
+        return target
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d+)a?", str(target).strip())
+    if not m:
+        raise CompilationError(f"unknown target {target!r}; write e.g. 'sm_90'")
+    sm = int(m.group(1))
+    if sm < 70:
+        raise CompilationError(f"target sm_{sm} is not supported (sm_70 or newer)")
+    return sm
+
+
+_machines = {}
+
+
+def _machine(sm: int):
+    tm = _machines.get(sm)
+    if tm is None:
+        import llvmlite.binding as llvm
+        ver = PTX_VERSION.get(sm) or max(v for k, v in PTX_VERSION.items() if k <= sm)
+        target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+        tm = target.create_target_machine(cpu=f"sm_{sm}", features=f"+ptx{ver}", opt=3)
+        _machines[sm] = tm
+    return tm
+
+
+def llvm_to_ptx(llvm_ir: str, sm: int, opt: bool = True) -> tuple[str, str]:
+    """Optimised LLVM IR text and PTX text."""
+    import llvmlite.binding as llvm
+    with _lock:
+        _init()
+        tm = _machine(sm)
+        try:
+            mod = llvm.parse_assembly(llvm_ir)
+            mod.verify()
+        except RuntimeError as e:
+            raise CompilationError(f"internal error: generated LLVM IR is invalid ({e}); please report it") from None
+        if opt:
+            pto = llvm.create_pipeline_tuning_options(speed_level=3)
+            pb = llvm.create_pass_builder(tm, pto)
+            pb.getModulePassManager().run(mod, pb)
+        ptx = tm.emit_assembly(mod)
+        return str(mod), ptx
+
+
+def ptxas_path() -> str | None:
+    p = shutil.which("ptxas")
+    if p:
+        return p
+    for cand in ("/usr/local/cuda/bin/ptxas", "/usr/local/bin/ptxas"):
+        if os.path.exists(cand):
+            return cand
+    return None
+
+
+_NVJITLINK = []
+
+
+def _nvjitlink():
+    """cuda-bindings' nvJitLink when its library is installed (in-process, no subprocess), else None."""
+    if not _NVJITLINK:
+        try:
+            from cuda.bindings import nvjitlink
+            nvjitlink.version()
+            _NVJITLINK.append(nvjitlink)
+        except Exception:
+            _NVJITLINK.append(None)
+    return _NVJITLINK[0]
+
+
+def _link(nj, ptx: str, sm: int):
+    opts = [f"-arch=sm_{sm}", "-O3", "-Xptxas=-v"]
+    h = nj.create(len(opts), [o.encode() for o in opts])
+    try:
+        data = ptx.encode()
+        nj.add_data(h, nj.InputType.PTX, data, len(data), "kernel.ptx")
+        try:
+            nj.complete(h)
+        except Exception:
+            n = nj.get_error_log_size(h)
+            log = bytearray(n)
+            nj.get_error_log(h, log)
+            raise CompilationError(f"the generated PTX was rejected for sm_{sm}:\n"
+                                   f"{bytes(log).decode(errors='replace').strip()}") from None
+        cubin = bytearray(nj.get_linked_cubin_size(h))
+        nj.get_linked_cubin(h, cubin)
+        log = bytearray(nj.get_info_log_size(h))
+        nj.get_info_log(h, log)
+        return bytes(cubin), bytes(log).decode(errors="replace")
+    finally:
+        nj.destroy(h)
+
+
+def ptx_to_cubin(ptx: str, sm: int, name: str = "kernel") -> tuple[bytes | None, dict, str]:
+    """(cubin or None, metadata from the assembler, which tool made it): nvJitLink in-process, else ptxas."""
+    nj = _nvjitlink()
+    if nj is not None:
+        try:
+            cubin, log = _link(nj, ptx, sm)
+            return cubin, parse_ptxas_info(log), "nvJitLink"
+        except CompilationError:
+            raise
+        except Exception:
+            pass                                  # an nvJitLink too old for this target: use ptxas
+    exe = ptxas_path()
+    if exe is None:
+        return None, {}, "driver"
+    with tempfile.TemporaryDirectory(prefix="tiledsl-") as d:
+        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        r = subprocess.run([exe, f"-arch=sm_{sm}", "-v", "-O3", src, "-o", out], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise CompilationError(f"ptxas rejected the generated PTX for sm_{sm}:\n{r.stderr.strip()}")
+        with open(out, "rb") as f:
+            cubin = f.read()
+    return cubin, parse_ptxas_info(r.stderr), "ptxas"
+
+
+def parse_ptxas_info(text: str) -> dict:
+    md = {}
+    m = re.search(r"Used (\d+) registers", text)
+    if m:
+        md["registers"] = int(m.group(1))
+    m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+    if m:
+        md["spill_stores"], md["spill_loads"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"(\d+) bytes stack frame", text)
+    if m:
+        md["stack_frame"] = int(m.group(1))
+    m = re.search(r"(\d+) bytes smem", text)
+    md["shared_bytes"] = int(m.group(1)) if m else 0
+    return md
+
+
+def sass(cubin: bytes) -> str | None:
+    exe = shutil.which("cuobjdump") or shutil.which("nvdisasm")
+    if exe is None or cubin is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="tiledsl-") as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        args = [exe, "-sass", path] if exe.endswith("cuobjdump") else [exe, path]
+        r = subprocess.run(args, capture_output=True, text=True)
+        return r.stdout if r.returncode == 0 else None

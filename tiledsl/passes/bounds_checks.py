@@ -1,0 +1,116 @@
+"""debug=True: a bounds check before every global/shared/local element access and tile memory operand.
+
+Each check is an `ir.Trap(cond, code)`; `code` indexes `sites`, the user's source locations. On the GPU a
+violating thread records (site, block, thread) in a small device buffer and exits; the host reads the buffer
+after the launch and raises `KernelFault` naming the line, block and thread.
+"""
+from __future__ import annotations
+
+import re
+
+from ..core import dtypes as dt
+from ..ir import nodes as ir
+
+
+def insert_bounds_checks(k: ir.Kernel):
+    """A new kernel with checks inserted, and the list of sites (one description per check code)."""
+    numel = {}
+    for p in k.params:
+        if p.kind == "tensor":
+            n = 1
+            for s in p.shape:
+                n = ir.mul(n, k.sizes[s] if isinstance(s, str) else s)
+            numel[id(p.storage)] = n
+    for st in k.allocs:
+        numel[id(st)] = st.size
+    sites = []
+    body = _body(k.body, numel, sites)
+    return ir.Kernel(k.name, k.params, body, k.launch, k.allocs, k.sizes, k.loc), sites
+
+
+def _body(stmts, numel, sites):
+    out = []
+    for s in stmts:
+        accesses = []
+        if isinstance(s, ir.Assign):
+            _loads(s.value, accesses)
+        elif isinstance(s, ir.Store):
+            _loads(s.value, accesses)
+            _loads(s.offset, accesses)
+            accesses.append((s.storage, s.offset, s.dtype, 1))
+        elif isinstance(s, ir.If):
+            _loads(s.cond, accesses)
+        elif isinstance(s, ir.For):
+            for e in (s.start, s.stop, s.step):
+                _loads(e, accesses)
+        elif isinstance(s, ir.Native):
+            for g in s.groups:
+                for a in g:
+                    if isinstance(a, ir.Val):
+                        _loads(a.expr, accesses)
+                    elif isinstance(a, ir.Addr):
+                        _loads(a.offset, accesses)
+                        accesses.append((a.storage, a.offset, a.dtype, _span(s, a)))
+        cond = None
+        for st, off, d, span in accesses:
+            c = _out_of_range(st, off, d, span, numel)
+            if c is not None:
+                cond = c if cond is None else ir.Binary(dt.bool_, s.loc, "or", cond, c)
+        if cond is not None:
+            sites.append(f"{s.loc}: out-of-bounds access in `{s.loc.text.strip()}`" if s.loc else "out of bounds")
+            out.append(ir.Trap(s.loc, cond, len(sites)))
+        if isinstance(s, ir.For):
+            s = ir.For(s.loc, s.var, s.start, s.stop, s.step, _body(s.body, numel, sites), s.unroll)
+        elif isinstance(s, ir.If):
+            s = ir.If(s.loc, s.cond, _body(s.then, numel, sites), _body(s.orelse, numel, sites))
+        out.append(s)
+    return out
+
+
+def _span(n: ir.Native, a: ir.Addr) -> int:
+    if n.opcode.startswith(("ldmatrix", "stmatrix")):
+        return max(1, 16 // a.dtype.nbytes)
+    if n.opcode.startswith("cp.async"):
+        imm = [x for g in n.groups for x in g if isinstance(x, ir.Imm)]
+        return max(1, int(imm[0].text) // a.dtype.nbytes) if imm else 1
+    m = re.search(r"\.v(\d)\.", n.opcode)
+    return int(m.group(1)) if m else 1
+
+
+def _loads(e, acc):
+    if isinstance(e, ir.Load):
+        _loads(e.offset, acc)
+        acc.append((e.storage, e.offset, e.dtype, 1))
+    elif isinstance(e, (ir.Binary, ir.Compare)):
+        _loads(e.a, acc)
+        _loads(e.b, acc)
+    elif isinstance(e, (ir.Unary, ir.Cast)):
+        _loads(e.a, acc)
+    elif isinstance(e, ir.Select):
+        _loads(e.cond, acc)
+        _loads(e.a, acc)
+        _loads(e.b, acc)
+
+
+def _out_of_range(st, off, d, span, numel):
+    n = numel.get(id(st))
+    if n is None:
+        return None
+    loc = getattr(off, "loc", None)
+    # compare in bytes, in 64-bit, so reinterpreting views and huge tensors are checked exactly
+    first = ir.mul(_i64(off), d.nbytes)
+    limit = ir.mul(_i64(n), st.dtype.nbytes)
+    last = ir.add(first, span * d.nbytes)
+    if isinstance(first, int) and isinstance(limit, int):
+        return None if 0 <= first and last <= limit else ir.Const(dt.bool_, loc, True)
+    lo = ir.Compare(dt.bool_, loc, "lt", ir.as_expr(first, dt.int64), ir.Const(dt.int64, loc, 0))
+    hi = ir.Compare(dt.bool_, loc, "gt", ir.as_expr(last, dt.int64), ir.as_expr(limit, dt.int64))
+    return ir.Binary(dt.bool_, loc, "or", lo, hi)
+
+
+def _i64(x):
+    if isinstance(x, int):
+        return x
+    if isinstance(x, ir.Const):
+        return int(x.value)
+    return x if x.dtype == dt.int64 else ir.Cast(dt.int64, getattr(x, "loc", None), x)
