@@ -11,6 +11,8 @@ from .passes.expand import expand_kernel
 from .frontend.parser import Parser
 from .compiled import CompiledKernel, StageDict  # noqa: F401 - re-exported
 from .ir.printer import kernel_str
+from .core.options import Options
+from .core.target import Target
 
 
 def front(fn, constexprs, block=None, grid=None):
@@ -19,14 +21,15 @@ def front(fn, constexprs, block=None, grid=None):
     return k, p
 
 
-def compile_kernel(fn, constexprs: dict, sm: int, block=None, grid=None, want_cubin=True,
-                   debug=False) -> CompiledKernel:
+def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block=None, grid=None,
+                   want_cubin=True) -> CompiledKernel:
+    sm = target.sm
     t0 = time.perf_counter()
     k, parser = front(fn, constexprs, block, grid)
     asm = {"tile": kernel_str(k)}
-    ek = expand_kernel(k, sm)
+    ek = expand_kernel(k, target)
     sites = []
-    if debug:
+    if options.debug:
         from .passes.bounds_checks import insert_bounds_checks
         ek, sites = insert_bounds_checks(ek)
     asm["expanded"] = kernel_str(ek)

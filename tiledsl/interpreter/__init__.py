@@ -84,7 +84,8 @@ def _program(jitfn, values, block) -> Program:
     prog = cache.get(key)
     if prog is None:
         k, _parser = front(jitfn.fn, constexprs, block, None)
-        ek = expand_kernel(k, sm=sm)
+        from ..core.target import Target
+        ek = expand_kernel(k, Target(sm))
         prog = Program(ek)
         cache[key] = prog
     return prog

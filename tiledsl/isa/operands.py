@@ -12,6 +12,7 @@ from itertools import product
 from ..core import dtypes as dt
 from ..ir import nodes as ir
 from ..core.errors import CompilationError
+from ..core.target import Target
 from ..lang.views import View
 from ..ir.static import PINS, evaluate, located, static_offsets
 
@@ -36,8 +37,8 @@ class Operand:
 class Ctx:
     """One apply call being expanded: its scope, the launch's block, the target, and where it was written."""
 
-    def __init__(self, apply: ir.Apply, block, sm: int):
-        self.apply, self.block, self.sm = apply, block, sm
+    def __init__(self, apply: ir.Apply, block, target: Target):
+        self.apply, self.block, self.target, self.sm = apply, block, target, target.sm
         self.scope = apply.scope
         self.loc = apply.loc
         self.opcode = apply.opcode

@@ -4,24 +4,25 @@ from __future__ import annotations
 from ..ir import nodes as ir
 from ..isa.registry import lookup
 from ..isa.operands import Ctx
+from ..core.target import Target
 
 
-def expand_kernel(k: ir.Kernel, sm: int) -> ir.Kernel:
+def expand_kernel(k: ir.Kernel, target: Target) -> ir.Kernel:
     block = k.launch.block
-    body = _expand(k.body, block, sm)
+    body = _expand(k.body, block, target)
     return ir.Kernel(k.name, k.params, body, k.launch, k.allocs, k.sizes, k.loc)
 
 
-def _expand(body, block, sm):
+def _expand(body, block, target):
     out = []
     for s in body:
         if isinstance(s, ir.Apply):
             fam, form = lookup(s.opcode, s.loc)
-            out.extend(fam.expand(form, Ctx(s, block, sm)))
+            out.extend(fam.expand(form, Ctx(s, block, target)))
         elif isinstance(s, ir.For):
-            out.append(ir.For(s.loc, s.var, s.start, s.stop, s.step, _expand(s.body, block, sm), s.unroll))
+            out.append(ir.For(s.loc, s.var, s.start, s.stop, s.step, _expand(s.body, block, target), s.unroll))
         elif isinstance(s, ir.If):
-            out.append(ir.If(s.loc, s.cond, _expand(s.then, block, sm), _expand(s.orelse, block, sm)))
+            out.append(ir.If(s.loc, s.cond, _expand(s.then, block, target), _expand(s.orelse, block, target)))
         else:
             out.append(s)
     return out

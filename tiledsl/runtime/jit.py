@@ -220,8 +220,10 @@ class JITFunction:
             ck = self._from_disk(key)
             if ck is None:
                 from ..compiler import compile_kernel
-                ck = compile_kernel(self.fn, constexprs, sm, block, grid, want_cubin,
-                                    debug=self.debug or config.debug())
+                from ..core.options import Options
+                from ..core.target import Target
+                ck = compile_kernel(self.fn, constexprs, Target(sm), Options(debug=self.debug or config.debug()),
+                                    block, grid, want_cubin)
                 self._to_disk(key, ck)
             ck.key = key
             self._compiled[key] = ck
