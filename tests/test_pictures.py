@@ -163,10 +163,13 @@ def test_ownership_grid_and_methods():
     for l in range(32):
         for r in range(4):
             assert grid[seed_d(l, r)] == (l, r)
-    svg = ld.to_svg((1, 1, 16, 8), title="D <&>")
+    svg = pictures.svg(ld, (1, 1, 16, 8), title="D <&>")
     assert svg.startswith("<svg") and "D &lt;&amp;&gt;" in svg
     ET.fromstring(svg)
-    assert read_png(ld.to_png((1, 1, 16, 8)))[3] == read_png(pictures.png(ld, (1, 1, 16, 8)))[3]
+    for l in range(32):
+        for r in range(4):
+            own = ld.owner((0, 0) + seed_d(l, r), (1, 1, 16, 8))
+            assert (own.lane, own.warp, own.slot, own.thread) == (l, 0, r, l)
 
 
 def test_arrangement_of_other_ranks(tmp_path):
@@ -181,7 +184,7 @@ def test_arrangement_of_other_ranks(tmp_path):
     w = TileLayout(S[(2, 4) : (1 @ warpid, 1 @ laneid)])
     assert pictures.ownership_grid(w, (2, 4))[(1, 3)] == (35, 0)
     path = tmp_path / "w.png"
-    w.to_png((2, 4), str(path))
+    pictures.png(w, (2, 4), str(path))
     assert read_png(path.read_bytes())[:2] == pictures.png_size(w, (2, 4))
 
 

@@ -90,5 +90,5 @@ def signature_of(k: ir.Kernel) -> list:
 
 
 def launch_of(k: ir.Kernel) -> dict:
-    from .ir.hosteval import serialize
+    from .ir.eval import serialize
     return {"grid": [serialize(g) for g in k.launch.grid], "block": list(k.launch.block)}

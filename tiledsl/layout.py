@@ -4,7 +4,8 @@
 view's dimensions; inside one dimension the first factor is the most significant. A stride is an integer (the
 storage axis: register slot for registers, element offset for memory) or `value @ axis` for an execution axis
 such as `laneid`. This one module answers every layout question: the legality checker, codegen, the interpreter
-and the pictures all ask it.
+and the pictures (tiledsl/tools/pictures.py, which draws a layout) all ask it; `TileLayout.owner` answers
+"which lane, warp and slot hold this coordinate".
 """
 from __future__ import annotations
 
@@ -185,19 +186,41 @@ class TileLayout:
             out.append((coord, s, ax))
         return out
 
-    def to_svg(self, shape, title=None) -> str:
-        """A picture of lane/register ownership over a view of `shape`, as SVG text (see tiledsl.pictures)."""
-        from .tools import pictures
-        return pictures.svg(self, shape, title)
+    def owner(self, coord, dims) -> Owner:
+        """Which lane and warp hold `coord` of a view of shape `dims`, and in which storage slot (the register
+        slot of a register tensor). The ownership proofs of the patterns and the pictures both ask this."""
+        return owner_of(*self.locate(coord, dims))
 
-    def to_png(self, shape, path=None) -> bytes:
-        """The same picture as PNG bytes, also written to `path` when given (see tiledsl.pictures)."""
-        from .tools import pictures
-        data = pictures.png(self, shape)
-        if path is not None:
-            with open(path, "wb") as f:
-                f.write(data)
-        return data
+
+# execution axes and how they count threads: lanes within a warp, and warps (a thread index spans both)
+_LANE_AXES = ("laneid", "tx", "tid_in_wg")
+_WARP_AXES = ("warpid", "wid_in_wg")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Where one element of a view lives: the lane and warp that hold it and its storage slot."""
+    lane: int
+    warp: int
+    slot: int
+
+    @property
+    def thread(self) -> int:
+        """The thread index within the block (a warp counts as 32 threads)."""
+        return 32 * self.warp + self.lane
+
+
+def owner_of(storage, axes: dict) -> Owner:
+    """The owner from a `locate` answer `(storage offset, {axis: offset})` with static values: thread-index axes
+    (tx, tid_in_wg) split into a lane (mod 32) and a warp (div 32). LayoutError when a value is not static."""
+    if not isinstance(storage, int):
+        raise LayoutError("the storage offset is not static")
+    for name in _LANE_AXES + _WARP_AXES:
+        if not isinstance(axes.get(name, 0), int):
+            raise LayoutError(f"the offset on axis {name} is not static")
+    lane = axes.get("laneid", 0) + sum(axes.get(a, 0) % 32 for a in _LANE_AXES[1:])
+    warp = sum(axes.get(a, 0) for a in _WARP_AXES) + sum(axes.get(a, 0) // 32 for a in _LANE_AXES[1:])
+    return Owner(lane, warp, storage)
 
 
 @lru_cache(maxsize=4096)

@@ -3,7 +3,7 @@
     python docs/layouts/make.py            # writes seed_A/B/D.{svg,png} beside this script
 
 Each cell is one element of the view, labelled T<lane>R<register>; leading view dimensions become panels
-(see tiledsl/pictures.py). tests/test_pictures.py checks the committed files against the seed page's lane maps.
+(see tiledsl/tools/pictures.py). tests/test_pictures.py checks the committed files against the seed page's lane maps.
 """
 import os
 import sys
@@ -32,7 +32,7 @@ def main(out_dir=HERE):
         base = os.path.join(out_dir, f"seed_{name}")
         with open(base + ".svg", "w") as f:
             f.write(pictures.svg(layout, shape, title=title_of(name)))
-        layout.to_png(shape, base + ".png")
+        pictures.png(layout, shape, base + ".png")
         print(f"wrote {os.path.relpath(base)}.svg and .png")
 
 

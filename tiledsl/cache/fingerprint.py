@@ -9,8 +9,12 @@ from ..lang import language as L
 from ..layout import Axis, Shape, TileLayout
 
 
-def fingerprint_value(v, depth=0):
-    """A string that changes whenever `v` would change the compiled code; None when `v` may not be used."""
+def fingerprint_value(v: object, depth: int = 0) -> str | None:
+    """A string that changes whenever `v` would change the compiled code; None when `v` may not be used.
+
+    A type may fingerprint its own values with a method `__tiledsl_fingerprint__(self, depth, fingerprint_value)`
+    (the helper it is given fingerprints what the value reads); `InlineFunction` does, so this module need not
+    import the language's helpers."""
     if depth > 8:
         return None
     if v is None or isinstance(v, (bool, int, str)):
@@ -22,9 +26,9 @@ def fingerprint_value(v, depth=0):
         return None if None in parts else "(" + ",".join(parts) + ")"
     if isinstance(v, (dt.DType, TileLayout, Axis, Shape, L.Opcode, L.TensorType)):
         return f"{type(v).__name__}:{v!r}"
-    from ..lang.inline import InlineFunction
-    if isinstance(v, InlineFunction):
-        return f"inline:{v.fingerprint(depth)}"
+    hook = getattr(type(v), "__tiledsl_fingerprint__", None)
+    if hook is not None:                      # an @tiledsl.inline helper: its source and what it reads
+        return hook(v, depth, fingerprint_value)
     if isinstance(v, L.Builtin):
         return f"builtin:{v.name}"
     if v is L.T or v is L.constexpr or isinstance(v, (L._Ptx, L._Cuda, L._Tile)):

@@ -1,67 +1,87 @@
-"""Every environment switch tiledsl reads, declared once with its type and default."""
+"""Every environment switch tiledsl reads, declared once: its name, type, default and meaning.
+
+Each `Switch` below is the only place its variable is named; the accessors (`cache_dir()`, `debug()`, ...) read
+the environment on every call, so a test's `monkeypatch.setenv` takes effect at once. `python -m tiledsl switches`
+lists them. Unparseable values fall back to the default rather than failing a launch.
+
+Switches change what is run or kept, never the compiled code itself: the one that does (`TILEDSL_DEBUG`) is folded
+into `core.options.Options` by the caller, and Options go into the cache key.
+"""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Callable
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _cache_dir() -> str:
-    explicit = os.environ.get("TILEDSL_CACHE_DIR")
-    if explicit:
-        return explicit
+def _default_cache_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "tiledsl")
 
 
 @dataclass(frozen=True)
 class Switch:
+    """One environment variable. `kind` is "bool", "int" or "path"; `default` is the value when it is unset,
+    empty or unparseable (a callable default is computed at read time, e.g. from XDG_CACHE_HOME)."""
     name: str
     kind: str
+    default: object
     doc: str
 
+    def get(self):
+        """The switch's current value, typed."""
+        raw = os.environ.get(self.name, "").strip()
+        default = self.default() if callable(self.default) else self.default
+        if not raw:
+            return default
+        if self.kind == "bool":
+            low = raw.lower()
+            return True if low in _TRUE else False if low in _FALSE else default
+        if self.kind == "int":
+            try:
+                return int(raw)
+            except ValueError:
+                return default
+        return raw
 
-SWITCHES = [
-    Switch("TILEDSL_CACHE_DIR", "path", "where compiled kernels are kept (default ~/.cache/tiledsl)"),
-    Switch("TILEDSL_CACHE_MAX_MB", "int", "disk cache bound in MB, least recently used entries go first (1024)"),
-    Switch("TILEDSL_DISABLE_DISK_CACHE", "bool", "never read or write the disk cache"),
-    Switch("TILEDSL_INTERPRET", "bool", "run every kernel on the CPU interpreter"),
-    Switch("TILEDSL_DEBUG", "bool", "compile every kernel with run-time bounds checks"),
-    Switch("TILEDSL_NATIVE_LAUNCH", "bool", "compile steady launchers to native code with LLVM (default on; 0 = "
-                                            "keep the Python launchers)"),
-    Switch("TILEDSL_DUMP_DIR", "path", "write each compiled kernel's stages (tile, expanded, llvm, ptx) here"),
-]
+
+CACHE_DIR = Switch("TILEDSL_CACHE_DIR", "path", _default_cache_dir,
+                   "where compiled kernels are kept (default ~/.cache/tiledsl)")
+CACHE_MAX_MB = Switch("TILEDSL_CACHE_MAX_MB", "int", 1024,
+                      "disk cache bound in MB, least recently used entries go first (1024)")
+DISABLE_DISK_CACHE = Switch("TILEDSL_DISABLE_DISK_CACHE", "bool", False, "never read or write the disk cache")
+INTERPRET = Switch("TILEDSL_INTERPRET", "bool", False, "run every kernel on the CPU interpreter")
+DEBUG = Switch("TILEDSL_DEBUG", "bool", False, "compile every kernel with run-time bounds checks")
+NATIVE_LAUNCH = Switch("TILEDSL_NATIVE_LAUNCH", "bool", True,
+                       "compile steady launchers to native code with LLVM (default on; 0 = keep the Python launchers)")
+DUMP_DIR = Switch("TILEDSL_DUMP_DIR", "path", None,
+                  "write each compiled kernel's stages (tile, expanded, llvm, ptx) here")
+
+SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, NATIVE_LAUNCH, DUMP_DIR]
 
 
-def cache_dir() -> str:
-    return _cache_dir()
+def _reader(switch: Switch) -> Callable[[], object]:
+    def read():
+        return switch.get()
+    read.__doc__ = f"{switch.name}: {switch.doc}"
+    return read
 
 
-def cache_max_bytes() -> int:
-    try:
-        return int(os.environ.get("TILEDSL_CACHE_MAX_MB", "1024")) * 1024 * 1024
-    except ValueError:
-        return 1024 * 1024 * 1024
+cache_dir: Callable[[], str] = _reader(CACHE_DIR)
+interpret: Callable[[], bool] = _reader(INTERPRET)
+debug: Callable[[], bool] = _reader(DEBUG)
+dump_dir: Callable[[], str | None] = _reader(DUMP_DIR)
+native_launch: Callable[[], bool] = _reader(NATIVE_LAUNCH)
 
 
 def disk_cache_enabled() -> bool:
-    return not _flag("TILEDSL_DISABLE_DISK_CACHE")
+    """False when TILEDSL_DISABLE_DISK_CACHE is set."""
+    return not DISABLE_DISK_CACHE.get()
 
 
-def interpret() -> bool:
-    return _flag("TILEDSL_INTERPRET")
-
-
-def debug() -> bool:
-    return _flag("TILEDSL_DEBUG")
-
-
-def dump_dir() -> str | None:
-    return os.environ.get("TILEDSL_DUMP_DIR") or None
-
-
-def native_launch() -> bool:
-    return os.environ.get("TILEDSL_NATIVE_LAUNCH", "1").strip().lower() not in ("0", "false", "no", "off")
+def cache_max_bytes() -> int:
+    """TILEDSL_CACHE_MAX_MB in bytes."""
+    return CACHE_MAX_MB.get() * 1024 * 1024

@@ -146,7 +146,7 @@ def run_kernel(jitfn, values, grid, block):
     elif grid is not None:
         g = _dims(grid)
     else:
-        from ..ir.hosteval import serialize
+        from ..ir.eval import serialize
         g = grid_of([serialize(x) for x in ek.launch.grid], env)
     b = tuple(ek.launch.block)
     check_block(b)

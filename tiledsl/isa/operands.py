@@ -14,7 +14,8 @@ from ..ir import nodes as ir
 from ..core.errors import CompilationError
 from ..core.target import Target
 from ..lang.views import View
-from ..ir.static import PINS, evaluate, located, static_offsets
+from ..layout import owner_of
+from ..ir.eval import PINS, evaluate_pinned as evaluate, located, static_offsets
 
 THREAD, WARP = "thread", "warp"          # the instruction's own width
 
@@ -190,9 +191,8 @@ class Owners:
             if not isinstance(s, int):
                 raise self.ctx.error(f"register slot of coordinate {coord} is not a compile-time constant "
                                      f"(index register operands with compile-time values, e.g. T.unroll)", self.op)
-            own_lane = _axis(ax, "laneid") + _axis(ax, "tx") % 32 + _axis(ax, "tid_in_wg") % 32
-            own_warp = _axis(ax, "warpid") + _axis(ax, "wid_in_wg") + _axis(ax, "tx") // 32 + \
-                _axis(ax, "tid_in_wg") // 32
+            own = owner_of(s, ax)
+            own_lane, own_warp = own.lane, own.warp
             want_warp = warp if warp is not None else 0
             if own_lane != lane or own_warp != want_warp:
                 who = f"lane {own_lane}" + (f", warp {own_warp}" if own_warp or warp is not None else "")
@@ -220,13 +220,6 @@ class Owners:
             r = self.view.locate(list(coord))
             self.cache[key] = r
         return r
-
-
-def _axis(ax, name) -> int:
-    v = ax.get(name, 0)
-    if not isinstance(v, int):
-        raise CompilationError("execution-axis offsets must be static")
-    return v
 
 
 def reg(view: View, slot: int, write=False) -> ir.Reg:

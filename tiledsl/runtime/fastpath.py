@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from ..ir.hosteval import evaluate
+from ..ir.eval import evaluate
 from .launch import CTYPES, INT_RANGE
 from . import driver
 

@@ -6,7 +6,7 @@ import threading
 
 from ..core import dtypes as dt
 from ..core.errors import LaunchError
-from ..ir.hosteval import evaluate
+from ..ir.eval import evaluate
 from . import driver
 
 CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,

@@ -48,17 +48,6 @@ DIM_INK = (110, 110, 110)
 
 # ------------------------------------------------------------------ ownership
 
-def _thread(axes: dict) -> int:
-    """One thread number from the layout's execution offsets (static ints for a static view)."""
-    t = 0
-    for name, weight in (("laneid", 1), ("tx", 1), ("tid_in_wg", 1), ("warpid", 32), ("wid_in_wg", 32)):
-        v = axes.get(name, 0)
-        if not isinstance(v, int):
-            raise LayoutError(f"the offset on axis {name} is not static")
-        t += weight * v
-    return t
-
-
 def _arrangement(shape):
     """(H, W, panel rows, panel cols, leading shape) of the picture of a view of `shape`."""
     shape = tuple(shape)
@@ -88,10 +77,8 @@ def _cells(layout: TileLayout, shape):
         pc = lc[-1] if lead else 0
         for r, c in product(range(h), range(w)):
             coord = lc + ((r, c) if len(shape) > 1 else (c,))
-            reg, axes = layout.locate(coord, shape)
-            if not isinstance(reg, int):
-                raise LayoutError("the storage offset is not static")
-            yield outer * h + r, pc * w + c, coord, _thread(axes), reg
+            own = layout.owner(coord, shape)
+            yield outer * h + r, pc * w + c, coord, own.thread, own.slot
 
 
 def ownership_grid(layout: TileLayout, shape) -> dict:
@@ -277,8 +264,9 @@ def text_width(s: str) -> int:
     return len(s) * ADVANCE - SCALE
 
 
-def png(layout: TileLayout, shape) -> bytes:
-    """The picture as PNG bytes, laid out like `svg(layout, shape)` without a title (the font has no letters)."""
+def png(layout: TileLayout, shape, path: str | None = None) -> bytes:
+    """The picture as PNG bytes, laid out like `svg(layout, shape)` without a title (the font has no letters);
+    also written to `path` when given."""
     g = Geometry(layout, shape, None)
     cv = _Canvas(g.width, g.height, BACKGROUND)
     for prow, pcol, head in g.panels():
@@ -299,7 +287,11 @@ def png(layout: TileLayout, shape) -> bytes:
         cv.frame(x, y, w + 1, h + 1, GRID)
         lab = label(t, reg)
         cv.text(x + (w - text_width(lab)) // 2, y + PAD + 1, lab, INK)
-    return cv.png()
+    data = cv.png()
+    if path is not None:
+        with open(path, "wb") as f:
+            f.write(data)
+    return data
 
 
 def png_size(layout: TileLayout, shape) -> tuple:

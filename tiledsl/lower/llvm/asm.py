@@ -33,7 +33,7 @@ def _to_container(cg, v, d: dt.DType):
 
 
 def _from_container(cg, v, d: dt.DType):
-    from .stmts import memtype
+    from .types import memtype
     t = memtype(d)
     if v.type == t:
         return v
@@ -47,7 +47,7 @@ def reg_ptr(cg, r: ir.Reg):
 
 
 def load_reg(cg, r: ir.Reg):
-    from .stmts import memtype
+    from .types import memtype
     return cg.b.load(reg_ptr(cg, r), typ=memtype(r.dtype))
 
 

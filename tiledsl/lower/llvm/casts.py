@@ -4,13 +4,11 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from ...core import dtypes as dt
-
-I1, I16, I32 = ll.IntType(1), ll.IntType(16), ll.IntType(32)
+from .types import I16, I32, lltype
 
 
 def cast(cg, v, src: dt.DType, dst: dt.DType):
     b = cg.b
-    from .stmts import lltype
     if src == dst:
         return v
     if src.name == "bfloat16" or dst.name == "bfloat16":

@@ -13,24 +13,7 @@ from ...ir import nodes as ir
 from ...core.errors import CompilationError
 from ...ir.printer import native_str
 from .asm import emit_native
-
-I1, I8, I16, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(16), ll.IntType(32), ll.IntType(64)
-F16, F32, F64 = ll.HalfType(), ll.FloatType(), ll.DoubleType()
-GLOBAL, SHARED, LOCAL = 1, 3, 5
-DATALAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
-
-
-def lltype(d: dt.DType):
-    if d.kind == "bool":
-        return I1
-    if d.is_float:
-        return {16: F16, 32: F32, 64: F64}[d.bits] if d.name != "bfloat16" else I16
-    return ll.IntType(d.bits)
-
-
-def memtype(d: dt.DType):
-    """How an element sits in memory (bool as a byte)."""
-    return I8 if d.kind == "bool" else lltype(d)
+from .types import DATALAYOUT, GLOBAL, I1, I8, I16, I32, I64, SHARED, lltype, memtype, memtype_bytes
 
 
 class Codegen:
@@ -334,10 +317,6 @@ class Codegen:
 
 def _aligned(n: int, a: int = 128) -> int:
     return (n + a - 1) // a * a
-
-
-def memtype_bytes(d: dt.DType) -> int:
-    return 1 if d.kind == "bool" else d.nbytes
 
 
 def _fsuf(d):
