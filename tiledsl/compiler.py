@@ -1,11 +1,16 @@
-"""The stages, in order: parse -> tile IR -> expand patterns -> LLVM IR -> PTX -> cubin. Every output is kept."""
+"""The stages, in order: parse -> tile IR -> expand patterns -> LLVM IR -> PTX -> cubin. Every output is kept.
+
+The `Target` chosen by the caller travels to every stage that asks a hardware question (the front end's limits,
+the pattern families' minimum SM, codegen's dynamic-shared threshold, LLVM's CPU, the assembler's -arch).
+"""
 from __future__ import annotations
 
 import os
 import time
 
 from .lower import ptx as backend
-from .core import knobs as config
+from .core import knobs
+from .core.errors import CompilationError
 from .ir import nodes as ir
 from .passes.expand import expand_kernel
 from .frontend.parser import Parser
@@ -15,17 +20,18 @@ from .core.options import Options
 from .core.target import Target
 
 
-def front(fn, constexprs, block=None, grid=None):
-    p = Parser(fn, constexprs, block_override=block, grid_override=grid)
+def front(fn, constexprs: dict, block=None, grid=None, target: Target | None = None) -> tuple[ir.Kernel, Parser]:
+    """The tile IR of `fn` specialised on `constexprs` (and the Parser, which knows what the body read)."""
+    p = Parser(fn, constexprs, block_override=block, grid_override=grid, target=Target.parse(target))
     k = p.parse()
     return k, p
 
 
 def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block=None, grid=None,
                    want_cubin=True) -> CompiledKernel:
-    sm = target.sm
+    """Compile `fn` for `target`: every stage's output in `.asm`, the assembler's report in `.metadata`."""
     t0 = time.perf_counter()
-    k, parser = front(fn, constexprs, block, grid)
+    k, parser = front(fn, constexprs, block, grid, target)
     asm = {"tile": kernel_str(k)}
     ek = expand_kernel(k, target)
     sites = []
@@ -34,16 +40,16 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
         ek, sites = insert_bounds_checks(ek)
     asm["expanded"] = kernel_str(ek)
     from .lower.llvm import generate_llvm
-    _check_shared(k, sm)
-    raw, dynamic_shared = generate_llvm(ek, sm, debug_buffer=bool(sites))
-    opt_ir, ptx = backend.llvm_to_ptx(raw, sm)
+    _check_shared(k, target)
+    raw, dynamic_shared = generate_llvm(ek, target, debug_buffer=bool(sites))
+    opt_ir, ptx = backend.llvm_to_ptx(raw, target)
     asm["llvm"] = opt_ir
     asm["ptx"] = ptx
     t1 = time.perf_counter()
     metadata = {"compile_ms_to_ptx": round((t1 - t0) * 1e3, 2), "dynamic_shared": dynamic_shared}
     cubin = None
     if want_cubin:
-        cubin, info, tool = backend.ptx_to_cubin(ptx, sm, k.name)
+        cubin, info, tool = backend.ptx_to_cubin(ptx, target, k.name)
         metadata.update(info)
         metadata["assembler"] = tool
         if cubin is not None:
@@ -53,9 +59,10 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
     if sites:
         metadata["debug_sites"] = sites
         sig.append({"name": "__debug", "kind": "debugbuf", "dtype": None, "shape": []})
-    ck = CompiledKernel(k.name, sm, asm, metadata, sig, launch_of(k), cubin)
+    ck = CompiledKernel(k.name, target.sm, asm, metadata, sig, launch_of(k), cubin)
+    ck.target = target
     ck.expanded_ir = ek
-    dump = config.dump_dir()
+    dump = knobs.dump_dir()
     if dump:
         os.makedirs(dump, exist_ok=True)
         for stage, text in asm.items():
@@ -64,19 +71,15 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
     return ck
 
 
-SHARED_LIMIT = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
-
-
-def _check_shared(k: ir.Kernel, sm: int) -> None:
-    from .core.errors import CompilationError
-    limit = SHARED_LIMIT.get(sm) or max(v for s, v in SHARED_LIMIT.items() if s <= sm)
+def _check_shared(k: ir.Kernel, target: Target) -> None:
+    limit = target.shared_per_block
     total = 0
     for st in k.allocs:
         if st.scope == "shared":
             total += st.size * st.dtype.nbytes
             if total > limit:
                 raise CompilationError(f"shared memory: {total} bytes exceed the {limit} bytes a block can have on "
-                                       f"sm_{sm}", st.loc)
+                                       f"{target.name}", st.loc)
 
 
 def signature_of(k: ir.Kernel) -> list:

@@ -24,9 +24,10 @@ class LayoutError(ValueError):
 
 @dataclass(frozen=True)
 class Axis:
+    """An execution axis (`laneid`, `warpid`, `tx`, ...): `4 @ laneid` is a stride on it."""
     name: str
 
-    def __rmatmul__(self, value):
+    def __rmatmul__(self, value: int) -> AxisStride:
         if not isinstance(value, int) or isinstance(value, bool):
             raise LayoutError(f"a stride on axis {self.name} must be an int, not {value!r}")
         return AxisStride(value, self)
@@ -60,6 +61,9 @@ class Shape:
 
 
 class _ShapeBuilder:
+    """`S[(extents) : (strides)]`: the factors of a TileLayout. Strides are ints (storage: register slot or element
+    offset) or `value @ axis` (an execution axis); factors taken in order multiply out to the view's dimensions."""
+
     def __getitem__(self, item) -> Shape:
         if not isinstance(item, slice) or item.step is not None:
             raise LayoutError("write a layout as S[(extents) : (strides)]")
@@ -89,9 +93,14 @@ class Factor:
 
 
 class TileLayout:
-    """An immutable layout; compare and hash by value so it can key caches."""
+    """Where each coordinate of a view lives: `TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])`.
 
-    def __init__(self, shape: Shape, swizzle=None):
+    `locate(coord, dims)` gives the storage offset and the execution-axis offsets, `owner(coord, dims)` the lane,
+    warp and slot that hold a coordinate; `swizzle=(bits, base, shift)` XORs storage offsets (shared-memory bank
+    swizzles). `tiledsl.tools.pictures.svg(layout, shape)` draws one. Immutable; compares and hashes by value so
+    it can key caches."""
+
+    def __init__(self, shape: Shape, swizzle: tuple[int, int, int] | None = None):
         if not isinstance(shape, Shape):
             raise LayoutError("TileLayout takes S[(extents) : (strides)]")
         if swizzle is not None:
@@ -122,7 +131,7 @@ class TileLayout:
         """Group the flat factors over `dims`; one tuple of Factors per dimension."""
         return _group(self.shape.extents, tuple(map(repr, self.shape.strides)), tuple(dims))
 
-    def locate(self, coord, dims):
+    def locate(self, coord, dims) -> tuple:
         """(storage offset, {axis: offset}) of `coord` in a view of shape `dims`. Coordinates may be IR exprs."""
         if all(type(c) is int for c in coord):
             # static coordinates recur across a kernel's unrolled tiles (every k step's fragments): one answer
@@ -178,7 +187,7 @@ class TileLayout:
     def exec_axes(self, dims) -> set:
         return {f.axis for facs in self.factors(dims) for f in facs if f.axis != STORAGE and f.extent > 1}
 
-    def owners(self, dims):
+    def owners(self, dims) -> list:
         """Every coordinate of the view with where it lives: [(coord, storage, {axis: offset})]."""
         out = []
         for coord in product(*(range(d) for d in dims)):

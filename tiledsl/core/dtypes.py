@@ -110,3 +110,34 @@ def promote(a: DType, b: DType) -> DType:
     if a.bits != b.bits:
         return a if a.bits > b.bits else b
     return a if a.kind == "uint" else b
+
+
+# ------------------------------------------------------------------ the one f32 -> bf16 rounder (host side)
+
+BF16_NAN = 0x7FFF      # the canonical bf16 NaN: what PTX cvt.rn.bf16.f32 produces, and codegen's run-time cast
+
+
+def bf16_bits_array(x):
+    """bfloat16 bits (numpy uint16 array) of `x` (any float array or scalar, read as float64): one rounding to
+    nearest even from the exact value, every NaN -> BF16_NAN, overflow -> +-inf.
+
+    The value is first narrowed to f32 rounding to odd (an inexact result gets its last bit set), so the second
+    rounding, to bf16's 8 bits, is the single correct rounding; this is what codegen's run-time conversion from
+    f64 does too (lower/llvm/casts.py), so constants, casts and the interpreter agree bit for bit."""
+    import numpy as np
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+    back = f.astype(np.float64)
+    nan = np.isnan(x)
+    inexact = (back != x) & ~nan
+    over = np.abs(back) > np.abs(x)                  # rounded away from zero: step back toward it, then mark odd
+    bits = f.view(np.uint32).astype(np.int64)
+    bits = np.where(inexact, np.where(over, bits - 1, bits) | 1, bits)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    return np.where(nan, BF16_NAN, rounded).astype(np.uint16)
+
+
+def bf16_bits(x: float) -> int:
+    """bfloat16 bits of one Python number, as `bf16_bits_array` rounds it."""
+    return int(bf16_bits_array(float(x)))

@@ -22,7 +22,10 @@ class TiledslError(Exception):
 
 
 class CompilationError(TiledslError):
-    """Something is wrong in a kernel. The message shows the user's line and a caret under the culprit."""
+    """Something is wrong in a kernel. The message shows the user's line and a caret under the culprit.
+
+    `msg` is the bare message, `loc` where it points (None for errors with no place in the source, such as an
+    unknown target)."""
 
     def __init__(self, msg: str, loc: Loc | None = None):
         self.msg = msg
@@ -40,7 +43,8 @@ class CompilationError(TiledslError):
 
 
 class LaunchError(TiledslError):
-    """A call that cannot be launched: wrong arguments, device, configuration. Raised before any launch."""
+    """A call that cannot be launched: wrong arguments, device, configuration. Raised before any launch, with the
+    same text on every launch path (and on the interpreter)."""
 
 
 class KernelFault(TiledslError):

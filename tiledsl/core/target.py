@@ -13,7 +13,7 @@ from .errors import CompilationError
 DEFAULT_SM = 90          # the target of kernel.compile() and of the interpreter when nothing names one
 
 # PTX ISA version per SM: pinned so that the installed driver accepts the module (newer SMs need newer ISAs)
-_PTX_VERSION = {70: 70, 75: 70, 80: 80, 86: 80, 89: 80, 90: 80, 100: 86, 120: 87}
+PTX_VERSION = {70: 70, 75: 70, 80: 80, 86: 80, 89: 80, 90: 80, 100: 86, 120: 87}
 # shared memory a block may use (bytes), per SM version
 _SHARED_PER_BLOCK = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
 
@@ -33,6 +33,7 @@ class Target:
     max_block = (1024, 1024, 64)
     max_grid = (2**31 - 1, 65535, 65535)
     max_registers_per_thread = 255
+    max_blocks_per_sm = 32              # resident blocks; the bound of min_blocks_per_sm
     registers_per_sm = 65536
     static_shared_limit = 48 * 1024     # above this, shared memory must be dynamic (and opted into at load)
     max_named_size = 2**31 - 1          # named sizes travel as int32 parameters
@@ -61,7 +62,7 @@ class Target:
 
     @property
     def ptx_version(self) -> int:
-        return _at_or_below(_PTX_VERSION, self.sm)
+        return _at_or_below(PTX_VERSION, self.sm)
 
     @property
     def shared_per_block(self) -> int:

@@ -6,6 +6,7 @@ import builtins as _py
 from dataclasses import dataclass
 
 from ..core import dtypes as dt
+from ..core.target import Target
 from ..ir import nodes as ir
 from ..lang import language as L
 from ..layout import TileLayout
@@ -13,7 +14,6 @@ from ..lang.views import BitView, RootView, View
 from . import ops
 
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
-MAX_SHARED = 232448                      # bytes of shared memory a block may have on any supported GPU (sm_90)
 
 
 @dataclass
@@ -198,16 +198,19 @@ class BuiltinCalls:
         grid = self.dims3(a["grid"], node, "grid", static=False)
         block = self.dims3(a["block"], node, "block", static=True)
         n = block[0] * block[1] * block[2]
-        if n > 1024 or block[2] > 64:
-            raise self.error(f"block {block} has {n} threads; CUDA allows at most 1024 (and z <= 64)", node)
+        if _block_refused(block, self.target):
+            raise self.error(f"block {block} has {n} threads; CUDA allows at most {self.target.max_threads_per_block} "
+                             f"(and z <= {self.target.max_block[2]})", node)
         # launch bounds (PTX .maxnreg and .minnctapersm): ptxas keeps to them, spilling if it must
         regs, blocks = a["max_registers"], a["min_blocks_per_sm"]
-        for name, v, lo, hi in (("max_registers", regs, 24, 255), ("min_blocks_per_sm", blocks, 1, 32)):
+        tg = self.target
+        for name, v, lo, hi in (("max_registers", regs, 24, tg.max_registers_per_thread),
+                                ("min_blocks_per_sm", blocks, 1, tg.max_blocks_per_sm)):
             if v is not None and not lo <= self.static_int(v, node, name) <= hi:
                 raise self.error(f"{name} must be a compile-time int from {lo} to {hi}, got {v}", node)
-        if regs is not None and blocks is not None and regs * n * blocks > 65536:
+        if regs is not None and blocks is not None and regs * n * blocks > tg.registers_per_sm:
             raise self.error(f"{blocks} blocks of {n} threads at {regs} registers need {regs * n * blocks} "
-                             f"registers; an SM has 65536", node)
+                             f"registers; an SM has {tg.registers_per_sm}", node)
         return LaunchValue(grid, block, regs, blocks)
 
     def dims3(self, v, node, what, static):
@@ -280,11 +283,12 @@ class BuiltinCalls:
         if scope == "shared":
             used = sum(st.size * st.dtype.nbytes for st in self.allocs if st.scope == "shared")
             total = used + size * d.nbytes
-            if total > MAX_SHARED:
+            limit = self.target.shared_per_block
+            if total > limit:
                 before = f" ({used} bytes before it)" if used else ""
                 raise self.error(f"shared memory: this allocation of {size * d.nbytes} bytes{before} brings the "
-                                 f"kernel's shared memory to {total} bytes; a block can have at most {MAX_SHARED} "
-                                 f"bytes (227 KB, sm_90)", node)
+                                 f"kernel's shared memory to {total} bytes; a block can have at most {limit} "
+                                 f"bytes ({limit // 1024} KB, {self.target.name})", node)
         name = self.name_hint or f"{scope}{len(self.allocs)}"
         if any(s.name == name for s in self.allocs):
             name = f"{name}{len(self.allocs)}"
@@ -400,12 +404,18 @@ class BuiltinCalls:
         self.emit(ir.Apply(self.loc(node), op.text, operands, scope, params, locs))
 
 
-def check_block_override(block) -> None:
+def _block_refused(block, target: Target) -> bool:
+    return (block[0] * block[1] * block[2] > target.max_threads_per_block
+            or any(b > m for b, m in zip(block, target.max_block)))
+
+
+def check_block_override(block, target: Target) -> None:
     """A block given by the caller (compile(block=...), kernel[grid, block]) is a bad call when CUDA refuses it."""
     n = block[0] * block[1] * block[2]
-    if n > 1024 or block[2] > 64:
+    if _block_refused(block, target):
         from ..core.errors import LaunchError
-        raise LaunchError(f"block {tuple(block)} has {n} threads; CUDA allows at most 1024 (and z <= 64)")
+        raise LaunchError(f"block {tuple(block)} has {n} threads; CUDA allows at most {target.max_threads_per_block} "
+                          f"(and z <= {target.max_block[2]})")
 
 
 def _rebase(v: BitView):

@@ -13,6 +13,7 @@ from ..core import dtypes as dt
 from ..ir import nodes as ir
 from ..lang import language as L
 from ..core.errors import CompilationError
+from ..core.target import Target
 from ..layout import LayoutError
 from ..lang.views import View
 from . import ops
@@ -35,8 +36,9 @@ class Poisoned:
 
 
 class Parser(BuiltinCalls):
-    def __init__(self, fn, constexprs: dict, block_override=None, grid_override=None):
+    def __init__(self, fn, constexprs: dict, block_override=None, grid_override=None, target: Target | None = None):
         self.fn = fn
+        self.target = Target.parse(target)        # the hardware limits the front end checks
         self.src = Source(fn)
         self.globals = fn.__globals__
         self.closure = {}
@@ -67,7 +69,7 @@ class Parser(BuiltinCalls):
         if isinstance(f, ast.AsyncFunctionDef):
             raise self.error("async kernels are not supported", f)
         if self.block_override:
-            check_block_override(self.block_override)      # a bad call: LaunchError, before any parsing
+            check_block_override(self.block_override, self.target)      # a bad call: LaunchError, before any parsing
         self._params(f)
         body = list(f.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \

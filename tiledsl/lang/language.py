@@ -14,10 +14,11 @@ from ..core.errors import TiledslError
 
 
 class Builtin:
-    """A kernel-language function; `name` selects its front-end handler."""
+    """A kernel-language function; `name` selects its front-end handler, `doc` says what it does in a kernel."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, doc: str = ""):
         self.name = name
+        self.__doc__ = doc or f"T.{name}: a kernel-language function (see the front end)."
 
     def __call__(self, *args, **kwargs):
         raise TiledslError(f"T.{self.name} can only be used inside a @tiledsl.jit kernel")
@@ -28,6 +29,7 @@ class Builtin:
 
 @dataclass(frozen=True)
 class TensorType:
+    """The annotation of a tensor parameter: its shape (ints, or names of sizes bound at call time) and dtype."""
     shape: tuple
     dtype: _dt.DType
 
@@ -35,7 +37,9 @@ class TensorType:
         return f"T.Tensor({self.shape}, {self.dtype.name!r})"
 
 
-def Tensor(shape, dtype) -> TensorType:
+def Tensor(shape: tuple | list | int | str, dtype: str | _dt.DType) -> TensorType:
+    """`T.Tensor((M, "N"), "float16")`: a tensor parameter's annotation. Shape entries are positive ints or strings
+    naming sizes that are read from the argument at call time (and passed to the kernel as int32)."""
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     d = _dt.lookup(dtype)
     if d is None:
@@ -47,6 +51,8 @@ def Tensor(shape, dtype) -> TensorType:
 
 
 class _Constexpr:
+    """`x: T.constexpr`: a compile-time parameter; each distinct value compiles its own specialisation."""
+
     def __repr__(self) -> str:
         return "T.constexpr"
 
@@ -56,6 +62,7 @@ constexpr = _Constexpr()
 
 @dataclass(frozen=True)
 class Opcode:
+    """A PTX opcode named in a kernel (`T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"]`)."""
     text: str
 
     def __repr__(self) -> str:
@@ -63,6 +70,8 @@ class Opcode:
 
 
 class _Ptx:
+    """`T.ptx[opcode]`: the instruction a `T.cuda.tile.apply` expands to."""
+
     def __getitem__(self, text) -> Opcode:
         if not isinstance(text, str):
             raise TiledslError("T.ptx[...] takes the opcode as a string")
@@ -76,31 +85,41 @@ int32, uint32, int64, uint64 = _dt.int32, _dt.uint32, _dt.int64, _dt.uint64
 float16, bfloat16, float32, float64 = _dt.float16, _dt.bfloat16, _dt.float32, _dt.float64
 bool = _dt.bool_  # noqa: A001 - the kernel language spells it T.bool
 
-device_entry = Builtin("device_entry")
-alloc_local = Builtin("alloc_local")
-alloc_shared = Builtin("alloc_shared")
-grid = Builtin("grid")
-unroll = Builtin("unroll")
+device_entry = Builtin("device_entry", "T.device_entry(launch=T.cuda.LaunchConfig(...)): the kernel's launch "
+                       "configuration, as the first statement of its body.")
+alloc_local = Builtin("alloc_local", 'T.alloc_local(shape, dtype, layout="default"): a per-thread buffer (registers '
+                      "once its indices are constant); a TileLayout spreads it over lanes and register slots.")
+alloc_shared = Builtin("alloc_shared", 'T.alloc_shared(shape, dtype, layout="default"): a buffer in the block\'s '
+                       "shared memory (bounded by the target's shared memory per block).")
+grid = Builtin("grid", "for i, j in T.grid(m, n): nested loops over a rectangle.")
+unroll = Builtin("unroll", "for i in T.unroll(n): a loop unrolled at compile time (its index is a compile-time int).")
 static_range = unroll
-min = Builtin("min")  # noqa: A001
-max = Builtin("max")  # noqa: A001
-cast = Builtin("cast")
-static_assert = Builtin("static_assert")
+min = Builtin("min", "T.min(a, b): the smaller value (integers, floats).")  # noqa: A001
+max = Builtin("max", "T.max(a, b): the larger value (integers, floats).")  # noqa: A001
+cast = Builtin("cast", "T.cast(x, dtype): convert a value; floats round to nearest even, float -> int truncates and "
+                       "saturates (NaN -> 0), like PTX cvt.")
+static_assert = Builtin("static_assert", "T.static_assert(cond, msg=''): a CompilationError at this line when the "
+                                         "compile-time condition is false.")
 
 
 class _Tile:
-    apply = Builtin("tile.apply")
+    """`T.cuda.tile`: tile patterns."""
+    apply = Builtin("tile.apply", 'T.cuda.tile.apply(T.ptx[opcode], *operands, scope="thread", **params): expand a '
+                                  "PTX instruction family over tile operands, proving lane ownership and legality "
+                                  "at compile time.")
 
 
 class _Cuda:
-    LaunchConfig = Builtin("LaunchConfig")
-    lane_id = Builtin("lane_id")
-    warp_id = Builtin("warp_id")
-    thread_id = Builtin("thread_id")
-    block_id = Builtin("block_id")
-    block_dim = Builtin("block_dim")
-    grid_dim = Builtin("grid_dim")
-    syncthreads = Builtin("syncthreads")
+    """`T.cuda`: launch configuration, thread and block ids, barriers, tile patterns."""
+    LaunchConfig = Builtin("LaunchConfig", "T.cuda.LaunchConfig(grid, block, max_registers=None, "
+                                           "min_blocks_per_sm=None): the launch, checked against the target's limits.")
+    lane_id = Builtin("lane_id", "T.cuda.lane_id(): the thread's lane in its warp (0..31).")
+    warp_id = Builtin("warp_id", "T.cuda.warp_id(): the thread's warp in its block.")
+    thread_id = Builtin("thread_id", "T.cuda.thread_id(axis=0): threadIdx along an axis.")
+    block_id = Builtin("block_id", "T.cuda.block_id(axis=0): blockIdx along an axis.")
+    block_dim = Builtin("block_dim", "T.cuda.block_dim(axis=0): blockDim along an axis.")
+    grid_dim = Builtin("grid_dim", "T.cuda.grid_dim(axis=0): gridDim along an axis.")
+    syncthreads = Builtin("syncthreads", "T.cuda.syncthreads(): a barrier for every thread of the block.")
     tile = _Tile()
 
 

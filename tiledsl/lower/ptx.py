@@ -1,6 +1,7 @@
 """LLVM IR -> PTX with llvmlite's NVPTX target; PTX -> cubin with nvJitLink, else ptxas, else none (driver JIT).
 
-The PTX ISA version is pinned per target so the installed driver accepts it. Optimisation is LLVM's O3 pipeline
+The PTX ISA version is pinned per target (`Target.ptx_version`) so the installed driver accepts it; an
+arch-specific target (sm_90a) is named as such to LLVM (`.target sm_90a`) and to the assembler (`-arch=sm_90a`). Optimisation is LLVM's O3 pipeline
 with floating-point contraction off: a written `a * b + c` stays a multiply and an add.
 """
 from __future__ import annotations
@@ -13,10 +14,10 @@ import tempfile
 import threading
 
 from ..core.errors import CompilationError
+from ..core.target import Target
 
 _lock = threading.Lock()
 _ready = False
-PTX_VERSION = {70: 70, 75: 70, 80: 80, 86: 80, 89: 80, 90: 80, 100: 86, 120: 87}
 
 
 def _init():
@@ -32,39 +33,30 @@ def _init():
 
 
 def parse_sm(target) -> int:
-    if target is None:
-        return 90
-    if isinstance(target, int):
-        return target
-    m = re.fullmatch(r"(?:sm_|compute_)?(\d+)a?", str(target).strip())
-    if not m:
-        raise CompilationError(f"unknown target {target!r}; write e.g. 'sm_90'")
-    sm = int(m.group(1))
-    if sm < 70:
-        raise CompilationError(f"target sm_{sm} is not supported (sm_70 or newer)")
-    return sm
+    """The SM number of a target spelling; the runtime's old entry point (use `Target.parse`)."""
+    return Target.parse(target).sm
 
 
 _machines = {}
 
 
-def _machine(sm: int):
-    tm = _machines.get(sm)
+def _machine(target: Target):
+    """LLVM's NVPTX target machine for `target` (LLVM 22 knows the arch-specific CPUs such as sm_90a)."""
+    tm = _machines.get(target)
     if tm is None:
         import llvmlite.binding as llvm
-        ver = PTX_VERSION.get(sm) or max(v for k, v in PTX_VERSION.items() if k <= sm)
-        target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
-        tm = target.create_target_machine(cpu=f"sm_{sm}", features=f"+ptx{ver}", opt=3)
-        _machines[sm] = tm
+        nvptx = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+        tm = nvptx.create_target_machine(cpu=target.name, features=f"+ptx{target.ptx_version}", opt=3)
+        _machines[target] = tm
     return tm
 
 
-def llvm_to_ptx(llvm_ir: str, sm: int, opt: bool = True) -> tuple[str, str]:
-    """Optimised LLVM IR text and PTX text."""
+def llvm_to_ptx(llvm_ir: str, target: Target, opt: bool = True) -> tuple[str, str]:
+    """Optimised LLVM IR text and PTX text for `target`."""
     import llvmlite.binding as llvm
     with _lock:
         _init()
-        tm = _machine(sm)
+        tm = _machine(target)
         try:
             mod = llvm.parse_assembly(llvm_ir)
             mod.verify()
@@ -103,8 +95,8 @@ def _nvjitlink():
     return _NVJITLINK[0]
 
 
-def _link(nj, ptx: str, sm: int):
-    opts = [f"-arch=sm_{sm}", "-O3", "-Xptxas=-v"]
+def _link(nj, ptx: str, target: Target):
+    opts = [f"-arch={target.name}", "-O3", "-Xptxas=-v"]
     h = nj.create(len(opts), [o.encode() for o in opts])
     try:
         data = ptx.encode()
@@ -115,7 +107,7 @@ def _link(nj, ptx: str, sm: int):
             n = nj.get_error_log_size(h)
             log = bytearray(n)
             nj.get_error_log(h, log)
-            raise CompilationError(f"the generated PTX was rejected for sm_{sm}:\n"
+            raise CompilationError(f"the generated PTX was rejected for {target.name}:\n"
                                    f"{bytes(log).decode(errors='replace').strip()}") from None
         cubin = bytearray(nj.get_linked_cubin_size(h))
         nj.get_linked_cubin(h, cubin)
@@ -126,12 +118,12 @@ def _link(nj, ptx: str, sm: int):
         nj.destroy(h)
 
 
-def ptx_to_cubin(ptx: str, sm: int, name: str = "kernel") -> tuple[bytes | None, dict, str]:
+def ptx_to_cubin(ptx: str, target: Target, name: str = "kernel") -> tuple[bytes | None, dict, str]:
     """(cubin or None, metadata from the assembler, which tool made it): nvJitLink in-process, else ptxas."""
     nj = _nvjitlink()
     if nj is not None:
         try:
-            cubin, log = _link(nj, ptx, sm)
+            cubin, log = _link(nj, ptx, target)
             return cubin, parse_ptxas_info(log), "nvJitLink"
         except CompilationError:
             raise
@@ -144,9 +136,10 @@ def ptx_to_cubin(ptx: str, sm: int, name: str = "kernel") -> tuple[bytes | None,
         src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         with open(src, "w") as f:
             f.write(ptx)
-        r = subprocess.run([exe, f"-arch=sm_{sm}", "-v", "-O3", src, "-o", out], capture_output=True, text=True)
+        r = subprocess.run([exe, f"-arch={target.name}", "-v", "-O3", src, "-o", out], capture_output=True,
+                           text=True)
         if r.returncode != 0:
-            raise CompilationError(f"ptxas rejected the generated PTX for sm_{sm}:\n{r.stderr.strip()}")
+            raise CompilationError(f"ptxas rejected the generated PTX for {target.name}:\n{r.stderr.strip()}")
         with open(out, "rb") as f:
             cubin = f.read()
     return cubin, parse_ptxas_info(r.stderr), "ptxas"

@@ -16,7 +16,7 @@ from itertools import product
 
 from ...core import dtypes as dt
 from ...ir import nodes as ir
-from ...lower.ptx import PTX_VERSION
+from ...core.target import PTX_VERSION
 from ..operands import WARP, Ctx, Owners, check_bits, check_contiguous, check_no_overlap, check_scope, memory_addr, repeat_coords, split_shape
 
 SUPPORTED = "supported forms: {ldmatrix,stmatrix}.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16"

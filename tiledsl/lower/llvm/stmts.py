@@ -11,16 +11,18 @@ from llvmlite import ir as ll
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ...core.errors import CompilationError
+from ...core.target import Target
 from ...ir.printer import native_str
 from .asm import emit_native
 from .types import DATALAYOUT, GLOBAL, I1, I8, I16, I32, I64, SHARED, lltype, memtype, memtype_bytes
 
 
 class Codegen:
-    def __init__(self, kernel: ir.Kernel, sm: int, debug_buffer=False):
+    def __init__(self, kernel: ir.Kernel, target: Target, debug_buffer=False):
         self.k = kernel
         self.debug_buffer = debug_buffer
-        self.sm = sm
+        self.target = target
+        self.sm = target.sm
         self.module = ll.Module(name=kernel.name)
         self.module.triple = "nvptx64-nvidia-cuda"
         self.module.data_layout = DATALAYOUT
@@ -69,7 +71,7 @@ class Codegen:
                 self.store_var(p, arg, builder=self.entry_builder)
         shared = [st for st in k.allocs if st.scope == "shared"]
         self.dynamic_shared = 0
-        if sum(_aligned(st.size * memtype_bytes(st.dtype)) for st in shared) > 48 * 1024:
+        if sum(_aligned(st.size * memtype_bytes(st.dtype)) for st in shared) > self.target.static_shared_limit:
             # Above 48 KB a block's shared memory must be dynamic: one extern array, allocations at offsets.
             dyn = ll.GlobalVariable(self.module, ll.ArrayType(I8, 0), "tiledsl_dynamic_smem", addrspace=SHARED)
             dyn.linkage = "external"
@@ -230,11 +232,7 @@ class Codegen:
     def e_Const(self, e: ir.Const):
         t = lltype(e.dtype)
         if e.dtype.name == "bfloat16":
-            import numpy as np
-            f = int(np.array([e.value], dtype=np.float32).view(np.uint32)[0])
-            if (f & 0x7F800000) == 0x7F800000 and f & 0x7FFFFF:
-                return ll.Constant(I16, 0x7FC0)           # NaN
-            return ll.Constant(I16, ((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF)   # round to nearest even
+            return ll.Constant(I16, dt.bf16_bits(e.value))      # the run-time cast's rounding (NaN -> 0x7FFF)
         if e.dtype.kind == "bool":
             return ll.Constant(I1, int(bool(e.value)))
         if e.dtype.is_int:
@@ -323,9 +321,9 @@ def _fsuf(d):
     return {16: "f16", 32: "f32", 64: "f64"}[d.bits]
 
 
-def generate_llvm(kernel: ir.Kernel, sm: int, debug_buffer=False):
-    """(LLVM IR text, dynamic shared memory bytes)."""
-    cg = Codegen(kernel, sm, debug_buffer)
+def generate_llvm(kernel: ir.Kernel, target: Target, debug_buffer: bool = False) -> tuple[str, int]:
+    """(LLVM IR text, dynamic shared memory bytes) of an expanded kernel for `target`."""
+    cg = Codegen(kernel, target, debug_buffer)
     text = cg.run()
     return text, cg.dynamic_shared
 
