@@ -15,7 +15,7 @@ def test_docstrings():
         assert obj.__doc__ and len(obj.__doc__) > 20, obj
     for name in ("device_entry", "alloc_local", "alloc_shared", "grid", "unroll", "min", "max", "cast",
                  "static_assert"):
-        assert getattr(T, name).__doc__.startswith(f"T.{name}") or name == "grid", name
+        assert getattr(T, name).__doc__.startswith(f"T.{name}"), name
     for name in ("LaunchConfig", "lane_id", "warp_id", "thread_id", "block_id", "block_dim", "grid_dim",
                  "syncthreads"):
         assert getattr(T.cuda, name).__doc__.startswith(f"T.cuda.{name}"), name

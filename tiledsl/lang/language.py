@@ -91,8 +91,9 @@ alloc_local = Builtin("alloc_local", 'T.alloc_local(shape, dtype, layout="defaul
                       "once its indices are constant); a TileLayout spreads it over lanes and register slots.")
 alloc_shared = Builtin("alloc_shared", 'T.alloc_shared(shape, dtype, layout="default"): a buffer in the block\'s '
                        "shared memory (bounded by the target's shared memory per block).")
-grid = Builtin("grid", "for i, j in T.grid(m, n): nested loops over a rectangle.")
-unroll = Builtin("unroll", "for i in T.unroll(n): a loop unrolled at compile time (its index is a compile-time int).")
+grid = Builtin("grid", "T.grid(m, n, ...): nested loops over a rectangle (for i, j in T.grid(m, n)).")
+unroll = Builtin("unroll", "T.unroll(n): a loop unrolled at compile time (for i in T.unroll(n): i is a "
+                            "compile-time int).")
 static_range = unroll
 min = Builtin("min", "T.min(a, b): the smaller value (integers, floats).")  # noqa: A001
 max = Builtin("max", "T.max(a, b): the larger value (integers, floats).")  # noqa: A001
