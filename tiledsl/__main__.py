@@ -22,26 +22,26 @@ def _size(n: int) -> str:
 
 def _cache_info(opts) -> int:
     from .cache import disk as cache
-    from .core import knobs as config
+    from .core import knobs
     info = cache.info()
-    info["enabled"] = config.disk_cache_enabled()
+    info["enabled"] = knobs.disk_cache_enabled()
     if opts.json:
         print(json.dumps(info, indent=2))
         return 0
     print(f"dir:     {info['dir']}" + ("" if os.path.isdir(info["dir"]) else "  (not created yet)"))
     print(f"entries: {info['entries']}")
     print(f"bytes:   {info['bytes']} ({_size(info['bytes'])})")
-    print(f"limit:   {info['limit_bytes']} ({_size(info['limit_bytes'])}; TILEDSL_CACHE_MAX_MB)")
+    print(f"limit:   {info['limit_bytes']} ({_size(info['limit_bytes'])}; {knobs.CACHE_MAX_MB.name})")
     if not info["enabled"]:
-        print("note:    TILEDSL_DISABLE_DISK_CACHE is set; kernels neither read nor write this cache")
+        print(f"note:    {knobs.DISABLE_DISK_CACHE.name} is set; kernels neither read nor write this cache")
     return 0
 
 
 def _cache_clear(opts) -> int:
     from .cache import disk as cache
-    from .core import knobs as config
+    from .core import knobs
     n = cache.clear()
-    print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {config.cache_dir()}")
+    print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {knobs.cache_dir()}")
     return 0
 
 

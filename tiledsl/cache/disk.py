@@ -14,17 +14,17 @@ import tempfile
 import time
 import warnings
 
-from ..core import knobs as config
+from ..core import knobs
 
 FORMAT = 1
 
 
 def _dir(key: str) -> str:
-    return os.path.join(config.cache_dir(), key[:2], key)
+    return os.path.join(knobs.cache_dir(), key[:2], key)
 
 
 def load(key: str) -> dict | None:
-    if not config.disk_cache_enabled():
+    if not knobs.disk_cache_enabled():
         return None
     d = _dir(key)
     meta_path = os.path.join(d, "meta.json")
@@ -55,7 +55,7 @@ def load(key: str) -> dict | None:
 
 
 def store(key: str, meta: dict, files: dict) -> None:
-    if not config.disk_cache_enabled():
+    if not knobs.disk_cache_enabled():
         return
     d = _dir(key)
     try:
@@ -81,7 +81,7 @@ def store(key: str, meta: dict, files: dict) -> None:
 
 
 def entries():
-    root = config.cache_dir()
+    root = knobs.cache_dir()
     out = []
     if not os.path.isdir(root):
         return out
@@ -103,7 +103,7 @@ def entries():
 
 
 def evict() -> None:
-    limit = config.cache_max_bytes()
+    limit = knobs.cache_max_bytes()
     es = entries()
     total = sum(s for _, s, _ in es)
     if total <= limit:
@@ -117,8 +117,8 @@ def evict() -> None:
 
 def info() -> dict:
     es = entries()
-    return {"dir": config.cache_dir(), "entries": len(es), "bytes": sum(s for _, s, _ in es),
-            "limit_bytes": config.cache_max_bytes()}
+    return {"dir": knobs.cache_dir(), "entries": len(es), "bytes": sum(s for _, s, _ in es),
+            "limit_bytes": knobs.cache_max_bytes()}
 
 
 def clear() -> int:

@@ -13,6 +13,7 @@ import linecache
 import os
 import textwrap
 
+from ..core import knobs
 from ..ir import nodes as ir
 from ..core.errors import TiledslError
 from ..ir.printer import expr_str, native_str
@@ -52,7 +53,7 @@ def _expanded(obj):
         raise TiledslError(
             f"kernel {obj.name} was loaded from the disk cache, which keeps the stages as text "
             f"(see .asm['expanded']) but not the expanded IR that explain() reads; compile it in this process "
-            f"with TILEDSL_DISABLE_DISK_CACHE=1 (or `python -m tiledsl cache clear`) to explain it")
+            f"with {knobs.DISABLE_DISK_CACHE.name}=1 (or `python -m tiledsl cache clear`) to explain it")
     raise TiledslError(f"explain() takes a CompiledKernel or an expanded ir.Kernel, not {type(obj).__name__}")
 
 
