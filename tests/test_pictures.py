@@ -194,3 +194,12 @@ def test_refuses_bad_views():
         pictures.svg(lay, (512, 512))
     with pytest.raises(LayoutError):
         pictures.ownership_grid(TileLayout(S[(4, 4) : (4, 1)]), (8, 2))
+
+
+def test_layout_methods_draw_the_functions_pictures(tmp_path):
+    """TileLayout.to_svg / to_png (the README's spelling) are the pictures module's drawings."""
+    lay = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+    assert lay.to_svg((8, 8), "t") == pictures.svg(lay, (8, 8), "t")
+    path = tmp_path / "x.png"
+    assert lay.to_png((8, 8), str(path)) == pictures.png(lay, (8, 8)) == path.read_bytes()
+    assert issubclass(LayoutError, ValueError) and issubclass(LayoutError, __import__("tiledsl").TiledslError)

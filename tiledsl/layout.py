@@ -13,13 +13,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
 
+from .core.errors import LayoutError
 from .ir import nodes as ir
 
 STORAGE = "storage"
-
-
-class LayoutError(ValueError):
-    """A layout that cannot describe the requested view. The front end reports it at the user's line."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +196,16 @@ class TileLayout:
         """Which lane and warp hold `coord` of a view of shape `dims`, and in which storage slot (the register
         slot of a register tensor). The ownership proofs of the patterns and the pictures both ask this."""
         return owner_of(*self.locate(coord, dims))
+
+    def to_svg(self, shape, title=None) -> str:
+        """A picture of lane/register ownership over a view of `shape`, as SVG text (tiledsl.tools.pictures)."""
+        from .tools import pictures
+        return pictures.svg(self, shape, title)
+
+    def to_png(self, shape, path: str | None = None) -> bytes:
+        """The same picture as PNG bytes, also written to `path` when given (tiledsl.tools.pictures)."""
+        from .tools import pictures
+        return pictures.png(self, shape, path)
 
 
 # execution axes and how they count threads: lanes within a warp, and warps (a thread index spans both)

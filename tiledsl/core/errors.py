@@ -42,6 +42,11 @@ class CompilationError(TiledslError):
         return f"{loc}: error: {self.msg}\n    {stripped}\n    {caret}"
 
 
+class LayoutError(TiledslError, ValueError):
+    """A layout that cannot describe the requested view. The front end reports it at the user's line.
+    (Also a ValueError: it is raised for bad values, and was one before it became a TiledslError.)"""
+
+
 class LaunchError(TiledslError):
     """A call that cannot be launched: wrong arguments, device, configuration. Raised before any launch, with the
     same text on every launch path (and on the interpreter)."""

@@ -25,7 +25,7 @@ import zlib
 from itertools import product
 from xml.sax.saxutils import escape
 
-from ..layout import LayoutError, TileLayout
+from ..core.errors import LayoutError
 
 MAX_CELLS = 1 << 16            # a picture is for reading; refuse views that would make megapixel files
 
