@@ -198,7 +198,7 @@ def test_refuses_bad_views():
 
 def test_layout_methods_draw_the_functions_pictures(tmp_path):
     """TileLayout.to_svg / to_png (the README's spelling) are the pictures module's drawings."""
-    lay = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+    lay = TileLayout(S[(8, 4, 2) : (4 @ laneid, 1 @ laneid, 1)])
     assert lay.to_svg((8, 8), "t") == pictures.svg(lay, (8, 8), "t")
     path = tmp_path / "x.png"
     assert lay.to_png((8, 8), str(path)) == pictures.png(lay, (8, 8)) == path.read_bytes()
