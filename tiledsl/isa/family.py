@@ -52,6 +52,9 @@ class Family:
     requires: Callable | None = None
     asm: Callable | None = None
 
+    def __repr__(self) -> str:
+        return f"<instruction family {self.name}>"
+
     def requirements(self, form) -> list:
         """[(sm, what)] the target must meet for `form`, checked in order by the registry."""
         sm = self.min_sm(form) if callable(self.min_sm) else self.min_sm
