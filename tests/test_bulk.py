@@ -4,6 +4,8 @@ import pytest
 
 import tiledsl
 from tiledsl import T
+from tiledsl.interpreter import run_ir
+from tiledsl.ir import nodes as ir
 
 COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
 INIT, EXPECT = "mbarrier.init.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64"
@@ -86,5 +88,42 @@ def test_rows_on_the_gpu():
     torch = pytest.importorskip("torch")
     out = torch.from_numpy(np.zeros_like(A)).cuda()
     make()(torch.from_numpy(A.copy()).cuda(), out)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), A)
+
+
+def _traps(body):
+    for s in body:
+        if isinstance(s, ir.Trap):
+            yield s
+        for sub in (getattr(s, "body", None), getattr(s, "then", None), getattr(s, "orelse", None)):
+            if sub:
+                yield from _traps(sub)
+
+
+def _always(cond):
+    """A check is the `or` of one condition per access: is one of them constantly true?"""
+    if isinstance(cond, ir.Binary) and cond.op == "or":
+        return _always(cond.a) or _always(cond.b)
+    return isinstance(cond, ir.Const) and bool(cond.value)
+
+
+def test_debug_mode_checks_the_mbarrier_as_one_element():
+    """debug=True gave a bulk copy's 8-byte mbarrier operand the copy's size, so every bulk copy trapped; the
+    bulk family now states its spans: dst and src copy_bytes, the mbarrier one element."""
+    ck = tiledsl.jit(make().fn, debug=True).compile(A, np.zeros_like(A), target="sm_90")
+    traps = list(_traps(ck.expanded_ir.body))
+    assert traps, "debug=True inserts checks"
+    assert not any(_always(t.cond) for t in traps), "a check that always traps"
+    out = np.zeros_like(A)
+    run_ir(ck.expanded_ir, {"A": A, "Out": out})          # the interpreter runs the checks (a Trap is a fault)
+    np.testing.assert_array_equal(out, A)
+
+
+@pytest.mark.gpu
+def test_debug_mode_rows_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    out = torch.from_numpy(np.zeros_like(A)).cuda()
+    tiledsl.jit(make().fn, debug=True)(torch.from_numpy(A.copy()).cuda(), out)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(out.cpu().numpy(), A)

@@ -1,7 +1,7 @@
 """Native instruction semantics on hand-built expanded IR: ldmatrix/stmatrix, cp.async, and register forms.
 
-ldmatrix/stmatrix/cp.async have no tile pattern yet, so these tests write the `ir.Native` statements directly,
-exactly as a pattern would emit them, and run them with `tiledsl.interpreter.run_ir`.
+These tests write the `ir.Native` statements directly, exactly as a pattern would emit them (each parsed once by
+`tiledsl.isa.registry.native`, like the expansion parses it), and run them with `tiledsl.interpreter.run_ir`.
 """
 import os
 import sys
@@ -17,6 +17,7 @@ from tiledsl.core import dtypes as dt  # noqa: E402
 from tiledsl.ir import nodes as ir  # noqa: E402
 from tiledsl.core.errors import Loc  # noqa: E402
 from tiledsl.interpreter import InterpreterError, run_ir  # noqa: E402
+from tiledsl.isa.registry import native  # noqa: E402
 from test_interpreter_helpers import ref_round_bits  # noqa: E402
 
 LOC = Loc("hand.py", 7, 4, 10, "    hand_built()")
@@ -67,7 +68,7 @@ class K:
         self.body.append(ir.Store(LOC, st, d, off, val))
 
     def native(self, opcode, groups, pred=None, preserve=False):
-        self.body.append(ir.Native(LOC, opcode, groups, pred, preserve))
+        self.body.append(native(LOC, opcode, groups, pred, preserve))
 
     def kernel(self):
         return ir.Kernel("hand", self.params, self.body, ir.LaunchSpec((1, 1, 1), self.block), self.allocs, {}, LOC)
@@ -240,7 +241,7 @@ def test_cp_async_misaligned():
 def test_unknown_opcode():
     k = K()
     R = k.alloc("R", "local", dt.uint32, 1)
-    k.native("frobnicate.b32", [[ir.Reg(R, 0, dt.uint32, True)]])
+    k.body.append(ir.Native(LOC, "frobnicate.b32", [[ir.Reg(R, 0, dt.uint32, True)]]))   # no family knows it
     with pytest.raises(InterpreterError, match="no semantics for this opcode"):
         run_ir(k.kernel(), {})
 

@@ -8,6 +8,7 @@ import pytest
 import tiledsl
 from tiledsl import T
 from tiledsl.isa.policy import pattern as P
+from tiledsl.isa.family import Refusal
 from helpers import ptxas
 
 OPCODES = ["createpolicy.fractional.L2::evict_last.b64", "createpolicy.fractional.L2::evict_first.b64",
@@ -58,7 +59,7 @@ def test_policy_feeds_cache_hints(opcode, frac):
                                          "unknown eviction"),
                                         ("createpolicy.range.L2::evict_last.b64", "no explicit tile pattern")])
 def test_unknown_forms_are_refused(opcode, msg):
-    assert isinstance(P.match(opcode), tuple) and msg in P.match(opcode)[1]
+    assert isinstance(P.match(opcode), Refusal) and msg in P.match(opcode).message
 
 
 @pytest.mark.parametrize("frac,dtype,msg", [(1.5, "uint64", r"fraction 1\.5 is outside \(0, 1\]"),

@@ -52,8 +52,9 @@ __init__.py  run_kernel (the jit entry: specialise, cache the expanded program o
 program.py   statements -> closures; masked control flow; the batch-of-blocks loop
 machine.py   per-batch state: thread ids, variables, raw-byte memories, bounds checks and fault messages
 exprs.py     expressions -> closures; integer/float/bfloat16 semantics and casts
-natives.py   register instructions, ld/st, cp.async; predication and poisoning
-warp.py      mma.sync, ldmatrix, stmatrix fragment maps (from the PTX ISA)
+operands.py  what every family's semantics shares: operands, predication and poisoning, whole warps, PTX types
+             (each instruction family's semantics is tiledsl/isa/<family>/semantics.py, reached through the
+             family that ir.Native carries)
 rounding.py  IEEE formats, exact one-step rounding in rn/rz/rm/rp, ftz/saturate helpers
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ from ..ir import nodes as ir
 from ..core.errors import TiledslError
 from .exprs import ExprCompiler, is_const
 from .machine import InterpreterError, Machine, mem_np, sub, val_np
-from .natives import compile_native
+from .operands import native_error
 
 
 class Program:
@@ -198,7 +198,11 @@ class Program:
         return f
 
     def s_Native(self, s: ir.Native):
-        return compile_native(s, self.cx)
+        # the instruction's family (tiledsl.isa) parsed its opcode and holds its semantics
+        semantics = getattr(s.family, "semantics", None)
+        if semantics is None:
+            raise native_error(s, "the interpreter has no semantics for this opcode")
+        return semantics(s, self.cx)
 
     def s_Apply(self, s):
         raise InterpreterError(f"{s.loc}: tile.apply reached the interpreter unexpanded")

@@ -188,6 +188,10 @@ class Native(Stmt):
     effect: str = "pure"         # pure | load | store | sync
     origin: str = ""
     braces: tuple = ()           # groups written as {a} even with one register (PTX vector operands)
+    # The parsed opcode and the instruction family that parsed it (tiledsl.isa): the interpreter, the debug pass
+    # and codegen read these instead of parsing `opcode` again. None only for a hand-built native no family knows.
+    form: object = field(default=None, repr=False)
+    family: object = field(default=None, repr=False)
 
 
 @dataclass

@@ -36,13 +36,21 @@ class Operand:
 
 
 class Ctx:
-    """One apply call being expanded: its scope, the launch's block, the target, and where it was written."""
+    """One apply call being expanded: its scope, the launch's block, the target, where it was written, and the
+    family and form the registry parsed its opcode into."""
 
-    def __init__(self, apply: ir.Apply, block, target: Target):
+    def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None):
         self.apply, self.block, self.target, self.sm = apply, block, target, target.sm
         self.scope = apply.scope
         self.loc = apply.loc
         self.opcode = apply.opcode
+        self.family, self.form = family, form
+
+    def native(self, groups: list, pred=None, preserve: bool = False, effect: str = "pure", origin: str = "",
+               braces: tuple = ()) -> ir.Native:
+        """One native instruction of this apply: its opcode, location, form and family come from the apply."""
+        return ir.Native(self.loc, self.opcode, groups, pred, preserve, effect, origin, braces,
+                         form=self.form, family=self.family)
 
     @property
     def nthreads(self) -> int:

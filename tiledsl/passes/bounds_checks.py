@@ -2,13 +2,13 @@
 
 Each check is an `ir.Trap(cond, code)`; `code` indexes `sites`, the user's source locations. On the GPU a
 violating thread records (site, block, thread) in a small device buffer and exits; the host reads the buffer
-after the launch and raises `KernelFault` naming the line, block and thread.
+after the launch and raises `KernelFault` naming the line, block and thread. How many elements a native
+instruction touches from each address is its family's answer (`access_spans`), never a guess from the opcode.
 """
 from __future__ import annotations
 
-import re
-
 from ..core import dtypes as dt
+from ..core.errors import CompilationError
 from ..ir import nodes as ir
 
 
@@ -44,13 +44,14 @@ def _body(stmts, numel, sites):
             for e in (s.start, s.stop, s.step):
                 _loads(e, accesses)
         elif isinstance(s, ir.Native):
+            spans = iter(_spans(s))
             for g in s.groups:
                 for a in g:
                     if isinstance(a, ir.Val):
                         _loads(a.expr, accesses)
                     elif isinstance(a, ir.Addr):
                         _loads(a.offset, accesses)
-                        accesses.append((a.storage, a.offset, a.dtype, _span(s, a)))
+                        accesses.append((a.storage, a.offset, a.dtype, next(spans)))
         cond = None
         for st, off, d, span in accesses:
             c = _out_of_range(st, off, d, span, numel)
@@ -67,14 +68,17 @@ def _body(stmts, numel, sites):
     return out
 
 
-def _span(n: ir.Native, a: ir.Addr) -> int:
-    if n.opcode.startswith(("ldmatrix", "stmatrix")):
-        return max(1, 16 // a.dtype.nbytes)
-    if n.opcode.startswith("cp.async"):
-        imm = [x for g in n.groups for x in g if isinstance(x, ir.Imm)]
-        return max(1, int(imm[0].text) // a.dtype.nbytes) if imm else 1
-    m = re.search(r"\.v(\d)\.", n.opcode)
-    return int(m.group(1)) if m else 1
+def _spans(n: ir.Native) -> list:
+    """Elements accessed from each Addr operand of `n`, in operand order, as its family states them."""
+    if n.family is None:
+        raise CompilationError(f"{n.opcode}: debug=True needs the instruction's family to check its addresses, but "
+                               f"this native was built without one", n.loc)
+    spans = list(n.family.access_spans(n))
+    naddr = sum(isinstance(a, ir.Addr) for g in n.groups for a in g)
+    if len(spans) != naddr:
+        raise CompilationError(f"{n.opcode}: family {n.family.name} gives {len(spans)} access spans for {naddr} "
+                               f"addresses", n.loc)
+    return spans
 
 
 def _loads(e, acc):

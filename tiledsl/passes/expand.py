@@ -17,8 +17,8 @@ def _expand(body, block, target):
     out = []
     for s in body:
         if isinstance(s, ir.Apply):
-            fam, form = lookup(s.opcode, s.loc)
-            out.extend(fam.expand(form, Ctx(s, block, target)))
+            fam, form = lookup(s.opcode, s.loc, target)
+            out.extend(fam.expand(form, Ctx(s, block, target, fam, form)))
         elif isinstance(s, ir.For):
             out.append(ir.For(s.loc, s.var, s.start, s.stop, s.step, _expand(s.body, block, target), s.unroll))
         elif isinstance(s, ir.If):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ...core.errors import CompilationError
+from ..family import Refusal, addresses
 from ..operands import Ctx, Operand, check_contiguous, check_scope, copy_repeats, memory_addr, repeat_coords
 
 COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -48,38 +49,37 @@ def match(opcode: str):
     if opcode in FENCES:
         return Form(opcode, "fence")
     if opcode.startswith("cp.async.bulk") or opcode.startswith("mbarrier") or opcode.startswith("fence."):
-        return ("bad", f"{opcode} has no explicit tile pattern; {SUPPORTED}")
+        return Refusal(f"{opcode} has no explicit tile pattern; {SUPPORTED}")
     return None
 
 
-def expand(form, ctx: Ctx) -> list:
-    if isinstance(form, tuple):
-        raise ctx.error(form[1])
-    if ctx.sm < 90:
-        raise ctx.error(f"needs sm_90 or newer; the target is sm_{ctx.sm}")
+MIN_SM = 90
+
+
+def expand(form: Form, ctx: Ctx) -> list:
     if ctx.scope != "thread":
         raise ctx.error(f"is a thread instruction: apply it with scope='thread' (guard it with `if` for a single "
                         f"issuer), not '{ctx.scope}'")
     if form.kind == "fence":
         ctx.params(set())
         ctx.operands([])
-        return [ir.Native(ctx.loc, form.opcode, [], None, False, "sync")]
+        return [ctx.native([], effect="sync")]
     if form.kind == "copy":
         return _copy(form, ctx)
     ctx.params(set())
     ops = ctx.operands(MBAR[form.opcode][1])
     mbar = _mbarrier(ctx, ops[0])
     if form.kind == "arrive":
-        return [ir.Native(ctx.loc, form.opcode, [[ir.Imm("_")], [mbar]], None, False, "sync")]
+        return [ctx.native([[ir.Imm("_")], [mbar]], effect="sync")]
     value = _u32(ctx, ops[1])
     if form.kind == "init":
-        return [ir.Native(ctx.loc, form.opcode, [[mbar], [ir.Val(value)]], None, False, "sync")]
+        return [ctx.native([[mbar], [ir.Val(value)]], effect="sync")]
     if form.kind == "expect_tx":
-        return [ir.Native(ctx.loc, form.opcode, [[ir.Imm("_")], [mbar], [ir.Val(value)]], None, False, "sync")]
+        return [ctx.native([[ir.Imm("_")], [mbar], [ir.Val(value)]], effect="sync")]
     if isinstance(ops[1].value, int) and ops[1].value not in (0, 1):
         raise ctx.error(f"parity is the phase's parity, 0 or 1; got {ops[1].value}", ops[1])
-    # a blocking wait: codegen emits try_wait in a loop until it reports the phase complete
-    return [ir.Native(ctx.loc, form.opcode, [[mbar], [ir.Val(value)]], None, False, "sync")]
+    # a blocking wait: codegen emits try_wait in a loop until it reports the phase complete (asm below)
+    return [ctx.native([[mbar], [ir.Val(value)]], effect="sync")]
 
 
 def _mbarrier(ctx: Ctx, op: Operand) -> ir.Addr:
@@ -124,6 +124,22 @@ def _copy(form, ctx: Ctx) -> list:
     for coord in repeat_coords(rep):
         d = ir.Addr(dst.view.storage, memory_addr(ctx, dst, [], list(coord) + [0]), dst.view.dtype)
         s = ir.Addr(src.view.storage, memory_addr(ctx, src, [], list(coord) + [0]), src.view.dtype)
-        out.append(ir.Native(ctx.loc, form.opcode, [[d], [s], [ir.Imm(str(nbytes))], [mbar]], None, False,
-                             "store", f"rep{coord}"))
+        out.append(ctx.native([[d], [s], [ir.Imm(str(nbytes))], [mbar]], effect="store", origin=f"rep{coord}"))
     return out
+
+
+def access_spans(n: ir.Native) -> list:
+    """A copy reads and writes its copy_bytes at src and dst; every mbarrier operand is one 8-byte element."""
+    if n.form.kind == "copy":
+        (dst,), (src,), (size,), (bar,) = n.groups
+        nbytes = int(size.text)
+        return [max(1, nbytes // dst.dtype.nbytes), max(1, nbytes // src.dtype.nbytes), 1]
+    return [1] * len(addresses(n))
+
+
+def asm(n: ir.Native, operands: list) -> str | None:
+    """The blocking wait: try_wait until it reports the phase complete (one uniquely labelled loop per use)."""
+    if n.form.kind != "wait":
+        return None
+    return (f"{{ .reg .pred %tw; TDW${{:uid}}: {n.opcode} %tw, {', '.join(operands)}; "
+            f"@!%tw bra TDW${{:uid}}; }}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ...core.errors import CompilationError
+from ..family import Refusal
 from ..operands import THREAD, Ctx, cache_policy, check_scope, copy_repeats, memory_addr, repeat_coords
 from ..register.pattern import predicate
 
@@ -45,36 +46,35 @@ def match(opcode: str):
     if len(rest) == 1 and rest[0] in GROUP_OPS:
         return Form(opcode, GROUP_OPS[rest[0]])
     if not rest or rest[0] not in ("ca", "cg"):
-        return ("bad", f"{opcode} has no explicit tile pattern; {SUPPORTED}")
+        return Refusal(f"{opcode} has no explicit tile pattern; {SUPPORTED}")
     cache, rest = rest[0], rest[1:]
     if rest[:2] not in (["shared", "global"], ["shared::cta", "global"]):
-        return ("bad", f"cp.async copies global -> shared: write cp.async.{cache}.shared.global; {SUPPORTED}")
+        return Refusal(f"cp.async copies global -> shared: write cp.async.{cache}.shared.global; {SUPPORTED}")
     rest = rest[2:]
     hint = bool(rest) and rest[0] == "L2::cache_hint"
     rest = rest[1:] if hint else rest
     if len(rest) > 1 or (rest and rest[0] not in PREFETCH):
-        return ("bad", f"qualifier(s) .{'.'.join(rest)} are not supported after .global; {SUPPORTED}")
+        return Refusal(f"qualifier(s) .{'.'.join(rest)} are not supported after .global; {SUPPORTED}")
     return Form(opcode, "copy", cache, hint)
 
 
-def expand(form, ctx: Ctx) -> list:
-    if isinstance(form, tuple):
-        raise ctx.error(form[1])
-    if ctx.sm < 80:
-        raise ctx.error(f"needs sm_80 or newer; the target is sm_{ctx.sm}")
+MIN_SM = 80
+
+
+def expand(form: Form, ctx: Ctx) -> list:
     ctx.group_axes(THREAD)                       # refuses scope='cluster'
     ctx.check_block_for_scope(THREAD)
     if form.kind in ("commit", "wait_all"):
         ctx.params(set())
         ctx.operands([])
-        return [ir.Native(ctx.loc, form.opcode, [], None, False, "sync")]
+        return [ctx.native([], effect="sync")]
     if form.kind == "wait":
         ctx.params(set())
         (n,) = ctx.operands(["N"])
         if isinstance(n.value, bool) or not isinstance(n.value, int) or n.value < 0:
             raise ctx.error("wait_group takes a compile-time non-negative int: how many most recent groups may "
                             "stay pending", n)
-        return [ir.Native(ctx.loc, form.opcode, [[ir.Imm(str(n.value))]], None, False, "sync")]
+        return [ctx.native([[ir.Imm(str(n.value))]], effect="sync")]
     return _copy(form, ctx)
 
 
@@ -100,8 +100,17 @@ def _copy(form, ctx: Ctx) -> list:
             groups.append([ir.Val(src_size)])
         if policy is not None:
             groups.append([ir.Val(policy)])
-        out.append(ir.Native(ctx.loc, form.opcode, groups, pred, False, "store", f"rep{coord}"))
+        out.append(ctx.native(groups, pred, effect="store", origin=f"rep{coord}"))
     return out
+
+
+def access_spans(n: ir.Native) -> list:
+    """A copy writes and reads its chunk (the cp-size immediate) at dst and src; group instructions touch none."""
+    if n.form.kind != "copy":
+        return []
+    (dst,), (src,), (size,) = n.groups[:3]
+    chunk = int(size.text)
+    return [max(1, chunk // dst.dtype.nbytes), max(1, chunk // src.dtype.nbytes)]
 
 
 def _chunk_bytes(form, ctx, params) -> int:

@@ -17,6 +17,7 @@ from itertools import product
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ...core.target import PTX_VERSION
+from ..family import Refusal, addresses
 from ..operands import WARP, Ctx, Owners, check_bits, check_contiguous, check_no_overlap, check_scope, memory_addr, repeat_coords, split_shape
 
 SUPPORTED = "supported forms: {ldmatrix,stmatrix}.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16"
@@ -37,25 +38,25 @@ def match(opcode: str):
         return None
     op, rest = parts[0], parts[1:]
     if rest[:2] != ["sync", "aligned"]:
-        return ("bad", f"{op} is written {op}.sync.aligned....; {SUPPORTED}")
+        return Refusal(f"{op} is written {op}.sync.aligned....; {SUPPORTED}")
     rest = rest[2:]
     if not rest or rest[0] != "m8n8":
         shape = rest[0] if rest else "(none)"
-        return ("bad", f"shape .{shape} has no pattern (only .m8n8 with .b16); {SUPPORTED}")
+        return Refusal(f"shape .{shape} has no pattern (only .m8n8 with .b16); {SUPPORTED}")
     rest = rest[1:]
     if not rest or rest[0] not in ("x1", "x2", "x4"):
-        return ("bad", f"the matrix count must be .x1, .x2 or .x4; {SUPPORTED}")
+        return Refusal(f"the matrix count must be .x1, .x2 or .x4; {SUPPORTED}")
     count = int(rest[0][1])
     rest = rest[1:]
     trans = bool(rest) and rest[0] == "trans"
     rest = rest[1:] if trans else rest
     if not rest or rest[0] not in ("shared", "shared::cta"):
-        return ("bad", f"the opcode must name the state space .shared or .shared::cta; {SUPPORTED}")
+        return Refusal(f"the opcode must name the state space .shared or .shared::cta; {SUPPORTED}")
     cta = rest[0] == "shared::cta"
     rest = rest[1:]
     if rest != ["b16"]:
         what = "." + ".".join(rest) if rest else "no type"
-        return ("bad", f"{what} after the state space: only .b16 is supported; {SUPPORTED}")
+        return Refusal(f"{what} after the state space: only .b16 is supported; {SUPPORTED}")
     return Form(opcode, op, count, trans, cta)
 
 
@@ -63,14 +64,18 @@ SM = {"ldmatrix": 75, "stmatrix": 90}
 SM_CTA = min(sm for sm, ptx in PTX_VERSION.items() if ptx >= 78)     # .shared::cta needs PTX ISA 7.8
 
 
-def expand(form, ctx: Ctx) -> list:
-    if isinstance(form, tuple):
-        raise ctx.error(form[1])
-    if ctx.sm < SM[form.op]:
-        raise ctx.error(f"needs sm_{SM[form.op]} or newer; the target is sm_{ctx.sm}")
-    if form.cta and ctx.sm < SM_CTA:
-        raise ctx.error(f".shared::cta needs PTX ISA 7.8, which tiledsl emits for sm_{SM_CTA} or newer; the target "
-                        f"is sm_{ctx.sm}")
+def min_sm(form: Form) -> int:
+    return SM[form.op]
+
+
+def requires(form: Form) -> list:
+    """(sm, what) beyond min_sm: the .shared::cta spelling needs the PTX ISA version of newer targets."""
+    if form.cta:
+        return [(SM_CTA, f".shared::cta needs PTX ISA 7.8, which tiledsl emits for sm_{SM_CTA} or newer")]
+    return []
+
+
+def expand(form: Form, ctx: Ctx) -> list:
     ctx.params(set())
     dst, src = ctx.operands(["dst", "src"])
     regs, mem = (dst, src) if form.op == "ldmatrix" else (src, dst)
@@ -111,8 +116,12 @@ def expand(form, ctx: Ctx) -> list:
                                  f"matrix {i} row {j} (the row address of lane {8 * i + j})")
         addr = ir.Addr(mem.view.storage, memory_addr(ctx, mem, gids, coord + [mat, row, 0]), mem.view.dtype)
         operands = [slots, [addr]] if form.op == "ldmatrix" else [[addr], slots]
-        out.append(ir.Native(ctx.loc, form.opcode, operands, None, False, "warp-mem", f"rep{tuple(coord)}",
-                             braces=(0, 1)))
+        out.append(ctx.native(operands, effect="warp-mem", origin=f"rep{tuple(coord)}", braces=(0, 1)))
     if written:
         check_no_overlap(ctx, regs, written)
     return out
+
+
+def access_spans(n: ir.Native) -> list:
+    """Each lane's address is one 16-byte row."""
+    return [max(1, 16 // a.dtype.nbytes) for a in addresses(n)]

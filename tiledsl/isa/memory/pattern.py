@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ...core import dtypes as dt
 from ...ir import nodes as ir
+from ..family import Refusal
 from ..operands import THREAD, Ctx, cache_policy, check_contiguous, check_no_overlap, check_scope, memory_addr, repeat_coords, sample_groups, scalar_value, split_shape, thread_slots
 from ..register.pattern import TYPES, predicate
 
@@ -41,7 +42,7 @@ def match(opcode: str):
     op, rest = parts[0], parts[1:]
     ty = rest[-1]
     if ty not in MEM_TYPES:
-        return ("bad", f"'{ty}' is not a supported {op} type (supported: {', '.join(sorted(MEM_TYPES))})")
+        return Refusal(f"'{ty}' is not a supported {op} type (supported: {', '.join(sorted(MEM_TYPES))})")
     rest = rest[:-1]
     words = 1
     if rest and rest[-1] in ("v2", "v4"):
@@ -62,30 +63,30 @@ def match(opcode: str):
         elif q in PREFETCH and op == "ld" and prefetch is None:
             prefetch = q
         else:
-            return ("bad", f"qualifier .{q} is not supported for {op} (or is repeated)")
+            return Refusal(f"qualifier .{q} is not supported for {op} (or is repeated)")
     if space is None:
-        return ("bad", f"{op} needs a state space (.global, .shared or .local) in the opcode")
+        return Refusal(f"{op} needs a state space (.global, .shared or .local) in the opcode")
     if TYPES[ty][0] * words > 128:
-        return ("bad", f".v{words}.{ty} moves more than 16 bytes")
+        return Refusal(f".v{words}.{ty} moves more than 16 bytes")
     if SPACES[space] != "global":
         for q, on in (("nc", nc), ("L2::cache_hint", hint), (prefetch, prefetch)):
             if on:
-                return ("bad", f".{q} applies to .global only, not .{space}")
+                return Refusal(f".{q} applies to .global only, not .{space}")
     if nc and (sem or cop not in (None, "ca", "cg", "cs")):
-        return ("bad", f".nc cannot be combined with .{sem or cop}")
+        return Refusal(f".nc cannot be combined with .{sem or cop}")
     if sem == "volatile" and (cop or hint or space == "local"):
-        return ("bad", f".volatile cannot be combined with .{cop or ('L2::cache_hint' if hint else space)}")
+        return Refusal(f".volatile cannot be combined with .{cop or ('L2::cache_hint' if hint else space)}")
     # .L2::cache_hint needs sm_80; .L2::<size>B (PTX 7.4) and .shared::cta (PTX 7.8) need the PTX that tiledsl
     # emits from sm_80 on
     sm = 80 if hint or prefetch or space == "shared::cta" else 50
     return Form(opcode, op, SPACES[space], words, ty, hint, sm)
 
 
-def expand(form, ctx: Ctx) -> list:
-    if isinstance(form, tuple):
-        raise ctx.error(form[1])
-    if ctx.sm < form.min_sm:
-        raise ctx.error(f"needs sm_{form.min_sm} or newer; the target is sm_{ctx.sm}")
+def min_sm(form: Form) -> int:
+    return form.min_sm
+
+
+def expand(form: Form, ctx: Ctx) -> list:
     params = ctx.params({"pred", "preserve_dst", "cache_policy"})
     policy = cache_policy(ctx, params, form.hint)
     dst, src = ctx.operands(["dst", "src"])
@@ -134,11 +135,15 @@ def expand(form, ctx: Ctx) -> list:
         groups = [regs, [addr]] if form.op == "ld" else [[addr], regs]
         if policy is not None:
             groups.append([ir.Val(policy)])
-        out.append(ir.Native(ctx.loc, form.opcode, groups, pred, preserve,
-                             "load" if form.op == "ld" else "store", f"rep{coord}"))
+        out.append(ctx.native(groups, pred, preserve, "load" if form.op == "ld" else "store", f"rep{coord}"))
     if form.op == "ld":
         check_no_overlap(ctx, regop, written)
     return out
+
+
+def access_spans(n: ir.Native) -> list:
+    """The one address of an ld/st moves the form's words (.v2/.v4) of its type."""
+    return [n.form.words]
 
 
 def _check_words(ctx, mem, gaxes, gext, coord, words, align):

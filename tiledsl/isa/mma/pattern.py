@@ -14,6 +14,7 @@ from itertools import product
 
 from ...core import dtypes as dt
 from ...ir import nodes as ir
+from ..family import Refusal
 from ..operands import WARP, Ctx, Owners, check_bits, check_no_overlap, check_scope, reg, repeat_coords, scalar_value, split_shape
 
 FORM = re.compile(r"^mma\.sync\.aligned\.m16n8k(8|16)\.row\.col\.f32\.(f16|bf16)\.(f16|bf16)\.f32$")
@@ -31,9 +32,10 @@ def match(opcode: str):
         return None
     m = FORM.match(opcode)
     if m is None:
-        return "unsupported"
+        return Refusal("no explicit tile pattern for this mma form; supported: "
+                       "mma.sync.aligned.m16n8k{8,16}.row.col.f32.{f16,bf16}.{f16,bf16}.f32")
     if m.group(2) != m.group(3):
-        return "mixed"
+        return Refusal("A and B must have the same element type (both f16 or both bf16)")
     return Form(opcode, int(m.group(1)), m.group(2))
 
 
@@ -53,14 +55,7 @@ def min_sm(form) -> int:
     return 80 if form.ab == "bf16" or form.k == 16 else 75
 
 
-def expand(form, ctx: Ctx) -> list:
-    if form == "unsupported":
-        raise ctx.error("no explicit tile pattern for this mma form; supported: "
-                        "mma.sync.aligned.m16n8k{8,16}.row.col.f32.{f16,bf16}.{f16,bf16}.f32")
-    if form == "mixed":
-        raise ctx.error("A and B must have the same element type (both f16 or both bf16)")
-    if ctx.sm < min_sm(form):
-        raise ctx.error(f"needs sm_{min_sm(form)} or newer; the target is sm_{ctx.sm}")
+def expand(form: Form, ctx: Ctx) -> list:
     ctx.params(set())
     D, A, B, C = ctx.operands(["D", "A", "B", "C"])
     ctx.check_block_for_scope(WARP)
@@ -132,7 +127,7 @@ def expand(form, ctx: Ctx) -> list:
                     c_in = c_regs if c_regs is not None else [ir.Val(c_scalar)] * 4
                 else:
                     c_in = [reg(D.view, x.index) for x in d_regs]
-                out.append(ir.Native(ctx.loc, form.opcode, [d_regs, a_regs, b_regs, c_in], effect="warp",
-                                     origin=f"b{b} m{m} n{n} k{kk}", braces=(0, 1, 2, 3)))
+                out.append(ctx.native([d_regs, a_regs, b_regs, c_in], effect="warp",
+                                      origin=f"b{b} m{m} n{n} k{kk}", braces=(0, 1, 2, 3)))
     check_no_overlap(ctx, D, written)
     return out

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ...core.errors import CompilationError
+from ..family import Refusal
 from ..operands import THREAD, Ctx, check_no_overlap, check_scope, repeat_coords, split_shape, thread_slots
 
 PRIMARY = ("evict_last", "evict_normal", "evict_first", "evict_unchanged")
@@ -35,19 +36,18 @@ def match(opcode: str):
     if parts[0] != "createpolicy":
         return None
     if len(parts) not in (4, 5) or parts[1] != "fractional" or parts[-1] != "b64":
-        return ("bad", f"{opcode} has no explicit tile pattern; {SUPPORTED}")
+        return Refusal(f"{opcode} has no explicit tile pattern; {SUPPORTED}")
     levels = [p.split("::") for p in parts[2:-1]]
     if any(len(x) != 2 or x[0] != "L2" for x in levels) or levels[0][1] not in PRIMARY or \
             (len(levels) == 2 and levels[1][1] not in SECONDARY):
-        return ("bad", f"{opcode}: unknown eviction priority; {SUPPORTED}")
+        return Refusal(f"{opcode}: unknown eviction priority; {SUPPORTED}")
     return Form(opcode, levels[0][1], levels[1][1] if len(levels) == 2 else None)
 
 
-def expand(form, ctx: Ctx) -> list:
-    if isinstance(form, tuple):
-        raise ctx.error(form[1])
-    if ctx.sm < 80:
-        raise ctx.error(f"needs sm_80 or newer; the target is sm_{ctx.sm}")
+MIN_SM = 80
+
+
+def expand(form: Form, ctx: Ctx) -> list:
     ctx.params(set())
     ops = ctx.operands(["dst", "fraction"], min_count=1)
     dst = ops[0]
@@ -64,7 +64,7 @@ def expand(form, ctx: Ctx) -> list:
         reg = ir.Reg(dst.view.storage, thread_slots(ctx, dst, gaxes, list(coord) + [0]), dst.view.dtype, True)
         written.append(reg)
         groups = [[reg]] + ([[fraction]] if fraction is not None else [])
-        out.append(ir.Native(ctx.loc, form.opcode, groups, None, False, "pure", f"rep{coord}"))
+        out.append(ctx.native(groups, origin=f"rep{coord}"))
     check_no_overlap(ctx, dst, written)
     return out
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ...core import dtypes as dt
 from ...ir import nodes as ir
+from ..family import Refusal
 from ..operands import THREAD, Ctx, check_no_overlap, check_scope, memory_addr, reg, repeat_coords, scalar_value, split_shape, thread_slots
 
 # PTX register type -> (bits, carrier dtype used for scalars)
@@ -100,7 +101,7 @@ def _check_quals(op, ty, quals):
 
 
 def match(opcode: str):
-    """A Form, ("bad", message) for a malformed register opcode, or None when it is not a register opcode."""
+    """A Form, a Refusal for a malformed register opcode, or None when it is not a register opcode."""
     parts = opcode.split(".")
     op = parts[0]
     if op == "cvt":
@@ -110,17 +111,17 @@ def match(opcode: str):
     names, types = TABLE[op]
     ty = parts[-1]
     if ty not in types:
-        return ("bad", f"'{ty}' is not a register type of {op} (types: {', '.join(sorted(types))})")
+        return Refusal(f"'{ty}' is not a register type of {op} (types: {', '.join(sorted(types))})")
     quals = tuple(parts[1:-1])
     err = _check_quals(op, ty, quals)
     if err:
-        return ("bad", err)
+        return Refusal(err)
     allowed, required = types[ty]
     bad = [q for q in quals if q not in allowed]
     if bad:
-        return ("bad", f"qualifier(s) {_dots(bad)} not valid for {op}.{ty} (allowed: {_dots(sorted(allowed))})")
+        return Refusal(f"qualifier(s) {_dots(bad)} not valid for {op}.{ty} (allowed: {_dots(sorted(allowed))})")
     if required and not (set(quals) & required):
-        return ("bad", f"{op}.{ty} needs one of {_dots(sorted(required))}")
+        return Refusal(f"{op}.{ty} needs one of {_dots(sorted(required))}")
     src = ty
     if "wide" in quals:
         ty = WIDE[src]
@@ -130,35 +131,35 @@ def match(opcode: str):
 def _match_cvt(opcode, parts):
     """cvt{.rnd}{.ftz}{.sat}{.relu}{.satfinite}.dtype.atype: the forms ptxas accepts (checked by the tests)."""
     if len(parts) < 3:
-        return ("bad", "cvt needs a destination and a source type, e.g. cvt.rn.f16.f32")
+        return Refusal("cvt needs a destination and a source type, e.g. cvt.rn.f16.f32")
     d, s = parts[-2], parts[-1]
     quals = tuple(parts[1:-2])
     if d not in INTS | FLOATS | {"f16x2", "bf16x2"}:
-        return ("bad", f"cvt: '{d}' is not a destination type (types: "
+        return Refusal(f"cvt: '{d}' is not a destination type (types: "
                        f"{', '.join(sorted(INTS | FLOATS | {'f16x2', 'bf16x2'}))})")
     if s not in INTS | FLOATS:
-        return ("bad", f"cvt: '{s}' is not a source type (types: {', '.join(sorted(INTS | FLOATS))})")
+        return Refusal(f"cvt: '{s}' is not a source type (types: {', '.join(sorted(INTS | FLOATS))})")
     if d.endswith("x2") and s != "f32":
-        return ("bad", f"cvt.{d} packs two .f32 sources (cvt.rn.{d}.f32 d, a, b), not .{s}")
+        return Refusal(f"cvt.{d} packs two .f32 sources (cvt.rn.{d}.f32 d, a, b), not .{s}")
     err = _check_quals("cvt", f"{d}.{s}", quals)
     if err:
-        return ("bad", err)
+        return Refusal(err)
     need, optional, extras = _cvt_rule(d, s)
     rnd = [q for q in quals if q in RND | IRND]
     if need and not rnd:
-        return ("bad", f"cvt.{d}.{s} needs a rounding qualifier: one of {_dots(sorted(need))}")
+        return Refusal(f"cvt.{d}.{s} needs a rounding qualifier: one of {_dots(sorted(need))}")
     if rnd and rnd[0] not in (need or optional):
         ok = _dots(sorted(need or optional)) if (need or optional) else "none"
-        return ("bad", f"cvt.{d}.{s}: rounding .{rnd[0]} is not valid here (allowed: {ok})")
+        return Refusal(f"cvt.{d}.{s}: rounding .{rnd[0]} is not valid here (allowed: {ok})")
     rest = [q for q in quals if q not in rnd]
     bad = [q for q in rest if q not in extras]
     if bad:
-        return ("bad", f"cvt.{d}.{s}: qualifier(s) {_dots(bad)} not valid here (allowed: {_dots(sorted(extras))})")
+        return Refusal(f"cvt.{d}.{s}: qualifier(s) {_dots(bad)} not valid here (allowed: {_dots(sorted(extras))})")
     if {"relu", "satfinite"} & set(rest):
         if not rnd or rnd[0] not in ("rn", "rz"):
-            return ("bad", f"cvt.{d}.{s}: .relu and .satfinite need .rn or .rz")
+            return Refusal(f"cvt.{d}.{s}: .relu and .satfinite need .rn or .rz")
         if {"ftz", "sat"} & set(rest):
-            return ("bad", f"cvt.{d}.{s}: .relu/.satfinite cannot be combined with .ftz or .sat")
+            return Refusal(f"cvt.{d}.{s}: .relu/.satfinite cannot be combined with .ftz or .sat")
     names = ("dst", "a", "b") if d.endswith("x2") else ("dst", "a")
     return Form(opcode, "cvt", quals, d, s, names)
 
@@ -224,11 +225,7 @@ def _slot_dtype(ty: str, bits_override=None) -> dt.DType:
     return TYPES[ty][1]
 
 
-def expand(form, ctx: Ctx) -> list:
-    if isinstance(form, tuple):
-        raise ctx.error(form[1])
-    if ctx.sm < min_sm(form):
-        raise ctx.error(f"needs sm_{min_sm(form)} or newer; the target is sm_{ctx.sm}")
+def expand(form: Form, ctx: Ctx) -> list:
     params = ctx.params({"pred", "preserve_dst"})
     ops = ctx.operands(list(form.names))
     gaxes = ctx.group_axes(THREAD)
@@ -282,7 +279,7 @@ def expand(form, ctx: Ctx) -> list:
             if op is dst:
                 written += regs
             groups.append(regs)
-        out.append(ir.Native(ctx.loc, form.opcode, groups, pred, preserve, "pure", f"rep{coord}"))
+        out.append(ctx.native(groups, pred, preserve, origin=f"rep{coord}"))
     check_no_overlap(ctx, dst, written)
     return out
 

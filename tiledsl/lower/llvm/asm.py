@@ -141,10 +141,10 @@ def emit_native(cg, n: ir.Native):
         else:
             ops.append("{" + ", ".join(rendered) + "}")
     body = f"{n.opcode} {', '.join(ops)};" if ops else f"{n.opcode};"
-    if n.opcode.startswith("mbarrier.try_wait"):
-        # the blocking wait of patterns/bulk.py: try_wait until it reports the phase complete
-        body = (f"{{ .reg .pred %tw; TDW${{:uid}}: {n.opcode} %tw, {', '.join(ops)}; "
-                f"@!%tw bra TDW${{:uid}}; }}")
+    hook = getattr(n.family, "asm", None)
+    if hook is not None:
+        # a family may emit an instruction as more than its own text (the bulk family's blocking try_wait loop)
+        body = hook(n, ops) or body
     all_ins = ins + tied + pred_in
     if n.pred is not None:
         pidx = nout + len(ins) + len(tied)

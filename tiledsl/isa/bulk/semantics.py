@@ -1,4 +1,4 @@
-"""Bulk copies and mbarriers (patterns/bulk.py) on the interpreter.
+"""Bulk copies and mbarriers (pattern.py) on the interpreter.
 
 An mbarrier's state lives beside shared memory, keyed by (block, storage, byte offset): the expected arrival count,
 the arrivals still pending in the current phase, the transaction bytes still owed, and the phase number. A bulk
@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import nodes as ir
-from .natives import AddrOp, _err, operand, predicated
+from ...interpreter.operands import AddrOp, native_error, operand, predicated
+from ...ir import nodes as ir
+from .pattern import Form
 
 
-def compile_bulk(n: ir.Native, parts, cx):
+def semantics(n: ir.Native, cx):
+    form: Form = n.form
     g = n.groups
     loc = n.loc
-    if parts[0] == "fence":
+    if form.kind == "fence":
         return lambda m, idx: None
-    if parts[0] == "cp":                              # cp.async.bulk ... [dst], [src], bytes, [mbar]
+    if form.kind == "copy":                           # cp.async.bulk ... [dst], [src], bytes, [mbar]
         if len(g) != 4 or not isinstance(g[2][0], ir.Imm):
-            raise _err(n, "operands are [dst], [src], size, [mbar]")
+            raise native_error(n, "operands are [dst], [src], size, [mbar]")
         dst, src, bar = AddrOp(g[0][0], cx), AddrOp(g[1][0], cx), AddrOp(g[3][0], cx)
         size = int(g[2][0].text, 0)
 
@@ -42,8 +44,7 @@ def compile_bulk(n: ir.Native, parts, cx):
             dmem.raw[rows[:, None], db[:, None] + k[None, :]] = smem.raw[sb[:, None] + k[None, :]]
             _update(m, idx, bar, loc, tx=-size)
         return predicated(copy, n, cx, [])
-    op = parts[1]
-    if op == "init":
+    if form.kind == "init":
         bar, count = AddrOp(g[0][0], cx), operand(g[1][0], cx)
 
         def init(m, idx):
@@ -54,17 +55,17 @@ def compile_bulk(n: ir.Native, parts, cx):
                     raise m.fault(loc, f"mbarrier.init with count {int(cnt)}: the count must be at least 1")
                 state[key] = [int(cnt), int(cnt), 0, 0]
         return init
-    if op == "arrive" and "expect_tx" in parts:
+    if form.kind == "expect_tx":
         bar, tx = AddrOp(g[1][0], cx), operand(g[2][0], cx)
 
         def expect(m, idx):
             t = np.broadcast_to(np.asarray(tx.value(m, idx)).astype(np.int64), (m.n(idx),))
             _update(m, idx, bar, loc, tx=t, arrive=True)
         return expect
-    if op == "arrive":
+    if form.kind == "arrive":
         bar = AddrOp(g[1][0], cx)
         return lambda m, idx: _update(m, idx, bar, loc, arrive=True)
-    if op == "try_wait":
+    if form.kind == "wait":
         bar, parity = AddrOp(g[0][0], cx), operand(g[1][0], cx)
 
         def wait(m, idx):
@@ -80,7 +81,7 @@ def compile_bulk(n: ir.Native, parts, cx):
                                        f"{st[3]} still expects {st[1]} arrival(s) and {st[2]} transaction bytes "
                                        f"(on the GPU this hangs)", _flat(idx, pos))
         return wait
-    raise _err(n, "the interpreter has no semantics for this opcode")
+    raise native_error(n, "the interpreter has no semantics for this opcode")
 
 
 def _states(m) -> dict:
