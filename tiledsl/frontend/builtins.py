@@ -11,7 +11,7 @@ from ..ir import nodes as ir
 from ..lang import language as L
 from ..layout import TileLayout
 from ..lang.views import BitView, RootView, View
-from . import ops
+from ..ir import ops
 
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
 

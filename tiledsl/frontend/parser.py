@@ -16,7 +16,7 @@ from ..core.errors import CompilationError
 from ..core.target import Target
 from ..layout import LayoutError
 from ..lang.views import View
-from . import ops
+from ..ir import ops
 from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange, check_block_override
 from .source import Source
 

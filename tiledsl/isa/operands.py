@@ -166,7 +166,7 @@ def check_bits(ctx: Ctx, op: Operand, bits: int, what="element") -> None:
 
 def scalar_value(ctx: Ctx, op: Operand, dtype: dt.DType) -> ir.Expr:
     """A scalar operand as an expression of exactly the slot's width."""
-    from ..frontend import ops
+    from ..ir import ops
     v = op.value
     if ops.is_number(v):
         if dtype.is_float or not isinstance(v, float):

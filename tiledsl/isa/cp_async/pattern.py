@@ -127,7 +127,7 @@ def _chunk_bytes(form, ctx, params) -> int:
 
 def _src_size(ctx, params, chunk):
     """The src-size operand (u32) for `src_size` or `ignore_src`, or None for a full copy."""
-    from ...frontend import ops
+    from ...ir import ops
     if "src_size" in params and "ignore_src" in params:
         raise CompilationError(f"{ctx.opcode}: src_size and ignore_src are mutually exclusive",
                                params["ignore_src"][1])

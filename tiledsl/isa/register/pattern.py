@@ -315,7 +315,7 @@ def _counts(ctx, form, ops, ng):
 def predicate(ctx: Ctx, params, writes=True):
     """`pred` (run-time bool or None) and `preserve_dst` (static bool), checked the same way for every family."""
     from ...core.errors import CompilationError
-    from ...frontend import ops as fops
+    from ...ir import ops as fops
     pred, preserve, given = None, False, False
     if "pred" in params:
         v, loc = params["pred"]
