@@ -1,4 +1,5 @@
 """Typed scalar arithmetic (the front end and the patterns build expressions with it): Python constants fold, IR
+expressions get C-like types.
 
 Python numbers are *weak*: they take the type of the typed operand they meet (an int literal with a float32
 expression becomes float32). Integer `//` and `%` keep Python's floor semantics; `/` is true division.
