@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tiledsl.runtime import native
+from tiledsl.runtime.launchers import native
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="native launchers need CPython with a GIL")
 

@@ -49,11 +49,10 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
         if cubin is not None:
             asm = StageDict(asm, cubin)           # "sass" is disassembled on first use
     metadata.setdefault("shared_bytes", sum(st.size * st.dtype.nbytes for st in k.allocs if st.scope == "shared"))
-    sig = signature_of(k)
     if sites:
         metadata["debug_sites"] = sites
-        sig.append({"name": "__debug", "kind": "debugbuf", "dtype": None, "shape": []})
-    ck = CompiledKernel(k.name, sm, asm, metadata, sig, launch_of(k), cubin)
+    from .abi.signature import KernelSignature
+    ck = CompiledKernel(k.name, sm, asm, metadata, KernelSignature.from_kernel(k, debug_buffer=bool(sites)), cubin)
     ck.expanded_ir = ek
     dump = config.dump_dir()
     if dump:
@@ -77,18 +76,3 @@ def _check_shared(k: ir.Kernel, sm: int) -> None:
             if total > limit:
                 raise CompilationError(f"shared memory: {total} bytes exceed the {limit} bytes a block can have on "
                                        f"sm_{sm}", st.loc)
-
-
-def signature_of(k: ir.Kernel) -> list:
-    out = []
-    for p in k.params:
-        out.append({"name": p.name, "kind": p.kind, "dtype": p.dtype.name if p.dtype else None,
-                    "shape": list(p.shape)})
-    for name in k.sizes:
-        out.append({"name": name, "kind": "size", "dtype": "int32", "shape": []})
-    return out
-
-
-def launch_of(k: ir.Kernel) -> dict:
-    from .ir.hosteval import serialize
-    return {"grid": [serialize(g) for g in k.launch.grid], "block": list(k.launch.block)}
