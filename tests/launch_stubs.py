@@ -36,7 +36,7 @@ class StubDriver:
                       (("cuLaunchKernel", self._l), ("cuCtxGetCurrent", self._g), ("cuCtxSetCurrent", self._s))}
 
     def _record(self, how, grid, block, stream):
-        self.launches.append((how, tuple(grid), tuple(block), stream))
+        self.launches.append((how, tuple(grid), tuple(block), stream or 0))
 
     def cuInit(self, flags):
         return (0,)
