@@ -53,8 +53,8 @@ def test_tile_ir_keeps_locations():
 
 def test_named_sizes_become_runtime_parameters_and_grid_expression():
     ck = saxpy.compile(np.zeros(1000, np.float32), np.zeros(1000, np.float32), 2.0, target="sm_90")
-    assert [p["name"] for p in ck.signature] == ["X", "Y", "a", "N"]
-    assert ck.launch_spec["grid"][0] == ["floordiv", ["add", ["var", "N"], 127], 128]
+    assert [s.name for s in ck.signature.slots] == ["X", "Y", "a", "N"]
+    assert ck.signature.grid[0] == ("floordiv", ("add", ("var", "N"), 127), 128)
     assert ptxas(ck.asm["ptx"], "sm_90").returncode == 0
     # no contraction: a * x + y stays a multiply and an add
     assert "fma" not in ck.asm["ptx"] and "mul.rn.f32" in ck.asm["ptx"].replace("mul.f32", "mul.rn.f32")

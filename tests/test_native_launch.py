@@ -1,4 +1,4 @@
-"""The native launcher (runtime/native.py) on the CPU: the driver's entry points are stubs that record what they
+"""The native launcher (runtime/launchers/native.py) on the CPU: the driver's entry points are stubs that record what they
 were given, and the arrays are plain Python objects (or CPU torch tensors) with the attributes the launcher reads.
 """
 import ctypes
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tiledsl.runtime import native
+from tiledsl.runtime.launchers import native
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="native launchers need CPython with a GIL")
 

@@ -1,5 +1,5 @@
 """tiledsl: GPU kernels in plain Python with explicit tile patterns (mma.sync, fma, ld/st, ...)."""
-__version__ = "0.1.0"
+from .core.version import __version__  # noqa: E402
 
 from .core.errors import CompilationError, KernelFault, LaunchError, TiledslError  # noqa: E402
 from .lang.language import T  # noqa: E402

@@ -2,6 +2,11 @@
 hit never loads the compiler stages."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .abi.signature import KernelSignature
+
 
 class StageDict(dict):
     """The stages' outputs; "sass" is produced on first access (cuobjdump is a subprocess, not worth paying for
@@ -39,13 +44,13 @@ class StageDict(dict):
 class CompiledKernel:
     """A kernel compiled for one specialization and target: `.asm[stage]`, `.metadata`, and how to launch it."""
 
-    def __init__(self, name, sm, asm, metadata, signature, launch, cubin=None):
+    def __init__(self, name: str, sm: int, asm: dict, metadata: dict, signature: KernelSignature,
+                 cubin: bytes | None = None):
         self.name = name
         self.sm = sm
         self.asm = asm
         self.metadata = metadata
-        self.signature = signature          # [(name, kind, dtype, shape)] plus sizes
-        self.launch_spec = launch           # {"grid": [...], "block": [...]} with grid entries int or str expr
+        self.signature = signature          # the launch contract: parameters, hidden slots, grid and block
         self.cubin = cubin
         self.loaded = {}                    # device -> LoadedFunction
         self.expanded_ir = None             # kept for the interpreter when compiled in this process

@@ -14,6 +14,7 @@ from .core.errors import CompilationError
 from .ir import nodes as ir
 from .passes.expand import expand_kernel
 from .frontend.parser import Parser
+from .abi.signature import KernelSignature
 from .compiled import CompiledKernel, StageDict  # noqa: F401 - re-exported
 from .ir.printer import kernel_str
 from .core.options import Options
@@ -55,11 +56,10 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
         if cubin is not None:
             asm = StageDict(asm, cubin)           # "sass" is disassembled on first use
     metadata.setdefault("shared_bytes", sum(st.size * st.dtype.nbytes for st in k.allocs if st.scope == "shared"))
-    sig = signature_of(k)
     if sites:
         metadata["debug_sites"] = sites
-        sig.append({"name": "__debug", "kind": "debugbuf", "dtype": None, "shape": []})
-    ck = CompiledKernel(k.name, target.sm, asm, metadata, sig, launch_of(k), cubin)
+    ck = CompiledKernel(k.name, target.sm, asm, metadata, KernelSignature.from_kernel(k, debug_buffer=bool(sites)),
+                        cubin)
     ck.target = target
     ck.expanded_ir = ek
     dump = knobs.dump_dir()
@@ -80,18 +80,3 @@ def _check_shared(k: ir.Kernel, target: Target) -> None:
             if total > limit:
                 raise CompilationError(f"shared memory: {total} bytes exceed the {limit} bytes a block can have on "
                                        f"{target.name}", st.loc)
-
-
-def signature_of(k: ir.Kernel) -> list:
-    out = []
-    for p in k.params:
-        out.append({"name": p.name, "kind": p.kind, "dtype": p.dtype.name if p.dtype else None,
-                    "shape": list(p.shape)})
-    for name in k.sizes:
-        out.append({"name": name, "kind": "size", "dtype": "int32", "shape": []})
-    return out
-
-
-def launch_of(k: ir.Kernel) -> dict:
-    from .ir.eval import serialize
-    return {"grid": [serialize(g) for g in k.launch.grid], "block": list(k.launch.block)}

@@ -551,8 +551,7 @@ class Parser(BuiltinCalls):
         from ..cache.fingerprint import fingerprint_value
         fp = fingerprint_value(value)
         if fp is None:
-            from ..runtime.jit import JITFunction
-            if isinstance(value, JITFunction):
+            if getattr(type(value), "is_tiledsl_kernel", False):      # a @tiledsl.jit kernel (runtime/jit.py)
                 what = "recursion (a kernel calling itself)" if value.fn.__code__ is self.fn.__code__ else \
                     "calling another kernel"
                 raise self.error(f"'{name}' is a @tiledsl.jit kernel: {what} is not supported inside a kernel",

@@ -27,7 +27,7 @@ def const_value(value, d: dt.DType):
     if d.kind == "bool":
         return np.bool_(bool(value))
     if d.name == "bfloat16":
-        return np.uint16(R.f64_to_bf16_bits(np.float64(value)))
+        return np.uint16(dt.bf16_bits(value))     # constants: the one host rounder, as codegen uses
     if d.is_float:
         return val_np(d).type(value)
     bits = d.bits

@@ -32,11 +32,6 @@ def _init():
     _ready = True
 
 
-def parse_sm(target) -> int:
-    """The SM number of a target spelling; the runtime's old entry point (use `Target.parse`)."""
-    return Target.parse(target).sm
-
-
 _machines = {}
 
 

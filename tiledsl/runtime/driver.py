@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 from ..core.errors import LaunchError, TiledslError
+from ..core.target import Target
 
 _lock = threading.RLock()
 _state = {"init": None, "ctx": {}, "sm": {}, "count": None}
@@ -117,7 +118,7 @@ class LoadedFunction:
         self.module = check(drv.cuModuleLoadData(image), "cuModuleLoadData")
         self.handle = check(drv.cuModuleGetFunction(self.module, name.encode()), "cuModuleGetFunction")
         self.handle_int = int(self.handle)
-        if shared_bytes > 48 * 1024:
+        if shared_bytes > Target.static_shared_limit:
             A = drv.CUfunction_attribute
             check(drv.cuFuncSetAttribute(self.handle, A.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          shared_bytes), "cuFuncSetAttribute")

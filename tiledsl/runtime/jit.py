@@ -1,4 +1,11 @@
-"""`@tiledsl.jit`: specialise, compile (memory and disk caches), and launch."""
+"""`@tiledsl.jit`: bind a call, specialise, look up (memory and disk caches, compiling on a miss) and launch.
+
+A call binds its arguments (abi/check.py), picks its specialization (constexpr values, block, target, options)
+and hands the values to a launcher (runtime/launchers/). The first call of a specialization takes the reference
+path: the checker, then compile or load, then launch; it leaves a generated steady launcher behind, which after
+NATIVE_AFTER steady launches is replaced by a native one. `kernel[grid, block]` returns a cached launcher object
+(one dict lookup); `kernel(...)` calls the stored `_call`, the Python entry or, once steady, the native launcher.
+"""
 from __future__ import annotations
 
 import ast
@@ -8,27 +15,31 @@ import inspect
 import json
 import threading
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
-from .. import __version__
-from ..lower import ptx as backend
+from ..abi import check as C
+from ..abi.signature import KernelSignature, Param
 from ..cache import disk as cache
-from ..core import knobs as config
-from ..core import dtypes as dt
-from ..lang import language as L
-from ..core.errors import CompilationError, LaunchError, TiledslError
 from ..cache.fingerprint import fingerprint_value
+from ..core import dtypes as dt
+from ..core import knobs as config
+from ..core.errors import CompilationError, LaunchError, TiledslError
+from ..core.options import Options
+from ..core.target import Target
+from ..core.version import __version__
+from ..lang import language as L
 
 if TYPE_CHECKING:
     from ..compiled import CompiledKernel
 
-_MISSING = object()
+_MISSING = C.MISSING
 NATIVE_AFTER = 2          # steady launches through Python before the native launcher is built
-_PLAIN = (None, None, ())                # fast-path key of a call without overrides or constexprs
+_PLAIN = (None, None, ())                # steady key of a call without overrides or constexprs
 
 
-def jit(fn=None, **options):
-    """Decorate a kernel. Options: interpret=False, target=None ('sm_90'), debug=False."""
+def jit(fn: Callable | None = None, **options: Any):
+    """Decorate a kernel. Options: interpret=False, target=None (the device's, or 'sm_90' when compiling
+    without one), debug=False."""
     if fn is None:
         return lambda f: JITFunction(f, **options)
     return JITFunction(fn, **options)
@@ -54,33 +65,41 @@ def _llvm_version() -> str:
 
 
 class JITFunction:
+    is_tiledsl_kernel = True       # how the front end tells a kernel from other globals (without importing us)
+
     def __init__(self, fn, interpret=False, target=None, debug=False):
         if not inspect.isfunction(fn):
             raise TiledslError(f"@tiledsl.jit decorates a Python function, got {type(fn).__name__}")
         self.fn = fn
         self.interpret = interpret
         self.target = target
+        self._target = Target.parse(target) if target is not None else None
         self.debug = debug
+        self.options = Options(debug=bool(debug or config.debug()))
         functools.update_wrapper(self, fn)
         self._lock = threading.RLock()
         self._params = None
+        self._declared = None         # KernelSignature of the annotations (the first call's check)
         self._src_state = None        # (code object, [(dict, name, value)], source key)
         self._compiled = {}           # full key -> CompiledKernel
         self._plans = {}              # (full key, device) -> Plan
-        self._fast = {}               # (grid, block, constexprs) -> FastLaunch for the steady state
-        self._bound = _BoundTable(self)   # (grid, block) as written -> _Bound, or its native launcher
-        # Each kernel gets its own subclass whose __getitem__ *is* the table's C-level lookup, so the steady
-        # `kernel[grid, block](...)` runs no Python before the launcher (a miss goes to _BoundTable.__missing__).
-        self.__class__ = type(type(self).__name__, (type(self),), {"__getitem__": self._bound.__getitem__,
-                                                                   "__slots__": (), "__module__": __name__})
+        self._steady = {}             # (grid, block, constexpr values) -> generated launcher
+        self._bound = _BoundTable(self)   # kernel[grid, block] as written -> _Bound, or its native launcher
+        self._interp_programs = {}    # specialization -> (interpreter Program, KernelSignature)
         self._constexpr_idx = None
         self._nparams = -1
         self.native_unsupported = None  # why the last native launcher was not built, if it was not
-        self._plain_native = None      # native launcher for kernel(...) once it is steady
+        self._call = self._call_python  # what kernel(...) runs: the Python entry, or once steady the native one
         self._plain_hits = 0
 
     def __repr__(self) -> str:
         return f"<tiledsl kernel {self.fn.__qualname__}>"
+
+    def __getitem__(self, cfg):
+        return self._bound[cfg]
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
 
     # ------------------------------------------------------------ signature
     def params(self):
@@ -110,28 +129,23 @@ class JITFunction:
             self._params = out
         return self._params
 
+    def declared(self) -> KernelSignature:
+        """The parameters as annotated (checked before the first compilation of a specialization)."""
+        if self._declared is None:
+            ps = []
+            for name, kind, ann, _ in self.params():
+                if kind == "tensor":
+                    ps.append(Param(name, kind, ann.dtype, tuple(ann.shape)))
+                elif kind == "scalar":
+                    ps.append(Param(name, kind, ann if isinstance(ann, dt.DType) else None))
+                else:
+                    ps.append(Param(name, kind))
+            self._declared = KernelSignature.declared(self.fn.__name__, tuple(ps))
+        return self._declared
+
     def bind(self, args, kwargs) -> list:
         params = self.params()
-        if not kwargs and len(args) == len(params):
-            return list(args)
-        if len(args) > len(params):
-            raise LaunchError(f"{self.fn.__name__}() takes {len(params)} arguments, got {len(args)}")
-        values = list(args) + [_MISSING] * (len(params) - len(args))
-        names = [p[0] for p in params]
-        for k, v in kwargs.items():
-            if k not in names:
-                raise LaunchError(f"{self.fn.__name__}() got an unexpected argument '{k}'")
-            i = names.index(k)
-            if values[i] is not _MISSING:
-                raise LaunchError(f"{self.fn.__name__}() got two values for argument '{k}'")
-            values[i] = v
-        for i, (name, kind, ann, default) in enumerate(params):
-            if values[i] is _MISSING:
-                if default is inspect.Parameter.empty:
-                    raise LaunchError(f"{self.fn.__name__}() is missing argument '{name}' (takes {len(params)} "
-                                      f"arguments, got {len(args) + len(kwargs)})")
-                values[i] = default
-        return values
+        return C.bind(self.fn.__name__, [p[0] for p in params], [p[3] for p in params], args, kwargs)
 
     # ------------------------------------------------------------ keys
     def source_key(self) -> str:
@@ -164,16 +178,14 @@ class JITFunction:
         h.update("\n".join(fps).encode())
         key = h.hexdigest()
         if st is not None and st[2] != key:
-            self._fast.clear()                    # steady-state launchers belong to the old code
+            self._steady.clear()                  # steady-state launchers belong to the old code
         # native launchers check the old globals: new _Bound objects will earn new ones
         self._bound.clear()
-        self._plain_native, self._plain_hits = None, 0
-        if "__call__" in type(self).__dict__:
-            del type(self).__call__
+        self._call, self._plain_hits = self._call_python, 0
         self._src_state = (self.fn.__code__, deps, key)
         return key
 
-    def spec(self, values, block, sm) -> tuple:
+    def spec(self, values, block, target: Target) -> tuple:
         constexprs = {}
         parts = []
         for (name, kind, ann, _), v in zip(self.params(), values):
@@ -185,29 +197,29 @@ class JITFunction:
                 constexprs[name] = v
                 parts.append(f"{name}={fp}")
         parts.append(f"block={block}")
-        parts.append(f"sm={sm}")
-        parts.append(f"debug={self.debug or config.debug()}")
+        parts.append(f"target={target.name}")
+        parts.append(self.options.key())
         return constexprs, "|".join(parts)
 
     # ------------------------------------------------------------ compile
-    def compile(self, *args, target="sm_90", grid=None, block=None, **kwargs) -> CompiledKernel:
-        """Compile without launching (no GPU needed); arrays of any kind stand for their shape and dtype."""
-        sm = backend.parse_sm(target if target is not None else self.target)
+    def compile(self, *args, target=None, grid=None, block=None, **kwargs) -> CompiledKernel:
+        """Compile without launching (no GPU needed); arrays of any kind stand for their shape and dtype.
+        The target: `target=`, else the kernel's jit(target=...), else core.target.DEFAULT_SM."""
+        from ..lower import ptx as backend
+        tgt = Target.parse(target) if target is not None else (self._target or Target())
         values = self.bind(args, kwargs)
-        block = _dims(block) if block is not None else None
-        grid = _dims(grid) if grid is not None and not callable(grid) else None
-        from ..abi.arrays import array_info
-        from .launch import check_scalar, check_tensor
+        block = C.dims(block) if block is not None else None
+        grid = C.dims(grid) if grid is not None and not callable(grid) else None
         sizes = {}
-        for (name, kind, ann, _), v in zip(self.params(), values):
-            if kind == "tensor":
-                check_tensor(name, array_info(v), ann.dtype, ann.shape, sizes, gpu=False)
-            elif kind == "scalar" and isinstance(ann, dt.DType):
-                check_scalar(name, v, ann)
-        return self._get(values, sm, block, grid, want_cubin=backend.ptxas_path() is not None)
+        for p, v in zip(self.declared().params, values):
+            if p.kind == "tensor":
+                C.check_tensor(p.name, C.array_info(v), p.dtype, p.shape, sizes, gpu=False)
+            elif p.kind == "scalar" and p.dtype is not None:
+                C.check_scalar(p.name, v, p.dtype)
+        return self._get(values, tgt, block, grid, want_cubin=backend.ptxas_path() is not None)
 
-    def _get(self, values, sm, block, grid, want_cubin=True) -> CompiledKernel:
-        constexprs, spec = self.spec(values, block, sm)
+    def _get(self, values, target: Target, block, grid, want_cubin=True) -> CompiledKernel:
+        constexprs, spec = self.spec(values, block, target)
         key = hashlib.sha256(f"{self.source_key()}|{spec}|tiledsl={__version__}|llvmlite={_llvm_version()}"
                              f"|cubin={want_cubin}".encode()).hexdigest()
         ck = self._compiled.get(key)
@@ -220,10 +232,7 @@ class JITFunction:
             ck = self._from_disk(key)
             if ck is None:
                 from ..compiler import compile_kernel
-                from ..core.options import Options
-                from ..core.target import Target
-                ck = compile_kernel(self.fn, constexprs, Target(sm), Options(debug=self.debug or config.debug()),
-                                    block, grid, want_cubin)
+                ck = compile_kernel(self.fn, constexprs, target, self.options, block, grid, want_cubin)
                 self._to_disk(key, ck)
             ck.key = key
             self._compiled[key] = ck
@@ -239,8 +248,8 @@ class JITFunction:
         cubin = data.get("kernel.cubin")
         if cubin is not None:
             asm = StageDict(asm, cubin)
-        ck = CompiledKernel(entry["name"], entry["sm"], asm, entry["metadata"], entry["signature"],
-                            entry["launch"], cubin)
+        ck = CompiledKernel(entry["name"], entry["sm"], asm, entry["metadata"],
+                            KernelSignature.from_data(entry["signature"]), cubin)
         ck.from_disk = True
         return ck
 
@@ -248,39 +257,31 @@ class JITFunction:
         files = {"asm.json": json.dumps({k: v for k, v in dict.items(ck.asm) if k != "sass"})}
         if ck.cubin is not None:
             files["kernel.cubin"] = ck.cubin
-        cache.store(key, {"name": ck.name, "sm": ck.sm, "metadata": ck.metadata, "signature": ck.signature,
-                          "launch": ck.launch_spec}, files)
+        cache.store(key, {"name": ck.name, "sm": ck.sm, "metadata": ck.metadata,
+                          "signature": ck.signature.to_data()}, files)
 
     # ------------------------------------------------------------ launch
     def _make_bound(self, cfg):
         if not isinstance(cfg, tuple) or len(cfg) != 2:
             raise LaunchError("launch with kernel[grid, block](*args)")
-        grid = cfg[0] if callable(cfg[0]) else _dims(cfg[0])
-        block = _dims(cfg[1])
-        from .launch import check_block
-        check_block(block)
+        grid = cfg[0] if callable(cfg[0]) else C.check_grid(C.dims(cfg[0]))
+        block = C.dims(cfg[1])
+        C.check_block(block)
         b = _Bound(self, grid, block, cfg if not callable(grid) else None)
         if not callable(grid) and len(self._bound) < 256:
             self._bound[cfg] = b
         return b
 
-    def __call__(self, *args, **kwargs):
-        n = self._plain_native
-        if n is not None:                     # the compiled launcher; it calls _call_python for anything else
-            return n(*args, **kwargs)
-        return self._call_python(*args, **kwargs)
-
     def _call_python(self, *args, stream=None, **kwargs):
         # Steady state with no constexprs and no overrides: straight to the prepared launcher.
         if not kwargs and self._constexpr_idx == []:
-            f = self._fast.get(_PLAIN)
+            f = self._steady.get(_PLAIN)
             if f is not None and len(args) == self._nparams and self._fresh() and \
-                    f(args, None if stream is None else _stream(stream)):
-                if stream is None and self._plain_native is None:
+                    f.try_launch(args, None if stream is None else _stream(stream)):
+                if stream is None and self._plain_hits >= 0:
                     self._plain_hits, n = self._count_steady(self._plain_hits, f, self._call_python)
                     if n is not None:                 # kernel(...) now calls it with no Python between
-                        self._plain_native = n
-                        type(self).__call__ = n
+                        self._call = n
                 return None
         return self.run(args, kwargs, None, None, stream)
 
@@ -294,14 +295,13 @@ class JITFunction:
         return -(1 << 62), self._native_for(f, fallback)
 
     def _native_for(self, f, fallback):
-        """The native launcher replacing the generated Python one `f` (runtime/native.py), or None."""
-        spec_args = getattr(f, "native_args", None)
-        if spec_args is None or not config.native_launch():
+        """The native launcher replacing the generated Python one `f` (launchers/native.py), or None."""
+        if not config.native_launch():
             return None
-        from . import native
+        from .launchers import native
         try:
             st = self._src_state
-            spec = native.spec_for(*spec_args, (self.fn, st[0], st[1], _MISSING))
+            spec = native.spec_for(f.sig, f.plan, f.framework, f.device, f.grid, (self.fn, st[0], st[1], _MISSING))
             return native.build(spec, fallback, native.raise_launch_error)[0]
         except native.Unsupported as e:
             self.native_unsupported = str(e)  # why this kernel keeps the Python launcher (benchmarks print it)
@@ -311,18 +311,22 @@ class JITFunction:
                           f"launching through Python")
             return None
 
+    def _interpreting(self) -> bool:
+        return self.interpret or config.interpret()
+
     def run(self, args, kwargs, grid, block, stream):
         values = self.bind(args, kwargs)
-        if block is not None and block.__class__ is not tuple or (block is not None and len(block) != 3):
-            block = _dims(block)
+        if block is not None and (block.__class__ is not tuple or len(block) != 3):
+            block = C.dims(block)
         if grid is not None and not callable(grid) and (grid.__class__ is not tuple or len(grid) != 3):
-            grid = _dims(grid)
-        fast = self._fast_entry(values, grid, block)
-        if fast is not None and self._fresh() and fast(values, None if stream is None else _stream(stream)):
+            grid = C.check_grid(C.dims(grid))
+        steady = self._steady_entry(values, grid, block)
+        if steady is not None and self._fresh() and \
+                steady.try_launch(values, None if stream is None else _stream(stream)):
             return None
-        return self._run_slow(values, grid, block, stream)
+        return self._run_reference(values, grid, block, stream)
 
-    def _fast_key(self, values, grid, block):
+    def _steady_key(self, values, grid, block):
         cx = self._constexpr_idx
         try:
             key = (grid if not callable(grid) else None, block, tuple(values[i] for i in cx) if cx else ())
@@ -331,16 +335,16 @@ class JITFunction:
             return None
         return key
 
-    def _fast_entry(self, values, grid, block):
+    def _steady_entry(self, values, grid, block):
         if grid is not None and callable(grid):
             return None
         if self._constexpr_idx is None:
-            if self.interpret or config.interpret():
+            if self._interpreting():
                 return None
             self._constexpr_idx = [i for i, p in enumerate(self.params()) if p[1] == "constexpr"]
             self._nparams = len(self.params())
-        key = self._fast_key(values, grid, block)
-        return self._fast.get(key) if key is not None else None
+        key = self._steady_key(values, grid, block)
+        return self._steady.get(key) if key is not None else None
 
     def _fresh(self) -> bool:
         st = self._src_state
@@ -351,72 +355,53 @@ class JITFunction:
                 return False
         return True
 
-    def _run_slow(self, values, grid, block, stream):
-        grid_in = grid
-        block = _dims(block) if block is not None else None
+    def _run_reference(self, values, grid, block, stream):
+        """The reference path: check (the one checker), compile or load, launch; leaves a steady launcher."""
         if block is not None:
-            from .launch import check_block
-            check_block(block)
-        if grid is not None and not callable(grid):
-            grid = _dims(grid)
-        if self.interpret or config.interpret():
-            from ..interpreter import run_kernel
-            return run_kernel(self, values, grid, block)
-        from ..abi import arrays as A
+            C.check_block(block)
+        if self._interpreting():
+            return self._interpret(values, grid, block)
         from . import driver
-        from .launch import Plan, check_block, check_scalar, check_tensor, grid_of, launch
-        params = self.params()
-        if len(values) != len(params):
-            raise LaunchError(f"{self.fn.__name__}() takes {len(params)} arguments, got {len(values)}")
-        device, framework = None, None
-        sizes, packed, env = {}, [], {}
-        for (name, kind, ann, _), v in zip(params, values):
-            if kind == "tensor":
-                info = A.array_info(v)
-                check_tensor(name, info, ann.dtype, ann.shape, sizes, gpu=True)
-                if device is None:
-                    device, framework = info.device, info.framework
-                elif info.device != device:
-                    raise LaunchError(f"argument '{name}' is on device {info.device} but earlier arguments are "
-                                      f"on device {device}; all arrays must be on one device")
-                packed.append(info.ptr)
-            elif kind == "scalar":
-                packed.append(check_scalar(name, v, ann))
-                env[name] = v
-            elif kind == "constexpr":
-                env[name] = v
-            else:
-                raise CompilationError(f"parameter '{name}' needs an annotation: T.Tensor(shape, dtype), a scalar "
-                                       f"type such as T.int32, or T.constexpr")
-        if device is None:
-            device = 0
+        from .launchers.generated import GeneratedLauncher, Unsupported
+        from .launchers.reference import Plan, ReferenceLauncher
+        checked = C.check_call(self.declared(), values, gpu=True)
+        device = checked.device if checked.device is not None else 0
         driver.context(device)
-        sm = backend.parse_sm(self.target) if self.target is not None else driver.compute_capability(device)
-        gridv = _dims(grid) if grid is not None and not callable(grid) else None
-        ck = self._get(values, sm, block, gridv)
+        target = self._target or Target(driver.compute_capability(device))
+        gridv = grid if grid is not None and not callable(grid) else None
+        ck = self._get(values, target, block, gridv)
         plan = self._plans.get((ck.key, device))
         if plan is None:
             plan = Plan(ck, device)
             self._plans[(ck.key, device)] = plan
-        for p in ck.signature:
-            if p["kind"] == "size":
-                packed.append(sizes[p["name"]])
-        env.update(sizes)
-        if callable(grid):
-            gridv = _dims(grid(dict(zip([p[0] for p in params], values))))
-        g = gridv or grid_of(ck.launch_spec["grid"], env)
-        b = tuple(ck.launch_spec["block"])
-        check_block(b)
-        s = A.stream_handle(stream) if stream is not None else A.current_stream(framework, device)
-        launch(plan, packed, g, b, s)
-        if not callable(grid_in) and framework in ("torch", "cupy") and self._constexpr_idx is not None \
-                and plan.debug_buf is None:
-            from .fastpath import make_fast
-            key = self._fast_key(values, grid_in, block)
+        ReferenceLauncher(ck.signature, plan, grid, ck.signature.block, checked.framework, device)(values, stream)
+        if not callable(grid) and checked.framework in ("torch", "cupy") and self._constexpr_idx is not None:
+            key = self._steady_key(values, grid, block)
             if key is not None:
-                if len(self._fast) > 64:
-                    self._fast.clear()
-                self._fast[key] = make_fast(plan, params, framework, device, gridv, b)
+                try:
+                    steady = GeneratedLauncher(ck.signature, plan, gridv, ck.signature.block, checked.framework,
+                                               device, self._reference_for(grid, block))
+                except Unsupported:
+                    return None
+                if len(self._steady) > 64:
+                    self._steady.clear()
+                self._steady[key] = steady
+        return None
+
+    def _reference_for(self, grid, block):
+        return lambda values, stream: self._run_reference(values, grid, block, stream)
+
+    def _interpret(self, values, grid, block):
+        from .launchers.interpret import InterpretLauncher, expand
+        target = self._target or Target()      # the patterns gate forms by target
+        constexprs, spec = self.spec(values, block, target)
+        key = f"{self.source_key()}|{spec}"
+        entry = self._interp_programs.get(key)
+        if entry is None:
+            entry = expand(self.fn, constexprs, block, target)
+            self._interp_programs[key] = entry
+        prog, sig = entry
+        InterpretLauncher(sig, prog, grid, sig.block, None, None)(values)
 
 
 def _stream(s) -> int:
@@ -456,8 +441,8 @@ class _Bound:
     def call_python(self, *args, stream=None, **kwargs):
         k = self.kernel
         if not kwargs and k._constexpr_idx == [] and not callable(self.grid):
-            f = k._fast.get((self.grid, self.block, ()))
-            if f is not None and k._fresh() and f(args, None if stream is None else _stream(stream)):
+            f = k._steady.get((self.grid, self.block, ()))
+            if f is not None and k._fresh() and f.try_launch(args, None if stream is None else _stream(stream)):
                 if stream is None and self.native is None:
                     self.hits, n = k._count_steady(self.hits, f, self.call_python)
                     if n is not None:
@@ -466,12 +451,3 @@ class _Bound:
                             k._bound[self.cfg] = n
                 return None
         return k.run(args, kwargs, self.grid, self.block, stream)
-
-
-def _dims(v) -> tuple:
-    vals = tuple(v) if isinstance(v, (tuple, list)) else (v,)
-    if not 1 <= len(vals) <= 3 or not all(isinstance(x, int) and not isinstance(x, bool) for x in vals):
-        raise LaunchError(f"grid and block take an int or a tuple of up to 3 ints, got {v!r}")
-    if any(x <= 0 for x in vals):
-        raise LaunchError(f"grid and block dimensions must be positive, got {v!r}")
-    return vals + (1,) * (3 - len(vals))

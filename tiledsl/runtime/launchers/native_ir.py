@@ -6,8 +6,16 @@ import ctypes
 import sys
 from types import FunctionType, GetSetDescriptorType, MethodDescriptorType
 
-from .launch import INT_RANGE
+from ...abi.check import INT_RANGE
+from ...core.target import Target
 
+# Where the native code reads CPython's structures; native.layout_problem() proves these on the running
+# interpreter before any of them is used (direct() refuses until it has).
+OB_TYPE = 8                 # PyObject: ob_refcnt, ob_type
+DESCR_RECORD = 40           # PyDescr_COMMON (PyObject_HEAD, d_type, d_name, d_qualname), then the record
+GETSET_SIZE = 40            # PyGetSetDef: name, get, set, doc, closure
+GETSET_GET, GETSET_CLOSURE = 8, 32
+METHOD_METH, METHOD_FLAGS = 8, 16      # PyMethodDef: name, meth, flags, doc
 OFFSET_FLAG = 1 << 63                      # PY_VECTORCALL_ARGUMENTS_OFFSET
 METH_FASTCALL_KEYWORDS = 0x0080 | 0x0002
 
@@ -113,6 +121,51 @@ class _IR:
         return r
 
 
+_layout: dict = {}
+
+
+def layout_problem() -> str | None:
+    """None when this interpreter's object and descriptor layouts are the ones the native code reads (proved once
+    per process by `_probe_layout`), else why not."""
+    if "problem" not in _layout:
+        try:
+            _layout["problem"] = _probe_layout()
+        except Exception as e:  # noqa: BLE001 - any surprise is a failed proof
+            _layout["problem"] = f"layout self-test failed: {type(e).__name__}: {e}"
+        LAYOUT_PROVED = _layout["problem"] is None
+    return _layout["problem"]
+
+
+def _probe_layout() -> str | None:
+    if sys.implementation.name != "cpython":
+        return f"{sys.implementation.name}, not CPython"
+    word = ctypes.sizeof(ctypes.c_void_p)
+    if word != 8:
+        return f"{word * 8}-bit pointers"
+    # ob_type at OB_TYPE: after the reference count, in every object
+    for x in (0, 1.5, "s", (), [], {}, object(), ctypes, len, type):
+        if ctypes.c_void_p.from_address(id(x) + OB_TYPE).value != id(type(x)):
+            return f"ob_type is not at offset {OB_TYPE} (checked on a {type(x).__name__})"
+    # PyDescr_COMMON then the record pointer (d_getset / d_method) at DESCR_RECORD; PyGetSetDef = name, get,
+    # set, doc, closure (40 bytes); PyMethodDef = name, meth, flags, doc (32 bytes). int's getsets are declared
+    # real, imag (in that order), so the record after "real" names "imag": that proves the record size, hence
+    # where closure lies; methods with known calling conventions prove where flags lie.
+    rec = ctypes.c_void_p.from_address(id(int.__dict__["real"]) + DESCR_RECORD).value
+    if not rec or ctypes.c_char_p.from_address(rec).value != b"real":
+        return "getset descriptors do not hold their PyGetSetDef where expected"
+    if ctypes.c_char_p.from_address(rec + GETSET_SIZE).value != b"imag":
+        return "PyGetSetDef records do not have the expected size"
+    for tp, name, flags in ((list, "append", 0x8), (str, "upper", 0x4), (dict, "get", 0x80)):
+        rec = ctypes.c_void_p.from_address(id(tp.__dict__[name]) + DESCR_RECORD).value
+        if not rec or ctypes.c_char_p.from_address(rec).value != name.encode():
+            return f"method descriptors do not hold their PyMethodDef where expected ({tp.__name__}.{name})"
+        got = ctypes.c_int.from_address(rec + METHOD_FLAGS).value
+        if got != flags:
+            return f"PyMethodDef flags of {tp.__name__}.{name} are {got:#x}, expected {flags:#x}"
+    return None
+
+
+
 def _descriptor(tp, name: str):
     for k in tp.__mro__:
         if name in k.__dict__:
@@ -127,20 +180,20 @@ def direct(tp, name: str):
     It reads the descriptor's C record (PyGetSetDef / PyMethodDef, behind PyDescr_COMMON, unchanged since
     CPython 3.3) and trusts it only when the record names `name` itself.
     """
-    if not (3, 8) <= sys.version_info[:2] <= (3, 14):
+    if layout_problem() is not None or not (3, 8) <= sys.version_info[:2] <= (3, 14):
         return None
     d = _descriptor(tp, name)
     if type(d) not in (GetSetDescriptorType, MethodDescriptorType):
         return None
-    rec = ctypes.c_void_p.from_address(id(d) + 40).value     # d_getset / d_method
+    rec = ctypes.c_void_p.from_address(id(d) + DESCR_RECORD).value     # d_getset / d_method
     if not rec or ctypes.c_char_p.from_address(rec).value != name.encode():
         return None
-    fn = ctypes.c_void_p.from_address(rec + 8).value
+    fn = ctypes.c_void_p.from_address(rec + METHOD_METH).value        # (== GETSET_GET)
     if not fn:
         return None
     if type(d) is GetSetDescriptorType:
-        return ("get", fn, ctypes.c_void_p.from_address(rec + 32).value or 0)
-    flags = ctypes.c_int.from_address(rec + 16).value
+        return ("get", fn, ctypes.c_void_p.from_address(rec + GETSET_CLOSURE).value or 0)
+    flags = ctypes.c_int.from_address(rec + METHOD_FLAGS).value
     if flags & ~(0x1 | 0x2 | 0x4 | 0x80):                      # METH_CLASS/STATIC/COEXIST/METHOD: generic
         return None
     return ("meth", fn, flags)
@@ -229,7 +282,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     for i, kind, info in spec["args"]:
         p = e.let(f"getelementptr ptr, ptr %args, i64 {i}")
         x = e.let(f"load ptr, ptr {p}")
-        tp_p = e.let(f"getelementptr i8, ptr {x}, i64 8")
+        tp_p = e.let(f"getelementptr i8, ptr {x}, i64 {OB_TYPE}")
         tp = e.let(f"load ptr, ptr {tp_p}")
         if kind == "tensor":
             slot, dtype, shape = info
@@ -325,16 +378,14 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                 e.emit(f"store {ty} {v}, ptr {slot_ptrs[slot]}")
     for slot, sname in spec["sizes"]:
         v = ints[sname]
-        e.check(e.cmp("slt", "i64", v, str(2**31)))
+        e.check(e.cmp("sle", "i64", v, str(Target.max_named_size)))
         t = e.let(f"trunc i64 {v} to i32")
         e.emit(f"store i32 {t}, ptr {slot_ptrs[slot]}")
 
     grid = [_grid_expr(e, g, ints) for g in spec["grid"]]
-    e.check(e.cmp("sgt", "i64", grid[0], "0"))
-    e.check(e.cmp("slt", "i64", grid[0], str(2**31)))
-    for g in grid[1:]:
+    for g, most in zip(grid, Target.max_grid):
         e.check(e.cmp("sgt", "i64", g, "0"))
-        e.check(e.cmp("slt", "i64", g, "65536"))
+        e.check(e.cmp("sle", "i64", g, str(most)))
     g32 = []
     for g in grid:
         t = e.let(f"trunc i64 {g} to i32")
@@ -417,7 +468,7 @@ declare {i64, i1} @llvm.smul.with.overflow.i64(i64, i64)
 
 
 def _grid_expr(e: _IR, tree, ints: dict) -> str:
-    """A host grid expression (hosteval's trees) in i64 with Python's semantics; overflow takes the slow path."""
+    """A host grid expression (ir/eval.py's trees) in i64 with Python's semantics; overflow takes the slow path."""
     if isinstance(tree, int):
         return str(tree)
     if tree[0] == "var":

@@ -1,0 +1,79 @@
+"""The reference launch: the checker (abi/check.py), then pack the parameter block and cuLaunchKernel.
+
+Slow and always right; every other launcher defers here (through the JITFunction) when in doubt. `Plan` is a
+compiled kernel loaded on one device with its parameter block, shared by the launchers of that specialization.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from ...abi.arrays import current_stream, stream_handle
+from ...abi.check import check_call, launch_dims
+from ...core.errors import KernelFault
+from .. import driver
+from .base import Launcher
+
+CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
+          "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "int64": ctypes.c_int64,
+          "uint64": ctypes.c_uint64, "float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16,
+          "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+
+class Plan:
+    """A compiled kernel bound to a device: its parameter block (one ctypes slot per signature slot), packed in
+    place under `lock` on every call."""
+
+    def __init__(self, ck, device: int):
+        self.ck = ck
+        self.sig = ck.signature
+        self.device = device
+        image = ck.cubin if ck.cubin is not None else ck.asm["ptx"].encode() + b"\0"
+        self.fn = driver.LoadedFunction(device, image, ck.name, ck.metadata.get("dynamic_shared", 0))
+        self.slots = []
+        self.debug_buf = None
+        for s in self.sig.slots:
+            if s.kind == "debugbuf":
+                drv = driver._drv()
+                self.debug_buf = driver.check(drv.cuMemAlloc(16), "cuMemAlloc")
+                driver.check(drv.cuMemsetD8(self.debug_buf, 0, 16), "cuMemsetD8")
+                self.slots.append(ctypes.c_uint64(int(self.debug_buf)))
+            else:
+                self.slots.append(CTYPES[s.ctype](0))
+        self.ptrs = (ctypes.c_void_p * max(1, len(self.slots)))(*[ctypes.addressof(s) for s in self.slots])
+        self.params_addr = ctypes.addressof(self.ptrs)
+        self.shared = ck.metadata.get("dynamic_shared", 0)
+        self.lock = threading.Lock()
+
+
+class ReferenceLauncher(Launcher):
+    """Checks every argument against the signature, then launches; raises the LaunchError of a bad call."""
+
+    def __call__(self, values, stream=None):
+        sig = self.sig
+        checked = check_call(sig, values, gpu=True)
+        g, b = launch_dims(sig, checked, self.grid, [p.name for p in sig.params], values)
+        dev = self.plan.device
+        s = stream_handle(stream) if stream is not None else current_stream(checked.framework, dev)
+        launch(self.plan, checked.packed + checked.size_values(sig), g, b, s)
+
+
+def launch(plan: Plan, values: list, grid, block, stream: int) -> None:
+    with plan.lock:
+        for slot, v in zip(plan.slots, values):
+            slot.value = v
+        driver.launch(plan.fn, grid, block, plan.shared, stream, plan.params_addr)
+        if plan.debug_buf is not None:
+            check_debug(plan, stream)
+
+
+def check_debug(plan: Plan, stream: int) -> None:
+    """debug=True: wait for the kernel, then turn a recorded bounds violation into a KernelFault."""
+    drv = driver._drv()
+    driver.check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    rec = (ctypes.c_int32 * 4)()
+    driver.check(drv.cuMemcpyDtoH(ctypes.addressof(rec), plan.debug_buf, 12), "cuMemcpyDtoH")
+    if rec[0]:
+        driver.check(drv.cuMemsetD8(plan.debug_buf, 0, 16), "cuMemsetD8")
+        site = plan.ck.metadata["debug_sites"][rec[0] - 1]
+        raise KernelFault(f"{site} (block {rec[1]}, thread {rec[2]})")
