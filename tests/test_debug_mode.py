@@ -29,6 +29,14 @@ def test_debug_inserts_checks_that_assemble():
     assert "atom.global" not in plain.asm["ptx"]
 
 
+def test_tiledsl_debug_is_read_when_a_specialization_is_made(monkeypatch):
+    """TILEDSL_DEBUG set after the kernel was decorated still takes effect (it is part of the options' key)."""
+    k = tiledsl.jit(oob)
+    assert "trap" not in k.compile(np.zeros(64, np.float32), 0, target="sm_90").asm["expanded"]
+    monkeypatch.setenv("TILEDSL_DEBUG", "1")
+    assert "trap" in k.compile(np.zeros(64, np.float32), 0, target="sm_90").asm["expanded"]
+
+
 @pytest.mark.gpu
 def test_debug_catches_out_of_bounds_write_on_gpu():
     torch = pytest.importorskip("torch")

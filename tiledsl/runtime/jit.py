@@ -75,7 +75,6 @@ class JITFunction:
         self.target = target
         self._target = Target.parse(target) if target is not None else None
         self.debug = debug
-        self.options = Options(debug=bool(debug or config.debug()))
         functools.update_wrapper(self, fn)
         self._lock = threading.RLock()
         self._params = None
@@ -184,6 +183,11 @@ class JITFunction:
         self._call, self._plain_hits = self._call_python, 0
         self._src_state = (self.fn.__code__, deps, key)
         return key
+
+    @property
+    def options(self) -> Options:
+        """The compile options: jit(debug=...), or TILEDSL_DEBUG as it is when a specialization is made."""
+        return Options(debug=bool(self.debug or config.debug()))
 
     def spec(self, values, block, target: Target) -> tuple:
         constexprs = {}

@@ -21,7 +21,7 @@ def expand(fn, constexprs: dict, block, target: Target):
     """(interpreter Program, KernelSignature) of one specialization."""
     from ...compiler import front
     from ...passes.expand import expand_kernel
-    k, _parser = front(fn, constexprs, block, None)
+    k, _parser = front(fn, constexprs, block, None, target)
     ek = expand_kernel(k, target)
     return interpreter.Program(ek), KernelSignature.from_kernel(ek)
 
