@@ -42,7 +42,15 @@ class StageDict(dict):
 
 
 class CompiledKernel:
-    """A kernel compiled for one specialization and target: `.asm[stage]`, `.metadata`, and how to launch it."""
+    """A kernel compiled for one specialization and target.
+
+    asm:       the stages' text: "tile" (the tile IR as written), "expanded" (after the pattern rules), "llvm",
+               "ptx", and "sass" (disassembled on first access, where the CUDA tools are installed)
+    metadata:  registers, spill_stores/spill_loads, shared_bytes, dynamic_shared, compile_ms_to_ptx, assembler
+    signature: the launch contract (abi.signature.KernelSignature): parameters, hidden slots, grid and block
+    cubin:     the assembled binary, or None where neither nvJitLink nor ptxas is available (the driver JITs PTX)
+    sm:        the target's SM number (`target`: the Target itself, when compiled in this process)
+    """
 
     def __init__(self, name: str, sm: int, asm: dict, metadata: dict, signature: KernelSignature,
                  cubin: bytes | None = None):
@@ -59,6 +67,6 @@ class CompiledKernel:
         return f"<CompiledKernel {self.name} sm_{self.sm} {self.metadata}>"
 
     def explain(self) -> str:
-        """Each tile.apply with its source line, opcode, repeats and native instructions (tiledsl.explain)."""
+        """Each tile.apply with its source line, opcode, repeats and native instructions (tiledsl.tools.explain)."""
         from .tools.explain import explain
         return explain(self)

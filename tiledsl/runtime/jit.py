@@ -37,9 +37,18 @@ NATIVE_AFTER = 2          # steady launches through Python before the native lau
 _PLAIN = (None, None, ())                # steady key of a call without overrides or constexprs
 
 
-def jit(fn: Callable | None = None, **options: Any):
-    """Decorate a kernel. Options: interpret=False, target=None (the device's, or 'sm_90' when compiling
-    without one), debug=False."""
+def jit(fn: Callable | None = None, **options: Any) -> JITFunction | Callable[[Callable], JITFunction]:
+    """Make a Python function a tiledsl kernel: `@tiledsl.jit` or `@tiledsl.jit(**options)`.
+
+    Options:
+      interpret: run on the CPU interpreter (numpy arrays, CPU torch tensors) instead of the GPU (default False;
+                 TILEDSL_INTERPRET=1 turns it on for every kernel).
+      target:    e.g. "sm_80", "sm_90a"; default: the capability of the arguments' device, and
+                 core.target.DEFAULT_SM (sm_90) for `kernel.compile(...)` without a GPU.
+      debug:     a bounds check before every memory access; a violation raises KernelFault at the user's line
+                 (default False; TILEDSL_DEBUG=1 turns it on).
+    Compilation is lazy: the first call of each specialization (constexpr values, block, target, options)
+    compiles or loads it from the disk cache."""
     if fn is None:
         return lambda f: JITFunction(f, **options)
     return JITFunction(fn, **options)
@@ -65,9 +74,17 @@ def _llvm_version() -> str:
 
 
 class JITFunction:
+    """A kernel made by `tiledsl.jit`.
+
+    `kernel(*args, stream=None)` launches with the body's `T.device_entry(launch=...)`; `kernel[grid, block]`
+    gives a launcher with those dimensions (ints or tuples of up to 3 ints; `grid` may be a callable of the
+    bound arguments). `kernel.compile(*args, target=...)` compiles without launching and returns a
+    `CompiledKernel`. `kernel.native_unsupported` says why the steady state runs without a native launcher, when
+    it does."""
     is_tiledsl_kernel = True       # how the front end tells a kernel from other globals (without importing us)
 
-    def __init__(self, fn, interpret=False, target=None, debug=False):
+    def __init__(self, fn: Callable, interpret: bool = False, target: Target | str | int | None = None,
+                 debug: bool = False) -> None:
         if not inspect.isfunction(fn):
             raise TiledslError(f"@tiledsl.jit decorates a Python function, got {type(fn).__name__}")
         self.fn = fn
@@ -94,10 +111,12 @@ class JITFunction:
     def __repr__(self) -> str:
         return f"<tiledsl kernel {self.fn.__qualname__}>"
 
-    def __getitem__(self, cfg):
+    def __getitem__(self, cfg: tuple) -> Callable[..., None]:
+        """`kernel[grid, block]`: a launcher with those dimensions (validated once, then one dict lookup)."""
         return self._bound[cfg]
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Launch on the arguments' device and the framework's current stream (or `stream=`)."""
         return self._call(*args, **kwargs)
 
     # ------------------------------------------------------------ signature
@@ -206,7 +225,8 @@ class JITFunction:
         return constexprs, "|".join(parts)
 
     # ------------------------------------------------------------ compile
-    def compile(self, *args, target=None, grid=None, block=None, **kwargs) -> CompiledKernel:
+    def compile(self, *args: Any, target: Target | str | int | None = None, grid=None, block=None,
+                **kwargs: Any) -> CompiledKernel:
         """Compile without launching (no GPU needed); arrays of any kind stand for their shape and dtype.
         The target: `target=`, else the kernel's jit(target=...), else core.target.DEFAULT_SM."""
         from ..lower import ptx as backend
