@@ -15,6 +15,7 @@ import inspect
 import json
 import threading
 import warnings
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..abi import check as C
@@ -101,6 +102,7 @@ class JITFunction:
         self._plans = {}              # (full key, device) -> Plan
         self._steady = {}             # (grid, block, constexpr values) -> generated launcher
         self._bound = _BoundTable(self)   # kernel[grid, block] as written -> _Bound, or its native launcher
+        self._getitem = self._bound.__getitem__   # what kernel[grid, block] calls (C: dict lookup)
         self._interp_programs = {}    # specialization -> (interpreter Program, KernelSignature)
         self._constexpr_idx = None
         self._nparams = -1
@@ -111,13 +113,14 @@ class JITFunction:
     def __repr__(self) -> str:
         return f"<tiledsl kernel {self.fn.__qualname__}>"
 
-    def __getitem__(self, cfg: tuple) -> Callable[..., None]:
-        """`kernel[grid, block]`: a launcher with those dimensions (validated once, then one dict lookup)."""
-        return self._bound[cfg]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        """Launch on the arguments' device and the framework's current stream (or `stream=`)."""
-        return self._call(*args, **kwargs)
+    # `kernel[grid, block]` and `kernel(...)` reach their launchers without a Python frame in between: each special
+    # method is a property whose getter is C (attrgetter), and CPython calls what the getter returns: the table's
+    # own C lookup for `kernel[...]`, and `_call` (the Python entry, or once steady the native builtin) for
+    # `kernel(...)`. (A Python method here costs a frame per launch: about 5% of the driver's floor.)
+    __getitem__ = property(attrgetter("_getitem"), doc="`kernel[grid, block]`: a launcher with those dimensions "
+                                                       "(validated once, then one dict lookup).")
+    __call__ = property(attrgetter("_call"), doc="`kernel(*args, stream=None)`: launch on the arguments' device "
+                                                 "and the framework's current stream (or `stream=`).")
 
     # ------------------------------------------------------------ signature
     def params(self):

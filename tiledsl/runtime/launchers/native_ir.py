@@ -132,7 +132,6 @@ def layout_problem() -> str | None:
             _layout["problem"] = _probe_layout()
         except Exception as e:  # noqa: BLE001 - any surprise is a failed proof
             _layout["problem"] = f"layout self-test failed: {type(e).__name__}: {e}"
-        LAYOUT_PROVED = _layout["problem"] is None
     return _layout["problem"]
 
 
