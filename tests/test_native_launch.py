@@ -27,6 +27,15 @@ class Arr:
     def data_ptr(self):
         return self.ptr
 
+    def dim(self):                   # (torch's; the launcher reads a 1-D tensor's extent with dim() and numel())
+        return len(self.shape)
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
 
 class Driver:
     """Stub cuLaunchKernel / cuCtx*: records launches; `codes` are the results of the next launches."""

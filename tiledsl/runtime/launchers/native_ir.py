@@ -267,6 +267,25 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
         e.no_error_if(v, "i64", "-1")
         return v
 
+    def shape_values(x: str, tp, ndim: int) -> list:
+        """The extents of array `x` through its `shape` tuple (slow path unless it has `ndim` entries)."""
+        s = attr(x, "shape", tp)
+        n = e.call("PyTuple_Size", s)
+        ok = e.cmp("eq", "i64", n, str(ndim))
+        dims_ok = e.label()
+        bad = e.label()
+        e.emit(f"br i1 {ok}, label %{dims_ok}, label %{bad}")
+        e.place(bad)
+        e.call("Py_DecRef", s)
+        e.emit("br label %slow")
+        e.place(dims_ok)
+        vals = []
+        for k in range(ndim):
+            it = e.call("PyTuple_GetItem", s, str(k))
+            vals.append(e.call("PyLong_AsLongLong", it))
+        e.call("Py_DecRef", s)
+        return vals
+
     # the kernel's source and globals are those it was compiled from (JITFunction._fresh)
     code = attr(e.obj(spec["fn"]), "__code__", FunctionType)
     e.call("Py_DecRef", code)
@@ -310,21 +329,18 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                 c = attr(x, "_c_contiguous", at)
             e.call("Py_DecRef", c)
             e.check(e.cmp("eq", "ptr", c, e.obj(True)))
-            s = attr(x, "shape", at)
-            n = e.call("PyTuple_Size", s)
-            ok = e.cmp("eq", "i64", n, str(len(shape)))
-            dims_ok = e.label()
-            bad = e.label()
-            e.emit(f"br i1 {ok}, label %{dims_ok}, label %{bad}")
-            e.place(bad)
-            e.call("Py_DecRef", s)
-            e.emit("br label %slow")
-            e.place(dims_ok)
-            vals = []
-            for k in range(len(shape)):
-                it = e.call("PyTuple_GetItem", s, str(k))
-                vals.append(e.call("PyLong_AsLongLong", it))
-            e.call("Py_DecRef", s)
+            if torch and len(shape) == 1:
+                # one dimension: dim() and numel() give the extent without building a torch.Size (the shape
+                # getter allocates a tuple; it is about half of what the checks of a tensor cost)
+                nd = method(x, "dim", at)
+                ndv = as_int(nd)
+                e.call("Py_DecRef", nd)
+                e.check(e.cmp("eq", "i64", ndv, "1"))
+                ne = method(x, "numel", at)
+                vals = [as_int(ne)]
+                e.call("Py_DecRef", ne)
+            else:
+                vals = shape_values(x, at, len(shape))
             for k, (v, want) in enumerate(zip(vals, shape)):
                 e.check(e.cmp("sge", "i64", v, "0"))      # -1 is also the failed conversion
                 if isinstance(want, int):
