@@ -2,6 +2,7 @@
 torch or cupy ourselves, and finding the framework's current stream."""
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 
@@ -25,6 +26,9 @@ class ArrayInfo:
     device: int | None           # CUDA ordinal, None for host memory
     framework: str               # torch | cupy | numpy | cai
     obj: object = None
+    problem: str | None = None   # why the memory is not what its shape and dtype say (refused by the checker)
+    readonly: bool = False       # the producer marks the memory read-only (a kernel must not write it)
+    dtype_text: str | None = None   # the framework's own name of a dtype tiledsl has no name for
 
 
 def is_torch(x) -> bool:
@@ -36,34 +40,19 @@ def array_info(x) -> ArrayInfo | None:
     if is_torch(x):
         dev = x.device
         cuda = dev.type == "cuda"
+        d = TORCH_DTYPES.get(str(x.dtype))
         return ArrayInfo(x.data_ptr(), tuple(x.shape), None if x.is_contiguous() else tuple(x.stride()),
-                         TORCH_DTYPES.get(str(x.dtype)), dev.index if cuda else None, "torch", x)
+                         d, dev.index if cuda else None, "torch", x, dtype_text=None if d else str(x.dtype))
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is not None:
-        shape = tuple(cai["shape"])
-        d = dt.from_array_typestr(cai["typestr"])
-        strides = cai.get("strides")
-        if strides is not None and d is not None:
-            strides = tuple(s // d.nbytes for s in strides)
-            if strides == _contig(shape):
-                strides = None
         dev = getattr(getattr(x, "device", None), "id", None)
         if dev is None:
             dev = _pointer_device(cai["data"][0])
         fw = "cupy" if type(x).__module__.startswith("cupy") else "cai"
-        return ArrayInfo(cai["data"][0], shape, strides, d, dev, fw, x)
+        return _interface_info(x, cai, dev, fw)
     ai = getattr(x, "__array_interface__", None)
     if ai is not None:
-        shape = tuple(ai["shape"])
-        d = dt.from_array_typestr(ai["typestr"])
-        if d is None and getattr(getattr(x, "dtype", None), "name", None) == "bfloat16":   # ml_dtypes.bfloat16
-            d = dt.bfloat16
-        strides = ai.get("strides")
-        if strides is not None and d is not None:
-            strides = tuple(s // d.nbytes for s in strides)
-            if strides == _contig(shape):
-                strides = None
-        return ArrayInfo(ai["data"][0], shape, strides, d, None, "numpy", x)
+        return _interface_info(x, ai, None, "numpy")
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
         kind, index = x.__dlpack_device__()
         if int(kind) != 2:
@@ -74,6 +63,47 @@ def array_info(x) -> ArrayInfo | None:
                               "cupy array, or an object with __cuda_array_interface__")
         return array_info(torch.utils.dlpack.from_dlpack(x))
     return None
+
+
+_TYPESTR = re.compile(r"([<>|=])([a-zA-Z])(\d+)")
+_NATIVE_ORDER = "<" if sys.byteorder == "little" else ">"
+
+
+def _interface_info(x, iface: dict, device, framework: str) -> ArrayInfo:
+    """ArrayInfo of an (__cuda_)array_interface__ dict: its typestr and byte strides are checked here, since a
+    numpy view can look like a plain float32 array while it is not one (another byte order, a field of a
+    structured array)."""
+    shape = tuple(iface["shape"])
+    typestr = str(iface.get("typestr", ""))
+    own = getattr(x, "dtype", None)
+    text = str(own) if own is not None else typestr
+    m = _TYPESTR.fullmatch(typestr)
+    d, problem = None, None
+    if m is not None and m.group(2) in "fiub":
+        d = dt.from_array_typestr(typestr)
+    if d is None and getattr(own, "name", None) == "bfloat16":       # ml_dtypes.bfloat16 (typestr '<V2')
+        d = dt.bfloat16
+    descr = iface.get("descr")
+    if isinstance(descr, list) and len(descr) > 1 or getattr(own, "names", None):
+        d, problem = None, f"has a structured dtype {text}; pass one field as a contiguous array, e.g. " \
+                           f"np.ascontiguousarray(x['name'])"
+    elif d is not None and m is not None and m.group(1) not in ("|", "=", _NATIVE_ORDER) and d.nbytes > 1:
+        problem = f"has non-native byte order (dtype {text}); convert it first, e.g. " \
+                  f"x.astype(x.dtype.newbyteorder('='))"
+    strides = iface.get("strides")
+    if strides is not None and d is not None:
+        strides = tuple(strides)
+        if problem is None and any(s % d.nbytes for s in strides):
+            problem = f"has byte strides {strides} that are not multiples of its {d.nbytes}-byte element (a " \
+                      f"field of a structured array?); pass a contiguous copy, e.g. np.ascontiguousarray(x)"
+        strides = tuple(s // d.nbytes for s in strides)
+        if strides == _contig(shape):
+            strides = None
+    data = iface["data"]
+    readonly = bool(data[1]) if isinstance(data, (tuple, list)) and len(data) > 1 else False
+    ptr = data[0] if isinstance(data, (tuple, list)) else 0
+    return ArrayInfo(ptr, shape, strides, d, device, framework, x, problem, readonly,
+                     None if d is not None else text)
 
 
 def _contig(shape):

@@ -9,6 +9,7 @@ launchers decide the same things faster and, when in doubt, defer here.
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 from dataclasses import dataclass, field
 
@@ -51,21 +52,18 @@ def bind(fname: str, params, defaults, args: tuple, kwargs: dict) -> list:
 def dims(v) -> tuple:
     """A grid or block as written (an int or a tuple of up to 3 ints) as three positive ints."""
     vals = tuple(v) if isinstance(v, (tuple, list)) else (v,)
-    if not 1 <= len(vals) <= 3 or not all(isinstance(x, int) and not isinstance(x, bool) for x in vals):
-        raise LaunchError(f"grid and block take an int or a tuple of up to 3 ints, got {v!r}")
+    if not 1 <= len(vals) <= 3 or not all(isinstance(x, numbers.Integral) and not _is_bool(x) for x in vals):
+        raise LaunchError(f"grid and block take an int or a tuple of up to 3 ints, got {short_repr(v, 80)}")
+    vals = tuple(int(x) for x in vals)             # (numpy ints too)
     if any(x <= 0 for x in vals):
         raise LaunchError(f"grid and block dimensions must be positive, got {v!r}")
     return vals + (1,) * (3 - len(vals))
 
 
-def _limit(m: int) -> str:
-    return f"2^{m.bit_length()}-1" if m > 2**20 and (m + 1) & m == 0 else str(m)
-
-
 def check_grid(grid) -> tuple:
-    if any(v > m for v, m in zip(grid, Target.max_grid)):
-        raise LaunchError(f"grid {tuple(grid)} exceeds the device's limits "
-                          f"({', '.join(_limit(m) for m in Target.max_grid)})")
+    problem = Target.grid_problem(grid)
+    if problem is not None:
+        raise LaunchError(problem)
     return tuple(grid)
 
 
@@ -84,10 +82,9 @@ def grid_of(spec_grid, env) -> tuple:
 
 
 def check_block(block) -> None:
-    n = block[0] * block[1] * block[2]
-    if n > Target.max_threads_per_block or any(b > m for b, m in zip(block, Target.max_block)):
-        raise LaunchError(f"block {tuple(block)} has {n} threads; CUDA allows at most "
-                          f"{Target.max_threads_per_block} (and z <= {Target.max_block[2]})")
+    problem = Target.block_problem(block)
+    if problem is not None:
+        raise LaunchError(problem)
 
 
 def check_tensor(name, info, want_dtype, want_shape, sizes: dict, gpu: bool):
@@ -98,9 +95,11 @@ def check_tensor(name, info, want_dtype, want_shape, sizes: dict, gpu: bool):
     if gpu and info.device is None:
         raise LaunchError(f"argument '{name}' is in host memory ({info.framework}); launching on the GPU needs a "
                           f"CUDA array (move it with .cuda() / cupy.asarray, or use interpret=True)")
+    if info.problem is not None:
+        raise LaunchError(f"argument '{name}' {info.problem}")
     if info.dtype != want_dtype and not (not gpu and want_dtype.name == "bfloat16" and info.dtype == dt.uint16):
         # (numpy has no bfloat16: on the host paths a uint16 array carries bfloat16 bits)
-        got = info.dtype.name if info.dtype else "an unsupported dtype"
+        got = info.dtype.name if info.dtype else f"{info.dtype_text or 'unknown'} (not supported by tiledsl)"
         raise LaunchError(f"argument '{name}' has dtype {got}, but the kernel declares {want_dtype.name}")
     if len(info.shape) != len(want_shape):
         raise LaunchError(f"argument '{name}' has shape {info.shape}, but the kernel declares "
@@ -123,30 +122,71 @@ def check_tensor(name, info, want_dtype, want_shape, sizes: dict, gpu: bool):
                           f"array, e.g. x.contiguous()")
 
 
+def type_name(value) -> str:
+    """A value's type as a user would write it: `numpy.bool` for a numpy bool, not a bare `bool`."""
+    t = type(value)
+    mod = t.__module__
+    if mod == "builtins":
+        return t.__qualname__
+    return f"{mod.split('.')[0]}.{t.__qualname__}"
+
+
+def short_repr(value, most: int = 40) -> str:
+    """repr of a value for a message: a huge int is neither printed whole nor allowed to hit Python's digit
+    limit (int -> str refuses over 4300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an int of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:           # noqa: BLE001 - a broken __repr__ must not hide the real error
+        text = f"<{type_name(value)}>"
+    return text if len(text) <= most else text[:most - 3] + "..."
+
+
+def _is_bool(value) -> bool:
+    """Python's bool and numpy's (np.bool_, which is not a numbers.Integral)."""
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"))
+
+
+# the magnitude from which a finite value rounds to infinity (round to nearest even): halfway between the largest
+# finite value and the next power of two
+FLOAT_OVERFLOW = {"float16": 65520.0, "bfloat16": float(2**128 - 2**119), "float32": float(2**128 - 2**103)}
+FLOAT_MAX = {"float16": 65504.0, "bfloat16": float(2**128 - 2**120), "float32": float(2**128 - 2**104),
+             "float64": 1.7976931348623157e308}
+
+
 def check_scalar(name, value, d: dt.DType):
     """The scalar's value as its parameter slot holds it (f16/bf16 as their bits). Raises LaunchError."""
-    if isinstance(value, bool) and d.kind != "bool":
-        raise LaunchError(f"argument '{name}' is a bool, but the kernel declares {d.name}")
+    if _is_bool(value) and d.kind != "bool":
+        raise LaunchError(f"argument '{name}' is a bool ({type_name(value)}), but the kernel declares {d.name}")
     if d.kind == "bool":
-        if not isinstance(value, (bool, numbers.Integral)):
-            raise LaunchError(f"argument '{name}' must be a bool, got {type(value).__name__}")
+        if not (_is_bool(value) or isinstance(value, numbers.Integral)):
+            raise LaunchError(f"argument '{name}' must be a bool, got {type_name(value)}")
         return int(bool(value))
     if d.is_int:
         if not isinstance(value, numbers.Integral):
-            raise LaunchError(f"argument '{name}' must be an integer ({d.name}), got {type(value).__name__} "
-                              f"{value!r}")
+            raise LaunchError(f"argument '{name}' must be an integer ({d.name}), got {type_name(value)} "
+                              f"{short_repr(value)}")
         lo, hi = INT_RANGE.get(d.name, (-2**63, 2**64))
         if not lo <= int(value) < hi:
-            raise LaunchError(f"argument '{name}' = {value} does not fit in {d.name}")
+            raise LaunchError(f"argument '{name}' = {short_repr(value)} does not fit in {d.name}")
         return int(value)
     if not isinstance(value, numbers.Real):
-        raise LaunchError(f"argument '{name}' must be a number ({d.name}), got {type(value).__name__}")
+        raise LaunchError(f"argument '{name}' must be a number ({d.name}), got {type_name(value)}")
+    try:
+        f = float(value)
+    except (OverflowError, ValueError, TypeError):
+        f = None
+    # a finite value that the parameter's type cannot hold would silently become inf: refuse it
+    if f is None or (math.isfinite(f) and abs(f) >= FLOAT_OVERFLOW.get(d.name, math.inf)):
+        raise LaunchError(f"argument '{name}' = {short_repr(value)} is out of range for {d.name} (largest finite value "
+                          f"{FLOAT_MAX[d.name]!r})")
     if d.bits == 16:
         import numpy as np
         if d.name == "float16":
-            return int(np.array([value], dtype=np.float16).view(np.uint16)[0])
-        return dt.bf16_bits(value)              # the one rounder (NaN -> 0x7FFF, as cvt.rn.bf16.f32 gives)
-    return float(value)
+            return int(np.array([f], dtype=np.float16).view(np.uint16)[0])
+        return dt.bf16_bits(f)                  # the one rounder (NaN -> 0x7FFF, as cvt.rn.bf16.f32 gives)
+    return f
 
 
 def missing_annotation(name: str) -> CompilationError:
@@ -182,6 +222,9 @@ def check_call(sig: KernelSignature, values: list, gpu: bool) -> Checked:
             elif gpu and info.device != out.device:
                 raise LaunchError(f"argument '{p.name}' is on device {info.device} but earlier arguments are "
                                   f"on device {out.device}; all arrays must be on one device")
+            if info.readonly and p.written:
+                raise LaunchError(f"argument '{p.name}' is read-only ({info.framework} array with its writeable flag "
+                                  f"off), but the kernel stores to it; pass a writable array (e.g. a copy)")
             out.packed.append(info.ptr)
             out.arrays[p.name] = (v, info)
         elif p.kind == "scalar":

@@ -24,6 +24,7 @@ class Param:
     kind: str
     dtype: dt.DType | None = None
     shape: tuple = ()
+    written: bool = False        # a tensor the kernel stores to (a read-only array is refused for it)
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,9 @@ class KernelSignature:
     def from_kernel(cls, k, debug_buffer: bool = False) -> KernelSignature:
         """The signature of an `ir.Kernel` (parsed; the launch grid's expressions become host trees)."""
         from ..ir.eval import serialize
-        params = tuple(Param(p.name, p.kind, p.dtype, tuple(p.shape)) for p in k.params)
+        stored = written_storages(k.body)
+        params = tuple(Param(p.name, p.kind, p.dtype, tuple(p.shape), p.storage is not None and id(p.storage) in stored)
+                       for p in k.params)
         grid = tuple(_frozen(serialize(g)) for g in k.launch.grid)
         return cls(k.name, params, tuple(k.sizes), debug_buffer, grid, tuple(k.launch.block))
 
@@ -83,16 +86,65 @@ class KernelSignature:
     def to_data(self) -> dict:
         """JSON-able data (the disk cache's entry)."""
         return {"name": self.name,
-                "params": [[p.name, p.kind, p.dtype.name if p.dtype else None, list(p.shape)] for p in self.params],
+                "params": [[p.name, p.kind, p.dtype.name if p.dtype else None, list(p.shape), p.written]
+                           for p in self.params],
                 "sizes": list(self.sizes), "debug_buffer": self.debug_buffer, "grid": _listed(self.grid),
                 "block": list(self.block)}
 
     @classmethod
     def from_data(cls, data: dict) -> KernelSignature:
-        params = tuple(Param(n, kind, dt.BY_NAME[d] if d else None, tuple(shape))
-                       for n, kind, d, shape in data["params"])
-        return cls(data["name"], params, tuple(data["sizes"]), data["debug_buffer"], _frozen(data["grid"]),
-                   tuple(data["block"]))
+        """The signature of `to_data`'s output; ValueError when `data` is not one (a damaged cache entry)."""
+        try:
+            params = []
+            for n, kind, d, shape, written in data["params"]:
+                if not isinstance(n, str) or kind not in _KINDS or not isinstance(written, bool) or \
+                        not all(isinstance(s, (int, str)) and not isinstance(s, bool) for s in shape):
+                    raise ValueError(f"parameter {n!r}")
+                params.append(Param(n, kind, dt.BY_NAME[d] if d is not None else None, tuple(shape), written))
+            sig = cls(data["name"], tuple(params), tuple(data["sizes"]), data["debug_buffer"],
+                      _frozen(data["grid"]), tuple(data["block"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"not a kernel signature ({type(e).__name__}: {e})") from None
+        if not isinstance(sig.name, str) or not isinstance(sig.debug_buffer, bool) or len(sig.block) != 3 or \
+                len(sig.grid) != 3 or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0
+                                              for b in sig.block) or \
+                not all(isinstance(s, str) for s in sig.sizes):
+            raise ValueError("not a kernel signature (name, grid, block or sizes)")
+        return sig
+
+
+_KINDS = ("tensor", "scalar", "constexpr", "missing")
+
+
+def written_storages(body) -> set:
+    """The ids of the global storages (tensor parameters) the kernel writes: a Store to it, a native store whose
+    destination (its first address) is in it, or a tile.apply whose destination (its first operand, as PTX
+    writes it) is a view of it. Walks the statement tree (tile IR or expanded)."""
+    from ..ir import nodes as ir
+    out = set()
+
+    def mark(storage):
+        if storage is not None and storage.scope == "global":
+            out.add(id(storage))
+
+    def walk(stmts):
+        for s in stmts:
+            if isinstance(s, ir.Store):
+                mark(s.storage)
+            elif isinstance(s, ir.Native):
+                if s.effect == "store":
+                    addrs = [a for g in s.groups for a in g if isinstance(a, ir.Addr)]
+                    mark(addrs[0].storage if addrs else None)
+            elif isinstance(s, ir.Apply):
+                if s.operands:
+                    mark(getattr(s.operands[0], "storage", None))
+            elif isinstance(s, ir.For):
+                walk(s.body)
+            elif isinstance(s, ir.If):
+                walk(s.then)
+                walk(s.orelse)
+    walk(body)
+    return out
 
 
 def _frozen(tree):

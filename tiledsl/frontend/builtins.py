@@ -198,9 +198,15 @@ class BuiltinCalls:
         grid = self.dims3(a["grid"], node, "grid", static=False)
         block = self.dims3(a["block"], node, "block", static=True)
         n = block[0] * block[1] * block[2]
-        if _block_refused(block, self.target):
-            raise self.error(f"block {block} has {n} threads; CUDA allows at most {self.target.max_threads_per_block} "
-                             f"(and z <= {self.target.max_block[2]})", node)
+        # CUDA's limits, in the words every launch path uses (a grid expression is checked when it is evaluated)
+        problem = self.target.block_problem(block)
+        if problem is None and all(isinstance(g, int) for g in grid):
+            problem = self.target.grid_problem(grid)
+        for k, (g, most) in enumerate(zip(grid, self.target.max_grid)):
+            if problem is None and isinstance(g, int) and g > most:
+                problem = f"grid dimension {k} is {g}; CUDA allows at most {most}"
+        if problem is not None:
+            raise self.error(problem, node)
         # launch bounds (PTX .maxnreg and .minnctapersm): ptxas keeps to them, spilling if it must
         regs, blocks = a["max_registers"], a["min_blocks_per_sm"]
         tg = self.target
@@ -404,18 +410,12 @@ class BuiltinCalls:
         self.emit(ir.Apply(self.loc(node), op.text, operands, scope, params, locs))
 
 
-def _block_refused(block, target: Target) -> bool:
-    return (block[0] * block[1] * block[2] > target.max_threads_per_block
-            or any(b > m for b, m in zip(block, target.max_block)))
-
-
 def check_block_override(block, target: Target) -> None:
     """A block given by the caller (compile(block=...), kernel[grid, block]) is a bad call when CUDA refuses it."""
-    n = block[0] * block[1] * block[2]
-    if _block_refused(block, target):
+    problem = target.block_problem(block)
+    if problem is not None:
         from ..core.errors import LaunchError
-        raise LaunchError(f"block {tuple(block)} has {n} threads; CUDA allows at most {target.max_threads_per_block} "
-                          f"(and z <= {target.max_block[2]})")
+        raise LaunchError(problem)
 
 
 def _rebase(v: BitView):

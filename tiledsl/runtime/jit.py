@@ -236,7 +236,7 @@ class JITFunction:
         tgt = Target.parse(target) if target is not None else (self._target or Target())
         values = self.bind(args, kwargs)
         block = C.dims(block) if block is not None else None
-        grid = C.dims(grid) if grid is not None and not callable(grid) else None
+        grid = C.check_grid(C.dims(grid)) if grid is not None and not callable(grid) else None
         sizes = {}
         for p, v in zip(self.declared().params, values):
             if p.kind == "tensor":

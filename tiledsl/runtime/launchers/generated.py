@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from ...abi.check import INT_RANGE
+from ...abi.check import FLOAT_MAX, FLOAT_OVERFLOW, INT_RANGE
 from ...core.target import Target
 from .. import driver
 from .base import Launcher
@@ -102,7 +102,12 @@ def _generate(sig, plan, framework, device, grid, block):
         else:
             src.append(f"    p{slot} = args[{i}]")
             if p.dtype.is_float and p.dtype.bits >= 32:
-                src += [f"    if p{slot}.__class__ is not float and p{slot}.__class__ is not int:",
+                # a value the slot cannot hold (1e300 for float32, an int beyond float64) goes to the checker;
+                # so do inf and NaN, which it accepts
+                most = FLOAT_OVERFLOW.get(p.dtype.name)
+                rng = f"-{most!r} < p{slot} < {most!r}" if most else f"-{FLOAT_MAX[p.dtype.name]!r} <= p{slot} <= " \
+                                                                    f"{FLOAT_MAX[p.dtype.name]!r}"
+                src += [f"    if (p{slot}.__class__ is not float and p{slot}.__class__ is not int) or not {rng}:",
                         "        return False"]
             elif p.dtype.is_int:
                 lo, hi = INT_RANGE[p.dtype.name]

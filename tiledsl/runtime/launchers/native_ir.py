@@ -3,10 +3,11 @@ the checks it performs on each argument, and grid expressions with Python's inte
 from __future__ import annotations
 
 import ctypes
+import struct
 import sys
 from types import FunctionType, GetSetDescriptorType, MethodDescriptorType
 
-from ...abi.check import INT_RANGE
+from ...abi.check import FLOAT_OVERFLOW, INT_RANGE
 from ...core.target import Target
 
 # Where the native code reads CPython's structures; native.layout_problem() proves these on the running
@@ -375,6 +376,11 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                 v = e.call("PyFloat_AsDouble", x)
                 e.no_error_if(v, "double", "-1.0")
                 if ty == "float":
+                    # a finite double beyond float's range would become inf: the checker refuses it (and inf or
+                    # NaN, which it accepts, take the Python path too)
+                    most = _double_hex(FLOAT_OVERFLOW["float32"])
+                    e.check(e.let(f"fcmp olt double {v}, {most}"))
+                    e.check(e.let(f"fcmp ogt double {v}, {_double_hex(-FLOAT_OVERFLOW['float32'])}"))
                     f = e.let(f"fptrunc double {v} to float")
                     v = f
                 e.emit(f"store {ty} {v}, ptr {slot_ptrs[slot]}")
@@ -528,3 +534,8 @@ def _grid_expr(e: _IR, tree, ints: dict) -> str:
         e.check(e.cmp("eq", "i64", back, a))
         return r
     raise Unsupported(f"grid operation {op}")
+
+
+def _double_hex(x: float) -> str:
+    """An LLVM double constant, exactly (LLVM reads decimal constants only when they are exact)."""
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
