@@ -28,7 +28,11 @@ def _cache_info(opts) -> int:
     if opts.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"dir:     {info['dir']}" + ("" if os.path.isdir(info["dir"]) else "  (not created yet)"))
+    if info.get("problem"):
+        state = f"  (unusable: {info['problem']}; kernels compile without a disk cache)"
+    else:
+        state = "" if os.path.isdir(info["dir"]) else "  (not created yet)"
+    print(f"dir:     {info['dir']}{state}")
     print(f"entries: {info['entries']}")
     print(f"bytes:   {info['bytes']} ({_size(info['bytes'])})")
     print(f"limit:   {info['limit_bytes']} ({_size(info['limit_bytes'])}; {knobs.CACHE_MAX_MB.name})")
@@ -40,9 +44,15 @@ def _cache_info(opts) -> int:
 def _cache_clear(opts) -> int:
     from .cache import disk as cache
     from .core import knobs
+    problem = cache.root_problem(knobs.cache_dir())
+    if problem is not None:
+        print(f"nothing to clear: {knobs.CACHE_DIR.name}={knobs.cache_dir()} is not a cache folder ({problem})")
+        return 1
     n = cache.clear()
-    print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {knobs.cache_dir()}")
-    return 0
+    left = len(cache.entries())
+    print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {knobs.cache_dir()}" +
+          (f"; {left} could not be removed" if left else ""))
+    return 1 if left else 0
 
 
 def _switches(opts) -> int:

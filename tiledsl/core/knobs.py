@@ -73,7 +73,30 @@ def _reader(switch: Switch) -> Callable[[], object]:
 cache_dir: Callable[[], str] = _reader(CACHE_DIR)
 interpret: Callable[[], bool] = _reader(INTERPRET)
 debug: Callable[[], bool] = _reader(DEBUG)
-dump_dir: Callable[[], str | None] = _reader(DUMP_DIR)
+_dump_warned = set()
+
+
+def dump_dir() -> str | None:
+    """TILEDSL_DUMP_DIR as a folder that exists (created here), or None: unset, or a path that cannot be a
+    folder (a file, under a file, not writable), which is warned about once and skipped; a dump must never fail
+    a compilation."""
+    path = DUMP_DIR.get()
+    if not path:
+        return None
+    try:
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise NotADirectoryError(20, "not a directory")
+        os.makedirs(path, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+        why = "not writable"
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+    if path not in _dump_warned:
+        _dump_warned.add(path)
+        import warnings
+        warnings.warn(f"tiledsl: {DUMP_DIR.name}={path} cannot hold the dumps ({why}); not dumping", stacklevel=2)
+    return None
 native_launch: Callable[[], bool] = _reader(NATIVE_LAUNCH)
 
 

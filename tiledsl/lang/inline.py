@@ -7,6 +7,7 @@ import ast
 import hashlib
 import inspect
 import textwrap
+import threading
 from typing import Any, Callable
 
 from ..core.errors import TiledslError
@@ -20,6 +21,7 @@ class InlineFunction:
         if not inspect.isfunction(fn):
             raise TiledslError(f"@tiledsl.inline decorates a Python function, got {type(fn).__name__}")
         self.fn = fn
+        self._names = None                     # (code object, global names it reads)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
@@ -29,23 +31,69 @@ class InlineFunction:
     def __repr__(self) -> str:
         return f"<tiledsl inline {self.fn.__qualname__}>"
 
+    def _source(self) -> str:
+        try:
+            return inspect.getsource(self.fn)
+        except (OSError, TypeError):
+            return repr(self.fn.__code__.co_code)
+
+    def global_names(self) -> list[str]:
+        """The names its body reads from its module's globals (what the front end resolves there)."""
+        code = self.fn.__code__
+        if self._names is None or self._names[0] is not code:
+            try:
+                tree = ast.parse(textwrap.dedent(self._source()))
+                names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+            except SyntaxError:
+                names = sorted(code.co_names)
+            self._names = (code, names)
+        g = self.fn.__globals__
+        return [n for n in self._names[1] if n in g]
+
+    def __tiledsl_reads__(self) -> list[tuple[dict, str]]:
+        """(globals dict, name) of every global it reads: a kernel calling it depends on each (cache key and
+        staleness check walk these, and those of the helpers among them, to any depth)."""
+        g = self.fn.__globals__
+        return [(g, n) for n in self.global_names()]
+
     def __tiledsl_fingerprint__(self, depth: int, value_fingerprint: Callable[[object, int], str | None]) -> str:
         """Its source and everything it reads (through `value_fingerprint`, cache/fingerprint.py's
-        `fingerprint_value`), so editing a helper recompiles the kernels that call it."""
+        `fingerprint_value`), so editing a helper, or a global it reads, recompiles the kernels that call it. Helpers
+        it calls are fingerprinted whole, to any depth (a helper already being fingerprinted, reached again through
+        recursion, stands for itself by name: the front end refuses the recursion)."""
+        active = _active()
+        if id(self) in active:
+            return f"inline-cycle:{self.fn.__module__}.{self.fn.__qualname__}"
+        active.add(id(self))
         try:
-            src = inspect.getsource(self.fn)
-        except (OSError, TypeError):
-            src = repr(self.fn.__code__.co_code)
-        h = hashlib.sha256(src.encode())
-        try:
-            names = sorted({n.id for n in ast.walk(ast.parse(textwrap.dedent(src))) if isinstance(n, ast.Name)})
-        except SyntaxError:
-            names = []
-        g = self.fn.__globals__
-        for n in names:
-            if n in g and g[n] is not self:
-                h.update(f"{n}={value_fingerprint(g[n], depth + 1)}".encode())
-        return "inline:" + h.hexdigest()
+            h = hashlib.sha256(self._source().encode())
+            g = self.fn.__globals__
+            for n in self.global_names():
+                v = g.get(n, _UNSET)
+                if v is not self:
+                    h.update(f"{n}={value_fingerprint(v, 0) or 'object:' + type(v).__name__};".encode())
+            if self.fn.__closure__:
+                for n, c in zip(self.fn.__code__.co_freevars, self.fn.__closure__):
+                    try:
+                        v = c.cell_contents
+                    except ValueError:
+                        continue
+                    h.update(f"closure {n}={value_fingerprint(v, 0) or 'object:' + type(v).__name__};".encode())
+            return "inline:" + h.hexdigest()
+        finally:
+            active.discard(id(self))
+
+
+_UNSET = object()
+_state = threading.local()
+
+
+def _active() -> set:
+    """The helpers being fingerprinted on this thread (a cycle guard)."""
+    a = getattr(_state, "active", None)
+    if a is None:
+        a = _state.active = set()
+    return a
 
 
 def inline(fn: Callable[..., Any]) -> InlineFunction:

@@ -186,14 +186,17 @@ class JITFunction:
                     pass
         names = sorted({n.id for n in ast.walk(src.fdef) if isinstance(n, ast.Name)})
         g = self.fn.__globals__
+        seen = set()
         for n in names:
             if n in closure:
                 v = closure[n]
                 fps.append(f"closure {n}={fingerprint_value(v) or type(v).__name__}")
+                _helper_reads(v, deps, seen)
             elif n in g:
                 v = g[n]
                 deps.append((g, n, v))
                 fps.append(f"global {n}={fingerprint_value(v) or 'object:' + type(v).__name__}")
+                _helper_reads(v, deps, seen)
         h = hashlib.sha256()
         h.update(src.text.encode())
         h.update("\n".join(fps).encode())
@@ -269,16 +272,40 @@ class JITFunction:
         entry = cache.load(key)
         if entry is None:
             return None
+        try:
+            ck = self._entry_kernel(entry)
+        except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
+            # valid JSON and hashes, but not what _to_disk writes: a foreign or hand-edited entry
+            cache.discard(key, f"{type(e).__name__}: {e}")
+            return None
+        ck.from_disk = True
+        return ck
+
+    def _entry_kernel(self, entry) -> CompiledKernel:
+        """The CompiledKernel of a disk entry; raises ValueError (or KeyError, TypeError) for anything that is not
+        what `_to_disk` writes."""
+        from ..compiled import CompiledKernel, StageDict
         data = entry["data"]
         asm = json.loads(data["asm.json"].decode())
-        from ..compiled import CompiledKernel, StageDict
+        if not isinstance(asm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in asm.items()) \
+                or "ptx" not in asm:
+            raise ValueError("asm.json is not the stages' text")
+        name, sm, metadata = entry["name"], entry["sm"], entry["metadata"]
+        if not isinstance(name, str) or name != self.fn.__name__ or not isinstance(sm, int) or \
+                isinstance(sm, bool) or not isinstance(metadata, dict):
+            raise ValueError("name, sm or metadata")
+        if not isinstance(metadata.get("dynamic_shared", 0), int) or \
+                not isinstance(metadata.get("debug_sites", []), list):
+            raise ValueError("metadata")
+        sig = KernelSignature.from_data(entry["signature"])
+        if [p.name for p in sig.params] != [p[0] for p in self.params()] or sig.name != name:
+            raise ValueError("the signature is another kernel's")
+        if sig.debug_buffer and not metadata.get("debug_sites"):
+            raise ValueError("a debug kernel without its sites")
         cubin = data.get("kernel.cubin")
         if cubin is not None:
             asm = StageDict(asm, cubin)
-        ck = CompiledKernel(entry["name"], entry["sm"], asm, entry["metadata"],
-                            KernelSignature.from_data(entry["signature"]), cubin)
-        ck.from_disk = True
-        return ck
+        return CompiledKernel(name, sm, asm, metadata, sig, cubin)
 
     def _to_disk(self, key, ck):
         files = {"asm.json": json.dumps({k: v for k, v in dict.items(ck.asm) if k != "sass"})}
@@ -429,6 +456,22 @@ class JITFunction:
             self._interp_programs[key] = entry
         prog, sig = entry
         InterpretLauncher(sig, prog, grid, sig.block, None, None)(values)
+
+
+def _helper_reads(v, deps: list, seen: set) -> None:
+    """Add to `deps` the (globals, name, value) that the @tiledsl.inline helper `v` reads, and those of the
+    helpers it reads, to any depth: the staleness checks (source_key's, _fresh, the native launcher's) then see an
+    edited global that only a helper reads. (Their values are in the key through the helper's fingerprint.)"""
+    reads = getattr(type(v), "__tiledsl_reads__", None)
+    if reads is None:
+        return
+    if id(v) in seen:
+        return
+    seen.add(id(v))
+    for d, n in reads(v):
+        w = d.get(n, _MISSING)
+        deps.append((d, n, w))
+        _helper_reads(w, deps, seen)
 
 
 def _stream(s) -> int:
