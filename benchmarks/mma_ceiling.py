@@ -73,8 +73,9 @@ def main(argv=None):
         import numpy as np
         for w, mi, ni in CASES:
             ck = make(w, mi, ni, opts.iters).compile(np.zeros((132, 32 * w), np.float32), target="sm_90")
-            print(f"warps {w:2d} acc {mi}x{ni}: {ck.metadata.get('registers')} registers, "
-                  f"spills {ck.metadata.get('spill_bytes', ck.metadata.get('spills'))}")
+            md = ck.metadata           # (spill counts come from the assembler: absent where ptxas did not run)
+            print(f"warps {w:2d} acc {mi}x{ni}: {md.get('registers', '?')} registers, spill stores "
+                  f"{md.get('spill_stores', '?')} B, spill loads {md.get('spill_loads', '?')} B")
         return 0
     import torch
     sms = torch.cuda.get_device_properties(0).multi_processor_count

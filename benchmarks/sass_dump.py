@@ -25,5 +25,18 @@ def main(out, *cfg):
     print(f"{cfg}: {ck.metadata}; {len(sass.splitlines())} SASS lines -> {out}")
 
 
+USAGE = """usage: python benchmarks/sass_dump.py OUT BM BN BK WM WN STAGES [PIPE [SPREAD [UNROLL [BULK]]]]
+  OUT       the file the SASS is written to
+  BM ...    the GEMM configuration (ints), as examples/gemm.py's make_gemm(config=...) takes it
+  needs ptxas (for the cubin) and cuobjdump on PATH"""
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    args = sys.argv[1:]
+    if args[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        sys.exit(0)
+    if len(args) < 7 or not all(x.isdigit() for x in args[1:]):
+        print(USAGE, file=sys.stderr)
+        sys.exit(2)
+    main(*args)
