@@ -99,7 +99,7 @@ def check_tensor(name, info, want_dtype, want_shape, sizes: dict, gpu: bool):
         raise LaunchError(f"argument '{name}' {info.problem}")
     if info.dtype != want_dtype and not (not gpu and want_dtype.name == "bfloat16" and info.dtype == dt.uint16):
         # (numpy has no bfloat16: on the host paths a uint16 array carries bfloat16 bits)
-        got = info.dtype.name if info.dtype else f"{info.dtype_text or 'unknown'} (not supported by tiledsl)"
+        got = info.dtype.name if info.dtype else f"{info.dtype_text or 'unknown'} (an unsupported dtype)"
         raise LaunchError(f"argument '{name}' has dtype {got}, but the kernel declares {want_dtype.name}")
     if len(info.shape) != len(want_shape):
         raise LaunchError(f"argument '{name}' has shape {info.shape}, but the kernel declares "
