@@ -160,3 +160,29 @@ def test_steady_launchers_see_a_helper_global_change(tmp_path, monkeypatch, nati
     assert len(k._compiled) == 2
     (new,) = [ck for ck in k._compiled.values() if "9.0" in ck.asm["tile"]]
     assert len(drv.launches) == jitmod.NATIVE_AFTER + 3
+
+
+def factory(scale):
+    """Kernels of one source whose helper reads a closure value (as examples/gemm.py's make_gemm does)."""
+    @tiledsl.inline
+    def scaled(x):
+        return x * scale
+
+    def k(A: tiledsl.T.Tensor((4,), "float32")):
+        tiledsl.T.device_entry(launch=tiledsl.T.cuda.LaunchConfig(grid=1, block=1))
+        A[0] = scaled(A[1])
+    return k
+
+
+def test_a_helpers_closure_values_are_in_the_key():
+    """Failed before: two kernels made by one factory, differing only in a value their helper reads from its
+    closure, had one key, so the second loaded the first's code from the disk cache (benchmarks/ptx_snapshot.py
+    recorded gemm config (128,128,64,2,2,3,1,1), SPREAD=1, with the code of SPREAD=0)."""
+    k2, k5 = tiledsl.jit(factory(2.0)), tiledsl.jit(factory(5.0))
+    assert k2.source_key() != k5.source_key()
+    a = np.zeros(4, np.float32)
+    assert "5.0" in k5.compile(a, target="sm_90").asm["tile"] and "2.0" in k2.compile(a, target="sm_90").asm["tile"]
+    for scale, want in ((2.0, 6.0), (5.0, 15.0)):
+        x = np.array([0, 3, 0, 0], np.float32)
+        tiledsl.jit(factory(scale), interpret=True)(x)
+        assert x[0] == want
