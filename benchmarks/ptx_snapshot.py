@@ -19,13 +19,16 @@ for p in (ROOT, ROOT / "examples", ROOT / "benchmarks"):
 
 import numpy as np  # noqa: E402
 
+# every kernel compiled here, never read from a disk cache (an entry under a stale key would hide a difference)
+os.environ["TILEDSL_DISABLE_DISK_CACHE"] = "1"
+
 
 def gemm_kernels():
     import gemm as G
-    a = np.zeros((512, 256), np.float16)
     for ab in ("float16", "bfloat16"):
+        a = np.zeros((512, 256), np.float16 if ab == "float16" else np.uint16)    # (host bfloat16: uint16 bits)
         for out in ("float16", "float32"):
-            c = np.zeros((512, 512), np.float16 if out == "float16" else np.float32)
+            c = np.zeros((512, 512), {"float16": np.float16, "float32": np.float32}[out])
             for cfg in G.CONFIGS:
                 if not G.usable(cfg, out):
                     continue
