@@ -164,6 +164,42 @@ def check_bits(ctx: Ctx, op: Operand, bits: int, what="element") -> None:
                         f"{d.name} (reinterpret explicitly with .view(dtype=...))", op)
 
 
+_FLOAT_SLOTS = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+
+
+def slot_accepts(ptx_type: str, d: dt.DType) -> str | None:
+    """Why a register of dtype `d` cannot fill a slot of PTX register type `ptx_type` of the same width (None: it
+    can). The opcode's type decides how the bits are read, so a register may be the slot's own type or its plain
+    bits (docs/patterns/register.md, "Data representation"):
+      .bN            any element of the width (pure bits: mov.b32, ld/st.b32);
+      .uN .sN        an integer of the width, either signedness (the opcode says which);
+      .f16 .bf16 .f32 .f64   that float type, or the unsigned integer holding its bits (uint16 for bf16 ...);
+      .f16x2 .bf16x2 .f32x2  the unsigned integer holding the packed halves (uint32; uint64 for f32x2).
+    Refused: a float register in an integer slot, a signed integer or another float format in a float slot."""
+    t = ptx_type
+    if t[0] == "b" and t[1:].isdigit():
+        return None
+    if t[0] in "us":
+        return None if d.is_int else f"an integer of {d.bits} bits (int{d.bits} or uint{d.bits})"
+    bits_of = f"uint{d.bits}"
+    if t in _FLOAT_SLOTS:
+        own = _FLOAT_SLOTS[t]
+        return None if d.name in (own, bits_of) else f"{own} (or its bits as {bits_of})"
+    if t.endswith("x2"):
+        return None if d.name == bits_of else f"the packed pair's bits as {bits_of}"
+    return None
+
+
+def check_slot_type(ctx: Ctx, op: Operand, ptx_type: str, opcode: str) -> None:
+    """Refuse a register view whose element type does not fit the instruction's `ptx_type` slot (same width
+    assumed, checked before): an int32 buffer in an .f32 slot, a float32 buffer in a .u32 slot, ..."""
+    d = op.view.dtype
+    want = slot_accepts(ptx_type, d)
+    if want is not None:
+        raise ctx.error(f"{op.view.describe()} holds {d.name}, but the .{ptx_type} slot of {opcode} takes {want} "
+                        f"(reinterpret the bits explicitly with .view(dtype=...) if that is meant)", op)
+
+
 def scalar_value(ctx: Ctx, op: Operand, dtype: dt.DType) -> ir.Expr:
     """A scalar operand as an expression of exactly the slot's width."""
     from ..ir import ops
