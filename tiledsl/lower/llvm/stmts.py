@@ -220,13 +220,6 @@ class Codegen:
         return self.b.gep(base, [off], source_etype=memtype(d))
 
     def index(self, offset):
-        k = offset if isinstance(offset, int) else ir.static_int(offset) if isinstance(offset, ir.Const) else None
-        if k is not None and not isinstance(offset, bool):
-            # a static index (every register of a tile): the i64 constant the sign extension below would fold to,
-            # without an instruction per register for LLVM to fold (a 4096-register tile has 16384 of them)
-            bits = offset.dtype.bits if isinstance(offset, ir.Const) else (32 if -2**31 <= k < 2**31 else 64)
-            k &= (1 << bits) - 1
-            return ll.Constant(I64, k - (1 << bits) if k >> (bits - 1) else k)
         v = self.expr(ir.as_expr(offset))
         if v.type.width < 64:
             v = self.b.sext(v, I64)
