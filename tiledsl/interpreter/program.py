@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir import nodes as ir
 from ..core.errors import TiledslError
+from .depth import headroom, max_expr_depth
 from .exprs import ExprCompiler, is_const
 from .machine import InterpreterError, Machine, mem_np, sub, val_np
 from .operands import native_error
@@ -26,7 +27,10 @@ class Program:
         self.kernel = kernel
         self.allocs = list(kernel.allocs)
         self.cx = ExprCompiler()
-        self.body = self.block(kernel.body)
+        # the closures of a deep expression recurse once per level, when compiled and when run (depth.py)
+        self.depth = max_expr_depth(kernel.body)
+        with headroom(self.depth):
+            self.body = self.block(kernel.body)
 
     # -------------------------------------------------------------- compile
     def block(self, stmts):
@@ -213,7 +217,7 @@ class Program:
         T = block[0] * block[1] * block[2]
         nblocks = grid[0] * grid[1] * grid[2]
         per = max(1, min(nblocks, batch_threads // T))
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), headroom(self.depth):
             for b0 in range(0, nblocks, per):
                 nb = min(per, nblocks - b0)
                 m = Machine(self, grid, block, b0, nb, globals_)

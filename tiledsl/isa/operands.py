@@ -164,6 +164,42 @@ def check_bits(ctx: Ctx, op: Operand, bits: int, what="element") -> None:
                         f"{d.name} (reinterpret explicitly with .view(dtype=...))", op)
 
 
+_FLOAT_SLOTS = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+
+
+def slot_accepts(ptx_type: str, d: dt.DType) -> str | None:
+    """Why a register of dtype `d` cannot fill a slot of PTX register type `ptx_type` of the same width (None: it
+    can). The opcode's type decides how the bits are read, so a register may be the slot's own type or its plain
+    bits (docs/patterns/register.md, "Data representation"):
+      .bN            any element of the width (pure bits: mov.b32, ld/st.b32);
+      .uN .sN        an integer of the width, either signedness (the opcode says which);
+      .f16 .bf16 .f32 .f64   that float type, or the unsigned integer holding its bits (uint16 for bf16 ...);
+      .f16x2 .bf16x2 .f32x2  the unsigned integer holding the packed halves (uint32; uint64 for f32x2).
+    Refused: a float register in an integer slot, a signed integer or another float format in a float slot."""
+    t = ptx_type
+    if t[0] == "b" and t[1:].isdigit():
+        return None
+    if t[0] in "us":
+        return None if d.is_int else f"an integer of {d.bits} bits (int{d.bits} or uint{d.bits})"
+    bits_of = f"uint{d.bits}"
+    if t in _FLOAT_SLOTS:
+        own = _FLOAT_SLOTS[t]
+        return None if d.name in (own, bits_of) else f"{own} (or its bits as {bits_of})"
+    if t.endswith("x2"):
+        return None if d.name == bits_of else f"the packed pair's bits as {bits_of}"
+    return None
+
+
+def check_slot_type(ctx: Ctx, op: Operand, ptx_type: str, opcode: str) -> None:
+    """Refuse a register view whose element type does not fit the instruction's `ptx_type` slot (same width
+    assumed, checked before): an int32 buffer in an .f32 slot, a float32 buffer in a .u32 slot, ..."""
+    d = op.view.dtype
+    want = slot_accepts(ptx_type, d)
+    if want is not None:
+        raise ctx.error(f"{op.view.describe()} holds {d.name}, but the .{ptx_type} slot of {opcode} takes {want} "
+                        f"(reinterpret the bits explicitly with .view(dtype=...) if that is meant)", op)
+
+
 def scalar_value(ctx: Ctx, op: Operand, dtype: dt.DType) -> ir.Expr:
     """A scalar operand as an expression of exactly the slot's width."""
     from ..ir import ops
@@ -215,6 +251,9 @@ class Owners:
                     f"ownership: {required.format(lane=lane)} is register {s} on lane {lane} (coordinate "
                     f"{tuple(coord)}) but register {slot} on lane {first[0]} (coordinate {tuple(first[1])}); one "
                     f"native register must sit in the same slot on every lane", self.op)
+        return self.in_storage(slot)
+
+    def in_storage(self, slot: int) -> int:
         size = self.view.storage.size
         if slot < 0 or (size is not None and slot * self.view.dtype.bits >= size * self.view.storage.dtype.bits):
             raise self.ctx.error(f"register slot {slot} is outside {self.view.storage.name} "
@@ -257,12 +296,75 @@ def thread_slots(ctx: Ctx, op: Operand, group_axes, coord_tail) -> int:
     if not group_axes:
         return owners.slot([(0, None, list(coord_tail))], "every thread's register")
     exts = ctx.group_extents(group_axes)
+    fast = _separable_slot(ctx, op.view, group_axes, exts, coord_tail)
+    if fast is not None:
+        return owners.in_storage(fast)
     threads = []
     for g in product(*(range(e) for e in exts)):
         lane = g[group_axes.index("lane")] if "lane" in group_axes else 0
         warp = g[group_axes.index("warp")] if "warp" in group_axes else None
         threads.append((lane, warp, list(g) + list(coord_tail)))
     return owners.slot(threads, "the register of the issuing lane {lane}")
+
+
+# Lane and warp axes whose offsets add up to the owner linearly (owner_of: lane = laneid, warp = warpid +
+# wid_in_wg); a layout on another axis (tx, tid_in_wg: split mod 32) takes the per-lane proof.
+_LINEAR_AXES = ("laneid", "warpid", "wid_in_wg")
+
+
+def _separable_slot(ctx: Ctx, view: View, group_axes, exts, tail):
+    """The slot of `tail` proven for every lane and warp of the group at the cost of one locate, or None when the
+    shortcut does not apply or does not prove it (then the per-lane proof runs and words any error).
+
+    A plain view (a buffer, or one TileLayout without swizzle) locates a coordinate as a sum of one term per
+    dimension (each dimension's digits times its strides), so locate(g, tail) = locate(g, 0) + locate(0, tail)
+    exactly, on the storage offset and on every axis. The group part is measured once per view and group shape
+    (and shared by the apply's operands): every thread g must see the same storage offset s_g = s0 and an owner
+    lane that differs from its own by the same dl (and warp by dw); then coordinate (g, tail) sits in slot
+    s0 + s_tail on lane(g) for every g exactly when lane_tail = -dl and warp_tail = -dw. A 4096-register warp
+    tile proves in 4096 locates instead of 131072."""
+    layout = getattr(view, "layout", "none")
+    if type(view).__name__ != "RootView" or (layout is not None and getattr(layout, "swizzle", None)):
+        return None
+    if not all(type(c) is int for c in tail):
+        return None
+    cache = ctx.__dict__.setdefault("_group_probes", {})
+    key = (id(view), tuple(group_axes), tuple(exts), len(tail))
+    probe = cache.get(key, False)
+    if probe is False:
+        probe = cache[key] = _group_probe(view, group_axes, exts, len(tail))
+    if probe is None:
+        return None
+    s0, dl, dw = probe
+    st, ax = view.locate([0] * len(group_axes) + list(tail))
+    lin = _linear_owner(st, ax)
+    if lin is None or lin[0] != -dl or lin[1] != -dw:
+        return None
+    return s0 + st
+
+
+def _linear_owner(s, ax):
+    if type(s) is not int or any(k not in _LINEAR_AXES or type(v) is not int for k, v in ax.items()):
+        return None
+    return ax.get("laneid", 0), ax.get("warpid", 0) + ax.get("wid_in_wg", 0)
+
+
+def _group_probe(view, group_axes, exts, ntail):
+    """(s0, dl, dw) of the group part of `view` (see _separable_slot), or None where it is not uniform."""
+    found = None
+    for g in product(*(range(e) for e in exts)):
+        s, ax = view.locate(list(g) + [0] * ntail)
+        lin = _linear_owner(s, ax)
+        if lin is None:
+            return None
+        lane = g[group_axes.index("lane")] if "lane" in group_axes else 0
+        warp = g[group_axes.index("warp")] if "warp" in group_axes else 0
+        here = (s, lin[0] - lane, lin[1] - warp)
+        if found is None:
+            found = here
+        elif here != found:
+            return None
+    return found
 
 
 def sample_groups(gaxes, gext) -> list:

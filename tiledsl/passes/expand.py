@@ -5,12 +5,14 @@ from ..ir import nodes as ir
 from ..isa.registry import lookup
 from ..isa.operands import Ctx
 from ..core.target import Target
+from .wide_offsets import widen_offsets
 
 
 def expand_kernel(k: ir.Kernel, target: Target) -> ir.Kernel:
     block = k.launch.block
     body = _expand(k.body, block, target)
-    return ir.Kernel(k.name, k.params, body, k.launch, k.allocs, k.sizes, k.loc)
+    # offsets into tensors that may hold 2^31 elements become 64-bit here, for both backends
+    return widen_offsets(ir.Kernel(k.name, k.params, body, k.launch, k.allocs, k.sizes, k.loc))
 
 
 def _expand(body, block, target):

@@ -14,7 +14,8 @@ A bulk copy's dst and src read as (*repeat, atom), the atom being `copy_bytes` o
 (`copy_bytes=` is required, a compile-time multiple of 16), aligned to 16 bytes; each repeat is one copy, and every
 copy signals its bytes to `mbar`, a view of one 8-byte shared element. The copy's writes become visible to a
 thread once it has waited on the barrier's phase that counted them. `count` and `tx_bytes` are u32 values
-(compile-time or run-time), `parity` is the phase parity (0 or 1) to wait for.
+(compile-time or run-time; a compile-time count is 1..2^20-1, tx_bytes 0..2^20-1), `parity` is the phase parity
+(0 or 1) to wait for. `copy_bytes` is at most 2^20 - 16.
 """
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ MBAR = {"mbarrier.init.shared::cta.b64": ("init", ["mbar", "count"]),
         "mbarrier.arrive.shared::cta.b64": ("arrive", ["mbar"]),
         "mbarrier.try_wait.parity.shared::cta.b64": ("wait", ["mbar", "parity"])}
 FENCES = {"fence.proxy.async.shared::cta", "fence.mbarrier_init.release.cluster"}
+# The PTX ISA's ranges: an mbarrier counts at most 2^20 - 1 arrivals and 2^20 - 1 pending transaction bytes; ptxas
+# takes a bulk copy's size immediate in 0..2^20 - 16 (larger ones are rejected, or wrap silently past 2^32).
+MAX_COUNT = 2**20 - 1
+MAX_COPY_BYTES = 2**20 - 16
 SUPPORTED = f"supported: {COPY}, {', '.join(MBAR)}, {', '.join(sorted(FENCES))}"
 
 
@@ -72,6 +77,12 @@ def expand(form: Form, ctx: Ctx) -> list:
     if form.kind == "arrive":
         return [ctx.native([[ir.Imm("_")], [mbar]], effect="sync")]
     value = _u32(ctx, ops[1])
+    lo = 1 if form.kind == "init" else 0
+    if form.kind in ("init", "expect_tx") and isinstance(ops[1].value, int) and \
+            not lo <= ops[1].value <= MAX_COUNT:
+        what = "the expected arrival count" if form.kind == "init" else "the transaction byte count"
+        raise ctx.error(f"{ops[1].value} is out of range: {what} of an mbarrier must be {lo}..{MAX_COUNT} "
+                        f"(2^20 - 1)", ops[1])
     if form.kind == "init":
         return [ctx.native([[mbar], [ir.Val(value)]], effect="sync")]
     if form.kind == "expect_tx":
@@ -115,6 +126,9 @@ def _copy(form, ctx: Ctx) -> list:
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0 or nbytes % 16:
         raise CompilationError(f"{ctx.opcode}: copy_bytes must be a compile-time positive multiple of 16, got "
                                f"{nbytes!r}", loc)
+    if nbytes > MAX_COPY_BYTES:
+        raise CompilationError(f"{ctx.opcode}: copy_bytes {nbytes} is out of range: one bulk copy moves at most "
+                               f"{MAX_COPY_BYTES} bytes (the size operand's range in ptxas)", loc)
     dst, src, mbar_op = ctx.operands(["dst", "src", "mbar"])
     check_scope(ctx, dst, ("shared",))
     check_scope(ctx, src, ("global",))

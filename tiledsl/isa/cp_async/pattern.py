@@ -2,7 +2,7 @@
 
     cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{.L2::{64B,128B,256B}}  dst (shared), src (global)
     cp.async.commit_group          no operands
-    cp.async.wait_group            one operand: N, a compile-time int
+    cp.async.wait_group            one operand: N, a compile-time int in 0..63
     cp.async.wait_all              no operands
 
 A copy's operands read as (*group, *repeat, atom) where the atom is exactly `chunk_bytes` of storage (so
@@ -28,6 +28,9 @@ SUPPORTED = ("supported: cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{
              "cp.async.commit_group, cp.async.wait_group, cp.async.wait_all")
 GROUP_OPS = {"commit_group": "commit", "wait_group": "wait", "wait_all": "wait_all"}
 PREFETCH = {"L2::64B", "L2::128B", "L2::256B"}
+# wait_group's N: PTX names no range, but ptxas (CUDA 13, sm_80 and sm_90) assembles every N >= 63 (and -1) to the
+# same code as 63: the dependency counter holds 0..63. A larger N would wait for less than it says nowhere.
+MAX_WAIT_GROUP = 63
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,9 @@ def expand(form: Form, ctx: Ctx) -> list:
         if isinstance(n.value, bool) or not isinstance(n.value, int) or n.value < 0:
             raise ctx.error("wait_group takes a compile-time non-negative int: how many most recent groups may "
                             "stay pending", n)
+        if n.value > MAX_WAIT_GROUP:
+            raise ctx.error(f"wait_group {n.value} is out of range: N must be 0..{MAX_WAIT_GROUP} (the hardware's "
+                            f"pending-group count; ptxas silently turns a larger N into {MAX_WAIT_GROUP})", n)
         return [ctx.native([[ir.Imm(str(n.value))]], effect="sync")]
     return _copy(form, ctx)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ..family import Refusal
-from ..operands import THREAD, Ctx, cache_policy, check_contiguous, check_no_overlap, check_scope, memory_addr, repeat_coords, sample_groups, scalar_value, split_shape, thread_slots
+from ..operands import THREAD, Ctx, cache_policy, check_slot_type, check_contiguous, check_no_overlap, check_scope, memory_addr, repeat_coords, sample_groups, scalar_value, split_shape, thread_slots
 from ..register.pattern import TYPES, predicate
 
 SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared", "local": "local"}
@@ -107,6 +107,7 @@ def expand(form: Form, ctx: Ctx) -> list:
         if regop.view.dtype.bits != bits:
             raise ctx.error(f"element width must be {bits} bits for {form.opcode}, but {regop.view.describe()} "
                             f"has {regop.view.dtype.bits}-bit {regop.view.dtype.name}", regop)
+        check_slot_type(ctx, regop, form.type, form.opcode)
         r2 = split_shape(ctx, regop, len(gaxes), (form.words,), gext)
         if tuple(r2) != tuple(rep):
             raise ctx.error(f"repeat shape {r2} does not match {mem.name}'s {rep}", regop)

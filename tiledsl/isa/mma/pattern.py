@@ -15,7 +15,7 @@ from itertools import product
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ..family import Refusal
-from ..operands import WARP, Ctx, Owners, check_bits, check_no_overlap, check_scope, reg, repeat_coords, scalar_value, split_shape
+from ..operands import WARP, Ctx, Owners, check_bits, check_slot_type, check_no_overlap, check_scope, reg, repeat_coords, scalar_value, split_shape
 
 FORM = re.compile(r"^mma\.sync\.aligned\.m16n8k(8|16)\.row\.col\.f32\.(f16|bf16)\.(f16|bf16)\.f32$")
 
@@ -63,12 +63,14 @@ def expand(form: Form, ctx: Ctx) -> list:
     gext = ctx.group_extents(gaxes)
     ng = len(gaxes)
     k = form.k
-    for op in (D, A, B):
+    for op, ty in ((D, "f32"), (A, form.ab + "x2"), (B, form.ab + "x2")):
         check_scope(ctx, op, ("local",))
         check_bits(ctx, op, 32)
+        check_slot_type(ctx, op, ty, form.opcode)
     if C.is_view:
         check_scope(ctx, C, ("local",))
         check_bits(ctx, C, 32)
+        check_slot_type(ctx, C, "f32", form.opcode)
     rd = split_shape(ctx, D, ng, (16, 8), gext)
     ra = split_shape(ctx, A, ng, (16, k // 2), gext)
     rb = split_shape(ctx, B, ng, (8, k // 2), gext)

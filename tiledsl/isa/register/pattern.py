@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ..family import Refusal
-from ..operands import THREAD, Ctx, check_no_overlap, check_scope, memory_addr, reg, repeat_coords, scalar_value, split_shape, thread_slots
+from ..operands import THREAD, Ctx, check_no_overlap, check_slot_type, check_scope, memory_addr, reg, repeat_coords, scalar_value, split_shape, thread_slots
 
 # PTX register type -> (bits, carrier dtype used for scalars)
 TYPES = {
@@ -246,6 +246,7 @@ def expand(form: Form, ctx: Ctx) -> list:
                 raise ctx.error(f"element width must be {bits} bits for {form.opcode}, but {op.view.describe()} has "
                                 f"{op.view.dtype.bits}-bit {op.view.dtype.name} (reinterpret explicitly with "
                                 f".view(dtype=...))", op)
+            check_slot_type(ctx, op, slot_ty, form.opcode)
             r = split_shape(ctx, op, len(gaxes), (cnt,), gext)
             if rep is None:
                 rep = r
