@@ -74,12 +74,12 @@ def _where(e):
 
 
 def _missing_attribute(e):
-    """`T.no_such_name` or `tiledsl.no_such_name` in the mutant's own module-level code: Python's AttributeError
-    from a module's __getattr__ is the right answer there (inside a kernel the front end must locate it)."""
-    if not isinstance(e, AttributeError):
-        return False
+    """`T.no_such_name` or `ck.asm["no such key"]` in the mutant's own module-level code: Python's AttributeError
+    from a __getattr__ (KeyError from a mapping's __missing__) is the right answer there; inside a kernel the
+    front end must locate it."""
+    want = {AttributeError: "__getattr__", KeyError: "__missing__"}.get(type(e))
     frames = traceback.extract_tb(e.__traceback__)
-    return len(frames) >= 2 and frames[-1].name == "__getattr__" and frames[-2].filename == _where.path
+    return len(frames) >= 2 and frames[-1].name == want and frames[-2].filename == _where.path
 
 
 def _plain(e):
@@ -169,19 +169,46 @@ def judge(path, driver, module_name):
         sys.modules.pop(module_name, None)
 
 
-def worker_main(conn):
-    """Answer (path, driver, module name) requests with judge()'s outcome until told to stop (None)."""
+def hung_in(dump, path):
+    """Where a hung worker was, from the stack faulthandler dumped: 'mutant' when the innermost frame of tiledsl or
+    the mutant is the mutant's own code (a slow Python loop of its own), else 'tiledsl'."""
+    tdir = _tiledsl_dir() + os.sep
+    for line in dump.splitlines():                  # faulthandler prints the innermost frame first
+        m = re.match(r'\s*File "([^"]+)", line (\d+)', line)
+        if m and m.group(1).startswith(tdir):
+            return "tiledsl", f"{os.path.relpath(m.group(1), os.path.dirname(tdir))}:{m.group(2)}"
+        if m and m.group(1) == path:
+            return "mutant", f"line {m.group(2)}"
+    return "tiledsl", "?"
+
+
+def worker_main(conn, dump_path=None, memory_gb=4):
+    """Answer (path, driver, module name, timeout) requests with judge()'s outcome until told to stop (None).
+    Shortly before the runner's timeout the worker dumps its stack to dump_path, so a hang can be placed."""
+    import faulthandler
+    import resource
     os.environ["TILEDSL_DISABLE_DISK_CACHE"] = "1"
+    if memory_gb:               # a mutant that asks for a 2^40-element array gets a MemoryError, not the machine
+        lim = memory_gb << 30
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    dump = open(dump_path, "w") if dump_path else None
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     import tiledsl  # noqa: F401  (imported once, before the first timed case)
     while True:
         req = conn.recv()
         if req is None:
             return
+        *req, timeout = req
+        if dump:
+            dump.seek(0)
+            dump.truncate()
+            faulthandler.dump_traceback_later(max(1.0, timeout - 2), file=dump)
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             try:
                 res = judge(*req)
             except BaseException as e:              # noqa: BLE001 - the judge itself must never stop the worker
                 res = ("internal", f"judge: {type(e).__name__}: {e}", traceback.format_exc()[-4000:])
+        if dump:
+            faulthandler.cancel_dump_traceback_later()
         conn.send(res)

@@ -42,10 +42,12 @@ class Failure:
     saved: str | None = None
 
     def signature(self):
-        """Failures with the same kind and place (or message without numbers) are one bug."""
-        place = re.search(r" at (\S+):", self.detail)
-        text = place.group(1) if place and self.kind == "internal" else re.sub(r"\d+|'[^']*'", "#", self.detail)
-        return self.kind, self.detail.split(" ")[0], text[:160]
+        """Failures with the same kind and place (or message without paths, numbers and quotes) are one bug."""
+        place = re.search(r" at (\S+:\d+)", self.detail)
+        if place and self.kind in ("internal", "hang"):
+            return self.kind, self.detail.split(" ")[0], place.group(1)
+        text = re.sub(r"\S*\.py:\d+:\d+|0x[0-9a-f]+|\d+|'[^']*'|\"[^\"]*\"", "#", self.detail.splitlines()[0])
+        return self.kind, text[:120]
 
 
 @dataclass
@@ -82,18 +84,24 @@ class Report:
 class Worker:
     """One process that imports tiledsl once and judges mutants; killed and replaced on a timeout."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, tmp):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=J.worker_main, args=(child,), daemon=True)
+        self.dump = os.path.join(tmp, f"stack-{time.monotonic_ns()}.txt")
+        self.proc = ctx.Process(target=J.worker_main, args=(child, self.dump), daemon=True)
         self.proc.start()
         child.close()
         self.served = 0
 
     def ask(self, req, timeout):
-        self.conn.send(req)
+        self.conn.send((*req, timeout))
         self.served += 1
         if not self.conn.poll(timeout):
-            return "hang", f"no answer within {timeout} s", None
+            time.sleep(0.5)
+            stack = pathlib.Path(self.dump).read_text() if os.path.exists(self.dump) else ""
+            where, place = J.hung_in(stack, req[0])
+            if where == "mutant":       # the mutant's own Python was slow (np.arange(2**31) ...)
+                return "not_a_kernel", f"slow in its own code at {place}", None
+            return "hang", f"no answer within {timeout} s, at {place}", stack[-4000:]
         try:
             return self.conn.recv()
         except EOFError:
@@ -128,7 +136,7 @@ def fuzz(seconds=60.0, seed=0, timeout=20.0, max_mutants=None, only=None, out=No
     start = time.monotonic()
     seen = set()
     with tempfile.TemporaryDirectory(prefix="tiledsl-fuzz-") as tmp:
-        worker = Worker(ctx)
+        worker = Worker(ctx, tmp)
         n = 0
         try:
             while time.monotonic() - start < seconds and (max_mutants is None or n < max_mutants):
@@ -146,11 +154,11 @@ def fuzz(seconds=60.0, seed=0, timeout=20.0, max_mutants=None, only=None, out=No
                     f.write(text)
                 if not worker.alive() or worker.served >= recycle:
                     worker.stop()
-                    worker = Worker(ctx)
+                    worker = Worker(ctx, tmp)
                 outcome, detail, tb = worker.ask((path, driver, name), timeout)
                 if outcome in ("hang", "crash"):
                     worker.stop(kill=True)
-                    worker = Worker(ctx)
+                    worker = Worker(ctx, tmp)
                 report.add(s.name, outcome)
                 if outcome in J.FAILURES:
                     fail = Failure(outcome, s.name, detail, [f"driver {driver}"] + done, text, tb)
