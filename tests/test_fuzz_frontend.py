@@ -737,8 +737,9 @@ A[2] = T.cast(2 ** 2000, "float16")
                                   "A[0] = A[1] if A[2] else A[3]"])
 def test_bf16_scalar_arithmetic_compiles(tmp_path, monkeypatch, stmt):
     monkeypatch.setenv("TILEDSL_DISABLE_DISK_CACHE", "1")
-    _compile_src(tmp_path, "T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))\n" + stmt,
-                 params='A: T.Tensor((4,), "bfloat16")')
+    ck = _compile_src(tmp_path, "T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))\n" + stmt,
+                      params='A: T.Tensor((4,), "bfloat16")')
+    assert "st.global" in ck.asm["ptx"]           # the result is stored, not folded away
 
 
 def test_bf16_conversion_on_sm75(tmp_path, monkeypatch):
