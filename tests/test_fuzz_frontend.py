@@ -648,6 +648,7 @@ def fuzz_dir():
         yield d
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("TILEDSL_FUZZ_EXAMPLES", "500")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])

@@ -37,17 +37,15 @@ def test_judge_tells_the_outcomes_apart(tmp_path, monkeypatch):
     assert _judge(tmp_path, KERNEL + "T.no_such_thing\n")[0] == "not_a_kernel"          # Python's AttributeError
     assert _judge(tmp_path, KERNEL, ("kernels", ("gone",)))[0] == "not_a_kernel"
 
-    # tiledsl failing with an internal exception, or with a message that names ptxas, is a failure
-    def broken(*a, **k):
-        raise KeyError("stage")
-    monkeypatch.setattr(tiledsl.layout.TileLayout, "__init__", broken)
-    out, detail, tb = _judge(tmp_path, KERNEL.format(value="1.0") + "L = TileLayout(S[(2,) : (1,)])\n")
-    assert out == "internal" and detail.startswith("KeyError at layout.py:") and "broken" in tb
-
-    def leaky(*a, **k):
-        raise tiledsl.CompilationError("ptxas rejected the generated PTX for sm_90")
-    monkeypatch.setattr(tiledsl.layout.TileLayout, "__init__", leaky)
-    assert _judge(tmp_path, KERNEL.format(value="1.0") + "L = TileLayout(S[(2,) : (1,)])\n")[0] == "leak"
+    # tiledsl failing with an internal exception, or with a message that names ptxas, is a failure: here
+    # layout.py's own `raise LayoutError(...)` is made to raise a KeyError, then a CompilationError about ptxas
+    bad_layout = KERNEL.format(value="1.0") + "L = TileLayout(S[(0,) : (1,)])\n"
+    monkeypatch.setattr(tiledsl.layout, "LayoutError", KeyError)
+    out, detail, tb = _judge(tmp_path, bad_layout)
+    assert out == "internal" and detail.startswith("KeyError at layout.py:"), detail
+    assert "Traceback" in tb
+    monkeypatch.setattr(tiledsl.layout, "LayoutError", lambda m: tiledsl.CompilationError("ptxas rejected: " + m))
+    assert _judge(tmp_path, bad_layout)[0] == "leak"
 
 
 def test_every_seed_compiles_unmutated(tmp_path):

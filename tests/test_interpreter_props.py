@@ -43,6 +43,7 @@ def _data(ab, rng, shape, exact):
     return (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32).astype(np.float64)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(mma_case())
 def test_mma_matches_numpy(case):

@@ -93,7 +93,10 @@ class Worker:
         self.served = 0
 
     def ask(self, req, timeout):
-        self.conn.send((*req, timeout))
+        try:
+            self.conn.send((*req, timeout))
+        except OSError:
+            return "crash", f"the worker was gone before the case (exit code {self.proc.exitcode})", None
         self.served += 1
         if not self.conn.poll(timeout):
             time.sleep(0.5)
@@ -104,7 +107,7 @@ class Worker:
             return "hang", f"no answer within {timeout} s, at {place}", stack[-4000:]
         try:
             return self.conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return "crash", f"the worker died (exit code {self.proc.exitcode})", None
 
     def alive(self):
