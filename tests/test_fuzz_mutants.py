@@ -74,3 +74,18 @@ def test_fuzz_smoke(tmp_path):
 def test_fuzz_bounded_run(tmp_path):
     rep = fuzz(seconds=35, seed=1, out=tmp_path)
     assert not rep.failures, _report(rep)
+
+
+def test_a_hang_is_placed_by_the_stack(tmp_path):
+    """A mutant that never answers is killed at the timeout; the stack dumped just before says whose code hung:
+    the mutant's own Python (not a kernel) here, tiledsl's (a hang, a failure) otherwise."""
+    import multiprocessing
+    from tests.fuzz.run import Worker
+    path = tmp_path / "sleeper.py"
+    path.write_text("import time\n\n\ndef nap():\n    time.sleep(60)\n\n\nnap()\n")
+    w = Worker(multiprocessing.get_context("spawn"), str(tmp_path))
+    try:
+        out, detail, _ = w.ask((str(path), ("import", ()), "sleeper"), timeout=4)
+    finally:
+        w.stop(kill=True)
+    assert (out, detail) == ("not_a_kernel", "slow in its own code at line 5")

@@ -135,6 +135,11 @@ def k_shared_10_30(A: T.Tensor((4,), "uint32")):
     A[0] = sm[0]
 
 
+def k_power_folds_forever(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=(10**4294967296), block=1))
+    A[0] = 1.0
+
+
 def k_mma_65536_k_steps(A: T.Tensor((4,), "float32")):
     # the docs page's mma_tiles with KR = 65536: 131072 mma instructions per thread from one call
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
@@ -272,6 +277,8 @@ CASES = [
     C("local_memory_2mb_per_thread", k_local_2mb, "T.alloc_local((524288,)"),
     C("local_memory_10_30_elements", k_local_10_30, "T.alloc_local((10**30,)"),
     C("shared_memory_10_30_elements", k_shared_10_30, "T.alloc_shared((10**30,)"),
+    # constant folding of 10**(2**32): the front end computes the power (hangs) instead of refusing it
+    C("power_with_huge_exponent", k_power_folds_forever, "10**4294967296", marks=(pytest.mark.slow,)),
     C("mma_131072_instructions", k_mma_65536_k_steps, "T.ptx[\"mma.sync", marks=(pytest.mark.slow,)),
     # mutations that are located today
     C("fma_f16_on_f32_registers", k_fma_f16_on_f32_registers, "fma.rn.f16"),
