@@ -52,7 +52,7 @@ def line_swap(lines, rng):
         return None
     j = min(len(lines) - 1, max(0, i + rng.choice([-3, -2, -1, 1, 2, 3])))
     lines[i], lines[j] = lines[j], lines[i]
-    return f"swap lines {i} and {j}"
+    return f"swap @@{i} and @@{j}"
 
 
 def line_drop(lines, rng):
@@ -61,7 +61,7 @@ def line_drop(lines, rng):
         return None
     indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
     old, lines[i] = lines[i], indent + "pass"          # keeps the block non-empty, so the mutant stays Python
-    return f"drop line {i}: {old.strip()}"
+    return f"drop @@{i}: {old.strip()}"
 
 
 def line_dup(lines, rng):
@@ -69,7 +69,7 @@ def line_dup(lines, rng):
     if i is None:
         return None
     lines.insert(i, lines[i])
-    return f"duplicate line {i}: {lines[i].strip()}"
+    return f"duplicate @@{i}: {lines[i].strip()}"
 
 
 def _token_op(lines, rng, op):
@@ -88,7 +88,7 @@ def _token_op(lines, rng, op):
         lines[i] = line[:a.start()] + line[a.end():]
     else:
         lines[i] = line[:a.end()] + " " + a.group() + line[a.end():]
-    return f"token {op} {a.group()!r} on line {i}"
+    return f"token {op} {a.group()!r} on @@{i}"
 
 
 def token_swap(lines, rng):
@@ -116,7 +116,7 @@ def number(lines, rng):
                       "2147483648", "4294967296", "65536", "(2**63)", "(10**30)", "(-(2**31))", "(10**5000)",
                       "float('nan')", "float('inf')", "1e300", "True", "None", "0.0"])
     _put(lines, i, m, new)
-    return f"number {text} -> {new} on line {i}"
+    return f"number {text} -> {new} on @@{i}"
 
 
 def dtype(lines, rng):
@@ -125,7 +125,7 @@ def dtype(lines, rng):
         return None
     new = rng.choice(DTYPES)
     _put(lines, i, m, repr(new))
-    return f"dtype {m.group()} -> {new!r} on line {i}"
+    return f"dtype {m.group()} -> {new!r} on @@{i}"
 
 
 def _opcode_str(s):
@@ -149,7 +149,7 @@ def qualifier(lines, rng):
         q[k], q[k + 1] = q[k + 1], q[k]
     new = ".".join(q)
     _put(lines, i, m, repr(new))
-    return f"opcode {m.group()} -> {new!r} on line {i}"
+    return f"opcode {m.group()} -> {new!r} on @@{i}"
 
 
 def scope(lines, rng):
@@ -158,7 +158,7 @@ def scope(lines, rng):
         return None
     new = rng.choice(SCOPES)
     _put(lines, i, m, repr(new))
-    return f"scope {m.group()} -> {new!r} on line {i}"
+    return f"scope {m.group()} -> {new!r} on @@{i}"
 
 
 def layout(lines, rng):
@@ -170,7 +170,7 @@ def layout(lines, rng):
         if m is not None:
             new = rng.choice(AXES)
             _put(lines, i, m, new)
-            return f"axis {m.group()} -> {new} on line {i}"
+            return f"axis {m.group()} -> {new} on @@{i}"
     cand = [i for i, t in enumerate(lines) if "S[" in t]
     if not cand:
         return None
@@ -180,14 +180,14 @@ def layout(lines, rng):
         if ats:
             m = rng.choice(ats)
             _put(lines, i, m, "")
-            return f"drop {m.group().strip()!r} on line {i}"
+            return f"drop {m.group().strip()!r} on @@{i}"
     nums = [m for m in tokens(lines[i]) if m.lastgroup == "num"]
     if not nums:
         return None
     m = rng.choice(nums)
     new = f"{m.group()} @ {rng.choice(AXES)}"
     _put(lines, i, m, new)
-    return f"stride {m.group()} -> {new} on line {i}"
+    return f"stride {m.group()} -> {new} on @@{i}"
 
 
 def name_swap(lines, rng):
@@ -198,7 +198,7 @@ def name_swap(lines, rng):
         return None
     new = rng.choice(names)
     _put(lines, i, m, new)
-    return f"name {m.group()} -> {new} on line {i}"
+    return f"name {m.group()} -> {new} on @@{i}"
 
 
 def string_swap(lines, rng):
@@ -208,7 +208,7 @@ def string_swap(lines, rng):
         return None
     new = rng.choice(strs)
     _put(lines, i, m, new)
-    return f"string {m.group()} -> {new} on line {i}"
+    return f"string {m.group()} -> {new} on @@{i}"
 
 
 def keyword_arg(lines, rng):
@@ -218,7 +218,7 @@ def keyword_arg(lines, rng):
     i, m = rng.choice(found)
     new = rng.choice(KEYWORDS) + "="
     _put(lines, i, m, new)
-    return f"keyword {m.group()} -> {new} on line {i}"
+    return f"keyword {m.group()} -> {new} on @@{i}"
 
 
 # weights: the operators that keep the mutant Python (and so reach the compiler) are picked more often
@@ -239,6 +239,6 @@ def mutate(text, region, rng):
             break
         op = rng.choices([o for o, _ in OPERATORS], weights=[w for _, w in OPERATORS])[0]
         what = op(body, rng)
-        if what:
-            done.append(what)
+        if what:       # the operators count lines from the region's start; the file's line numbers are shown
+            done.append(re.sub(r"@@(\d+)", lambda m: f"line {first + int(m.group(1)) + 1}", what))
     return "\n".join(lines[:first] + body + lines[last + 1:]) + "\n", done
