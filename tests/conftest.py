@@ -9,12 +9,33 @@ for p in (ROOT, os.path.join(ROOT, "examples")):
         sys.path.insert(0, p)
 
 
+SLOW_ENV = "TILEDSL_SLOW_TESTS"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help=f"also run the tests marked slow (or set {SLOW_ENV}=1; .ci/run does)")
+
+
+def _run_slow(config) -> bool:
+    """Slow tests run with --runslow, TILEDSL_SLOW_TESTS=1, or a -m expression that names the marker."""
+    return (config.getoption("--runslow") or os.environ.get(SLOW_ENV, "").strip().lower() in ("1", "true", "yes")
+            or "slow" in (config.getoption("-m") or ""))
+
+
 def _has_gpu() -> bool:
     from tiledsl.runtime.driver import gpu_available
     return gpu_available()
 
 
 def pytest_collection_modifyitems(config, items):
+    # the default run stays fast: the slow tests (GEMM exactness on the interpreter, long hypothesis searches,
+    # the cache stress, the bounded fuzz run) are skipped unless asked for
+    if not _run_slow(config):
+        skip_slow = pytest.mark.skip(reason=f"slow: run with --runslow or {SLOW_ENV}=1")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip_slow)
     if _has_gpu():
         return
     skip = pytest.mark.skip(reason="no NVIDIA GPU on this machine")

@@ -99,6 +99,7 @@ def no_temp_folders():
 
 # ------------------------------------------------------------------------------------------------ processes
 
+@pytest.mark.slow
 def test_eight_processes_compile_the_same_kernel_at_once(tmp_path, kernels, monkeypatch):
     cdir = tmp_path / "shared-cache"
     monkeypatch.setenv("TILEDSL_CACHE_DIR", str(cdir))

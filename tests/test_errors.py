@@ -130,8 +130,13 @@ def test_message_holds_no_compiler_frames():
 
 
 def test_every_kernel_error_is_a_tiledsl_error():
-    assert issubclass(tiledsl.CompilationError, tiledsl.TiledslError)
-    assert issubclass(tiledsl.LaunchError, tiledsl.TiledslError)
+    """One `except tiledsl.TiledslError` catches a bad kernel and a bad call, each with its own message."""
+    with pytest.raises(tiledsl.TiledslError) as ei:
+        tiledsl.jit(k_unknown).compile(np.zeros(4, np.float32), target="sm_90")
+    assert type(ei.value) is tiledsl.CompilationError and "undefined_name" in str(ei.value)
+    with pytest.raises(tiledsl.TiledslError) as ei:
+        tiledsl.jit(k_unknown).compile(np.zeros(5, np.float32), target="sm_90")
+    assert type(ei.value) is tiledsl.LaunchError and "argument 'A'" in str(ei.value)
 
 
 def test_error_inside_tile_operand_names_operand_and_line():

@@ -648,6 +648,7 @@ def fuzz_dir():
         yield d
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("TILEDSL_FUZZ_EXAMPLES", "500")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
@@ -737,8 +738,9 @@ A[2] = T.cast(2 ** 2000, "float16")
                                   "A[0] = A[1] if A[2] else A[3]"])
 def test_bf16_scalar_arithmetic_compiles(tmp_path, monkeypatch, stmt):
     monkeypatch.setenv("TILEDSL_DISABLE_DISK_CACHE", "1")
-    _compile_src(tmp_path, "T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))\n" + stmt,
-                 params='A: T.Tensor((4,), "bfloat16")')
+    ck = _compile_src(tmp_path, "T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))\n" + stmt,
+                      params='A: T.Tensor((4,), "bfloat16")')
+    assert "st.global" in ck.asm["ptx"]           # the result is stored, not folded away
 
 
 def test_bf16_conversion_on_sm75(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ def _inputs(M, N, K, seed=0):
     return a, b
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("out,cfg,static", [
     ("float16", (128, 128, 32, 2, 2, 4), False), ("float32", (128, 128, 32, 2, 2, 4), False),
     ("float16", (128, 128, 32, 2, 2, 3, 1, 1), False),
@@ -31,6 +32,7 @@ def test_gemm_exact_on_interpreter(out, cfg, static):
     np.testing.assert_array_equal(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32).T)
 
 
+@pytest.mark.slow
 def test_gemm_compiles_without_spills_and_uses_the_patterns():
     a = np.zeros((256, 64), np.float16)
     ck = G.make_gemm("float16", "float16", None, (256, 256, 64)).compile(a, a, np.zeros((256, 256), np.float16),
@@ -87,6 +89,7 @@ def test_gemm_sass_main_loop():
     assert not re.search(r"\b(STL|LDL)\b", sass)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg,static", [((128, 128, 64, 2, 2, 3, 1, 0, 1, 1, 1), True),
                                         ((128, 128, 64, 2, 2, 3, 1, 0, 0, 0, 1), False),
                                         ((128, 64, 64, 2, 2, 4, 1, 0, 1, 0, 1), True)])
@@ -98,6 +101,7 @@ def test_gemm_shared_epilogue_exact_on_interpreter(cfg, static):
     np.testing.assert_array_equal(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32).T)
 
 
+@pytest.mark.slow
 def test_bulk_configurations_compile_without_spills():
     a = np.zeros((256, 128), np.float16)
     for cfg in [(256, 128, 64, 4, 2, 4, 1, 0, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 1)]:

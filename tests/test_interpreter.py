@@ -606,7 +606,12 @@ def test_torch_cpu_tensors():
 
 
 def test_interpreter_error_is_tiledsl_error():
-    assert issubclass(InterpreterError, tiledsl.TiledslError)
+    """A kernel that fails on the interpreter is caught by `except tiledsl.TiledslError`, with the reason."""
+    with pytest.raises(tiledsl.TiledslError, match="division by zero"):
+        int_kernel2(np.ones(8, np.int32), np.zeros(8, np.int32), np.zeros((8, 6), np.int32),
+                    np.zeros(8, np.float32), np.zeros((8, 2), np.int32))
+    with pytest.raises(tiledsl.TiledslError, match="no semantics"):
+        raise InterpreterError("opcode 'frob.f32' has no semantics")
 
 
 # ---------------------------------------------------------------- ids, reinterpreting loads, scalar parameters

@@ -17,7 +17,9 @@ from test_interpreter_helpers import exact_in, f32_bits, ref_round_bits, run_mma
 from tiledsl.layout import S, TileLayout, laneid  # noqa: E402
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")      # NaN/inf arithmetic in the references
+# hypothesis properties with 200 examples each: run with the slow tests (--runslow)
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),      # NaN/inf arithmetic in the references
+              pytest.mark.slow]
 
 
 @st.composite

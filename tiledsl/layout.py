@@ -57,6 +57,11 @@ class Shape:
     strides: tuple
 
 
+def _shown(x) -> str:
+    """A value as a message shows it: plain values by repr, anything else (an `object at 0x...`) by its type."""
+    return repr(x) if isinstance(x, (int, float, str, tuple, list, type(None))) else type(x).__name__
+
+
 class _ShapeBuilder:
     """`S[(extents) : (strides)]`: the factors of a TileLayout. Strides are ints (storage: register slot or element
     offset) or `value @ axis` (an execution axis); factors taken in order multiply out to the view's dimensions."""
@@ -71,10 +76,10 @@ class _ShapeBuilder:
             raise LayoutError(f"layout has {len(ext)} extents but {len(st)} strides")
         for e in ext:
             if not isinstance(e, int) or isinstance(e, bool) or e <= 0:
-                raise LayoutError(f"layout extents must be positive ints, got {e!r}")
+                raise LayoutError(f"layout extents must be positive ints, got {_shown(e)}")
         for s in st:
             if not (isinstance(s, AxisStride) or (isinstance(s, int) and not isinstance(s, bool))):
-                raise LayoutError(f"layout strides must be ints or `value @ axis`, got {s!r}")
+                raise LayoutError(f"layout strides must be ints or `value @ axis`, got {_shown(s)}")
         return Shape(ext, st)
 
 

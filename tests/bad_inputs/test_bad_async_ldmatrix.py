@@ -168,7 +168,8 @@ CASES = [
 def test_baseline_compiles():
     """The corpus' ldmatrix kernels differ from this valid one in one thing each."""
     import tiledsl
-    tiledsl.jit(k_ldmatrix_ok_baseline).compile(target="sm_90")
+    ptx = tiledsl.jit(k_ldmatrix_ok_baseline).compile(target="sm_90").asm["ptx"]
+    assert "ldmatrix.sync.aligned" in ptx
 
 
 @pytest.mark.parametrize("case", [c.param() for c in CASES])
