@@ -189,12 +189,12 @@ class Parser(BuiltinCalls):
                 raise self.error(f"parameter '{arg.arg}' needs an annotation: T.Tensor(shape, dtype), a scalar "
                                  f"type such as T.int32, or T.constexpr", arg)
             ann = getattr(self.fn, "__annotations__", {}).get(arg.arg)
-            if not isinstance(ann, (L.TensorType, dt.DType)) and ann is not L.constexpr:
+            if isinstance(ann, str):
                 # a string annotation (from __future__ import annotations): evaluate it like kernel code
                 try:
                     ann = self.eval(arg.annotation)
-                except CompilationError:
-                    ann = None
+                except CompilationError as e:     # keep what was wrong, at the annotation
+                    raise self.error(f"parameter '{arg.arg}': {e.msg}", arg.annotation) from None
             loc = self.loc(arg)
             if isinstance(ann, L.TensorType):
                 for s in ann.shape:
