@@ -486,7 +486,7 @@ class Parser(BuiltinCalls):
         self.scope.update(hidden)
         orelse = self.sub_block(node.orelse)
         for n, v in list(self.scope.items()):
-            if hidden.get(n) is v or (n not in fresh and self._fresh(n, v, before)):
+            if (n in hidden and hidden[n] is v) or (n not in fresh and self._fresh(n, v, before)):
                 var = v.var if isinstance(v, Unassigned) else v if isinstance(v, ir.Var) else None
                 self.scope[n] = Unassigned(n, var, f"it is assigned only in one branch of the if at line {line}")
         self.leave_runtime(saved, before)
@@ -495,8 +495,10 @@ class Parser(BuiltinCalls):
     @staticmethod
     def _fresh(name, value, before) -> bool:
         """Was `name` bound by the code since `before` on a path where it was not bound already?"""
-        old = before.get(name)
-        return value is not old and (old is None or isinstance(old, (Unassigned, Poisoned)))
+        if name not in before:
+            return True
+        old = before[name]
+        return value is not old and isinstance(old, (Unassigned, Poisoned))
 
     def sub_block(self, stmts):
         self.body_stack.append([])
@@ -708,9 +710,9 @@ class Parser(BuiltinCalls):
             v = self.eval(item)
             if ops.is_number(v) and not isinstance(v, bool):
                 if not isinstance(v, int):
-                    raise self.error(f"index must be an int, got {v!r}", item)
+                    raise self.error(f"index must be an int, got {ops.show(v)}", item)
                 if v < 0 or (isinstance(extent, int) and v >= extent):
-                    raise self.error(f"index {v} is out of range for dimension {k} of {view.describe()} "
+                    raise self.error(f"index {ops.show(v)} is out of range for dimension {k} of {view.describe()} "
                                      f"(extent {extent})", item)
             elif isinstance(v, ir.Expr):
                 if not v.dtype.is_int:
@@ -748,9 +750,9 @@ class Parser(BuiltinCalls):
             if not isinstance(n, int):
                 raise self.error("a slice's length must be a compile-time int (write x[s : s + n])", item)
         if not isinstance(n, int) or n <= 0:
-            raise self.error(f"empty or negative slice length {n}", item)
+            raise self.error(f"empty or negative slice length {ops.show(n) if ops.is_number(n) else n}", item)
         if isinstance(start, int) and isinstance(extent, int) and (start < 0 or start + n > extent):
-            raise self.error(f"slice {start}:{start + n} is out of range for dimension {k} of {view.describe()} "
+            raise self.error(f"slice {ops.show(start)}:{ops.show(start + n)} is out of range for dimension {k} of {view.describe()} "
                              f"(extent {extent})", item)
         return ("range", start, n)
 

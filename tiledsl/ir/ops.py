@@ -139,13 +139,11 @@ def convert(x: ir.Expr, t: dt.DType, loc) -> ir.Expr:
 def _too_big(op: str, a, b) -> bool:
     """Would folding `a op b` build an integer beyond MAX_CONST_BITS? Asked before `**` and `<<`, whose results
     grow with the exponent (folding 2 ** 10**12 would take the machine's memory and hours)."""
-    if isinstance(a, float) or isinstance(b, float) or not a or abs(a) == 1:
+    if isinstance(a, float) or isinstance(b, float) or not a:
         return False
-    if op == "pow" and b > 0:
-        return (abs(a).bit_length() - 1) * b > MAX_CONST_BITS
-    if op == "shl":
-        return b > MAX_CONST_BITS
-    return False
+    if op == "pow":
+        return abs(a) > 1 and b > 0 and (abs(a).bit_length() - 1) * b > MAX_CONST_BITS
+    return b > MAX_CONST_BITS                   # a << b
 
 
 def binop(op: str, a, b, loc):

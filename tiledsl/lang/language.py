@@ -136,7 +136,9 @@ alloc_shared = Builtin("alloc_shared", 'T.alloc_shared(shape, dtype, layout="def
                        "shared memory (bounded by the target's shared memory per block).")
 grid = Builtin("grid", "T.grid(m, n, ...): nested loops over a rectangle (for i, j in T.grid(m, n)).")
 unroll = Builtin("unroll", "T.unroll(n): a loop unrolled at compile time (for i in T.unroll(n): i is a "
-                            "compile-time int).")
+                            "compile-time int). At most 4096 iterations per loop, and at most 1,000,000 statements "
+                            "produced by compile-time loops nested in one another (trip counts multiplied by the "
+                            "statements of the body, checked before expanding); use range(...) beyond that.")
 static_range = unroll
 min = Builtin("min", "T.min(a, b): the smaller value (integers, floats).")  # noqa: A001
 max = Builtin("max", "T.max(a, b): the larger value (integers, floats).")  # noqa: A001
