@@ -9,6 +9,7 @@ and the pictures (tiledsl/tools/pictures.py, which draws a layout) all ask it; `
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
@@ -17,6 +18,27 @@ from .core.errors import LayoutError
 from .ir import nodes as ir
 
 STORAGE = "storage"
+AXIS_NAMES = ("laneid", "warpid", "tx", "wid_in_wg", "tid_in_wg")     # the execution axes a stride may name
+
+
+def _int(x, what: str) -> int:
+    """`x` as a Python int (numpy integers too), or a LayoutError naming what it was meant to be."""
+    if isinstance(x, bool):
+        raise LayoutError(f"{what} must be an int, not {x!r}")
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise LayoutError(f"{what} must be an int, not {_show(x)}") from None
+
+
+def _show(x) -> str:
+    if isinstance(x, int) and x.bit_length() > 200:
+        return f"an integer of {x.bit_length()} bits"
+    try:
+        text = repr(x)
+    except Exception:                           # noqa: BLE001 - a user object whose repr fails: name its type
+        return f"a {type(x).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True)
@@ -24,10 +46,12 @@ class Axis:
     """An execution axis (`laneid`, `warpid`, `tx`, ...): `4 @ laneid` is a stride on it."""
     name: str
 
+    def __post_init__(self):
+        if self.name not in AXIS_NAMES:
+            raise LayoutError(f"unknown execution axis {_show(self.name)}; the axes are {', '.join(AXIS_NAMES)}")
+
     def __rmatmul__(self, value: int) -> AxisStride:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise LayoutError(f"a stride on axis {self.name} must be an int, not {value!r}")
-        return AxisStride(value, self)
+        return AxisStride(_int(value, f"a stride on axis {self.name}"), self)
 
     def __repr__(self) -> str:
         return self.name
@@ -37,6 +61,11 @@ class Axis:
 class AxisStride:
     value: int
     axis: Axis
+
+    def __post_init__(self):
+        if not isinstance(self.axis, Axis):
+            raise LayoutError(f"a stride's axis must be one of {', '.join(AXIS_NAMES)}, not {_show(self.axis)}")
+        object.__setattr__(self, "value", _int(self.value, f"a stride on axis {self.axis.name}"))
 
     def __repr__(self) -> str:
         return f"{self.value}@{self.axis.name}"
@@ -56,6 +85,36 @@ class Shape:
     extents: tuple
     strides: tuple
 
+    def __post_init__(self):
+        # checked here, not only in S[...], so that a Shape built directly is as safe as one from S
+        ext, st = self.extents, self.strides
+        ext = tuple(ext) if isinstance(ext, (tuple, list)) else (ext,)
+        st = tuple(st) if isinstance(st, (tuple, list)) else (st,)
+        if len(ext) != len(st):
+            raise LayoutError(f"layout has {len(ext)} extents but {len(st)} strides")
+        if not ext:
+            raise LayoutError("a layout needs at least one factor")
+        out_e, out_s = [], []
+        for e in ext:
+            if isinstance(e, bool) or not hasattr(type(e), "__index__") or operator.index(e) <= 0:
+                raise LayoutError(f"layout extents must be positive ints, got {_show(e)}")
+            out_e.append(operator.index(e))
+        for x in st:
+            if isinstance(x, AxisStride):
+                if x.value < 0:
+                    raise LayoutError(f"layout strides must not be negative, got {x!r}")
+                out_s.append(x)
+            elif isinstance(x, Axis):
+                raise LayoutError(f"write a stride on an axis as `value @ {x.name}`, e.g. `1 @ {x.name}`")
+            elif isinstance(x, bool) or not hasattr(type(x), "__index__"):
+                raise LayoutError(f"layout strides must be ints or `value @ axis`, got {_show(x)}")
+            elif operator.index(x) < 0:
+                raise LayoutError(f"layout strides must not be negative, got {_show(x)} (storage offsets only grow)")
+            else:
+                out_s.append(operator.index(x))
+        object.__setattr__(self, "extents", tuple(out_e))
+        object.__setattr__(self, "strides", tuple(out_s))
+
 
 def _shown(x) -> str:
     """A value as a message shows it: plain values by repr, anything else (an `object at 0x...`) by its type."""
@@ -69,18 +128,9 @@ class _ShapeBuilder:
     def __getitem__(self, item) -> Shape:
         if not isinstance(item, slice) or item.step is not None:
             raise LayoutError("write a layout as S[(extents) : (strides)]")
-        ext, st = item.start, item.stop
-        ext = tuple(ext) if isinstance(ext, (tuple, list)) else (ext,)
-        st = tuple(st) if isinstance(st, (tuple, list)) else (st,)
-        if len(ext) != len(st):
-            raise LayoutError(f"layout has {len(ext)} extents but {len(st)} strides")
-        for e in ext:
-            if not isinstance(e, int) or isinstance(e, bool) or e <= 0:
-                raise LayoutError(f"layout extents must be positive ints, got {_shown(e)}")
-        for s in st:
-            if not (isinstance(s, AxisStride) or (isinstance(s, int) and not isinstance(s, bool))):
-                raise LayoutError(f"layout strides must be ints or `value @ axis`, got {_shown(s)}")
-        return Shape(ext, st)
+        if item.start is None or item.stop is None:
+            raise LayoutError("write a layout as S[(extents) : (strides)], with both sides")
+        return Shape(item.start, item.stop)
 
 
 S = _ShapeBuilder()
@@ -131,7 +181,7 @@ class TileLayout:
     # -- grouping factors over a view's dimensions
     def factors(self, dims: tuple) -> tuple:
         """Group the flat factors over `dims`; one tuple of Factors per dimension."""
-        return _group(self.shape.extents, tuple(map(repr, self.shape.strides)), tuple(dims))
+        return _group(self.shape.extents, tuple(map(repr, self.shape.strides)), _dims(dims))
 
     def locate(self, coord, dims) -> tuple:
         """(storage offset, {axis: offset}) of `coord` in a view of shape `dims`. Coordinates may be IR exprs."""
@@ -242,6 +292,20 @@ def owner_of(storage, axes: dict) -> Owner:
     lane = axes.get("laneid", 0) + sum(axes.get(a, 0) % 32 for a in _LANE_AXES[1:])
     warp = sum(axes.get(a, 0) for a in _WARP_AXES) + sum(axes.get(a, 0) // 32 for a in _LANE_AXES[1:])
     return Owner(lane, warp, storage)
+
+
+def _dims(dims) -> tuple:
+    """A view's shape as a tuple of ints (what the cached grouping is keyed on), or a LayoutError."""
+    if isinstance(dims, (str, bytes)) or not hasattr(dims, "__iter__"):
+        dims = (dims,)
+    out = []
+    for d in dims:
+        if isinstance(d, bool) or not hasattr(type(d), "__index__"):
+            raise LayoutError(f"a view with a layout needs static int extents, got {_show(d)}")
+        if operator.index(d) <= 0:
+            raise LayoutError(f"a view's extents must be positive, got {operator.index(d)}")
+        out.append(operator.index(d))
+    return tuple(out)
 
 
 @lru_cache(maxsize=4096)

@@ -17,6 +17,15 @@ class Loc:
         return f"{self.file}:{self.line}:{self.col + 1}"
 
 
+def _pad(prefix: str) -> str:
+    """Blanks as wide on screen as `prefix`: tabs stay tabs, East Asian wide characters take two columns."""
+    if prefix.isascii():
+        return "".join("\t" if c == "\t" else " " for c in prefix)
+    import unicodedata
+    return "".join("\t" if c == "\t" else "  " if unicodedata.east_asian_width(c) in "WF" else
+                   "" if unicodedata.combining(c) else " " for c in prefix)
+
+
 class TiledslError(Exception):
     """Base class of every error tiledsl raises on purpose."""
 
@@ -38,7 +47,7 @@ class CompilationError(TiledslError):
         loc = self.loc
         width = max(1, (loc.end_col - loc.col) if loc.end_col > loc.col else 1)
         stripped = loc.text.rstrip("\n")
-        caret = " " * loc.col + "^" * min(width, max(1, len(stripped) - loc.col))
+        caret = _pad(stripped[:loc.col]) + "^" * min(width, max(1, len(stripped) - loc.col))
         return f"{loc}: error: {self.msg}\n    {stripped}\n    {caret}"
 
 

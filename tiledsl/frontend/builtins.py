@@ -73,10 +73,7 @@ class BuiltinCalls:
                 return x
             return ir.Unary(x.dtype, self.loc(node), "abs", x)
         if fn in (_py.int, _py.float, _py.bool):
-            (x,) = self.positional(node, 1)
-            if ops.is_number(x):
-                return fn(x)
-            raise self.error(f"{fn.__name__}() works on compile-time values; use T.cast for run-time values", node)
+            return self.py_number(fn, node)
         if fn is _py.len:
             (x,) = self.positional(node, 1)
             if isinstance(x, tuple):
@@ -129,14 +126,38 @@ class BuiltinCalls:
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.error(f"{what} must be a compile-time int, got {ops.describe(v)}", node)
         if positive and v <= 0:
-            raise self.error(f"{what} must be positive, got {v}", node)
+            raise self.error(f"{what} must be positive, got {ops.show(v)}", node)
         return v
 
     def axis_arg(self, node):
         a = self.args(node, ["axis"], {"axis": 0})["axis"]
-        if a not in (0, 1, 2):
-            raise self.error(f"axis must be 0, 1 or 2, got {a!r}", node)
+        # 1.0 == 1 and True == 1 in Python: an axis must be the int itself
+        if isinstance(a, bool) or not isinstance(a, int) or a not in (0, 1, 2):
+            shown = ops.show(a) if ops.is_number(a) else ops.describe(a) if isinstance(a, (ir.Expr, View)) \
+                else repr(a) if isinstance(a, str) else ops.describe(a)
+            raise self.error(f"axis must be 0, 1 or 2, got {shown} (a compile-time int: x, y, z)", node)
         return a
+
+    def py_number(self, fn, node):
+        """`int(x)`, `float(x)`, `bool(x)` of a compile-time value, as Python computes it; float('nan') and
+        float('inf') are the usual way to write those constants."""
+        (x,) = self.positional(node, 1)
+        name = fn.__name__
+        if isinstance(x, str) and fn is not _py.bool:
+            if len(x) > 100:
+                raise self.error(f"{name}() of a string of {len(x)} characters", node)
+            try:
+                return fn(x)
+            except ValueError:
+                raise self.error(f"{name}({x!r}): not a number", node) from None
+        if ops.is_number(x):
+            try:
+                return fn(x)
+            except (ValueError, OverflowError):         # int(float('nan')), int(float('inf'))
+                raise self.error(f"{name}({ops.show(x)}): {ops.show(x)} has no integer value", node) from None
+        if isinstance(x, ir.Expr):
+            raise self.error(f"{name}() works on compile-time values; use T.cast for run-time values", node)
+        raise self.error(f"{name}() of {ops.describe(x)}", node)
 
     # ------------------------------------------------------------ loops
     def b_range(self, node):
@@ -174,8 +195,8 @@ class BuiltinCalls:
         except OverflowError:                   # more iterations than a C ssize_t holds
             n = None
         if n is None or n > 4096:
-            raise self.error(f"T.unroll over {n if n is not None else 'more than 2**63'} iterations; use range for "
-                             f"long loops", node)
+            raise self.error(f"T.unroll over {ops.show(n) if n is not None else 'more than 2**63'} iterations; use "
+                             f"range for long loops", node)
         return Unrolled(list(r))
 
     # ------------------------------------------------------------ launch and ids
@@ -277,7 +298,7 @@ class BuiltinCalls:
         if d is None or d.kind == "bool":
             raise self.error(f"unknown or unsupported dtype {a['dtype']!r}", node)
         layout = a["layout"]
-        if layout == "default":
+        if isinstance(layout, str) and layout == "default":
             layout = None
         elif not isinstance(layout, TileLayout):
             raise self.error("layout must be \"default\" or a TileLayout", node)
@@ -286,6 +307,19 @@ class BuiltinCalls:
             size *= s
         if layout is not None:
             size = layout.storage_span(shape)
+            if scope == "shared" and layout.exec_axes(shape):
+                raise self.error(f"a shared-memory layout maps coordinates to storage only; this one names "
+                                 f"execution axes ({', '.join(sorted(layout.exec_axes(shape)))}), which belong to "
+                                 f"register layouts (T.alloc_local)", node)
+        if scope == "local":
+            used = sum(st.size * st.dtype.nbytes for st in self.allocs if st.scope == "local")
+            total = used + size * d.nbytes
+            limit = self.target.max_local_per_thread
+            if total > limit:
+                before = f" ({used} bytes before it)" if used else ""
+                raise self.error(f"local memory: this allocation of {size * d.nbytes} bytes{before} brings each "
+                                 f"thread's local memory to {total} bytes; a thread can have at most {limit} bytes "
+                                 f"({limit // 1024} KB)", node)
         if scope == "shared":
             used = sum(st.size * st.dtype.nbytes for st in self.allocs if st.scope == "shared")
             total = used + size * d.nbytes
@@ -339,6 +373,10 @@ class BuiltinCalls:
             total = out.storage.size
             if isinstance(out, BitView):
                 total = total * out.storage.dtype.bits // out.dtype.bits if total is not None else None
+            if total is None and all(isinstance(e, int) for e in out.shape):
+                total = 1                               # a tensor parameter of static shape: its elements
+                for e in out.shape:
+                    total *= e
             n = 1
             for s in shape:
                 n *= s

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins as _py
+import keyword
 
 from ..core import dtypes as dt
 from ..ir import nodes as ir
@@ -33,6 +34,20 @@ class Poisoned:
 
     def __init__(self, name):
         self.name = name
+
+
+class Unassigned:
+    """A name bound on some paths only (one branch of a run-time `if`, the body of a loop that may run zero
+    times): reading it is an error, as Python would raise NameError on the other paths. `var` is the variable
+    the assigning path wrote (a later assignment on another path writes the same one), None for non-scalars."""
+
+    def __init__(self, name, var, why):
+        self.name, self.var, self.why = name, var, why
+
+
+# how many statements `T.unroll` and tuple loops may produce in all, nested ones multiplied (checked before
+# expanding, so a mistaken T.unroll(4096) inside another stops at once instead of after minutes)
+UNROLL_BUDGET = 1_000_000
 
 
 class Parser(BuiltinCalls):
@@ -62,6 +77,7 @@ class Parser(BuiltinCalls):
         self.params: list = []
         self.name_hint = None
         self.loop_vars: set = set()
+        self.unrolled = 1                 # product of the trip counts of the enclosing compile-time loops
 
     # ------------------------------------------------------------ entry
     def parse(self) -> ir.Kernel:
@@ -167,19 +183,23 @@ class Parser(BuiltinCalls):
             raise self.error("kernels take plain positional parameters only (no *args, **kwargs, keyword-only)",
                              node)
         tensor_index = 0
+        size_nodes = {}
         for arg in a.args:
             if arg.annotation is None:
                 raise self.error(f"parameter '{arg.arg}' needs an annotation: T.Tensor(shape, dtype), a scalar "
                                  f"type such as T.int32, or T.constexpr", arg)
             ann = getattr(self.fn, "__annotations__", {}).get(arg.arg)
-            if not isinstance(ann, (L.TensorType, dt.DType)) and ann is not L.constexpr:
+            if isinstance(ann, str):
                 # a string annotation (from __future__ import annotations): evaluate it like kernel code
                 try:
                     ann = self.eval(arg.annotation)
-                except CompilationError:
-                    ann = None
+                except CompilationError as e:     # keep what was wrong, at the annotation
+                    raise self.error(f"parameter '{arg.arg}': {e.msg}", arg.annotation) from None
             loc = self.loc(arg)
             if isinstance(ann, L.TensorType):
+                for s in ann.shape:
+                    if isinstance(s, str):
+                        size_nodes.setdefault(s, arg.annotation)
                 st = ir.Storage(arg.arg, "global", ann.dtype, None, loc, param_index=tensor_index)
                 tensor_index += 1
                 shape = []
@@ -209,9 +229,20 @@ class Parser(BuiltinCalls):
             else:
                 raise self.error(f"parameter '{arg.arg}': annotation must be T.Tensor(shape, dtype), a scalar type "
                                  f"or T.constexpr, not {ops.describe(ann)}", arg.annotation)
+        params = {x.arg for x in a.args}
+        for name in self.sizes:
+            node = size_nodes.get(name, f)
+            if name in params:
+                raise self.error(f"size name '{name}' is also the name of parameter '{name}': the size is read from "
+                                 f"the tensor's shape at call time and the parameter is passed separately, so the "
+                                 f"kernel could not tell which '{name}' it means; rename one of them", node)
+            if keyword.iskeyword(name) or name in PY_BUILTINS:
+                raise self.error(f"size name '{name}' is a Python keyword or builtin; choose another name", node)
+            if self.globals.get(name) is L.T or self.closure.get(name) is L.T:
+                raise self.error(f"size name '{name}' would hide the kernel language module '{name}'; choose "
+                                 f"another name", node)
         for name, v in self.sizes.items():
-            if name not in self.scope:
-                self.scope[name] = v
+            self.scope[name] = v
 
     # ------------------------------------------------------------ statements
     def block(self, stmts):
@@ -291,6 +322,10 @@ class Parser(BuiltinCalls):
                              node.value)
         name = node.target.id
         cur = self.scope.get(name)
+        if isinstance(cur, Unassigned):
+            cur = cur.var if self.runtime_depth else None
+            if cur is not None:
+                self.scope[name] = cur
         if isinstance(cur, ir.Var) and cur.dtype != ann:
             raise self.error(f"'{name}' is already {ops.article(cur.dtype.name)} variable", node)
         if not isinstance(cur, ir.Var) or self._is_param_var(cur):
@@ -334,6 +369,12 @@ class Parser(BuiltinCalls):
         if name in self.loop_vars_by_name():
             raise self.error(f"cannot assign to the loop variable '{name}'", node)
         cur = self.scope.get(name)
+        if isinstance(cur, Unassigned):
+            # bound on another path only: inside control flow this path writes the same variable (so the paths
+            # join); in straight-line code it is a fresh binding
+            cur = cur.var if self.runtime_depth else None
+            if cur is not None:
+                self.scope[name] = cur
         if isinstance(cur, ir.Var) and not self._is_param_var(cur) and self.runtime_depth and (
                 ops.is_number(value) or isinstance(value, ir.Expr)):
             # inside run-time control flow the variable itself changes (it may be loop-carried)
@@ -436,9 +477,28 @@ class Parser(BuiltinCalls):
         before = dict(self.scope)
         saved = self.enter_runtime()
         then = self.sub_block(node.body)
+        line = self.loc(node).line
+        # names the then-branch bound afresh are not bound in the else-branch: hide them there
+        fresh = {n: v for n, v in self.scope.items() if self._fresh(n, v, before)}
+        hidden = {n: Unassigned(n, v if isinstance(v, ir.Var) else None,
+                                f"it is assigned only in the other branch of the if at line {line}")
+                  for n, v in fresh.items()}
+        self.scope.update(hidden)
         orelse = self.sub_block(node.orelse)
+        for n, v in list(self.scope.items()):
+            if (n in hidden and hidden[n] is v) or (n not in fresh and self._fresh(n, v, before)):
+                var = v.var if isinstance(v, Unassigned) else v if isinstance(v, ir.Var) else None
+                self.scope[n] = Unassigned(n, var, f"it is assigned only in one branch of the if at line {line}")
         self.leave_runtime(saved, before)
         self.emit(ir.If(self.loc(node), cond, then, orelse))
+
+    @staticmethod
+    def _fresh(name, value, before) -> bool:
+        """Was `name` bound by the code since `before` on a path where it was not bound already?"""
+        if name not in before:
+            return True
+        old = before[name]
+        return value is not old and isinstance(old, (Unassigned, Poisoned))
 
     def sub_block(self, stmts):
         self.body_stack.append([])
@@ -457,9 +517,21 @@ class Parser(BuiltinCalls):
         it = self.eval(node.iter)
         if isinstance(it, Unrolled) or isinstance(it, tuple):
             values = it.values if isinstance(it, Unrolled) else it
-            for v in values:
-                self.bind_loop_target(node.target, v, node)
-                self.block(node.body)
+            stmts = sum(isinstance(n, ast.stmt) for st in node.body for n in ast.walk(st))
+            if self.unrolled * len(values) * stmts > UNROLL_BUDGET:
+                inside = f", inside compile-time loops of {self.unrolled:,} iterations" if self.unrolled > 1 else ""
+                raise self.error(f"this compile-time loop would expand to {self.unrolled * len(values) * stmts:,} "
+                                 f"statements ({len(values):,} iterations of {stmts} statement"
+                                 f"{'s' if stmts != 1 else ''}{inside}), more than the limit of {UNROLL_BUDGET:,}; "
+                                 f"use range(...) for a run-time loop", node)
+            outer = self.unrolled
+            self.unrolled = outer * max(1, len(values))
+            try:
+                for v in values:
+                    self.bind_loop_target(node.target, v, node)
+                    self.block(node.body)
+            finally:
+                self.unrolled = outer
             return
         if not isinstance(it, RuntimeRange):
             raise self.error(f"cannot iterate over {ops.describe(it)}; use range, T.grid or T.unroll", node.iter)
@@ -492,6 +564,13 @@ class Parser(BuiltinCalls):
         for v, (start, stop, step) in reversed(list(zip(loop_vars, it.dims))):
             inner = [ir.For(loc, v, ops.to_expr(start, loc, v.dtype), ops.to_expr(stop, loc, v.dtype),
                             ops.to_expr(step, loc, v.dtype), inner, it.unroll)]
+        if not _runs(it.dims):
+            line = loc.line
+            for n, v in list(self.scope.items()):
+                if self._fresh(n, v, before):
+                    var = v.var if isinstance(v, Unassigned) else v if isinstance(v, ir.Var) else None
+                    self.scope[n] = Unassigned(n, var, f"it is assigned only inside the loop at line {line}, "
+                                                       f"which may run zero times")
         self.leave_runtime(saved, before)
         for t in targets:
             self.scope[t.id] = Poisoned(t.id)
@@ -538,6 +617,9 @@ class Parser(BuiltinCalls):
             if isinstance(v, Poisoned):
                 raise self.error(f"'{name}' was bound inside a run-time loop or branch and cannot be used after it",
                                  node)
+            if isinstance(v, Unassigned):
+                raise self.error(f"'{name}' may be unassigned here: {v.why}; assign it before the "
+                                 f"{'loop' if 'loop' in v.why else 'if'} (or on every path)", node)
             return v
         if name in self.closure:
             return self._global(name, self.closure[name], node, "closure variable")
@@ -628,9 +710,9 @@ class Parser(BuiltinCalls):
             v = self.eval(item)
             if ops.is_number(v) and not isinstance(v, bool):
                 if not isinstance(v, int):
-                    raise self.error(f"index must be an int, got {v!r}", item)
+                    raise self.error(f"index must be an int, got {ops.show(v)}", item)
                 if v < 0 or (isinstance(extent, int) and v >= extent):
-                    raise self.error(f"index {v} is out of range for dimension {k} of {view.describe()} "
+                    raise self.error(f"index {ops.show(v)} is out of range for dimension {k} of {view.describe()} "
                                      f"(extent {extent})", item)
             elif isinstance(v, ir.Expr):
                 if not v.dtype.is_int:
@@ -668,9 +750,9 @@ class Parser(BuiltinCalls):
             if not isinstance(n, int):
                 raise self.error("a slice's length must be a compile-time int (write x[s : s + n])", item)
         if not isinstance(n, int) or n <= 0:
-            raise self.error(f"empty or negative slice length {n}", item)
+            raise self.error(f"empty or negative slice length {ops.show(n) if ops.is_number(n) else n}", item)
         if isinstance(start, int) and isinstance(extent, int) and (start < 0 or start + n > extent):
-            raise self.error(f"slice {start}:{start + n} is out of range for dimension {k} of {view.describe()} "
+            raise self.error(f"slice {ops.show(start)}:{ops.show(start + n)} is out of range for dimension {k} of {view.describe()} "
                              f"(extent {extent})", item)
         return ("range", start, n)
 
@@ -753,6 +835,11 @@ class Parser(BuiltinCalls):
             if k.arg is None:
                 raise self.error("**kwargs in a call is not supported in a kernel", k)
         return self.call(fn, node)
+
+
+def _runs(dims) -> bool:
+    """Does a run-time loop over `dims` certainly run its body at least once (static bounds, start < stop)?"""
+    return all(isinstance(a, int) and isinstance(b, int) and a < b for a, b, _ in dims)
 
 
 def _root_view(storage, dtype, shape, name):

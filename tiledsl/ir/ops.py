@@ -35,26 +35,36 @@ def weak_dtype(x) -> dt.DType:
 
 
 FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+MAX_CONST_BITS = 65536   # a folded integer constant larger than this is a mistake (and printing it would fail)
+
+
+def show(x) -> str:
+    """A number for a message: repr, except integers too long to print (Python refuses to turn an int of more
+    than 4300 digits into text, and nobody reads one)."""
+    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 200:
+        return f"{'-' if x < 0 else ''}an integer of {x.bit_length()} bits (about 2**{x.bit_length() - 1})"
+    if isinstance(x, float) and not math.isfinite(x):
+        return f"float({str(x)!r})"
+    return repr(x)
 
 
 def const_of(x, dtype: dt.DType, loc, explicit=False) -> ir.Const:
     """A Python number as a typed constant, refusing values the type cannot hold.
 
-    A finite float beyond the type's range is an error when the conversion is implicit; an explicit one
-    (`T.cast`, `T.float16(x)`) rounds it to infinity, as PTX cvt.rn does."""
+    A finite number beyond a float type's range is an error, converted explicitly or not (it would silently become
+    infinity); infinity itself is written float('inf'). NaN and infinity have no integer value."""
     if dtype.is_float:
         if isinstance(x, float) and math.isnan(x):
             return ir.Const(dtype, loc, x)
         try:
             v = float(x)
         except OverflowError:                    # an int beyond every float
-            v = math.inf if x > 0 else -math.inf
+            v = None
         top = FLOAT_MAX.get(dtype.name)
-        if top is not None and math.isfinite(v) and abs(v) > top:
-            if not explicit:
-                raise CompilationError(f"{x!r} is out of range for {dtype.name} (largest finite value {top:g}); "
-                                       f"convert explicitly with T.cast to get infinity", loc)
-            v = math.copysign(math.inf, v)
+        if v is None or (top is not None and math.isfinite(v) and abs(v) > top):
+            top = top if top is not None else 1.7976931348623157e308
+            raise CompilationError(f"{show(x)} is out of range for {dtype.name} (largest finite value {top:g}); "
+                                   f"write float('inf') if infinity is meant", loc)
         if dtype.name in ("float16", "float32") and math.isfinite(v):
             import numpy as np
             with np.errstate(over="ignore"):
@@ -63,12 +73,15 @@ def const_of(x, dtype: dt.DType, loc, explicit=False) -> ir.Const:
     if dtype.kind == "bool":
         return ir.Const(dtype, loc, bool(x))
     if isinstance(x, float):
+        if not math.isfinite(x):
+            raise CompilationError(f"{show(x)} has no {dtype.name} value; a constant converted to an integer type "
+                                   f"must be finite", loc)
         if not x.is_integer():
             raise CompilationError(f"{x!r} is not an integer; it cannot be {article(dtype.name)}", loc)
         x = int(x)
     lo, hi = (-(1 << (dtype.bits - 1)), 1 << (dtype.bits - 1)) if dtype.is_signed else (0, 1 << dtype.bits)
     if not lo <= x < hi:
-        raise CompilationError(f"{x} does not fit in {dtype.name}", loc)
+        raise CompilationError(f"{show(x)} does not fit in {dtype.name}", loc)
     return ir.Const(dtype, loc, int(x))
 
 
@@ -93,6 +106,8 @@ def describe(x) -> str:
         return f"the buffer view {x.describe()}"
     if isinstance(x, tuple):
         return "a tuple"
+    if is_number(x):
+        return f"{type(x).__name__} {show(x)}"
     return f"{type(x).__name__} {x!r}"
 
 
@@ -121,12 +136,29 @@ def convert(x: ir.Expr, t: dt.DType, loc) -> ir.Expr:
     return ir.Cast(t, loc, x)
 
 
+def _too_big(op: str, a, b) -> bool:
+    """Would folding `a op b` build an integer beyond MAX_CONST_BITS? Asked before `**` and `<<`, whose results
+    grow with the exponent (folding 2 ** 10**12 would take the machine's memory and hours)."""
+    if isinstance(a, float) or isinstance(b, float) or not a:
+        return False
+    if op == "pow":
+        return abs(a) > 1 and b > 0 and (abs(a).bit_length() - 1) * b > MAX_CONST_BITS
+    return b > MAX_CONST_BITS                   # a << b
+
+
 def binop(op: str, a, b, loc):
     if is_number(a) and is_number(b):
+        if op in ("pow", "shl") and _too_big(op, a, b):
+            raise CompilationError(f"constant expression {show(a)} {'**' if op == 'pow' else '<<'} {show(b)} is "
+                                   f"too large (compile-time integers are limited to {MAX_CONST_BITS} bits)", loc)
         try:
-            return PY_OPS[op](a, b)
+            r = PY_OPS[op](a, b)
         except (ZeroDivisionError, OverflowError, ValueError, TypeError) as e:
             raise CompilationError(f"constant expression fails: {e}", loc) from None
+        if isinstance(r, int) and r.bit_length() > MAX_CONST_BITS:
+            raise CompilationError(f"constant expression gives {show(r)}; compile-time integers are limited to "
+                                   f"{MAX_CONST_BITS} bits", loc)
+        return r
     for x in (a, b):
         if not (is_number(x) or isinstance(x, ir.Expr)):
             raise CompilationError(f"unsupported operand for '{op}': {describe(x)}", loc)
@@ -152,7 +184,32 @@ def binop(op: str, a, b, loc):
     return ir.Binary(t, loc, op, ea, eb)
 
 
+CMP_TEXT = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _whole_buffer(a, b, op, loc):
+    """`A == 0.0`, `A != B`: Python would compare the view objects (and fold to a constant); refuse and show the
+    element comparison that was meant."""
+    from ..lang.views import View
+    if not (isinstance(a, View) or isinstance(b, View)):
+        return
+
+    def element(v):
+        if isinstance(v, View):
+            idx = ", ".join("ijkl"[k] if k < 4 else f"i{k}" for k in range(max(1, v.ndim)))
+            return f"{_view_name(v)}[{idx}]"
+        return show(v) if is_number(v) else "..."
+    x = a if isinstance(a, View) else b
+    raise CompilationError(f"cannot compare {describe(x)}: '{CMP_TEXT[op]}' compares the buffer {_view_name(x)} "
+                           f"itself, not its elements; index it: {element(a)} {CMP_TEXT[op]} {element(b)}", loc)
+
+
+def _view_name(v) -> str:
+    return getattr(v, "name", None) or v.storage.name
+
+
 def compare(op: str, a, b, loc):
+    _whole_buffer(a, b, op, loc)
     if is_number(a) and is_number(b):
         return PY_CMP[op](a, b)
     if op in ("eq", "ne") and not isinstance(a, ir.Expr) and not isinstance(b, ir.Expr):
@@ -213,7 +270,7 @@ def select(c, a, b, loc):
 def cast(x, t: dt.DType, loc):
     """An explicit conversion (`T.cast`, `T.float32(x)`): value conversion, saturating like PTX cvt."""
     if is_number(x):
-        if t.is_int and isinstance(x, float):
+        if t.is_int and isinstance(x, float) and math.isfinite(x):
             x = math.trunc(x)
         return const_of(x, t, loc, explicit=True)
     if not isinstance(x, ir.Expr):

@@ -7,6 +7,8 @@ annotations evaluate at definition time.
 from __future__ import annotations
 
 import builtins
+import keyword
+import operator
 from dataclasses import dataclass
 
 from ..core import dtypes as _dt
@@ -37,21 +39,62 @@ class TensorType:
         return f"T.Tensor({self.shape}, {self.dtype.name!r})"
 
 
-def Tensor(shape: tuple | list | int | str, dtype: str | _dt.DType) -> TensorType:
+_MISSING = object()
+
+
+def Tensor(shape: tuple | list | int | str = _MISSING, dtype: str | _dt.DType = _MISSING, *extra,
+           **unknown) -> TensorType:
     """`T.Tensor((M, "N"), "float16")`: a tensor parameter's annotation. Shape entries are positive ints or strings
-    naming sizes that are read from the argument at call time (and passed to the kernel as int32)."""
-    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    naming sizes that are read from the argument at call time (and passed to the kernel as int32).
+
+    Anything else (a third argument, an unknown keyword such as `align=`, a shape that is not a tuple of those,
+    an unknown dtype) raises a TiledslError where the annotation is written."""
+    if extra:
+        raise TiledslError(f"T.Tensor(shape, dtype) takes 2 arguments, got {2 + len(extra)}")
+    if unknown:
+        name = sorted(unknown)[0]
+        raise TiledslError(f"T.Tensor got an unknown keyword argument '{name}'; it takes only shape and dtype")
+    if shape is _MISSING or dtype is _MISSING:
+        raise TiledslError(f"T.Tensor(shape, dtype) is missing its {'shape' if shape is _MISSING else 'dtype'}")
+    if isinstance(shape, (tuple, list)):
+        shape = tuple(shape)
+    elif isinstance(shape, str) or (isinstance(shape, int) and not isinstance(shape, builtins.bool)):
+        shape = (shape,)
+    else:
+        raise TiledslError(f"the shape of T.Tensor must be a tuple of positive ints and size names, got "
+                           f"{type(shape).__name__} {_short(shape)}")
     d = _dt.lookup(dtype)
     if d is None:
-        raise TiledslError(f"unknown dtype {dtype!r}")
+        raise TiledslError(f"unknown dtype {_short(dtype)}")
+    out = []
     for s in shape:
-        if not (isinstance(s, str) or (isinstance(s, int) and not isinstance(s, builtins.bool) and s > 0)):
-            raise TiledslError(f"tensor shape entries are positive ints or size names, got {s!r}")
-    return TensorType(shape, d)
+        if isinstance(s, str):
+            if not s.isidentifier() or keyword.iskeyword(s):
+                raise TiledslError(f"size name {_short(s)} is not a valid name (a Python identifier)")
+            out.append(s)
+        elif isinstance(s, builtins.bool) or not hasattr(type(s), "__index__") or operator.index(s) <= 0:
+            raise TiledslError(f"tensor shape entries are positive ints or size names, got {_short(s)}")
+        else:
+            out.append(operator.index(s))
+    return TensorType(tuple(out), d)
+
+
+def _short(x) -> str:
+    if isinstance(x, int) and x.bit_length() > 200:
+        return f"an integer of {x.bit_length()} bits"
+    try:
+        text = repr(x)
+    except Exception:                           # noqa: BLE001 - a user object whose repr fails
+        return type(x).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class _Constexpr:
     """`x: T.constexpr`: a compile-time parameter; each distinct value compiles its own specialisation."""
+
+    def __call__(self, *args, **kwargs):
+        raise TiledslError("T.constexpr is an annotation written without arguments (x: T.constexpr); the value is "
+                           "given at the call")
 
     def __repr__(self) -> str:
         return "T.constexpr"
@@ -93,7 +136,9 @@ alloc_shared = Builtin("alloc_shared", 'T.alloc_shared(shape, dtype, layout="def
                        "shared memory (bounded by the target's shared memory per block).")
 grid = Builtin("grid", "T.grid(m, n, ...): nested loops over a rectangle (for i, j in T.grid(m, n)).")
 unroll = Builtin("unroll", "T.unroll(n): a loop unrolled at compile time (for i in T.unroll(n): i is a "
-                            "compile-time int).")
+                            "compile-time int). At most 4096 iterations per loop, and at most 1,000,000 statements "
+                            "produced by compile-time loops nested in one another (trip counts multiplied by the "
+                            "statements of the body, checked before expanding); use range(...) beyond that.")
 static_range = unroll
 min = Builtin("min", "T.min(a, b): the smaller value (integers, floats).")  # noqa: A001
 max = Builtin("max", "T.max(a, b): the larger value (integers, floats).")  # noqa: A001
