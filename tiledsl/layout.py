@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
 
-from .core.errors import LayoutError
+from .core.errors import LayoutError, shown, too_big
 from .ir import nodes as ir
 
 STORAGE = "storage"
@@ -26,19 +26,12 @@ def _int(x, what: str) -> int:
     if isinstance(x, bool):
         raise LayoutError(f"{what} must be an int, not {x!r}")
     try:
-        return operator.index(x)
+        v = operator.index(x)
     except TypeError:
-        raise LayoutError(f"{what} must be an int, not {_show(x)}") from None
-
-
-def _show(x) -> str:
-    if isinstance(x, int) and x.bit_length() > 200:
-        return f"an integer of {x.bit_length()} bits"
-    try:
-        text = repr(x)
-    except Exception:                           # noqa: BLE001 - a user object whose repr fails: name its type
-        return f"a {type(x).__name__}"
-    return text if len(text) <= 80 else text[:77] + "..."
+        raise LayoutError(f"{what} must be an int, not {shown(x)}") from None
+    if too_big(v):
+        raise LayoutError(f"{what} must fit in 64 bits, not {shown(v)}")
+    return v
 
 
 @dataclass(frozen=True)
@@ -48,7 +41,7 @@ class Axis:
 
     def __post_init__(self):
         if self.name not in AXIS_NAMES:
-            raise LayoutError(f"unknown execution axis {_show(self.name)}; the axes are {', '.join(AXIS_NAMES)}")
+            raise LayoutError(f"unknown execution axis {shown(self.name)}; the axes are {', '.join(AXIS_NAMES)}")
 
     def __rmatmul__(self, value: int) -> AxisStride:
         return AxisStride(_int(value, f"a stride on axis {self.name}"), self)
@@ -64,7 +57,7 @@ class AxisStride:
 
     def __post_init__(self):
         if not isinstance(self.axis, Axis):
-            raise LayoutError(f"a stride's axis must be one of {', '.join(AXIS_NAMES)}, not {_show(self.axis)}")
+            raise LayoutError(f"a stride's axis must be one of {', '.join(AXIS_NAMES)}, not {shown(self.axis)}")
         object.__setattr__(self, "value", _int(self.value, f"a stride on axis {self.axis.name}"))
 
     def __repr__(self) -> str:
@@ -96,8 +89,8 @@ class Shape:
             raise LayoutError("a layout needs at least one factor")
         out_e, out_s = [], []
         for e in ext:
-            if isinstance(e, bool) or not hasattr(type(e), "__index__") or operator.index(e) <= 0:
-                raise LayoutError(f"layout extents must be positive ints, got {_show(e)}")
+            if isinstance(e, bool) or not hasattr(type(e), "__index__") or operator.index(e) <= 0 or too_big(e):
+                raise LayoutError(f"layout extents must be positive ints, got {shown(e)}")
             out_e.append(operator.index(e))
         for x in st:
             if isinstance(x, AxisStride):
@@ -106,19 +99,14 @@ class Shape:
                 out_s.append(x)
             elif isinstance(x, Axis):
                 raise LayoutError(f"write a stride on an axis as `value @ {x.name}`, e.g. `1 @ {x.name}`")
-            elif isinstance(x, bool) or not hasattr(type(x), "__index__"):
-                raise LayoutError(f"layout strides must be ints or `value @ axis`, got {_show(x)}")
+            elif isinstance(x, bool) or not hasattr(type(x), "__index__") or too_big(operator.index(x)):
+                raise LayoutError(f"layout strides must be ints or `value @ axis`, got {shown(x)}")
             elif operator.index(x) < 0:
-                raise LayoutError(f"layout strides must not be negative, got {_show(x)} (storage offsets only grow)")
+                raise LayoutError(f"layout strides must not be negative, got {shown(x)} (storage offsets only grow)")
             else:
                 out_s.append(operator.index(x))
         object.__setattr__(self, "extents", tuple(out_e))
         object.__setattr__(self, "strides", tuple(out_s))
-
-
-def _shown(x) -> str:
-    """A value as a message shows it: plain values by repr, anything else (an `object at 0x...`) by its type."""
-    return repr(x) if isinstance(x, (int, float, str, tuple, list, type(None))) else type(x).__name__
 
 
 class _ShapeBuilder:
@@ -301,7 +289,7 @@ def _dims(dims) -> tuple:
     out = []
     for d in dims:
         if isinstance(d, bool) or not hasattr(type(d), "__index__"):
-            raise LayoutError(f"a view with a layout needs static int extents, got {_show(d)}")
+            raise LayoutError(f"a view with a layout needs static int extents, got {shown(d)}")
         if operator.index(d) <= 0:
             raise LayoutError(f"a view's extents must be positive, got {operator.index(d)}")
         out.append(operator.index(d))

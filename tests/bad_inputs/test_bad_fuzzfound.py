@@ -76,16 +76,6 @@ def k_huge_fma_constant(A: T.Tensor((4, 1), "float32")):
     T.cuda.tile.apply(T.ptx["fma.rn.f32"], r, r, T.float32(HUGE), T.float32(1))
 
 
-HUGE_LAYOUT = TileLayout(S[(HUGE, 4, 4) : (1 @ laneid, 4, 1)])     # accepted here; printed in the view's error
-
-
-def k_huge_layout_in_view(A: T.Tensor((32, 16), "uint32")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    r = T.alloc_local((16,), "uint32")
-    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r.view(32, 4, 4, layout=HUGE_LAYOUT), A.view(32, 4, 4),
-                      scope="warp")
-
-
 def _huge_annotation():
     def k(A: T.Tensor((HUGE, 4), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
@@ -152,6 +142,15 @@ def k_mma_65536_k_steps(A: T.Tensor((4,), "float32")):
         ar.view(2, 65536, 16, 8, layout=LA_BIG),
         br.view(2, 65536, 8, 8, layout=LB_BIG),
         T.float32(0), scope="warp")
+
+
+def k_fma_70000_repeats(A: T.Tensor((4,), "float32")):
+    # 70000 fma from one apply (280 KB of registers, under the local-memory limit): the expansion budget refuses it
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    r = T.alloc_local((70000,), "float32")
+    v = r.view(70000, 1)
+    T.cuda.tile.apply(T.ptx["fma.rn.f32"], v, v, v, v)
+    A[0] = r[0]
 
 
 LA_BIG = TileLayout(S[(2, 65536, 2, 8, 2, 4) : (65536 * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
@@ -255,8 +254,11 @@ CASES = [
     C("huge_int_alloc_local_extent", k_huge_alloc, "T.alloc_local((HUGE,)"),
     C("huge_int_unroll_count", k_huge_unroll, "T.unroll(HUGE)"),
     C("huge_int_typed_float_constant", k_huge_fma_constant, "T.float32(HUGE)"),
-    C("huge_int_annotation_extent", err=LaunchError, action=_huge_annotation, words=("argument 'A'",)),
-    C("huge_int_layout_extent_in_view", k_huge_layout_in_view, "layout=HUGE_LAYOUT"),
+    # refused where they are written (the annotation, the layout), not later when a message prints them
+    C("huge_int_annotation_extent", err=tiledsl.TiledslError, action=_huge_annotation,
+      words=("integer of 16610 bits",)),
+    C("huge_int_layout_extent", err=LayoutError, action=lambda: TileLayout(S[(HUGE, 4, 4) : (1 @ laneid, 4, 1)]),
+      words=("integer of 16610 bits",)),
     C("huge_int_layout_stride", err=LayoutError, action=lambda: TileLayout(S[(2, 4) : (HUGE, 1)])),
     C("huge_int_layout_lane_stride", err=LayoutError, action=lambda: TileLayout(S[(2, 4) : (HUGE @ laneid, 1)])),
     # an internal object's repr in a layout message
@@ -278,7 +280,9 @@ CASES = [
     C("shared_memory_10_30_elements", k_shared_10_30, "T.alloc_shared((10**30,)"),
     # constant folding of 10**(2**32): the front end computes the power (hangs) instead of refusing it
     C("power_with_huge_exponent", k_power_folds_forever, "10**4294967296", marks=(pytest.mark.slow,)),
-    C("mma_131072_instructions", k_mma_65536_k_steps, "T.ptx[\"mma.sync", marks=(pytest.mark.slow,)),
+    # 2 MB of operands per thread: refused at the allocation (before the 131072 mma instructions hung expansion)
+    C("mma_131072_instructions", k_mma_65536_k_steps, "T.alloc_local((2 * 65536 * 4,)", words=("512 KB",)),
+    C("fma_70000_repeats", k_fma_70000_repeats, "T.ptx[\"fma.rn.f32\"]", words=("at most 65536",)),
     # mutations that are located today
     C("fma_f16_on_f32_registers", k_fma_f16_on_f32_registers, "fma.rn.f16"),
     C("fma_without_rounding", k_fma_without_rounding, "fma.f32"),

@@ -17,6 +17,8 @@ def fingerprint_value(v: object, depth: int = 0) -> str | None:
     import the language's helpers."""
     if depth > 8:
         return None
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        return f"int:{v:#x}"                # (decimal text of ints over 4300 digits is refused by Python)
     if v is None or isinstance(v, (bool, int, str)):
         return f"{type(v).__name__}:{v!r}"
     if isinstance(v, float):

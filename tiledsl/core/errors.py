@@ -63,3 +63,28 @@ class LaunchError(TiledslError):
 
 class KernelFault(TiledslError):
     """A kernel stopped on a failed run-time check (debug bounds checks, interpreter faults)."""
+
+
+MAX_INT_BITS = 64      # no dtype, extent, stride or count holds more; a larger int is refused where it enters
+
+
+def too_big(x) -> bool:
+    """An int no dtype can hold (|x| >= 2^64): refused before any message or stage tries to print or fold it."""
+    return isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > MAX_INT_BITS
+
+
+def shown(x) -> str:
+    """A user's value as a message shows it: short values by repr; an int too long to print by its size (Python
+    refuses to write ints of over 4300 digits); an object without a useful repr (`object at 0x...`) by its type."""
+    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 200:
+        return f"an integer of {x.bit_length()} bits"
+    if isinstance(x, (tuple, list)):
+        inner = ", ".join(shown(v) for v in x)
+        return f"({inner}{',' if len(x) == 1 else ''})" if isinstance(x, tuple) else f"[{inner}]"
+    try:
+        text = repr(x)
+    except Exception:                           # noqa: BLE001 - a user object whose repr fails: name its type
+        return f"a {type(x).__name__}"
+    if " object at 0x" in text:
+        return f"a {type(x).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."

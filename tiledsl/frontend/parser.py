@@ -13,7 +13,7 @@ import keyword
 from ..core import dtypes as dt
 from ..ir import nodes as ir
 from ..lang import language as L
-from ..core.errors import CompilationError
+from ..core.errors import CompilationError, MAX_INT_BITS, too_big
 from ..core.target import Target
 from ..layout import LayoutError
 from ..lang.views import View
@@ -591,7 +591,7 @@ class Parser(BuiltinCalls):
         if method is None:
             raise self.error(f"{_expr_name(node)} is not supported in a kernel", node)
         try:
-            return method(node)
+            v = method(node)
         except CompilationError as e:
             if e.loc is None:
                 raise self.error(e.msg, node) from None
@@ -602,6 +602,11 @@ class Parser(BuiltinCalls):
             raise self.error("the expression is nested too deeply", node) from None
         except Exception as e:
             raise self.error(f"internal compiler error ({type(e).__name__}: {e}); please report it", node) from None
+        if too_big(v):
+            # every value passes here (literals, folded arithmetic, globals, closures): no later stage sees it
+            raise self.error(f"this integer has {v.bit_length()} bits; no dtype, extent or count holds more than "
+                             f"{MAX_INT_BITS}", node)
+        return v
 
     def expr_Constant(self, node):
         if isinstance(node.value, (int, float, bool, str)) or node.value is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
+from math import prod
 
 from ..core import dtypes as dt
 from ..ir import nodes as ir
@@ -124,6 +125,11 @@ class Ctx:
         return out
 
 
+# One apply becomes one native per repeat; past this a kernel takes minutes to expand and LLVM and ptxas far longer,
+# so the mistake (usually an extent meant for a run-time loop) is refused at the apply instead.
+MAX_APPLY_REPEATS = 65536
+
+
 def split_shape(ctx: Ctx, op: Operand, ngroup: int, atom: tuple, group_extents) -> tuple:
     """Check `(*group, *repeat, *atom)` and return the repeat shape."""
     shape = tuple(op.view.shape)
@@ -144,6 +150,10 @@ def split_shape(ctx: Ctx, op: Operand, ngroup: int, atom: tuple, group_extents) 
     for r in rep:
         if r <= 0:
             raise ctx.error(f"repeat extents must be positive, got {rep}", op)
+    n = prod(rep)
+    if n > MAX_APPLY_REPEATS:
+        raise ctx.error(f"repeats {n} times; one tile.apply expands to at most {MAX_APPLY_REPEATS} instructions "
+                        f"(write a run-time loop around a smaller apply)", op)
     return tuple(rep)
 
 

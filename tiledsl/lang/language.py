@@ -12,7 +12,7 @@ import operator
 from dataclasses import dataclass
 
 from ..core import dtypes as _dt
-from ..core.errors import TiledslError
+from ..core.errors import TiledslError, shown, too_big
 
 
 class Builtin:
@@ -62,31 +62,22 @@ def Tensor(shape: tuple | list | int | str = _MISSING, dtype: str | _dt.DType = 
         shape = (shape,)
     else:
         raise TiledslError(f"the shape of T.Tensor must be a tuple of positive ints and size names, got "
-                           f"{type(shape).__name__} {_short(shape)}")
+                           f"{type(shape).__name__} {shown(shape)}")
     d = _dt.lookup(dtype)
     if d is None:
-        raise TiledslError(f"unknown dtype {_short(dtype)}")
+        raise TiledslError(f"unknown dtype {shown(dtype)}")
     out = []
     for s in shape:
         if isinstance(s, str):
             if not s.isidentifier() or keyword.iskeyword(s):
-                raise TiledslError(f"size name {_short(s)} is not a valid name (a Python identifier)")
+                raise TiledslError(f"size name {shown(s)} is not a valid name (a Python identifier)")
             out.append(s)
-        elif isinstance(s, builtins.bool) or not hasattr(type(s), "__index__") or operator.index(s) <= 0:
-            raise TiledslError(f"tensor shape entries are positive ints or size names, got {_short(s)}")
+        elif isinstance(s, builtins.bool) or not hasattr(type(s), "__index__") or operator.index(s) <= 0 \
+                or too_big(operator.index(s)):
+            raise TiledslError(f"tensor shape entries are positive ints or size names, got {shown(s)}")
         else:
             out.append(operator.index(s))
     return TensorType(tuple(out), d)
-
-
-def _short(x) -> str:
-    if isinstance(x, int) and x.bit_length() > 200:
-        return f"an integer of {x.bit_length()} bits"
-    try:
-        text = repr(x)
-    except Exception:                           # noqa: BLE001 - a user object whose repr fails
-        return type(x).__name__
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class _Constexpr:
