@@ -89,9 +89,10 @@ def test_write_and_read_back_beyond_2_31_bytes():
     def poke(A: T.Tensor((2**31 + 4096,), "uint8"), Out: T.Tensor((256,), "uint8")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
         t = T.cuda.thread_id()
-        A[2**31 + 100 + t] = T.cast(t % 251 + 1, "uint8")
+        base = T.int64(2**31 + 100)          # (an int32 thread id plus 2^31 would not fit in int32: refused)
+        A[base + t] = T.cast(t % 251 + 1, "uint8")
         T.cuda.syncthreads()
-        Out[t] = A[2**31 + 100 + 255 - t]
+        Out[t] = A[base + 255 - t]
 
     a = torch.zeros(n, dtype=torch.uint8, device="cuda")
     out = torch.zeros(256, dtype=torch.uint8, device="cuda")
