@@ -134,3 +134,20 @@ def test_2d_tensor_beyond_2_31_elements_on_the_gpu(named):
     assert int(a.count_nonzero()) == 256
     del a
     torch.cuda.empty_cache()
+
+
+def test_an_int64_index_is_not_narrowed_for_a_huge_tensor():
+    """A[base + t] with an int64 base on a > 2^31-byte tensor: the front end's int32 view of the index is looked
+    through (it wrapped the address: an illegal access on the H200 before)."""
+    from helpers import FakeCudaArray
+
+    @tiledsl.jit
+    def poke64(A: T.Tensor((2**31 + 4096,), "uint8")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+        t = T.cuda.thread_id()
+        base = T.int64(2**31 + 100)
+        A[base + t] = T.cast(t % 251 + 1, "uint8")
+
+    ck = poke64.compile(FakeCudaArray((2**31 + 4096,), "uint8"), target="sm_90")
+    assert "int32(" not in ck.asm["expanded"].split("A<uint8>[", 1)[1].split("]", 1)[0]
+    assert "-2147483548" not in ck.asm["ptx"]

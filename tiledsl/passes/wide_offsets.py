@@ -167,6 +167,8 @@ class _Widener:
         kids = _wide_children(n)
         if kids:
             w = [self.wide[id(c)][1] for c in kids]
+            if isinstance(n, ir.Cast):
+                return w[0]
             if isinstance(n, ir.Unary):
                 return ir.Unary(dt.int64, loc, n.op, w[0])
             if len(w) == 1:              # x << c
@@ -191,6 +193,8 @@ def _wide_children(n) -> list:
         return [n.a]                 # x << c is x * 2^c while c is below the 32-bit width
     if isinstance(n, ir.Unary) and n.op == "neg":
         return [n.a]
+    if isinstance(n, ir.Cast) and isinstance(n.a, ir.Expr) and n.a.dtype.is_int and n.a.dtype.bits == 64:
+        return [n.a]                 # the front end's int32 view of an int64 index: the index itself, unwrapped
     return []
 
 
