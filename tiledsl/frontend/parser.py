@@ -13,7 +13,7 @@ import keyword
 from ..core import dtypes as dt
 from ..ir import nodes as ir
 from ..lang import language as L
-from ..core.errors import CompilationError, MAX_INT_BITS
+from ..core.errors import CompilationError
 from ..core.target import Target
 from ..layout import LayoutError
 from ..lang.views import View
@@ -602,12 +602,6 @@ class Parser(BuiltinCalls):
             raise self.error("the expression is nested too deeply", node) from None
         except Exception as e:
             raise self.error(f"internal compiler error ({type(e).__name__}: {e}); please report it", node) from None
-        if isinstance(v, int) and v.bit_length() > 4 * MAX_INT_BITS:
-            # every value passes here (literals, folded arithmetic, globals, closures): no later stage may see an
-            # int this long (Python cannot even print one of over 4300 digits); a few bits over a dtype's range
-            # are left to the dtype checks, whose messages are more precise
-            raise self.error(f"this integer has {v.bit_length()} bits; no dtype, extent or count holds more than "
-                             f"{MAX_INT_BITS}", node)
         return v
 
     def expr_Constant(self, node):
