@@ -10,7 +10,6 @@ import time
 
 from .lower import ptx as backend
 from .core import knobs
-from .core.errors import CompilationError
 from .ir import nodes as ir
 from .passes.expand import expand_kernel
 from .frontend.parser import Parser
@@ -41,7 +40,6 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
         ek, sites = insert_bounds_checks(ek)
     asm["expanded"] = kernel_str(ek)
     from .lower.llvm import generate_llvm
-    _check_shared(k, target)
     raw, dynamic_shared = generate_llvm(ek, target, debug_buffer=bool(sites))
     opt_ir, ptx = backend.llvm_to_ptx(raw, target)
     asm["llvm"] = opt_ir
@@ -70,13 +68,3 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
                 f.write(text)
     return ck
 
-
-def _check_shared(k: ir.Kernel, target: Target) -> None:
-    limit = target.shared_per_block
-    total = 0
-    for st in k.allocs:
-        if st.scope == "shared":
-            total += st.size * st.dtype.nbytes
-            if total > limit:
-                raise CompilationError(f"shared memory: {total} bytes exceed the {limit} bytes a block can have on "
-                                       f"{target.name}", st.loc)

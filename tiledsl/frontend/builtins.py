@@ -289,6 +289,25 @@ class BuiltinCalls:
         self.emit(ir.Barrier(self.loc(node)))
 
     # ------------------------------------------------------------ storage
+
+    # (limit attribute of Target, whose memory, who has it, what the limit's name adds)
+    _BUDGETS = {"local": ("max_local_per_thread", "each thread's local memory", "a thread", ""),
+                "shared": ("shared_per_block", "the kernel's shared memory", "a block", ", {target}")}
+
+    def _check_memory_budget(self, scope, nbytes, node):
+        """Local memory per thread and shared memory per block against the target, at the allocation that
+        crosses the limit."""
+        if scope not in self._BUDGETS:
+            return
+        attr, whose, who, extra = self._BUDGETS[scope]
+        used = sum(st.size * st.dtype.nbytes for st in self.allocs if st.scope == scope)
+        total, limit = used + nbytes, getattr(self.target, attr)
+        if total > limit:
+            before = f" ({used} bytes before it)" if used else ""
+            raise self.error(f"{scope} memory: this allocation of {nbytes} bytes{before} brings {whose} to {total} "
+                             f"bytes; {who} can have at most {limit} bytes ({limit // 1024} KB"
+                             f"{extra.format(target=self.target.name)})", node)
+
     def _alloc(self, node, scope):
         a = self.args(node, ["shape", "dtype", "layout"], {"layout": "default"})
         shape = a["shape"] if isinstance(a["shape"], tuple) else (a["shape"],)
@@ -311,24 +330,7 @@ class BuiltinCalls:
                 raise self.error(f"a shared-memory layout maps coordinates to storage only; this one names "
                                  f"execution axes ({', '.join(sorted(layout.exec_axes(shape)))}), which belong to "
                                  f"register layouts (T.alloc_local)", node)
-        if scope == "local":
-            used = sum(st.size * st.dtype.nbytes for st in self.allocs if st.scope == "local")
-            total = used + size * d.nbytes
-            limit = self.target.max_local_per_thread
-            if total > limit:
-                before = f" ({used} bytes before it)" if used else ""
-                raise self.error(f"local memory: this allocation of {size * d.nbytes} bytes{before} brings each "
-                                 f"thread's local memory to {total} bytes; a thread can have at most {limit} bytes "
-                                 f"({limit // 1024} KB)", node)
-        if scope == "shared":
-            used = sum(st.size * st.dtype.nbytes for st in self.allocs if st.scope == "shared")
-            total = used + size * d.nbytes
-            limit = self.target.shared_per_block
-            if total > limit:
-                before = f" ({used} bytes before it)" if used else ""
-                raise self.error(f"shared memory: this allocation of {size * d.nbytes} bytes{before} brings the "
-                                 f"kernel's shared memory to {total} bytes; a block can have at most {limit} "
-                                 f"bytes ({limit // 1024} KB, {self.target.name})", node)
+        self._check_memory_budget(scope, size * d.nbytes, node)
         name = self.name_hint or f"{scope}{len(self.allocs)}"
         if any(s.name == name for s in self.allocs):
             name = f"{name}{len(self.allocs)}"
