@@ -258,6 +258,15 @@ def launch_dims(sig: KernelSignature, checked: Checked, grid, names, values) -> 
     elif grid is not None:
         g = check_grid(grid)
     else:
+        if not sig.launch_given:
+            raise no_launch(sig.name)
         g = grid_of(sig.grid, checked.env)
     check_block(sig.block)
     return g, tuple(sig.block)
+
+
+def no_launch(name: str) -> LaunchError:
+    """A call of a kernel that says nowhere how to launch it (there is no default launch)."""
+    return LaunchError(f"kernel '{name}' has no launch configuration: give one with kernel[grid, block](...) at the "
+                       f"call, or T.device_entry(launch=T.cuda.LaunchConfig(grid=..., block=...)) as the first "
+                       f"statement of its body")

@@ -44,6 +44,7 @@ class KernelSignature:
     debug_buffer: bool = False           # a last pointer slot: the debug=True bounds-check record
     grid: tuple = ()                     # three entries: int or host-expression tree (nested tuples)
     block: tuple = ()                    # three ints
+    launch_given: bool = True            # False: the body has no T.device_entry launch; a call needs kernel[g, b]
 
     @classmethod
     def from_kernel(cls, k, debug_buffer: bool = False) -> KernelSignature:
@@ -53,7 +54,8 @@ class KernelSignature:
         params = tuple(Param(p.name, p.kind, p.dtype, tuple(p.shape), p.storage is not None and id(p.storage) in stored)
                        for p in k.params)
         grid = tuple(_frozen(serialize(g)) for g in k.launch.grid)
-        return cls(k.name, params, tuple(k.sizes), debug_buffer, grid, tuple(k.launch.block))
+        return cls(k.name, params, tuple(k.sizes), debug_buffer, grid, tuple(k.launch.block),
+                   getattr(k.launch, "given", True))
 
     @classmethod
     def declared(cls, name: str, params: tuple[Param, ...]) -> KernelSignature:
@@ -89,7 +91,7 @@ class KernelSignature:
                 "params": [[p.name, p.kind, p.dtype.name if p.dtype else None, list(p.shape), p.written]
                            for p in self.params],
                 "sizes": list(self.sizes), "debug_buffer": self.debug_buffer, "grid": _listed(self.grid),
-                "block": list(self.block)}
+                "block": list(self.block), "launch_given": self.launch_given}
 
     @classmethod
     def from_data(cls, data: dict) -> KernelSignature:
@@ -102,10 +104,11 @@ class KernelSignature:
                     raise ValueError(f"parameter {n!r}")
                 params.append(Param(n, kind, dt.BY_NAME[d] if d is not None else None, tuple(shape), written))
             sig = cls(data["name"], tuple(params), tuple(data["sizes"]), data["debug_buffer"],
-                      _frozen(data["grid"]), tuple(data["block"]))
+                      _frozen(data["grid"]), tuple(data["block"]), data["launch_given"])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"not a kernel signature ({type(e).__name__}: {e})") from None
         if not isinstance(sig.name, str) or not isinstance(sig.debug_buffer, bool) or len(sig.block) != 3 or \
+                not isinstance(sig.launch_given, bool) or \
                 len(sig.grid) != 3 or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0
                                               for b in sig.block) or \
                 not all(isinstance(s, str) for s in sig.sizes):
@@ -138,7 +141,7 @@ def written_storages(body) -> set:
             elif isinstance(s, ir.Apply):
                 if s.operands:
                     mark(getattr(s.operands[0], "storage", None))
-            elif isinstance(s, ir.For):
+            elif isinstance(s, (ir.For, ir.While)):
                 walk(s.body)
             elif isinstance(s, ir.If):
                 walk(s.then)

@@ -20,6 +20,7 @@ from ..lang.views import View
 from ..ir import ops
 from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange, check_block_override
 from .source import Source
+from .control import ControlFlow, leaves_early, terminates
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
           ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
@@ -50,7 +51,7 @@ class Unassigned:
 UNROLL_BUDGET = 1_000_000
 
 
-class Parser(BuiltinCalls):
+class Parser(ControlFlow, BuiltinCalls):
     def __init__(self, fn, constexprs: dict, block_override=None, grid_override=None, target: Target | None = None):
         self.fn = fn
         self.target = Target.parse(target)        # the hardware limits the front end checks
@@ -78,6 +79,7 @@ class Parser(BuiltinCalls):
         self.name_hint = None
         self.loop_vars: set = set()
         self.unrolled = 1                 # product of the trip counts of the enclosing compile-time loops
+        self.loop_kinds: list = []        # the enclosing loops, innermost last: "runtime", "grid" or "static"
 
     # ------------------------------------------------------------ entry
     def parse(self) -> ir.Kernel:
@@ -93,8 +95,10 @@ class Parser(BuiltinCalls):
             body = body[1:]
         self.block(body)
         if self.launch is None:
-            self.launch = ir.LaunchSpec(self.grid_override or (1, 1, 1), self.block_override or (1, 1, 1))
-            self.launch_given = self.grid_override is not None
+            # no T.device_entry launch: compile() may still build the kernel, but a call must give
+            # kernel[grid, block] (the launch paths raise LaunchError otherwise; there is no default launch)
+            self.launch = ir.LaunchSpec(self.grid_override or (1, 1, 1), self.block_override or (1, 1, 1),
+                                        given=False)
         return ir.Kernel(f.name, self.params, self.body_stack[0], self.launch, self.allocs, self.sizes,
                          self.src.loc(f))
 
@@ -123,6 +127,7 @@ class Parser(BuiltinCalls):
         child.scope = {}
         child.name_hint = None
         child._loop_names = set()
+        child.loop_kinds = []             # a helper's break/continue belong to its own loops
         child.inline_stack = stack + [helper]
         f = child.src.fdef
         a = f.args
@@ -281,8 +286,10 @@ class Parser(BuiltinCalls):
     def stmt_Return(self, node):
         if node.value is not None:
             raise self.error("kernels cannot return a value; write results into a tensor argument", node)
-        if self.runtime_depth or node is not self.src.fdef.body[-1]:
-            raise self.error("'return' is only allowed as the last statement of a kernel", node)
+        if getattr(self, "inline_stack", None):
+            raise self.error("a helper may only return as its last statement", node)
+        if node is not self.src.fdef.body[-1]:
+            self.emit(ir.Return(self.loc(node)))        # an early return: the thread leaves the kernel here
 
     def stmt_Assert(self, node):
         cond = self.eval(node.test)
@@ -485,12 +492,25 @@ class Parser(BuiltinCalls):
                   for n, v in fresh.items()}
         self.scope.update(hidden)
         orelse = self.sub_block(node.orelse)
+        # a branch that ends in break/continue/return never reaches the code after the if: what the other branch
+        # binds is bound on every path that does
+        then_ends, else_ends = terminates(node.body), terminates(node.orelse)
         for n, v in list(self.scope.items()):
-            if (n in hidden and hidden[n] is v) or (n not in fresh and self._fresh(n, v, before)):
+            only_then = n in hidden and hidden[n] is v
+            if only_then and else_ends:
+                self.scope[n] = fresh[n]
+            elif (only_then or (n not in fresh and self._fresh(n, v, before))) and not (then_ends and not only_then):
                 var = v.var if isinstance(v, Unassigned) else v if isinstance(v, ir.Var) else None
                 self.scope[n] = Unassigned(n, var, f"it is assigned only in one branch of the if at line {line}")
         self.leave_runtime(saved, before)
         self.emit(ir.If(self.loc(node), cond, then, orelse))
+
+    def unassign_fresh(self, before: dict, why: str):
+        """After a loop whose body may not run to its end: names it bound afresh may be unbound after it."""
+        for n, v in list(self.scope.items()):
+            if self._fresh(n, v, before):
+                var = v.var if isinstance(v, Unassigned) else v if isinstance(v, ir.Var) else None
+                self.scope[n] = Unassigned(n, var, why)
 
     @staticmethod
     def _fresh(name, value, before) -> bool:
@@ -508,9 +528,6 @@ class Parser(BuiltinCalls):
             out = self.body_stack.pop()
         return out
 
-    def stmt_While(self, node):
-        raise self.error("while loops are not supported; use a for loop over range(...)", node)
-
     def stmt_For(self, node):
         if node.orelse:
             raise self.error("for/else is not supported", node)
@@ -526,12 +543,14 @@ class Parser(BuiltinCalls):
                                  f"use range(...) for a run-time loop", node)
             outer = self.unrolled
             self.unrolled = outer * max(1, len(values))
+            self.loop_kinds.append("static")
             try:
                 for v in values:
                     self.bind_loop_target(node.target, v, node)
                     self.block(node.body)
             finally:
                 self.unrolled = outer
+                self.loop_kinds.pop()
             return
         if not isinstance(it, RuntimeRange):
             raise self.error(f"cannot iterate over {ops.describe(it)}; use range, T.grid or T.unroll", node.iter)
@@ -555,22 +574,21 @@ class Parser(BuiltinCalls):
             self.scope[t.id] = v
         self._loop_names = names | {t.id for t in targets}
         self.body_stack.append([])
+        self.loop_kinds.append("runtime" if len(targets) == 1 else "grid")
         try:
             self.block(node.body)
         finally:
             inner = self.body_stack.pop()
             self._loop_names = names
+            self.loop_kinds.pop()
         loc = self.loc(node)
         for v, (start, stop, step) in reversed(list(zip(loop_vars, it.dims))):
             inner = [ir.For(loc, v, ops.to_expr(start, loc, v.dtype), ops.to_expr(stop, loc, v.dtype),
                             ops.to_expr(step, loc, v.dtype), inner, it.unroll)]
-        if not _runs(it.dims):
-            line = loc.line
-            for n, v in list(self.scope.items()):
-                if self._fresh(n, v, before):
-                    var = v.var if isinstance(v, Unassigned) else v if isinstance(v, ir.Var) else None
-                    self.scope[n] = Unassigned(n, var, f"it is assigned only inside the loop at line {line}, "
-                                                       f"which may run zero times")
+        early = leaves_early(node.body)
+        if not _runs(it.dims) or early:
+            why = "may be left early (break, continue or return)" if _runs(it.dims) else "may run zero times"
+            self.unassign_fresh(before, f"it is assigned only inside the loop at line {loc.line}, which {why}")
         self.leave_runtime(saved, before)
         for t in targets:
             self.scope[t.id] = Poisoned(t.id)

@@ -36,6 +36,10 @@ def _stmt_exprs(s) -> list:
         return [s.start, s.stop, s.step]
     if isinstance(s, ir.If):
         return [s.cond]
+    if isinstance(s, ir.While):
+        return [s.cond]
+    if isinstance(s, ir.Print):
+        return list(s.values)
     if isinstance(s, ir.Trap):
         return [s.cond]
     if isinstance(s, ir.Native):
@@ -51,7 +55,7 @@ def _stmt_exprs(s) -> list:
 
 
 def _stmt_bodies(s) -> list:
-    if isinstance(s, ir.For):
+    if isinstance(s, (ir.For, ir.While)):
         return [s.body]
     if isinstance(s, ir.If):
         return [s.then, s.orelse]

@@ -6,7 +6,12 @@ Control flow is masked lockstep execution:
     constant bounds take a fast path that runs the Python range directly;
   - `Barrier` is a no-op in lockstep, but reaching it with only part of a block active is an error
     (on the GPU that is undefined behaviour / a hang);
-  - `Trap` raises KernelFault for the first active thread whose condition holds.
+  - `Trap` raises KernelFault for the first active thread whose condition holds;
+  - `While` re-evaluates its condition per thread and keeps iterating while any active thread's holds;
+  - `Break`, `Continue` and `Return` mark the thread in `m.exit` (control.py); the statement list it is in stops
+    running it at once, the loop it leaves settles it (continue: back for the next iteration, break: out of the
+    loop), and a returned thread stays out of every enclosing list until the kernel ends;
+  - `Print` writes each active thread's text, in flat thread order, prefixed with its block and thread.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from .depth import headroom, max_expr_depth
 from .exprs import ExprCompiler, is_const
 from .machine import InterpreterError, Machine, mem_np, sub, val_np
 from .operands import native_error
+from . import control
 
 
 class Program:
@@ -29,6 +35,7 @@ class Program:
         self.cx = ExprCompiler()
         # the closures of a deep expression recurse once per level, when compiled and when run (depth.py)
         self.depth = max_expr_depth(kernel.body)
+        self.exits = control.has_exits(kernel.body)     # only then do threads leave statement lists early
         with headroom(self.depth):
             self.body = self.block(kernel.body)
 
@@ -36,26 +43,34 @@ class Program:
     def block(self, stmts):
         fs = [self.stmt(s) for s in stmts]
         locs = [s.loc for s in stmts]
+        leaves = [control.leaves(s) for s in stmts]
+        if any(leaves):
+            return self._leaving_block(fs, locs, leaves)
 
         def run(m, idx):
             i = 0
             try:
                 for i, f in enumerate(fs):
                     f(m, idx)
-            except InterpreterError as e:
-                loc = locs[i]
-                if loc is not None and not getattr(e, "located", False) and not str(e).startswith(str(loc)):
-                    e = InterpreterError(f"{loc}: {e}")
-                e.located = True
-                raise e from None
-            except TiledslError:
-                raise
             except Exception as e:
-                loc = locs[i]
-                pre = f"{loc}: " if loc is not None else ""
-                err = InterpreterError(f"{pre}interpreter error ({type(e).__name__}: {e})")
-                err.located = True
-                raise err from e
+                _relocate(e, locs[i])
+        return run
+
+    @staticmethod
+    def _leaving_block(fs, locs, leaves):
+        """A statement list some threads may leave part-way (break, continue, return): after each statement that
+        can do so, the threads it marked drop out of the rest of the list."""
+        def run(m, idx):
+            i = 0
+            try:
+                for i, f in enumerate(fs):
+                    f(m, idx)
+                    if leaves[i]:
+                        idx = control.still_running(m, idx)
+                        if idx is not None and len(idx) == 0:
+                            return
+            except Exception as e:
+                _relocate(e, locs[i])
         return run
 
     def stmt(self, s):
@@ -103,6 +118,9 @@ class Program:
         f0, f1, fs = self.cx.expr(s.start), self.cx.expr(s.stop), self.cx.expr(s.step)
         body = self.block(s.body)
         static = is_const(f1) and is_const(fs) and int(fs.const) > 0
+        settles = control.loop_exits(s.body)          # a break/continue/return leaves this loop's body early
+        if settles:
+            static = False                            # the active set shrinks: the general loop handles it
 
         def general(m, idx, arr):
             active = idx
@@ -117,6 +135,10 @@ class Program:
                     if len(active) == 0:
                         return
                 body(m, active)
+                if settles:
+                    active = control.settle(m, active)
+                    if active is not None and len(active) == 0:
+                        return
                 st = fs(m, active)
                 if active is None:
                     arr += st
@@ -175,6 +197,43 @@ class Program:
                 orelse(m, sub(idx, ~c))
         return f
 
+    def s_While(self, s: ir.While):
+        cf = self.cx.expr(s.cond)
+        body = self.block(s.body)
+        settles = control.loop_exits(s.body)
+
+        def f(m, idx):
+            active = idx
+            while True:
+                c = cf(m, active)
+                if np.ndim(c) == 0:
+                    if not c:
+                        return
+                else:
+                    c = np.asarray(c, bool)
+                    if not c.all():
+                        active = sub(active, c)
+                        if len(active) == 0:
+                            return
+                body(m, active)
+                if settles:
+                    active = control.settle(m, active)
+                    if active is not None and len(active) == 0:
+                        return
+        return f
+
+    def s_Break(self, s: ir.Break):
+        return control.mark(control.BREAK)
+
+    def s_Continue(self, s: ir.Continue):
+        return control.mark(control.CONTINUE)
+
+    def s_Return(self, s: ir.Return):
+        return control.mark(control.RETURN)
+
+    def s_Print(self, s: ir.Print):
+        return control.printer(s, self.cx)
+
     def s_Barrier(self, s: ir.Barrier):
         loc = s.loc
 
@@ -221,6 +280,24 @@ class Program:
             for b0 in range(0, nblocks, per):
                 nb = min(per, nblocks - b0)
                 m = Machine(self, grid, block, b0, nb, globals_)
+                if self.exits:
+                    m.exit = np.zeros(m.N, np.int8)      # per thread: running, or how it left (control.py)
                 for var, value in scalars.items():
                     m.vars[var] = np.full(m.N, value, val_np(var.dtype))
                 self.body(m, None)
+
+
+def _relocate(e: Exception, loc):
+    """Re-raise an error from a statement at `loc`: interpreter errors gain the location once, tiledsl errors pass
+    unchanged, anything else is an interpreter error at that line."""
+    if isinstance(e, InterpreterError):
+        if loc is not None and not getattr(e, "located", False) and not str(e).startswith(str(loc)):
+            e = InterpreterError(f"{loc}: {e}")
+        e.located = True
+        raise e from None
+    if isinstance(e, TiledslError):
+        raise e
+    pre = f"{loc}: " if loc is not None else ""
+    err = InterpreterError(f"{pre}interpreter error ({type(e).__name__}: {e})")
+    err.located = True
+    raise err from e

@@ -131,6 +131,35 @@ class If(Stmt):
 
 
 @dataclass(eq=False)
+class While(Stmt):
+    """`while cond:`: `cond` is evaluated before every iteration, per thread."""
+    cond: Expr
+    body: list
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    """Leave the innermost enclosing run-time loop (For or While)."""
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    """Skip to the next iteration of the innermost enclosing run-time loop (a For still adds its step)."""
+
+
+@dataclass(eq=False)
+class Return(Stmt):
+    """The thread leaves the kernel (a bare `return` before the end of the body)."""
+
+
+@dataclass(eq=False)
+class Print(Stmt):
+    """`T.device_print(fmt, *values)`: printf through vprintf; `fmt` was checked against the values' types."""
+    fmt: str
+    values: list                 # of Expr
+
+
+@dataclass(eq=False)
 class Apply(Stmt):
     """`T.cuda.tile.apply(T.ptx[opcode], *operands, scope=..., **params)` as written."""
     opcode: str
@@ -200,6 +229,7 @@ class LaunchSpec:
     block: tuple[int, int, int]
     max_registers: int | None = None       # PTX .maxnreg
     min_blocks_per_sm: int | None = None   # PTX .minnctapersm
+    given: bool = True           # False: no T.device_entry launch and no override (a launch must say kernel[g, b])
 
 
 @dataclass
@@ -360,7 +390,7 @@ def walk_stmts(body):
     """Every statement, depth first."""
     for s in body:
         yield s
-        if isinstance(s, For):
+        if isinstance(s, (For, While)):
             yield from walk_stmts(s.body)
         elif isinstance(s, If):
             yield from walk_stmts(s.then)

@@ -97,6 +97,14 @@ def _stmts(body, out, ind):
             if s.orelse:
                 out.append(f"{ind}else:")
                 _stmts(s.orelse, out, ind + "  ")
+        elif isinstance(s, ir.While):
+            out.append(f"{ind}while {expr_str(s.cond)}:")
+            _stmts(s.body, out, ind + "  ")
+        elif isinstance(s, (ir.Break, ir.Continue, ir.Return)):
+            out.append(f"{ind}{type(s).__name__.lower()}")
+        elif isinstance(s, ir.Print):
+            vals = "".join(f", {expr_str(v)}" for v in s.values)
+            out.append(f"{ind}device_print({s.fmt!r}{vals})")
         elif isinstance(s, ir.Apply):
             ops = [o.describe() if hasattr(o, "describe") else expr_str(o) for o in s.operands]
             params = "".join(f", {k}={expr_str(v[0]) if isinstance(v[0], ir.Expr) else v[0]!r}"

@@ -135,6 +135,14 @@ min = Builtin("min", "T.min(a, b): the smaller value (integers, floats).")  # no
 max = Builtin("max", "T.max(a, b): the larger value (integers, floats).")  # noqa: A001
 cast = Builtin("cast", "T.cast(x, dtype): convert a value; floats round to nearest even, float -> int truncates and "
                        "saturates (NaN -> 0), like PTX cvt.")
+device_print = Builtin("device_print", 'T.device_print(fmt, *values): printf from the device, e.g. '
+                       'T.device_print("i=%d x=%f\\n", i, x). `fmt` is a literal string; its C conversions (%d %i '
+                       '%u %x %X %o %c for integers, %ld/%lld for 64-bit ones, %f %e %g for floats, %% for a '
+                       'percent sign) are checked against the values at compile time. On the GPU it calls vprintf '
+                       '(floats are passed as double, narrower ints as 32-bit) and the order of lines from '
+                       'different threads is unspecified; the interpreter prints in flat thread order (block by '
+                       'block, then linear thread id), each thread\'s text prefixed with "(block x,y,z thread '
+                       'x,y,z) ".')
 static_assert = Builtin("static_assert", "T.static_assert(cond, msg=''): a CompilationError at this line when the "
                                          "compile-time condition is false.")
 

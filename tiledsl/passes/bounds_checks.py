@@ -40,6 +40,11 @@ def _body(stmts, numel, sites):
             accesses.append((s.storage, s.offset, s.dtype, 1))
         elif isinstance(s, ir.If):
             _loads(s.cond, accesses)
+        elif isinstance(s, ir.Print):
+            for v in s.values:
+                _loads(v, accesses)
+        elif isinstance(s, ir.While):
+            _loads(s.cond, accesses)
         elif isinstance(s, ir.For):
             for e in (s.start, s.stop, s.step):
                 _loads(e, accesses)
@@ -64,6 +69,11 @@ def _body(stmts, numel, sites):
             s = ir.For(s.loc, s.var, s.start, s.stop, s.step, _body(s.body, numel, sites), s.unroll)
         elif isinstance(s, ir.If):
             s = ir.If(s.loc, s.cond, _body(s.then, numel, sites), _body(s.orelse, numel, sites))
+        elif isinstance(s, ir.While):
+            # the condition is read again after every iteration: the same check ends the body (an iteration
+            # left by `continue` skips it, like For's stop, which is checked before the loop only)
+            again = [ir.Trap(t.loc, t.cond, t.code) for t in out[-1:] if cond is not None]
+            s = ir.While(s.loc, s.cond, _body(s.body, numel, sites) + again)
         out.append(s)
     return out
 

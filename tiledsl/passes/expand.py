@@ -25,6 +25,8 @@ def _expand(body, block, target):
             out.append(ir.For(s.loc, s.var, s.start, s.stop, s.step, _expand(s.body, block, target), s.unroll))
         elif isinstance(s, ir.If):
             out.append(ir.If(s.loc, s.cond, _expand(s.then, block, target), _expand(s.orelse, block, target)))
+        elif isinstance(s, ir.While):
+            out.append(ir.While(s.loc, s.cond, _expand(s.body, block, target)))
         else:
             out.append(s)
     return out

@@ -69,6 +69,10 @@ class _Widener:
             return ir.For(s.loc, s.var, e(s.start), e(s.stop), e(s.step), self.stmts(s.body), s.unroll)
         if isinstance(s, ir.If):
             return ir.If(s.loc, e(s.cond), self.stmts(s.then), self.stmts(s.orelse))
+        if isinstance(s, ir.While):
+            return ir.While(s.loc, e(s.cond), self.stmts(s.body))
+        if isinstance(s, ir.Print):
+            return ir.Print(s.loc, s.fmt, [e(v) for v in s.values])
         if isinstance(s, ir.Trap):
             return ir.Trap(s.loc, e(s.cond), s.code)
         if isinstance(s, ir.Native):

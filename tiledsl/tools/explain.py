@@ -76,6 +76,8 @@ def _groups(body):
                 step = "" if isinstance(s.step, ir.Const) and s.step.value == 1 else f", {expr_str(s.step)}"
                 walk(s.body, context + (f"for {s.var.name} in range({expr_str(s.start)}, {expr_str(s.stop)}"
                                         f"{step}){_at(s.loc)}: issued on every iteration",))
+            elif isinstance(s, ir.While):
+                walk(s.body, context + (f"while {expr_str(s.cond)}{_at(s.loc)}: issued on every iteration",))
             elif isinstance(s, ir.If):
                 walk(s.then, context + (f"if {expr_str(s.cond)}{_at(s.loc)}",))
                 walk(s.orelse, context + (f"else branch of if {expr_str(s.cond)}{_at(s.loc)}",))

@@ -29,6 +29,7 @@ class Codegen:
         self.vars = {}
         self.storage = {}
         self.intrinsics = {}
+        self.loops = []                  # (continue target, break target) of the enclosing loops, innermost last
 
     # ------------------------------------------------------------ module
     def run(self) -> str:
@@ -156,6 +157,8 @@ class Codegen:
         self.store_var(s.var, start)
         head = self.fn.append_basic_block("for.head")
         body = self.fn.append_basic_block("for.body")
+        # a `continue` jumps to the step; the block exists only when one does, so other loops stay as they were
+        step = self.fn.append_basic_block("for.step") if _exits(s.body, ir.Continue) else None
         done = self.fn.append_basic_block("for.done")
         b.branch(head)
         b.position_at_end(head)
@@ -164,11 +167,58 @@ class Codegen:
         cmp = b.icmp_signed("<", i, stop) if s.var.dtype.is_signed else b.icmp_unsigned("<", i, stop)
         b.cbranch(cmp, body, done)
         b.position_at_end(body)
-        self.stmts(s.body)
+        self.loops.append((step, done))
+        try:
+            self.stmts(s.body)
+        finally:
+            self.loops.pop()
+        if step is not None:
+            b.branch(step)
+            b.position_at_end(step)
         i = self.load_var(s.var)
         b.store(b.add(i, self.expr(s.step)), self.var_slot(s.var))
         b.branch(head)
         b.position_at_end(done)
+
+    def s_While(self, s: ir.While):
+        b = self.b
+        head = self.fn.append_basic_block("while.head")
+        body = self.fn.append_basic_block("while.body")
+        done = self.fn.append_basic_block("while.done")
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(self.expr(s.cond), body, done)
+        b.position_at_end(body)
+        self.loops.append((head, done))
+        try:
+            self.stmts(s.body)
+        finally:
+            self.loops.pop()
+        b.branch(head)
+        b.position_at_end(done)
+
+    def _jump(self, target, what):
+        self.b.branch(target)
+        # what follows in the same list is unreachable; it goes into a block LLVM deletes
+        self.b.position_at_end(self.fn.append_basic_block(f"after.{what}"))
+
+    def s_Break(self, s: ir.Break):
+        if not self.loops:
+            raise CompilationError("'break' outside a loop", s.loc)
+        self._jump(self.loops[-1][1], "break")
+
+    def s_Continue(self, s: ir.Continue):
+        if not self.loops or self.loops[-1][0] is None:
+            raise CompilationError("'continue' outside a loop", s.loc)
+        self._jump(self.loops[-1][0], "continue")
+
+    def s_Return(self, s: ir.Return):
+        self.b.ret_void()
+        self.b.position_at_end(self.fn.append_basic_block("after.return"))
+
+    def s_Print(self, s: ir.Print):
+        from .printf import emit_print
+        emit_print(self, s)
 
     def s_If(self, s: ir.If):
         cond = self.expr(s.cond)
@@ -311,6 +361,16 @@ class Codegen:
     def e_Binary(self, e: ir.Binary):
         from .arith import binary
         return binary(self, e, self.expr(e.a), self.expr(e.b))
+
+
+def _exits(body, kind) -> bool:
+    """Does `body` hold a `kind` statement (Break/Continue) that leaves THIS loop (not one nested in it)?"""
+    for s in body:
+        if isinstance(s, kind):
+            return True
+        if isinstance(s, ir.If) and (_exits(s.then, kind) or _exits(s.orelse, kind)):
+            return True
+    return False
 
 
 def _aligned(n: int, a: int = 128) -> int:
