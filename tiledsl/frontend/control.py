@@ -132,7 +132,7 @@ class ControlFlow:
         values = []
         for c, vn in zip(convs, vnodes):
             v = self.eval(vn)
-            if isinstance(v, bool) or not (ops.is_number(v) or isinstance(v, ir.Expr)):
+            if not (ops.is_number(v) or isinstance(v, ir.Expr)):
                 raise self.error(f"T.device_print prints scalar numbers, not {ops.describe(v)}", vn)
             e = ops.to_expr(v, self.loc(vn))
             problem = printf.mismatch(c, e.dtype)

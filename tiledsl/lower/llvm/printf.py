@@ -32,6 +32,7 @@ def emit_print(cg, s) -> None:
     sty = ll.LiteralStructType([lltype(promoted(v.dtype)) for v in s.values])   # natural alignment, as C packs
     buf = cg.entry_builder.alloca(sty, name="printf.args")
     buf.align = 8
+    buf.type = ll.PointerType()                     # opaque, as codegen's other pointers (stmts.base_ptr)
     for k, v in enumerate(vals):
         b.store(v, b.gep(buf, [I32(0), I32(k)], inbounds=True, source_etype=sty))
     b.call(vprintf, [fmt, buf])
