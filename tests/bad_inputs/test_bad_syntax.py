@@ -9,10 +9,6 @@ FOUR = (4,)
 LIMIT = 3
 
 
-def k_while(A: T.Tensor((4,), "float32")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
-    while A[0] < 1.0:
-        A[0] = A[0] + 1.0
 
 
 def k_try(A: T.Tensor((4,), "float32")):
@@ -126,17 +122,8 @@ def k_fstring(A: T.Tensor((4,), "float32")):
     A[0] = 1.0
 
 
-def k_break(A: T.Tensor((4,), "float32"), n: T.int32):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
-    for i in range(n):
-        if A[i] > 0.0:
-            break
 
 
-def k_continue(A: T.Tensor((4,), "float32"), n: T.int32):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
-    for i in range(n):
-        continue
 
 
 async def k_async(A: T.Tensor((4,), "float32")):
@@ -197,11 +184,6 @@ def k_return_value(A: T.Tensor((4,), "float32")):
     return A[0]
 
 
-def k_return_in_loop(A: T.Tensor((4,), "float32"), n: T.int32):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
-    for i in range(n):
-        return
-    A[0] = 1.0
 
 
 def k_chained_assign(A: T.Tensor((4,), "float32")):
@@ -248,7 +230,6 @@ def k_syntax_error_in_decorated_source(A: T.Tensor((4,), "float32")):
 
 C = Case
 CASES = [
-    C("while", k_while, "while A[0]", ("while loops are not supported",)),
     C("try", k_try, "try:", ("try/except is not supported",)),
     C("with", k_with, "with T.cuda", ("'with' is not supported",)),
     C("lambda", k_lambda, "lambda v", ("lambda is not supported",)),
@@ -266,8 +247,6 @@ CASES = [
     C("generator_expression", k_genexp, "for i in range(2)", ("generator expression is not supported",)),
     C("dict_comprehension", k_dictcomp, "d = {", ("dict comprehension is not supported",)),
     C("f_string", k_fstring, "name = f", ("f-string is not supported",)),
-    C("break", k_break, "break", ("'break' is not supported",)),
-    C("continue", k_continue, "continue", ("'continue' is not supported",)),
     C("async_def", k_async, "async def", ("async kernels are not supported",)),
     C("raise", k_raise, "raise ValueError", ("'raise' is not supported",)),
     C("import", k_import, "import math", ("'import' is not supported",)),
@@ -278,7 +257,6 @@ CASES = [
     C("set_literal", k_set_literal, "s = {1, 2}", ("a set is not supported",)),
     C("for_else", k_for_else, "for i in range(n)", ("for/else is not supported",)),
     C("return_value", k_return_value, "return A[0]", ("cannot return a value",)),
-    C("return_in_loop", k_return_in_loop, "return", ("only allowed as the last statement",)),
     C("chained_assignment", k_chained_assign, "x = y = 1.0", ("chained assignment",)),
     C("attribute_assignment", k_attr_assign, "A.data", ("assigning to an attribute is not supported",)),
     C("in_operator", k_in_operator, "if 1 in FOUR", ("'in' is not supported",)),
