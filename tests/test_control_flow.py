@@ -122,3 +122,31 @@ def test_debug_checks_a_while_condition_on_every_iteration():
     a = np.ones(8, np.int32)
     with pytest.raises(tiledsl.KernelFault, match="out-of-bounds"):
         tiledsl.jit(k, interpret=True, debug=True)(a, np.zeros(1, np.int32))
+
+
+def test_continue_in_while_and_break_in_a_runtime_loop_inside_unroll():
+    def k(A: T.Tensor((64,), "int32"), Out: T.Tensor((64, 2), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        t = T.cuda.thread_id()
+        i = 0
+        odd = 0
+        while i < t:
+            i += 1
+            if i % 2 == 0:
+                continue
+            odd += 1
+        Out[t, 0] = odd
+        hits = 0
+        for u in T.unroll(3):
+            for j in range(64):
+                if A[j] == t + u:
+                    break
+                hits += 1
+        Out[t, 1] = hits
+    a = np.random.default_rng(5).permutation(64).astype(np.int32)
+    out = np.zeros((64, 2), np.int32)
+    tiledsl.jit(k, interpret=True)(a, out)
+    pos = {int(v): p for p, v in enumerate(a)}
+    want = [[(t + 1) // 2, sum(pos.get(t + u, 64) for u in range(3))] for t in range(64)]
+    assert out.tolist() == want
+    assert ptxas(tiledsl.jit(k).compile(a, out, target="sm_90").asm["ptx"], "sm_90").returncode == 0
