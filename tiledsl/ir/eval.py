@@ -60,22 +60,31 @@ def apply(op: str, a: int | None, b: int | None) -> int | None:
 PINS = (0, 3)
 
 
-def evaluate_pinned(e, pin: int) -> int | None:
+def evaluate_pinned(e, pin: int, memo: dict | None = None) -> int | None:
     """`e` (an IR expression or int) with every run-time value (variables without a single definition, special
-    registers, loads) replaced by `pin`; None when some part is not an integer operation."""
+    registers, loads) replaced by `pin`; None when some part is not an integer operation. `memo` (id -> value)
+    shares the work between expressions that share parts (the words of one access share their base)."""
     if isinstance(e, int):
         return e
+    if memo is None:
+        memo = {}
+    k = id(e)
+    if k in memo:
+        return memo[k]
     if isinstance(e, ir.Const):
-        return int(e.value)
-    if isinstance(e, ir.Var) and getattr(e, "defn", None) is not None:
-        return evaluate_pinned(e.defn, pin)      # a variable assigned once: its defining expression
-    if isinstance(e, (ir.Var, ir.Special, ir.Load)):
-        return pin
-    if isinstance(e, ir.Cast):
-        return evaluate_pinned(e.a, pin)
-    if isinstance(e, ir.Binary):
-        return apply(e.op, evaluate_pinned(e.a, pin), evaluate_pinned(e.b, pin))
-    return None
+        v = int(e.value)
+    elif isinstance(e, ir.Var) and getattr(e, "defn", None) is not None:
+        v = evaluate_pinned(e.defn, pin, memo)      # a variable assigned once: its defining expression
+    elif isinstance(e, (ir.Var, ir.Special, ir.Load)):
+        v = pin
+    elif isinstance(e, ir.Cast):
+        v = evaluate_pinned(e.a, pin, memo)
+    elif isinstance(e, ir.Binary):
+        v = apply(e.op, evaluate_pinned(e.a, pin, memo), evaluate_pinned(e.b, pin, memo))
+    else:
+        v = None
+    memo[k] = v
+    return v
 
 
 def located(view, coords) -> list:
@@ -88,7 +97,8 @@ def static_offsets(offsets, pins=PINS):
     cannot be evaluated. Raises ValueError when the offsets' differences change with the run-time values."""
     base = None
     for pin in pins:
-        offs = [evaluate_pinned(off, pin) for off in offsets]
+        memo = {}
+        offs = [evaluate_pinned(off, pin, memo) for off in offsets]
         if None in offs:
             return None
         rel = [o - offs[0] for o in offs]

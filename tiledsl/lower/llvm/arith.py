@@ -56,7 +56,21 @@ def binary(cg, e, a, c):
         if not signed:
             return b.udiv(a, c) if op == "floordiv" else b.urem(a, c)
         zero = ll.Constant(a.type, 0)
+        k = None
+        if isinstance(c, ll.Constant) and isinstance(c.constant, int):
+            bits = c.type.width               # constants are built as unsigned bit patterns: read them signed
+            k = c.constant - ((c.constant >> (bits - 1)) & 1) * (1 << bits)
+        if k is not None and k > 0 and k & (k - 1) == 0:
+            # by a positive power of two, Python's floor division is an arithmetic shift and its modulo a mask
+            return b.ashr(a, ll.Constant(a.type, k.bit_length() - 1)) if op == "floordiv" else \
+                b.and_(a, ll.Constant(a.type, k - 1))
         q, r = b.sdiv(a, c), b.srem(a, c)
+        if k is not None and k > 0:
+            # a positive divisor: step down exactly when the remainder is negative
+            neg = b.icmp_signed("<", r, zero)
+            if op == "floordiv":
+                return b.sub(q, b.zext(neg, a.type))
+            return b.add(r, b.select(neg, c, zero))
         # Python floors: when the remainder is non-zero and its sign differs from the divisor's, step down.
         adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
                                                                     b.icmp_signed("<", c, zero)))

@@ -14,6 +14,7 @@ from ...core.errors import CompilationError
 from ...core.target import Target
 from ...ir.printer import native_str
 from .asm import emit_native
+from .cse import ValueTable
 from .types import DATALAYOUT, GLOBAL, I1, I8, I16, I32, I64, SHARED, lltype, memtype, memtype_bytes
 
 
@@ -30,6 +31,8 @@ class Codegen:
         self.storage = {}
         self.intrinsics = {}
         self.loops = []                  # (continue target, break target) of the enclosing loops, innermost last
+        self.values = ValueTable()
+        self.slot_ptrs = {}
 
     # ------------------------------------------------------------ module
     def run(self) -> str:
@@ -129,6 +132,7 @@ class Codegen:
 
     def store_var(self, v, value, builder=None):
         (builder or self.b).store(value, self.var_slot(v, value.type))
+        self.values.assigned(v)
 
     # ------------------------------------------------------------ statements
     def stmts(self, body):
@@ -155,6 +159,7 @@ class Codegen:
         b = self.b
         start = self.expr(s.start)
         self.store_var(s.var, start)
+        self.values.entering_loop(s.var, s.body)
         head = self.fn.append_basic_block("for.head")
         body = self.fn.append_basic_block("for.body")
         # a `continue` jumps to the step; the block exists only when one does, so other loops stay as they were
@@ -169,33 +174,39 @@ class Codegen:
         b.position_at_end(body)
         self.loops.append((step, done))
         try:
-            self.stmts(s.body)
+            with self.values.region():
+                self.stmts(s.body)
         finally:
             self.loops.pop()
         if step is not None:
             b.branch(step)
             b.position_at_end(step)
-        i = self.load_var(s.var)
-        b.store(b.add(i, self.expr(s.step)), self.var_slot(s.var))
-        b.branch(head)
+        with self.values.region():      # the step block: reached from every `continue`, not only the body's end
+            i = self.load_var(s.var)
+            b.store(b.add(i, self.expr(s.step)), self.var_slot(s.var))
+            b.branch(head)
         b.position_at_end(done)
+        self.values.entering_loop(s.var, s.body)      # what the loop assigned differs from its header's view
 
     def s_While(self, s: ir.While):
         b = self.b
         head = self.fn.append_basic_block("while.head")
         body = self.fn.append_basic_block("while.body")
         done = self.fn.append_basic_block("while.done")
+        self.values.entering_loop(None, s.body)
         b.branch(head)
         b.position_at_end(head)
         b.cbranch(self.expr(s.cond), body, done)
         b.position_at_end(body)
         self.loops.append((head, done))
         try:
-            self.stmts(s.body)
+            with self.values.region():
+                self.stmts(s.body)
         finally:
             self.loops.pop()
         b.branch(head)
         b.position_at_end(done)
+        self.values.entering_loop(None, s.body)
 
     def _jump(self, target, what):
         self.b.branch(target)
@@ -223,9 +234,9 @@ class Codegen:
     def s_If(self, s: ir.If):
         cond = self.expr(s.cond)
         with self.b.if_else(cond) as (then, orelse):
-            with then:
+            with then, self.values.region():
                 self.stmts(s.then)
-            with orelse:
+            with orelse, self.values.region():
                 self.stmts(s.orelse)
 
     def s_Barrier(self, s):
@@ -235,7 +246,7 @@ class Codegen:
 
     def s_Trap(self, s: ir.Trap):
         cond = self.expr(s.cond)
-        with self.b.if_then(cond, likely=False):
+        with self.b.if_then(cond, likely=False), self.values.region():
             if not self.debug_buffer:
                 self.b.asm(ll.FunctionType(ll.VoidType(), []), "trap;", "~{memory}", [], True)
                 return
@@ -267,17 +278,34 @@ class Codegen:
     def elem_ptr(self, st: ir.Storage, d: dt.DType, offset):
         base = self.base_ptr(st)
         off = self.index(offset)
+        if isinstance(off, ll.Constant) and st.scope == "local":
+            # a register slot: one pointer per slot, in the entry block (it dominates every use)
+            key = (id(st), d.name, off.constant)
+            ptr = self.slot_ptrs.get(key)
+            if ptr is None:
+                ptr = self.slot_ptrs[key] = self.entry_builder.gep(base, [off], source_etype=memtype(d))
+            return ptr
         return self.b.gep(base, [off], source_etype=memtype(d))
 
     def index(self, offset):
         v = self.expr(ir.as_expr(offset))
         if v.type.width < 64:
+            if isinstance(v, ll.Constant) and isinstance(v.constant, int):
+                bits = v.type.width
+                return ll.Constant(I64, v.constant - ((v.constant >> (bits - 1)) & 1) * (1 << bits))
             v = self.b.sext(v, I64)
         return v
 
     # ------------------------------------------------------------ expressions
     def expr(self, e):
-        return getattr(self, "e_" + type(e).__name__)(e)
+        key = self.values.key(e)
+        if key is None:
+            return getattr(self, "e_" + type(e).__name__)(e)
+        v = self.values.get(key)
+        if v is None:
+            v = getattr(self, "e_" + type(e).__name__)(e)
+            self.values.put(key, v)
+        return v
 
     def e_Const(self, e: ir.Const):
         t = lltype(e.dtype)
