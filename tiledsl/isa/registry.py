@@ -10,6 +10,7 @@ from ..core.errors import CompilationError
 from ..core.target import Target
 from ..ir import nodes as ir
 from .family import Family, Refusal
+from .atomic import FAMILY as atomic
 from .bulk import FAMILY as bulk
 from .cp_async import FAMILY as cp_async
 from .ldmatrix import FAMILY as ldmatrix
@@ -18,7 +19,7 @@ from .mma import FAMILY as mma
 from .policy import FAMILY as policy
 from .register import FAMILY as register
 
-FAMILIES: list[Family] = [mma, ldmatrix, bulk, cp_async, memory, policy, register]
+FAMILIES: list[Family] = [mma, ldmatrix, bulk, cp_async, memory, policy, register, atomic]
 
 
 def lookup(opcode: str, loc=None, target: Target | None = None) -> tuple:
