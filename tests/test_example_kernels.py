@@ -8,6 +8,7 @@ from helpers import ptxas
 import reduce as reduce_ex
 import softmax as softmax_ex
 import layernorm as layernorm_ex
+import histogram as histogram_ex
 
 
 def test_softmax_on_the_interpreter():
@@ -63,6 +64,20 @@ def test_reduce_passes_ptxas():
             assert ptxas(ck.asm["ptx"], "sm_90").returncode == 0
 
 
+@pytest.mark.parametrize("n, bins", [(1, 1), (700, 7), (histogram_ex.CHUNK * 3 + 5, 256), (5000, 512)])
+def test_histogram_on_the_interpreter(n, bins):
+    x = np.random.default_rng(n).integers(-2, bins + 2, n).astype(np.int32)
+    h = histogram_ex.histogram(x, bins)
+    assert (h == np.bincount(x[(x >= 0) & (x < bins)], minlength=bins)).all()
+
+
+def test_histogram_passes_ptxas():
+    ck = histogram_ex.make_histogram(256).compile(np.zeros(1 << 20, np.int32), np.zeros(256, np.uint32),
+                                                  target="sm_90")
+    assert ptxas(ck.asm["ptx"], "sm_90").returncode == 0
+    assert "red.shared.add.u32" in ck.asm["ptx"] and "red.global.add.u32" in ck.asm["ptx"]
+
+
 @pytest.mark.gpu
 def test_examples_on_the_gpu_against_torch():
     torch = pytest.importorskip("torch")
@@ -80,3 +95,6 @@ def test_examples_on_the_gpu_against_torch():
         v = torch.randn(n, device="cuda")
         assert abs(reduce_ex.reduce(v, "add").double().item() - v.double().sum().item()) < 1e-5 * v.abs().sum().item() + 1e-6
         assert reduce_ex.reduce(v, "max").item() == v.max().item()
+    for n in (1, 4099, 1 << 22):
+        v = torch.randint(0, 256, (n,), device="cuda", dtype=torch.int32)
+        assert torch.equal(histogram_ex.histogram(v, 256).long(), torch.bincount(v, minlength=256))
