@@ -428,7 +428,7 @@ def k_cp_async_float_src_size(A: T.Tensor((32, 4), "uint32"), x: T.float32):
 def k_no_pattern():
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
     r = T.alloc_local((4, 1), "float32")
-    T.cuda.tile.apply(T.ptx["tanh.approx.f32"], r, r)  # ILLEGAL
+    T.cuda.tile.apply(T.ptx["copysign.f32"], r, r, r)  # ILLEGAL
 
 
 # ------------------------------------------------------------------ the table: (kernel, words, target)
@@ -490,7 +490,7 @@ CASES = [
     (k_cp_async_repeats_disagree, ("operand src", "repeat shape")),
     (k_cp_async_wait_negative, ("operand N", "non-negative")),
     (k_cp_async_float_src_size, ("src_size", "integer")),
-    (k_no_pattern, ("no explicit tile pattern for tanh.approx.f32",)),
+    (k_no_pattern, ("no explicit tile pattern for copysign.f32",)),
 ]
 TARGETS = {k_fma_f32x2_on_sm90: "sm_90", k_ldmatrix_shared_cta_on_sm75: "sm_75"}
 

@@ -31,7 +31,7 @@ def test_limits_per_sm():
     assert Target(80).shared_per_block == 166912 and Target(86).shared_per_block == 101376
     assert Target(90).shared_per_block == Target(90, True).shared_per_block == 232448
     assert Target(100).shared_per_block == 232448            # newer SMs: the newest known value at or below
-    assert Target(80).ptx_version == 80 and Target(100).ptx_version == 86
+    assert Target(80).ptx_version == 80 and Target(100).ptx_version == 88
     assert Target().static_shared_limit == 48 * 1024 and Target().max_block == (1024, 1024, 64)
 
 

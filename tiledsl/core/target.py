@@ -14,7 +14,7 @@ from .errors import CompilationError
 DEFAULT_SM = 90          # the target of kernel.compile() and of the interpreter when nothing names one
 
 # PTX ISA version per SM: pinned so that the installed driver accepts the module (newer SMs need newer ISAs)
-PTX_VERSION = {70: 70, 75: 70, 80: 80, 86: 80, 89: 80, 90: 80, 100: 86, 120: 87}
+PTX_VERSION = {70: 70, 75: 70, 80: 80, 86: 80, 89: 80, 90: 80, 100: 88, 120: 88}
 # the SMs a user may name (a device reporting another capability is still taken as it is)
 KNOWN_SM = frozenset({70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121})
 # shared memory a block may use (bytes), per SM version

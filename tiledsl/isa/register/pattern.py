@@ -1,4 +1,5 @@
-"""The register family: mov add sub mul fma min max neg abs cvt (and div sqrt rcp ex2 lg2), thread instructions.
+"""The register family: mov add sub mul fma min max neg abs cvt, div, and the fast-math set (ex2 lg2 rcp rsqrt sqrt
+sin cos tanh .approx), thread instructions.
 
 Operands read as (*group, *repeat, count) where count is the slot's PTX register-group count (1 for a scalar
 register). Scalar expressions may fill read slots of count 1 and broadcast over repeats. `pred` and
@@ -6,7 +7,7 @@ register). Scalar expressions may fill read slots of count 1 and broadcast over 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...core import dtypes as dt
 from ...ir import nodes as ir
@@ -28,16 +29,19 @@ FLOATS = {"f16", "bf16", "f32", "f64"}
 HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Qualifiers are written in PTX's order; at most one of each exclusive set.
 ORDER = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "approx", "full", "hi", "lo", "wide",
-         "ftz", "sat", "relu", "NaN", "satfinite")
+         "ftz", "sat", "relu", "NaN", "abs", "satfinite")
 EXCLUSIVE = (RND | IRND | {"approx", "full"}, {"hi", "lo", "wide"}, {"sat", "relu"})
 
-# op -> (operand names, {type: (allowed qualifiers, required-one-of or None)})
+# op -> (operand names, {type: (allowed qualifiers, required)}): `required` is None, a set (one of it must be
+# written) or a tuple of such sets (each must be met: ex2.approx.ftz.bf16 needs both .approx and .ftz).
 _F32 = RND | {"ftz", "sat"}
 ARITH2 = {
     "f32": (_F32, None), "f64": (RND, None), "f16": ({"rn", "ftz", "sat"}, None),
     "f16x2": ({"rn", "ftz", "sat"}, None), "bf16": ({"rn"}, None), "bf16x2": ({"rn"}, None),
     "f32x2": (RND | {"ftz"}, None),
 }
+_APPROX, _APPROX_FTZ = {"approx"}, {"approx", "ftz"}
+FASTMATH = {"ex2", "lg2", "rcp", "rsqrt", "sqrt", "sin", "cos", "tanh"}   # the ops with an .approx form
 _INT_ADD = {"s32": ({"sat"}, None), **{t: (set(), None) for t in INTS - {"s32"}}}
 TABLE = {
     "add": (("dst", "a", "b"), {**ARITH2, **_INT_ADD}),
@@ -48,7 +52,8 @@ TABLE = {
         "f32": (_F32, RND), "f64": (RND, RND), "f16": ({"rn", "ftz", "sat", "relu"}, {"rn"}),
         "f16x2": ({"rn", "ftz", "sat", "relu"}, {"rn"}), "bf16": ({"rn", "relu"}, {"rn"}),
         "bf16x2": ({"rn", "relu"}, {"rn"}), "f32x2": (RND | {"ftz"}, RND)}),
-    "min": (("dst", "a", "b"), {"f32": ({"ftz", "NaN"}, None), "f64": (set(), None),
+    # min/max.f32 also has a three-input form (d, a, b, c; sm_100) whose .abs the two-input form lacks
+    "min": (("dst", "a", "b"), {"f32": ({"ftz", "NaN", "abs"}, None), "f64": (set(), None),
                                 "f16": ({"ftz", "NaN"}, None), "f16x2": ({"ftz", "NaN"}, None),
                                 "bf16": ({"NaN"}, None), "bf16x2": ({"NaN"}, None),
                                 "s32": ({"relu"}, None), **{t: (set(), None) for t in INTS - {"s32"}}}),
@@ -58,9 +63,14 @@ TABLE = {
     "div": (("dst", "a", "b"), {"f32": (RND | {"ftz", "approx", "full"}, RND | {"approx", "full"}),
                                 "f64": (RND, RND), **{t: (set(), None) for t in INTS}}),
     "sqrt": (("dst", "a"), {"f32": (RND | {"ftz", "approx"}, RND | {"approx"}), "f64": (RND, RND)}),
-    "rcp": (("dst", "a"), {"f32": (RND | {"ftz", "approx"}, RND | {"approx"}), "f64": (RND, RND)}),
-    "ex2": (("dst", "a"), {"f32": ({"approx", "ftz"}, {"approx"})}),
-    "lg2": (("dst", "a"), {"f32": ({"approx", "ftz"}, {"approx"})}),
+    # rcp.f64 is .rnd or the gross rcp.approx.ftz.f64 (its pairing rule is in _pairing)
+    "rcp": (("dst", "a"), {"f32": (RND | {"ftz", "approx"}, RND | {"approx"}),
+                           "f64": (RND | {"approx", "ftz"}, RND | {"approx"})}),
+    **{op: (("dst", "a"), {"f32": (_APPROX_FTZ, _APPROX)}) for op in ("lg2", "sin", "cos")},
+    "ex2": (("dst", "a"), {"f32": (_APPROX_FTZ, _APPROX), "f16": (_APPROX, _APPROX), "f16x2": (_APPROX, _APPROX),
+                           "bf16": (_APPROX_FTZ, (_APPROX, {"ftz"})), "bf16x2": (_APPROX_FTZ, (_APPROX, {"ftz"}))}),
+    "rsqrt": (("dst", "a"), {"f32": (_APPROX_FTZ, _APPROX), "f64": (_APPROX_FTZ, _APPROX)}),
+    "tanh": (("dst", "a"), {t: (_APPROX, _APPROX) for t in ("f32", "f16", "f16x2", "bf16", "bf16x2")}),
     "mov": (("dst", "a"), {t: (set(), None) for t in ("b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32",
                                                        "s64", "f32", "f64")}),
 }
@@ -120,12 +130,35 @@ def match(opcode: str):
     bad = [q for q in quals if q not in allowed]
     if bad:
         return Refusal(f"qualifier(s) {_dots(bad)} not valid for {op}.{ty} (allowed: {_dots(sorted(allowed))})")
-    if required and not (set(quals) & required):
-        return Refusal(f"{op}.{ty} needs one of {_dots(sorted(required))}")
+    for need in ([required] if isinstance(required, set) else list(required or ())):
+        if not set(quals) & need:
+            return Refusal(f"{op}.{ty} needs " + (f"one of {_dots(sorted(need))}" if len(need) > 1 else
+                                                  f".{next(iter(need))}"))
+    err = _pairing(op, ty, set(quals))
+    if err:
+        return Refusal(err)
     src = ty
     if "wide" in quals:
         ty = WIDE[src]
+    if "abs" in quals:                   # min/max.abs exists only with three inputs
+        names = ("dst", "a", "b", "c")
     return Form(opcode, op, quals, ty, src, names)
+
+
+def _pairing(op, ty, q):
+    """Qualifiers that exist only together (PTX ISA 9.7.3.13-14): the only approximate f64 reciprocal is
+    rcp.approx.ftz.f64, and rcp.rnd.f64 takes no .ftz."""
+    if op == "rcp" and ty == "f64":
+        if "approx" in q and "ftz" not in q:
+            return "rcp.approx.f64 needs .ftz: the approximate f64 reciprocal is rcp.approx.ftz.f64"
+        if "ftz" in q and "approx" not in q:
+            return "rcp.rnd.f64 takes no .ftz (only rcp.approx.ftz.f64 flushes)"
+    return None
+
+
+def three_input(form: Form) -> Form:
+    """The three-input form of min/max.f32 (d, a, b, c): the same opcode with one more source."""
+    return replace(form, names=("dst", "a", "b", "c"))
 
 
 def _match_cvt(opcode, parts):
@@ -199,6 +232,10 @@ def _cvt_rule(d, s):
 def min_sm(form: Form) -> int:
     types = {form.type, form.src_type}
     q = set(form.quals)
+    if form.op in ("ex2", "tanh") and (form.op == "tanh" or types & HALF):
+        return 90 if types & {"bf16", "bf16x2"} else 75         # PTX ISA 9.7.3.22, 9.7.4.9-10
+    if form.op in ("min", "max") and len(form.names) == 4:
+        return 100                                               # three inputs: PTX ISA 8.8, sm_100
     sm = 50
     if types & {"f16", "f16x2"}:
         sm = 53
@@ -226,6 +263,7 @@ def _slot_dtype(ty: str, bits_override=None) -> dt.DType:
 
 
 def expand(form: Form, ctx: Ctx) -> list:
+    form = _operand_form(form, ctx)
     params = ctx.params({"pred", "preserve_dst"})
     ops = ctx.operands(list(form.names))
     gaxes = ctx.group_axes(THREAD)
@@ -283,6 +321,28 @@ def expand(form: Form, ctx: Ctx) -> list:
         out.append(ctx.native(groups, pred, preserve, origin=f"rep{coord}"))
     check_no_overlap(ctx, dst, written)
     return out
+
+
+def _operand_form(form: Form, ctx: Ctx) -> Form:
+    """min/max.f32 has a two- and a three-input form under one opcode: exactly one matches the operand count.
+    The three-input one needs sm_100, which the registry cannot see from the opcode, so it is checked here."""
+    if form.op not in ("min", "max") or form.type != "f32":
+        return form
+    n = len(ctx.apply.operands)
+    if "abs" in form.quals and n == 3:
+        raise ctx.error(f"{form.op}.abs.f32 exists only with three inputs (d, a, b, c); the two-input form "
+                        f"writes .xorsign.abs, which is not supported")
+    if n != 4 or len(form.names) == 4:
+        return form
+    form = three_input(form)
+    if ctx.sm < 100:
+        raise ctx.error(f"the three-input form ({form.opcode} d, a, b, c) needs sm_100 or newer; the target is "
+                        f"sm_{ctx.sm}")
+    if ctx.target.ptx_version < 88:
+        raise ctx.error(f"the three-input form ({form.opcode} d, a, b, c) needs PTX ISA 8.8; tiledsl emits "
+                        f"{ctx.target.ptx_version / 10:.1f} for sm_{ctx.sm}")
+    ctx.form = form                      # the natives carry the three-input form
+    return form
 
 
 def _counts(ctx, form, ops, ng):

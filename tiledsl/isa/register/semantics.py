@@ -1,9 +1,14 @@
-"""The register family on the interpreter: fma add sub mul div min max neg abs mov cvt sqrt rcp ex2 lg2.
+"""The register family on the interpreter: fma add sub mul div min max neg abs mov cvt and the fast-math set.
 
 Written from the PTX ISA. Every correctly rounded float form is exact in every rounding mode: products of f16,
 bf16 and f32 values are exact in float64 and two_sum keeps a sum exact, so each result is rounded once, straight to
 its format (interpreter/rounding.py); fma.f64 and the directed-rounding f64 forms use exact fractions. The
 instruction's operation, qualifiers and types come from its parsed Form (pattern.py), never from the opcode text.
+
+Fast math (`ex2 lg2 rcp rsqrt sqrt sin cos tanh` .approx, fastmath.py): the interpreter gives the CORRECTLY ROUNDED
+value of the exact function, while the GPU's result differs from it within the error bound the PTX ISA states for
+the form (fastmath.ERROR_BOUNDS; e.g. ex2.approx.f32 within 2 ulp, tanh.approx.f32 relative 2^-11); special values
+follow the ISA's tables and agree bit for bit. `.ftz` flushes subnormal inputs and results to signed zero.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from ...interpreter.exprs import _float_minmax, float_to_int
 from ...interpreter.machine import UINT, InterpreterError
 from ...interpreter.operands import BITS, FLOAT_T, INT_T, PACKED_T, RegOp, native_error, operand, predicated
 from ...ir import nodes as ir
+from . import fastmath as FM
 from .pattern import IRND, RND, Form
 
 CVT_PACKED = {"f16x2": R.F16, "bf16x2": R.BF16}
@@ -70,13 +76,17 @@ def _arith(n, op, ty, quals):
         fmt = FLOAT_T.get(ty) or PACKED_T[ty]
         mode = _mode(quals)
         ftz, sat, relu, nanq = "ftz" in quals, "sat" in quals, "relu" in quals, "NaN" in quals
+        if fmt is R.F64 and "approx" in quals:          # rcp.approx.ftz.f64, rsqrt.approx{.ftz}.f64
+            if ftz:
+                return lambda srcs: FM.gross_f64(op, srcs[0])
+            return lambda srcs: R.encode(R.F64, FM.rsqrt_f64(R.decode(R.F64, srcs[0])))
         if op in ("neg", "abs"):
             def one(bits):
                 return _neg_abs(op, fmt, bits, ftz)
         else:
             def one(*xs):
                 return float_op(op, fmt, mode, [R.decode(fmt, x) for x in xs], ftz=ftz, sat=sat, relu=relu,
-                                nan_mode=nanq)
+                                nan_mode=nanq, absq="abs" in quals)
         if ty in PACKED_T:                      # two values in one carrier, the first in the low half
             hb = fmt.bits
             cu, hu = UINT[2 * hb], UINT[hb]
@@ -107,10 +117,12 @@ def _neg_abs(op, fmt, bits, ftz):
     return bits & u(~int(sign) & ((1 << fmt.bits) - 1))
 
 
-def float_op(op, fmt, mode, xs, ftz=False, sat=False, relu=False, nan_mode=False):
+def float_op(op, fmt, mode, xs, ftz=False, sat=False, relu=False, nan_mode=False, absq=False):
     """One float instruction on float64-held inputs of `fmt`, rounded once; returns the result bits."""
     if ftz:
         xs = [R.ftz(fmt, x) for x in xs]
+    if absq:                                             # min/max.abs: the magnitudes are compared
+        xs = [np.abs(x) for x in xs]
     if fmt is R.F64:
         r = _f64_op(op, mode, xs)
     else:
@@ -141,15 +153,14 @@ def _narrow_op(op, fmt, mode, xs, nan_mode):
         return R.round_to(fmt, 1.0 / xs[0], None, mode)
     if op == "sqrt":
         return R.round_to(fmt, np.sqrt(xs[0]), None, mode)
-    if op == "ex2":      # .approx: not bit-exact on the GPU either
-        return R.round_to(fmt, np.exp2(xs[0]), None, "rn")
-    if op == "lg2":
-        return R.round_to(fmt, np.log2(xs[0]), None, "rn")
-    if op in ("min", "max"):
-        a, b = xs
-        r = _float_minmax(op, a, b)
+    if op in ("ex2", "lg2", "rsqrt", "sin", "cos", "tanh"):   # .approx: correctly rounded here, see fastmath.py
+        return FM.approx(op, fmt, xs[0])
+    if op in ("min", "max"):             # two inputs, or three: min(min(a, b), c) (PTX ISA 9.7.3.11)
+        r = xs[0]
+        for b in xs[1:]:
+            r = _float_minmax(op, r, b)
         if nan_mode:
-            r = np.where(np.isnan(a) | np.isnan(b), np.nan, r)
+            r = np.where(np.any([np.isnan(x) for x in xs], axis=0), np.nan, r)
         return r
     raise InterpreterError(f"no float semantics for {op}")
 
@@ -217,14 +228,7 @@ def _f64_exact_one(op, mode, v):
         (a,) = v
         if not math.isfinite(a) or a <= 0:
             return float(np.sqrt(np.float64(a)))
-        q = Fraction(a)
-        k = 80                                         # sqrt(q) = sqrt(q * 4**k) / 2**k
-        N = q * Fraction(4) ** k
-        Ni = N.numerator // N.denominator
-        exact_int = N.denominator == 1
-        r = math.isqrt(Ni)
-        sticky = 0 if (exact_int and r * r == Ni) else 1
-        return R.round_fraction(Fraction(r, 2 ** k), R.F64, mode, sticky)
+        return FM.sqrt_fraction(Fraction(a), R.F64, mode)   # scaled enough for subnormal inputs too
     raise InterpreterError(f"no exact f64 semantics for {op}")
 
 
