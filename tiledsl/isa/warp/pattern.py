@@ -15,8 +15,9 @@ instruction converged; the interpreter checks that at run time (semantics.py). O
     activemask.b32                          d
 
 Register operands read as (*group, *repeat, 1); scalar expressions may fill any read slot and broadcast over the
-repeats. Predicates (`.pred` operands and `p=`) are bool registers or, when read, run-time bools; PTX has no
-predicate registers in inline asm, so `asm` converts them through a 16-bit 0/1 inside the instruction's block.
+repeats. Predicates (`.pred` operands and `p=`) are integer registers holding 0 or 1 (read: nonzero is true) or,
+when read, run-time bools; inline asm cannot pass PTX predicates, so `asm` converts them to and from the register
+inside the instruction's block (setp.ne / selp of the register's width).
 """
 from __future__ import annotations
 
@@ -165,7 +166,7 @@ def expand(form: Form, ctx: Ctx) -> list:
             elif tuple(r) != tuple(rep):
                 raise ctx.error(f"repeat shape {r} does not match the other operands' {rep}", op)
         elif writes:
-            what = "a bool register buffer (T.alloc_local(..., 'bool'))" if slot == "pred" else "a register buffer"
+            what = "an integer register buffer (0 or 1)" if slot == "pred" else "a register buffer"
             raise ctx.error(f"the destination must be {what}, not a scalar", op)
     rep = rep or ()
     scal = {op.name: _scalar(ctx, op, _slot(form, op.name)) for op in ops if not op.is_view}
@@ -190,9 +191,9 @@ def expand(form: Form, ctx: Ctx) -> list:
 def _check_type(ctx: Ctx, op: Operand, slot: str, form: Form) -> None:
     d = op.view.dtype
     if slot == "pred":
-        if d.kind != "bool":
-            raise ctx.error(f"{op.view.describe()} holds {d.name}, but the .pred slot of {form.opcode} takes a bool "
-                            f"register (T.alloc_local(..., 'bool'))", op)
+        if not d.is_int:
+            raise ctx.error(f"{op.view.describe()} holds {d.name}, but the .pred slot of {form.opcode} takes an "
+                            f"integer register holding 0 or 1 (e.g. T.alloc_local((1,), 'uint32'))", op)
         return
     if d.bits != BITS[slot]:
         raise ctx.error(f"element width must be {BITS[slot]} bits for the .{slot} slot of {form.opcode}, but "
@@ -210,7 +211,7 @@ def _scalar(ctx: Ctx, op: Operand, slot: str) -> ir.Expr:
         if isinstance(v, ir.Expr) and v.dtype.kind == "bool":
             return v
         from ...ir import ops as fops
-        raise ctx.error(f"the .pred slot takes a run-time bool (e.g. x > 0) or a bool register, got "
+        raise ctx.error(f"the .pred slot takes a run-time bool (e.g. x > 0) or an integer register, got "
                         f"{fops.describe(v)}", op)
     if isinstance(v, bool):
         raise ctx.error(f"a bool cannot fill the .{slot} slot (give a {BITS[slot]}-bit integer)", op)
@@ -234,23 +235,30 @@ def asm(n: ir.Native, ops: list) -> str | None:
     names = list(form.names)
     text = dict(zip(names, ops))
     pre, post, regs = [], [], []
+    width = [_width(g[0]) for g in n.groups]
     p_out = ops[len(names)] if len(ops) > len(names) else None
     if form.kind == "vote" and form.mode != "ballot":
         regs += ["%wd"]
-        post.append(f"selp.u16 {text['d']}, 1, 0, %wd;")
+        post.append(f"selp.b{width[0]} {text['d']}, 1, 0, %wd;")
         text["d"] = "%wd"
     if form.kind == "vote":
         regs += ["%wa"]
-        pre.append(f"setp.ne.b16 %wa, {text['a']}, 0;")
+        pre.append(f"setp.ne.b{width[1]} %wa, {text['a']}, 0;")
         text["a"] = "%wa"
     if p_out is not None:
         regs += ["%wp"]
-        post.append(f"selp.u16 {p_out}, 1, 0, %wp;")
+        post.append(f"selp.b{width[-1]} {p_out}, 1, 0, %wp;")
         text["d"] = f"{text['d']}|%wp"
     if not regs:
         return None
     body = f"{form.opcode} {', '.join(text[k] for k in names)};"
     return "{ .reg .pred " + ", ".join(regs) + "; " + " ".join(pre + [body] + post) + " }"
+
+
+def _width(a) -> int:
+    """The bits of the inline-asm register carrying `a` (codegen carries 8- and 1-bit values in 16 bits)."""
+    d = a.dtype if isinstance(a, ir.Reg) else a.expr.dtype
+    return max(16, d.bits)
 
 
 def access_spans(n: ir.Native) -> list:
