@@ -560,3 +560,11 @@ def test_docs_page_example(tmp_path):
     assert any(b.startswith("# needs a GPU") for b in blocks("warp"))
     ns = run_page("warp", tmp_path, with_gpu=False)
     assert ns["ck"].asm["ptx"].count("shfl.sync.bfly.b32") == 5
+
+
+def test_docs_page_gpu_block_on_the_interpreter(tmp_path, monkeypatch):
+    import sys
+    from test_patterns_docs import _host_torch, run_page
+    monkeypatch.setenv("TILEDSL_INTERPRET", "1")
+    monkeypatch.setitem(sys.modules, "torch", _host_torch())
+    run_page("warp", tmp_path, with_gpu=True)
