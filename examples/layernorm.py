@@ -32,7 +32,7 @@ def make_layernorm(n):
         r = T.alloc_local((V, 4), "uint32")
         h = r.view(dtype="float16")
         f = T.alloc_local((V * 8,), "float32")
-        red = T.alloc_shared((threads,), "float32")
+        red = T.alloc_shared((2, threads // 32), "float32")   # one value per warp, per reduction
         tid = T.cuda.thread_id()
         row = T.cuda.block_id()
         Xw = X.view(dtype="uint32")
@@ -43,13 +43,13 @@ def make_layernorm(n):
         for j in T.unroll(V * 8):
             f[j] = T.cast(h[j // 8, j % 8], "float32")
             s = s + f[j]
-        mean = block_allreduce(s, red, "add", threads) * (1.0 / n)
+        mean = block_allreduce(s, red[0], "add", threads) * (1.0 / n)
         q = T.float32(0)
         for j in T.unroll(V * 8):
             f[j] = f[j] - mean
             q = q + f[j] * f[j]
         rs = T.alloc_local((1, 1), "float32")
-        rs[0, 0] = block_allreduce(q, red, "add", threads) * (1.0 / n) + eps
+        rs[0, 0] = block_allreduce(q, red[1], "add", threads) * (1.0 / n) + eps
         T.cuda.tile.apply(T.ptx["rsqrt.approx.ftz.f32"], rs, rs)
         wr = T.alloc_local((V, 4), "uint32")       # the weight and bias of this thread's columns (L2-resident)
         br = T.alloc_local((V, 4), "uint32")

@@ -29,7 +29,7 @@ def make_partials(op):
     def partials(X: T.Tensor(("N",), "float32"), P: T.Tensor(("G",), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=G, block=THREADS))  # noqa: F821
         r = T.alloc_local((U, 4), "float32")
-        red = T.alloc_shared((THREADS,), "float32")
+        red = T.alloc_shared((THREADS // 32,), "float32")
         tid = T.cuda.thread_id()
         bid = T.cuda.block_id()
         acc = T.alloc_local((4,), "float32")
@@ -62,7 +62,7 @@ def make_final(op):
     @tiledsl.jit
     def final(P: T.Tensor(("G",), "float32"), Out: T.Tensor((1,), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=FINAL))
-        red = T.alloc_shared((FINAL,), "float32")
+        red = T.alloc_shared((FINAL // 32,), "float32")
         tid = T.cuda.thread_id()
         v = T.float32(identity)
         if tid < G:  # noqa: F821

@@ -41,7 +41,7 @@ def make_softmax(n):
         r = T.alloc_local((V, 4), "uint32")          # the row's share: V vectors of 8 halves
         h = r.view(dtype="float16")
         f = T.alloc_local((V * 8,), "float32")
-        red = T.alloc_shared((threads,), "float32")
+        red = T.alloc_shared((2, threads // 32), "float32")   # one value per warp, per reduction
         tid = T.cuda.thread_id()
         row = T.cuda.block_id()
         Xw = X.view(dtype="uint32")
@@ -52,14 +52,14 @@ def make_softmax(n):
         for j in T.unroll(V * 8):
             f[j] = T.cast(h[j // 8, j % 8], "float32")
             m = T.max(m, f[j])
-        m = block_allreduce(m, red, "max", threads)
+        m = block_allreduce(m, red[0], "max", threads)
         for j in T.unroll(V * 8):
             f[j] = (f[j] - m) * LOG2E
         T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], f.view(V * 8, 1), f.view(V * 8, 1))
         s = T.float32(0)
         for j in T.unroll(V * 8):
             s = s + f[j]
-        inv = 1.0 / block_allreduce(s, red, "add", threads)
+        inv = 1.0 / block_allreduce(s, red[1], "add", threads)
         for j in T.unroll(V * 8):
             h[j // 8, j % 8] = T.cast(f[j] * inv, "float16")
         Yw = Y.view(dtype="uint32")

@@ -18,8 +18,9 @@ from .memory import FAMILY as memory
 from .mma import FAMILY as mma
 from .policy import FAMILY as policy
 from .register import FAMILY as register
+from .warp import FAMILY as warp
 
-FAMILIES: list[Family] = [mma, ldmatrix, bulk, cp_async, memory, policy, register, atomic]
+FAMILIES: list[Family] = [mma, ldmatrix, bulk, cp_async, memory, policy, register, atomic, warp]
 
 
 def lookup(opcode: str, loc=None, target: Target | None = None) -> tuple:
