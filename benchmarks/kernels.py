@@ -126,12 +126,50 @@ def histogram_rows(torch, rows_out, quick):
                      t_torch, t_ours))
 
 
+def sweep(torch, quick):
+    """Every block size of the softmax and layer norm kernels per row length: the figures behind their TUNED."""
+    import softmax as sm
+    import layernorm as ln
+    F = torch.nn.functional
+    print("| kernel | cols | threads | vectors/thread | registers | ms | vs copy |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for cols in ([4096, 16384] if quick else [4096, 8192, 16384, 32768]):
+        rows = 8192
+        xs = [torch.randn(rows, cols, device="cuda", dtype=torch.float16) * 4 for _ in range(3)]
+        w = torch.randn(cols, device="cuda", dtype=torch.float16)
+        b = torch.randn(cols, device="cuda", dtype=torch.float16)
+        y = torch.empty_like(xs[0])
+        t_copy = copy_ms(torch, xs[0].numel() * 2)
+        rot = Rotating(xs)
+        for threads in (64, 128, 256, 512, 1024):
+            if cols % (8 * threads) or cols // (8 * threads) > 16:
+                continue
+            for name, make, call, ref in (
+                    ("softmax", sm.make_softmax, lambda k, x: k(x, y),
+                     lambda x: torch.softmax(x.float(), dim=1).half()),
+                    ("layer norm", ln.make_layernorm, lambda k, x: k(x, w, b, y, 1e-5),
+                     lambda x: F.layer_norm(x.float(), (cols,), w.float(), b.float(), 1e-5).half())):
+                k = make(cols, threads)
+                for x in xs[:1]:
+                    y.fill_(float("nan"))
+                    call(k, x)
+                    torch.testing.assert_close(y, ref(x), rtol=1e-2, atol=1e-2)
+                t = bench(lambda: call(k, rot.next()), torch)
+                regs = next(iter(k._compiled.values())).metadata.get("registers") if getattr(k, "_compiled", None) \
+                    else "?"
+                print(f"| {name} | {cols} | {threads} | {cols // (8 * threads)} | {regs} | {t:.3f} | "
+                      f"{t_copy / t:.3f} |")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="fewer sizes")
     p.add_argument("--only", default="softmax,layernorm,reduce,histogram")
+    p.add_argument("--sweep", action="store_true", help="every block size of softmax and layer norm, then exit")
     opts = p.parse_args(argv)
     import torch
+    if opts.sweep:
+        return sweep(torch, opts.quick)
     rows = []
     parts = {"softmax": softmax_rows, "layernorm": layernorm_rows, "reduce": reduce_rows,
              "histogram": histogram_rows}

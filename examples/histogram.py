@@ -69,7 +69,7 @@ def histogram(x, bins, out=None):
     k = make_histogram(bins)
     lib = sys.modules[type(x).__module__.split(".")[0]]
     if out is None:
-        out = lib.zeros(bins, dtype=lib.int32)
+        out = x.new_zeros(bins) if hasattr(x, "new_zeros") else lib.zeros(bins, dtype=lib.int32)
     else:
         out[:] = 0
     if isinstance(x, np.ndarray):

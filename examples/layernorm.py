@@ -19,11 +19,14 @@ from softmax import plan
 _KERNELS = {}
 
 
-def make_layernorm(n):
-    """The kernel for rows of n float16 values (any number of rows)."""
-    if n in _KERNELS:
-        return _KERNELS[n]
-    threads, V = plan(n)
+TUNED = {}       # threads per block for a row length, measured on the H200 (benchmarks/kernels.py --sweep)
+
+
+def make_layernorm(n, threads=None):
+    """The kernel for rows of n float16 values (any number of rows), over `threads` threads a block."""
+    threads, V = plan(n, threads or TUNED.get(n))
+    if (n, threads) in _KERNELS:
+        return _KERNELS[(n, threads)]
 
     @tiledsl.jit
     def layernorm(X: T.Tensor(("R", n), "float16"), W: T.Tensor((n,), "float16"), B: T.Tensor((n,), "float16"),
@@ -68,7 +71,7 @@ def make_layernorm(n):
             T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Yw[row, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4],
                               r[v])
 
-    _KERNELS[n] = layernorm
+    _KERNELS[(n, threads)] = layernorm
     return layernorm
 
 

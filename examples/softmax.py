@@ -18,22 +18,30 @@ from reductions import block_allreduce
 LOG2E = 1.4426950408889634
 
 
-def plan(n):
+# threads per block for a row length, measured on the H200 (benchmarks/kernels.py --sweep); other lengths take
+# up to 1024 threads of one 16-byte vector each, then more vectors per thread
+TUNED = {}
+
+
+def plan(n, threads=None):
     """(threads, vectors per thread) for rows of n halves: 16-byte vectors, up to 1024 threads a block."""
     if n % 256 or not 256 <= n <= 65536:
         raise tiledsl.LaunchError(f"softmax supports rows of 256..65536 halves in multiples of 256, got {n}")
-    v = max(1, n // (8 * 1024))
-    return n // (8 * v), v
+    threads = threads or TUNED.get(n) or n // (8 * max(1, n // (8 * 1024)))
+    if threads % 32 or not 32 <= threads <= 1024 or n % (8 * threads):
+        raise tiledsl.LaunchError(f"rows of {n} halves cannot be split over {threads} threads of whole 16-byte "
+                                  f"vectors (a multiple of 32, at most 1024, dividing {n // 8})")
+    return threads, n // (8 * threads)
 
 
 _KERNELS = {}
 
 
-def make_softmax(n):
-    """The kernel for rows of n float16 values (any number of rows)."""
-    if n in _KERNELS:
-        return _KERNELS[n]
-    threads, V = plan(n)
+def make_softmax(n, threads=None):
+    """The kernel for rows of n float16 values (any number of rows), over `threads` threads a block."""
+    threads, V = plan(n, threads)
+    if (n, threads) in _KERNELS:
+        return _KERNELS[(n, threads)]
 
     @tiledsl.jit
     def softmax_rows(X: T.Tensor(("R", n), "float16"), Y: T.Tensor(("R", n), "float16")):
@@ -67,7 +75,7 @@ def make_softmax(n):
             T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Yw[row, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4],
                               r[v])
 
-    _KERNELS[n] = softmax_rows
+    _KERNELS[(n, threads)] = softmax_rows
     return softmax_rows
 
 
