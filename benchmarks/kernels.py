@@ -149,7 +149,7 @@ def sweep(torch, quick):
                      lambda x: torch.softmax(x.float(), dim=1).half()),
                     ("layer norm", ln.make_layernorm, lambda k, x: k(x, w, b, y, 1e-5),
                      lambda x: F.layer_norm(x.float(), (cols,), w.float(), b.float(), 1e-5).half())):
-                k = make(cols, threads)
+                k = make(cols, threads) if name != "softmax" else make(cols, threads, pipelined=False)
                 for x in xs[:1]:
                     y.fill_(float("nan"))
                     call(k, x)
@@ -159,6 +159,16 @@ def sweep(torch, quick):
                     else "?"
                 print(f"| {name} | {cols} | {threads} | {cols // (8 * threads)} | {regs} | {t:.3f} | "
                       f"{t_copy / t:.3f} |")
+            if cols < 8192 or cols // (8 * threads) > 8:
+                continue
+            for per_sm in (1, 2, 4):
+                k = sm.make_softmax(cols, threads, pipelined=True, per_sm=per_sm)
+                y.fill_(float("nan"))
+                k(xs[0], y)
+                torch.testing.assert_close(y, torch.softmax(xs[0].float(), dim=1).half(), rtol=1e-2, atol=1e-2)
+                t = bench(lambda: k(rot.next(), y), torch)
+                print(f"| softmax pipelined, {per_sm} block(s)/SM | {cols} | {threads} | {cols // (8 * threads)} | "
+                      f"- | {t:.3f} | {t_copy / t:.3f} |")
 
 
 def main(argv=None):

@@ -21,6 +21,7 @@ LOG2E = 1.4426950408889634
 # threads per block for a row length, measured on the H200 (benchmarks/kernels.py --sweep); other lengths take
 # up to 1024 threads of one 16-byte vector each, then more vectors per thread
 TUNED = {}
+PIPELINED = {}      # row length -> whether the pipelined kernel won there (the default: V >= 4)
 
 
 def plan(n, threads=None):
@@ -37,45 +38,97 @@ def plan(n, threads=None):
 _KERNELS = {}
 
 
-def make_softmax(n, threads=None):
-    """The kernel for rows of n float16 values (any number of rows), over `threads` threads a block."""
+@tiledsl.inline
+def softmax_in_registers(r, f, red, threads, V):
+    """Replace the row held by the block (this thread's share: V vectors of 8 halves in `r`) by its softmax,
+    `f` (V * 8 float32) as scratch, `red` (2 x warps float32, shared) for the two block reductions."""
+    h = r.view(dtype="float16")
+    m = T.float32(-math.inf)
+    for j in T.unroll(V * 8):
+        f[j] = T.cast(h[j // 8, j % 8], "float32")
+        m = T.max(m, f[j])
+    m = block_allreduce(m, red[0], "max", threads)
+    for j in T.unroll(V * 8):
+        f[j] = (f[j] - m) * LOG2E
+    T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], f.view(V * 8, 1), f.view(V * 8, 1))
+    s = T.float32(0)
+    for j in T.unroll(V * 8):
+        s = s + f[j]
+    inv = 1.0 / block_allreduce(s, red[1], "add", threads)
+    for j in T.unroll(V * 8):
+        h[j // 8, j % 8] = T.cast(f[j] * inv, "float16")
+
+
+def make_softmax(n, threads=None, pipelined=None, sms=132, per_sm=1):
+    """The kernel for rows of n float16 values (any number of rows), over `threads` threads a block.
+
+    pipelined: `per_sm` resident blocks per SM walk their rows, copying the next row into shared memory
+    (cp.async, 16 bytes per thread and instruction) while it normalizes the current one in registers, so the
+    memory system never waits for a block's reductions; the default for rows too long for two blocks per SM."""
     threads, V = plan(n, threads)
-    if (n, threads) in _KERNELS:
-        return _KERNELS[(n, threads)]
+    if pipelined is None:
+        pipelined = PIPELINED.get(n, V >= 4)
+    key = (n, threads, pipelined, sms * per_sm if pipelined else None)
+    blocks = sms * per_sm
+    if key in _KERNELS:
+        return _KERNELS[key]
 
-    @tiledsl.jit
-    def softmax_rows(X: T.Tensor(("R", n), "float16"), Y: T.Tensor(("R", n), "float16")):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=R, block=threads))  # noqa: F821
-        r = T.alloc_local((V, 4), "uint32")          # the row's share: V vectors of 8 halves
-        h = r.view(dtype="float16")
-        f = T.alloc_local((V * 8,), "float32")
-        red = T.alloc_shared((2, threads // 32), "float32")   # one value per warp, per reduction
-        tid = T.cuda.thread_id()
-        row = T.cuda.block_id()
-        Xw = X.view(dtype="uint32")
-        for v in T.unroll(V):
-            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r[v],
-                              Xw[row, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4])
-        m = T.float32(-math.inf)
-        for j in T.unroll(V * 8):
-            f[j] = T.cast(h[j // 8, j % 8], "float32")
-            m = T.max(m, f[j])
-        m = block_allreduce(m, red[0], "max", threads)
-        for j in T.unroll(V * 8):
-            f[j] = (f[j] - m) * LOG2E
-        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], f.view(V * 8, 1), f.view(V * 8, 1))
-        s = T.float32(0)
-        for j in T.unroll(V * 8):
-            s = s + f[j]
-        inv = 1.0 / block_allreduce(s, red[1], "add", threads)
-        for j in T.unroll(V * 8):
-            h[j // 8, j % 8] = T.cast(f[j] * inv, "float16")
-        Yw = Y.view(dtype="uint32")
-        for v in T.unroll(V):
-            T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Yw[row, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4],
-                              r[v])
+    if not pipelined:
+        @tiledsl.jit
+        def softmax_rows(X: T.Tensor(("R", n), "float16"), Y: T.Tensor(("R", n), "float16")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=R, block=threads))  # noqa: F821
+            r = T.alloc_local((V, 4), "uint32")          # the row's share: V vectors of 8 halves
+            f = T.alloc_local((V * 8,), "float32")
+            red = T.alloc_shared((2, threads // 32), "float32")   # one value per warp, per reduction
+            tid = T.cuda.thread_id()
+            row = T.cuda.block_id()
+            Xw = X.view(dtype="uint32")
+            Yw = Y.view(dtype="uint32")
+            for v in T.unroll(V):
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r[v],
+                                  Xw[row, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4])
+            softmax_in_registers(r, f, red, threads, V)
+            for v in T.unroll(V):
+                T.cuda.tile.apply(T.ptx["st.global.v4.b32"],
+                                  Yw[row, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4], r[v])
+    else:
+        @tiledsl.jit
+        def softmax_rows(X: T.Tensor(("R", n), "float16"), Y: T.Tensor(("R", n), "float16")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=T.min(R, blocks), block=threads))  # noqa: F821
+            G = T.cuda.grid_dim()
+            r = T.alloc_local((V, 4), "uint32")
+            f = T.alloc_local((V * 8,), "float32")
+            red = T.alloc_shared((2, threads // 32), "float32")
+            stage = T.alloc_shared((n // 2,), "uint32")    # the next row, as 32-bit words
+            tid = T.cuda.thread_id()
+            bid = T.cuda.block_id()
+            Xw = X.view(dtype="uint32")
+            Yw = Y.view(dtype="uint32")
+            # every thread copies exactly the 16-byte pieces it reads back later, so its own wait_group is all
+            # the synchronisation the staging buffer needs
+            for v in T.unroll(V):
+                T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], stage[(v * threads + tid) * 4: (v * threads + tid) * 4 + 4],
+                                  Xw[bid, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4], chunk_bytes=16)
+            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+            for k in range((R - bid + G - 1) // G):  # noqa: F821
+                row = bid + k * G
+                T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 0)
+                for v in T.unroll(V):
+                    T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], r[v],
+                                      stage[(v * threads + tid) * 4: (v * threads + tid) * 4 + 4])
+                if row + G < R:  # noqa: F821
+                    for v in T.unroll(V):
+                        T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"],
+                                          stage[(v * threads + tid) * 4: (v * threads + tid) * 4 + 4],
+                                          Xw[row + G, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4],
+                                          chunk_bytes=16)
+                T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+                softmax_in_registers(r, f, red, threads, V)
+                for v in T.unroll(V):
+                    T.cuda.tile.apply(T.ptx["st.global.v4.b32"],
+                                      Yw[row, (v * threads + tid) * 4: (v * threads + tid) * 4 + 4], r[v])
 
-    _KERNELS[(n, threads)] = softmax_rows
+    _KERNELS[key] = softmax_rows
     return softmax_rows
 
 
@@ -83,13 +136,22 @@ def softmax(x, out=None):
     """softmax over the last axis of a 2-D float16 array (torch/cupy on the GPU; numpy runs on the interpreter)."""
     if x.ndim != 2:
         raise tiledsl.LaunchError(f"softmax takes a 2-D array, got {x.ndim}-D")
-    k = make_softmax(x.shape[1])
+    k = make_softmax(x.shape[1], sms=_sms(x))
     if out is None:
         out = sys.modules[type(x).__module__.split(".")[0]].empty_like(x)      # numpy, cupy or torch
     if isinstance(x, np.ndarray):
         k = tiledsl.jit(k.fn, interpret=True)
     k(x, out)
     return out
+
+
+def _sms(x):
+    """The number of SMs of x's GPU (132 on an H200; the interpreter's value does not matter)."""
+    dev = getattr(x, "device", None)
+    if getattr(dev, "type", None) == "cuda":
+        import torch
+        return torch.cuda.get_device_properties(dev).multi_processor_count
+    return 132
 
 
 def reference(x):
