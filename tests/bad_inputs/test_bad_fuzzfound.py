@@ -245,15 +245,15 @@ C = Case
 CASES = [
     # Python's int-to-text limit (ValueError from str(int)) reached inside tiledsl
     C("huge_int_launch_block", k_huge_block, "block=HUGE", ("block dimension must fit in 64 bits", "16610 bits")),
-    C("huge_int_literal_launch_block", k_huge_literal_block, "block=(10**5000)", 
+    C("huge_int_literal_launch_block", k_huge_literal_block, "block=(10**5000)",
       ("block dimension must fit in 64 bits",)),
     C("huge_int_stored_constant", k_huge_store, "A[0] = HUGE"),
     C("huge_int_index", k_huge_index, "A[HUGE] = 1.0"),
     C("huge_int_tensor_view_extent", k_huge_view_extent, "A.view(32, HUGE, 4)", ("view extents must fit in 64 bits",)),
-    C("huge_int_register_view_extent", k_huge_register_view, "r.view(32, 4, HUGE", 
+    C("huge_int_register_view_extent", k_huge_register_view, "r.view(32, 4, HUGE",
       ("view extents must fit in 64 bits",)),
     C("huge_int_expect_tx_bytes", k_huge_expect_tx, "64 * HUGE", ("tile operand must fit in 64 bits", "16616 bits")),
-    C("huge_int_alloc_local_extent", k_huge_alloc, "T.alloc_local((HUGE,)", 
+    C("huge_int_alloc_local_extent", k_huge_alloc, "T.alloc_local((HUGE,)",
       ("allocation extents must fit in 64 bits",)),
     C("huge_int_unroll_count", k_huge_unroll, "T.unroll(HUGE)"),
     C("huge_int_typed_float_constant", k_huge_fma_constant, "T.float32(HUGE)"),
