@@ -128,7 +128,7 @@ class BuiltinCalls:
             raise self.error(f"{what} must be a compile-time int, got {ops.describe(v)}", node)
         if positive and v <= 0:
             raise self.error(f"{what} must be positive, got {ops.show(v)}", node)
-        if too_big(v):                  # no extent or count needs more; later messages could not even print it
+        if positive and too_big(v):     # no extent needs more; later messages could not even print it
             raise self.error(f"{what} must fit in {MAX_INT_BITS} bits, got {ops.show(v)}", node)
         return v
 
@@ -237,7 +237,7 @@ class BuiltinCalls:
         for name, v, lo, hi in (("max_registers", regs, 24, tg.max_registers_per_thread),
                                 ("min_blocks_per_sm", blocks, 1, tg.max_blocks_per_sm)):
             if v is not None and not lo <= self.static_int(v, node, name) <= hi:
-                raise self.error(f"{name} must be a compile-time int from {lo} to {hi}, got {v}", node)
+                raise self.error(f"{name} must be a compile-time int from {lo} to {hi}, got {ops.show(v)}", node)
         if regs is not None and blocks is not None and regs * n * blocks > tg.registers_per_sm:
             raise self.error(f"{blocks} blocks of {n} threads at {regs} registers need {regs * n * blocks} "
                              f"registers; an SM has {tg.registers_per_sm}", node)
