@@ -6,6 +6,7 @@ import builtins as _py
 from dataclasses import dataclass
 
 from ..core import dtypes as dt
+from ..core.errors import MAX_INT_BITS, too_big
 from ..core.target import Target
 from ..ir import nodes as ir
 from ..lang import language as L
@@ -127,6 +128,8 @@ class BuiltinCalls:
             raise self.error(f"{what} must be a compile-time int, got {ops.describe(v)}", node)
         if positive and v <= 0:
             raise self.error(f"{what} must be positive, got {ops.show(v)}", node)
+        if positive and too_big(v):     # no extent needs more; later messages could not even print it
+            raise self.error(f"{what} must fit in {MAX_INT_BITS} bits, got {ops.show(v)}", node)
         return v
 
     def axis_arg(self, node):
@@ -234,7 +237,7 @@ class BuiltinCalls:
         for name, v, lo, hi in (("max_registers", regs, 24, tg.max_registers_per_thread),
                                 ("min_blocks_per_sm", blocks, 1, tg.max_blocks_per_sm)):
             if v is not None and not lo <= self.static_int(v, node, name) <= hi:
-                raise self.error(f"{name} must be a compile-time int from {lo} to {hi}, got {v}", node)
+                raise self.error(f"{name} must be a compile-time int from {lo} to {hi}, got {ops.show(v)}", node)
         if regs is not None and blocks is not None and regs * n * blocks > tg.registers_per_sm:
             raise self.error(f"{blocks} blocks of {n} threads at {regs} registers need {regs * n * blocks} "
                              f"registers; an SM has {tg.registers_per_sm}", node)
@@ -249,6 +252,8 @@ class BuiltinCalls:
             if isinstance(x, ir.Expr) and not static and x.dtype.is_int:
                 out.append(x)
             elif isinstance(x, int) and not isinstance(x, bool) and x > 0:
+                if too_big(x):          # far beyond CUDA's limits, and too long for the limit's message to print
+                    raise self.error(f"each {what} dimension must fit in {MAX_INT_BITS} bits, got {ops.show(x)}", node)
                 out.append(x)
             else:
                 kind = "a positive compile-time int" if static else "a positive int or an integer expression"
@@ -436,6 +441,8 @@ class BuiltinCalls:
             v = self.eval(a)
             if not (isinstance(v, View) or isinstance(v, ir.Expr) or ops.is_number(v)):
                 raise self.error(f"a tile operand must be a buffer view or a scalar, got {ops.describe(v)}", a)
+            if _unprintable(v):
+                raise self.error(f"a tile operand must fit in {MAX_INT_BITS} bits, got {ops.show(v)}", a)
             operands.append(v)
             locs.append(self.loc(a))
         scope, params = "thread", {}
@@ -446,6 +453,8 @@ class BuiltinCalls:
                     raise self.error(f"scope must be one of {', '.join(SCOPES)}, got {v!r}", k.value)
                 scope = v
             else:
+                if _unprintable(v):
+                    raise self.error(f"{k.arg} must fit in {MAX_INT_BITS} bits, got {ops.show(v)}", k.value)
                 params[k.arg] = (v, self.loc(k.value))
         self.emit(ir.Apply(self.loc(node), op.text, operands, scope, params, locs))
 
@@ -464,3 +473,9 @@ def _rebase(v: BitView):
     for s in v.shape:
         n = ir.mul(n, s)
     return RootView(v.storage, v.dtype, (n,), None, v.name)
+
+
+def _unprintable(v) -> bool:
+    """An int too long for Python to print (ops.show abbreviates it): refused at the tile operand, since the
+    families' range messages print the value (a merely too-big immediate gets the family's own range message)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 200

@@ -128,7 +128,7 @@ def _copy(form, ctx: Ctx) -> list:
                                f"{nbytes!r}", loc)
     if nbytes > MAX_COPY_BYTES:
         raise CompilationError(f"{ctx.opcode}: copy_bytes {nbytes} is out of range: one bulk copy moves at most "
-                               f"{MAX_COPY_BYTES} bytes (the size operand's range in ptxas)", loc)
+                               f"{MAX_COPY_BYTES} bytes (the range of the instruction's size operand)", loc)
     dst, src, mbar_op = ctx.operands(["dst", "src", "mbar"])
     check_scope(ctx, dst, ("shared",))
     check_scope(ctx, src, ("global",))

@@ -79,7 +79,7 @@ def expand(form: Form, ctx: Ctx) -> list:
                             "stay pending", n)
         if n.value > MAX_WAIT_GROUP:
             raise ctx.error(f"wait_group {n.value} is out of range: N must be 0..{MAX_WAIT_GROUP} (the hardware's "
-                            f"pending-group count; ptxas silently turns a larger N into {MAX_WAIT_GROUP})", n)
+                            f"pending-group count; the assembler silently turns a larger N into {MAX_WAIT_GROUP})", n)
         return [ctx.native([[ir.Imm(str(n.value))]], effect="sync")]
     return _copy(form, ctx)
 
