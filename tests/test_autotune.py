@@ -264,3 +264,15 @@ def test_autotune_ptx_passes_ptxas():
         ck = add_kernel.compile(x, x, x, target="sm_90", block=cfg.block, **cfg.constexprs)
         r = ptxas(ck.asm["ptx"], "sm_90")
         assert r.returncode == 0, r.stderr
+
+
+def test_gemm_example_tunes_over_at_least_8_configs():
+    import gemm as G
+    assert len(G.tuned_gemm.configs) >= 8 and G.tuned_gemm.names() == ["A", "B", "C"]
+    a = np.zeros((256, 64), np.float16)
+    c32 = np.zeros((256, 256), np.float32)
+    epi = next(c for c in G.tuned_gemm.configs if len(c.constexprs["config"]) > 10)
+    with pytest.raises(tiledsl.LaunchError, match="epilogue"):
+        G.tuned_gemm.kernel_for(epi, (a, np.zeros((256, 64), np.float16), c32), {})
+    with pytest.raises(tiledsl.LaunchError, match="multiples"):
+        G.tuned_gemm.kernel_for(G.tuned_gemm.configs[0], (np.zeros((100, 64), np.float16), a, c32), {})
