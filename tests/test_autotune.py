@@ -275,4 +275,4 @@ def test_gemm_example_tunes_over_at_least_8_configs():
     with pytest.raises(tiledsl.LaunchError, match="epilogue"):
         G.tuned_gemm.kernel_for(epi, (a, np.zeros((256, 64), np.float16), c32), {})
     with pytest.raises(tiledsl.LaunchError, match="multiples"):
-        G.tuned_gemm.kernel_for(G.tuned_gemm.configs[0], (np.zeros((100, 64), np.float16), a, c32), {})
+        G.tuned_gemm.kernel_for(G.tuned_gemm.configs[0], (np.zeros((100, 64), np.float16), a, a), {})
