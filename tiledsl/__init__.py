@@ -23,6 +23,6 @@ def __getattr__(name):
         from .tune.autotune import autotune
         return autotune
     if name == "testing":
-        from . import testing
-        return testing
+        import importlib        # (not `from . import testing`: its hasattr check would come back here)
+        return importlib.import_module(".testing", __name__)
     raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")
