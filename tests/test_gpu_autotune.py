@@ -23,9 +23,9 @@ def add_kernel(X: T.Tensor(("N",), "float32"), Y: T.Tensor(("N",), "float32"), O
 
 
 # block= overrides the body's 256 threads: each config covers N with grid * block * PER elements
-CONFIGS = [tiledsl.Config({"PER": 1}, block=256, grid=lambda a: a["N"] // 256),
-           tiledsl.Config({"PER": 2}, block=128, grid=lambda a: a["N"] // 256),
-           tiledsl.Config({"PER": 4}, block=64, grid=lambda a: a["N"] // 256)]
+CONFIGS = [tiledsl.Config({"PER": 1}, block=256, grid=lambda a: a["X"].shape[0] // 256),
+           tiledsl.Config({"PER": 2}, block=128, grid=lambda a: a["X"].shape[0] // 256),
+           tiledsl.Config({"PER": 4}, block=64, grid=lambda a: a["X"].shape[0] // 256)]
 
 
 def test_tune_three_configs_persist_and_reuse(capsys):
