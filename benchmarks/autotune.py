@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +48,8 @@ t = G.tuned_gemm
 t.pool = {pool!r}
 t0 = time.perf_counter()
 bad = t._compile_all(t.configs, (a, a, a), {{}}, Target(90))
-print(json.dumps({{"pool": {pool!r}, "configs": len(t.configs), "failed": len(bad), "compile_s": time.perf_counter() - t0}}))
+print(json.dumps({{"pool": {pool!r}, "configs": len(t.configs), "failed": len(bad),
+                  "compile_s": time.perf_counter() - t0}}))
 '''
 
 
@@ -84,11 +84,11 @@ def main(argv=None):
             ok1, ok2 = first["first_call_s"] <= 15, second["first_call_s"] <= 0.2
             print(f"gemm {o.size}^3 {o.dtype}, pool={pool}, winner {tuple(first['config'])}")
             print(f"  fresh process, empty cache: first call {first['first_call_s']:.2f} s "
-                  f"({'ok' if ok1 else 'OVER'} <= 15 s; process {first['process_s']:.2f} s, err {first['rel_err']:.1e})")
+                  f"({'ok' if ok1 else 'OVER'} <= 15 s; process {first['process_s']:.2f} s, "
+                  f"err {first['rel_err']:.1e})")
             print(f"  next process, warm cache:   first call {second['first_call_s']:.3f} s "
                   f"({'ok' if ok2 else 'OVER'} <= 0.2 s; process {second['process_s']:.2f} s)")
 
 
 if __name__ == "__main__":
-    t = time.perf_counter()
     main()
