@@ -382,11 +382,15 @@ def make_gemm(ab="float16", out="float16", config=None, shape=None):
 DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
 
 
-def matmul(a, b, out=None, out_dtype=None, config=None, static=True):
-    """C = a @ b.T for torch CUDA tensors a (M, K) and b (N, K).
+def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config=None, static=True, tune=True):
+    """C = a @ b.T (+ bias, then activation) for torch CUDA tensors a (M, K) and b (N, K).
 
-    static: compile one kernel per (M, N, K) (immediate strides, fewer registers; the default, as cuBLAS picks
-    per shape), or one kernel that reads the sizes at launch."""
+    The configuration (block tile, warps, stages, ...) is autotuned per (M, N, K, dtypes) over TUNE_CONFIGS by
+    `tiledsl.autotune`, the winner kept on disk (a later process reuses it); tune=False takes `choose()`'s
+    heuristic instead, and config= names one. static: compile one kernel per (M, N, K) (immediate strides, fewer
+    registers; the default, as cuBLAS picks per shape), or one kernel that reads the sizes at launch (not tuned).
+    bias (N,) and activation ("relu", "gelu", "silu" or a callable on the output) are applied by torch after
+    the kernel, in place on the output."""
     import torch
     M, K = a.shape
     N, K2 = b.shape
@@ -396,14 +400,51 @@ def matmul(a, b, out=None, out_dtype=None, config=None, static=True):
     if out is None:
         out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
     config = tuple(config) if config else None
-    key = (M, N, K, a.dtype, out.dtype, config, static)
+    key = (M, N, K, a.dtype, out.dtype, config, static, tune)
     kernel = _PLANS.get(key)
     if kernel is None:
-        sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
-        kernel = _PLANS[key] = _plan(M, N, K, *(DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype)),
-                                            config, static, sms)
+        if tune and static and config is None and a.is_cuda:
+            kernel = tuned_gemm.pick(a, b, out)[0]
+        else:
+            sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
+            kernel = _plan(M, N, K, *(DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype)), config, static, sms)
+        _PLANS[key] = kernel
     kernel(a, b, out)
+    if bias is not None:
+        out += bias
+    if activation is not None:
+        _activate(out, activation)
     return out
+
+
+def _activate(out, activation):
+    import torch
+    fns = {"relu": torch.relu_, "gelu": lambda t: t.copy_(torch.nn.functional.gelu(t)),
+           "silu": lambda t: torch.nn.functional.silu(t, inplace=True)}
+    f = fns.get(activation) if isinstance(activation, str) else activation if callable(activation) else None
+    if f is None:
+        raise tiledsl.LaunchError(f"activation is one of {sorted(fns)} or a callable, got {activation!r}")
+    r = f(out)
+    if r is not None and r is not out:
+        out.copy_(r)
+
+
+# what matmul tunes over (>= 8 candidates): the preferred tiles, and two more shapes of block tile
+TUNE_CONFIGS = PREFERRED + [(128, 256, 64, 2, 4, 4, 1), (256, 128, 32, 4, 2, 6, 1, 1, 1, 0, 1)]
+
+
+def _gemm_for(A, B, C, config):
+    """The kernel factory matmul tunes: the shape-specialised kernel of `config` for these arrays (a LaunchError,
+    so the tuner skips the config, when it cannot serve them)."""
+    ab, out = (DTYPES.get(str(t.dtype), str(t.dtype)) for t in (A, C))
+    if not usable(config, out):
+        raise tiledsl.LaunchError(f"gemm configuration {config}: its shared-memory epilogue needs an f16/bf16 output")
+    (M, K), N = A.shape, B.shape[0]
+    return _plan(M, N, K, ab, out, config, True)
+
+
+tuned_gemm = tiledsl.autotune(configs=[tiledsl.Config({"config": c}) for c in TUNE_CONFIGS],
+                              key=["A", "B", "C"])(_gemm_for)
 
 
 def choose(M, N, K, out, static=True, sms=132):

@@ -8,7 +8,7 @@ from .lang.inline import inline  # noqa: E402
 from . import layout  # noqa: E402
 
 __all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError", "CompilationError",
-           "LaunchError", "KernelFault", "__version__"]
+           "LaunchError", "KernelFault", "__version__", "Config", "autotune", "testing"]
 
 
 def __getattr__(name):
@@ -16,4 +16,13 @@ def __getattr__(name):
     if name == "CompiledKernel":
         from .compiled import CompiledKernel
         return CompiledKernel
+    if name == "Config":
+        from .tune.config import Config
+        return Config
+    if name == "autotune":
+        from .tune.autotune import autotune
+        return autotune
+    if name == "testing":
+        import importlib        # (not `from . import testing`: its hasattr check would come back here)
+        return importlib.import_module(".testing", __name__)
     raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")

@@ -171,6 +171,21 @@ class _Cuda:
 cuda = _Cuda()
 
 
+def _is_public(name: str, v) -> bool:
+    """Whether a global of this module is a name of the kernel language (T.name): the builtins, dtypes, annotation
+    helpers and namespaces defined here; not the imports, classes or private helpers."""
+    if name.startswith("_") or name == "T" or isinstance(v, type) or type(v).__name__ == "module":
+        return False
+    if isinstance(v, (Builtin, _dt.DType)):
+        return True
+    return getattr(v, "__module__", None) == __name__ or type(v).__module__ == __name__
+
+
+def _public_names() -> list:
+    """The public T names, sorted (what dir(T) lists and docs/language.md documents)."""
+    return sorted(n for n, v in globals().items() if _is_public(n, v))
+
+
 class _Namespace:
     """`from tiledsl import T` gives this module's names under one object."""
 
@@ -179,6 +194,9 @@ class _Namespace:
         if name.startswith("_") or name not in g:
             raise AttributeError(f"T has no attribute {name!r}")
         return g[name]
+
+    def __dir__(self):
+        return _public_names()
 
     def __repr__(self) -> str:
         return "tiledsl.T"

@@ -1,0 +1,2 @@
+"""Autotuning: `Config` (one candidate's constexprs and launch options), `autotune` (the decorator), the winners'
+store on disk."""
