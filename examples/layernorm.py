@@ -19,7 +19,8 @@ from softmax import plan
 _KERNELS = {}
 
 
-TUNED = {}       # threads per block for a row length, measured on the H200 (benchmarks/kernels.py --sweep)
+# threads per block for a row length, measured on the H200 (benchmarks/kernels.py --sweep)
+TUNED = {4096: 128, 8192: 128, 16384: 256}
 
 
 def make_layernorm(n, threads=None):

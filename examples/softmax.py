@@ -20,8 +20,9 @@ LOG2E = 1.4426950408889634
 
 # threads per block for a row length, measured on the H200 (benchmarks/kernels.py --sweep); other lengths take
 # up to 1024 threads of one 16-byte vector each, then more vectors per thread
-TUNED = {}
-PIPELINED = {}      # row length -> whether the pipelined kernel won there (the default: V >= 4)
+TUNED = {4096: 128, 8192: 256, 16384: 256, 32768: 512}
+# row length -> resident blocks per SM of the pipelined kernel, where it won (0: the one-row-per-block kernel)
+PIPELINED = {4096: 0, 8192: 0, 16384: 0, 32768: 4}
 
 
 def plan(n, threads=None):
@@ -67,7 +68,8 @@ def make_softmax(n, threads=None, pipelined=None, sms=132, per_sm=1):
     memory system never waits for a block's reductions; the default for rows too long for two blocks per SM."""
     threads, V = plan(n, threads)
     if pipelined is None:
-        pipelined = PIPELINED.get(n, V >= 4)
+        pipelined = bool(PIPELINED.get(n, V >= 4))
+        per_sm = PIPELINED.get(n) or per_sm
     key = (n, threads, pipelined, sms * per_sm if pipelined else None)
     blocks = sms * per_sm
     if key in _KERNELS:
