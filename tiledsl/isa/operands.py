@@ -40,12 +40,17 @@ class Ctx:
     """One apply call being expanded: its scope, the launch's block, the target, where it was written, and the
     family and form the registry parsed its opcode into."""
 
-    def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None):
+    def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None, lanes: int = 32,
+                 guard=None):
         self.apply, self.block, self.target, self.sm = apply, block, target, target.sm
         self.scope = apply.scope
         self.loc = apply.loc
         self.opcode = apply.opcode
         self.family, self.form = family, form
+        # the lanes of each warp that reach this apply: 32, or fewer under a guard `lane < K` (or in a block of
+        # fewer than 32 threads); a thread instruction's lane axis then spans exactly those lanes
+        self.lanes = min(lanes, 32, self.nthreads)
+        self.guard = guard                   # the guard's text, for messages
 
     def native(self, groups: list, pred=None, preserve: bool = False, effect: str = "pure", origin: str = "",
                braces: tuple = ()) -> ir.Native:
@@ -93,11 +98,11 @@ class Ctx:
         return {"thread": [], "warp": ["lane"], "warpgroup": ["warp", "lane"], "cta": ["warp", "lane"]}[s]
 
     def group_extents(self, axes) -> list:
-        nwarps = self.nthreads // 32
+        nwarps = max(1, self.nthreads // 32)
         out = []
         for a in axes:
             if a == "lane":
-                out.append(32)
+                out.append(self.lanes)
             elif self.scope == "warpgroup":
                 out.append(4)
             else:
@@ -106,7 +111,12 @@ class Ctx:
 
     def check_block_for_scope(self, width):
         n = self.nthreads
-        if (width == WARP or self.scope != "thread") and n % 32:
+        if width == WARP and self.lanes < 32:
+            why = f"it sits under the guard `{self.guard}`" if self.guard else f"the block has {n} threads"
+            raise self.error(f"is a warp instruction: all 32 lanes of a warp must execute it, but {why}")
+        if self.scope != "thread" and n % 32 and not (width != WARP and n < 32):
+            raise self.error(f"scope '{self.scope}' needs whole warps, but the block has {n} threads")
+        if width == WARP and n % 32:
             raise self.error(f"scope '{self.scope}' needs whole warps, but the block has {n} threads")
         if self.scope == "warpgroup" and n % 128:
             raise self.error(f"scope 'warpgroup' needs whole warpgroups (128 threads), but the block has {n}")
@@ -378,8 +388,13 @@ def _group_probe(view, group_axes, exts, ntail):
 
 
 def sample_groups(gaxes, gext) -> list:
-    """Group coordinates of a few threads (lanes 0, 1, 5, 31 of the first and last warp) for static checks."""
-    lanes = [0, 1, 5, 31] if "lane" in gaxes else [0]
+    """Group coordinates of a few threads (lanes 0, 1, 5 and the last of the first and last warp) for static
+    checks."""
+    if "lane" in gaxes:
+        n = gext[gaxes.index("lane")]
+        lanes = sorted({lane for lane in (0, 1, 5) if lane < n} | {n - 1})
+    else:
+        lanes = [0]
     warps = sorted({0, gext[gaxes.index("warp")] - 1}) if "warp" in gaxes else [0]
     out = []
     for w in warps:
