@@ -50,6 +50,11 @@ def jit(fn: Callable | None = None, **options: Any) -> JITFunction | Callable[[C
                  (default False; TILEDSL_DEBUG=1 turns it on).
     Compilation is lazy: the first call of each specialization (constexpr values, block, target, options)
     compiles or loads it from the disk cache."""
+    unknown = sorted(set(options) - {"interpret", "target", "debug"})
+    if unknown:
+        from ..core.errors import TiledslError
+        raise TiledslError(f"tiledsl.jit got unknown option(s) {', '.join(map(repr, unknown))}; it takes interpret=, "
+                           f"target= and debug=")
     if fn is None:
         return lambda f: JITFunction(f, **options)
     return JITFunction(fn, **options)
