@@ -126,18 +126,13 @@ class Program:
             active = idx
             while True:
                 cur = arr if active is None else arr[active]
-                keep = cur < f1(m, active)
-                if np.ndim(keep) == 0:
-                    if not keep:
-                        return
-                elif not keep.all():
-                    active = sub(active, keep)
-                    if len(active) == 0:
-                        return
+                active = _stay(active, cur < f1(m, active))
+                if active is _NONE_LEFT:
+                    return
                 body(m, active)
                 if settles:
-                    active = control.settle(m, active)
-                    if active is not None and len(active) == 0:
+                    active = _settled(m, active)
+                    if active is _NONE_LEFT:
                         return
                 st = fs(m, active)
                 if active is None:
@@ -205,20 +200,13 @@ class Program:
         def f(m, idx):
             active = idx
             while True:
-                c = cf(m, active)
-                if np.ndim(c) == 0:
-                    if not c:
-                        return
-                else:
-                    c = np.asarray(c, bool)
-                    if not c.all():
-                        active = sub(active, c)
-                        if len(active) == 0:
-                            return
+                active = _stay(active, cf(m, active))
+                if active is _NONE_LEFT:
+                    return
                 body(m, active)
                 if settles:
-                    active = control.settle(m, active)
-                    if active is not None and len(active) == 0:
+                    active = _settled(m, active)
+                    if active is _NONE_LEFT:
                         return
         return f
 
@@ -285,6 +273,27 @@ class Program:
                 for var, value in scalars.items():
                     m.vars[var] = np.full(m.N, value, val_np(var.dtype))
                 self.body(m, None)
+
+
+_NONE_LEFT = object()        # a loop's active set became empty (None already means "every thread")
+
+
+def _stay(active, keep):
+    """`active` narrowed to the threads whose loop condition `keep` (one bool, or one per active thread) holds,
+    or _NONE_LEFT."""
+    if np.ndim(keep) == 0:
+        return active if keep else _NONE_LEFT
+    keep = np.asarray(keep, bool)
+    if keep.all():
+        return active
+    active = sub(active, keep)
+    return active if len(active) else _NONE_LEFT
+
+
+def _settled(m, active):
+    """`active` after the iteration's break/continue/return settled (control.settle), or _NONE_LEFT."""
+    active = control.settle(m, active)
+    return _NONE_LEFT if active is not None and len(active) == 0 else active
 
 
 def _relocate(e: Exception, loc):
