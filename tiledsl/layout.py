@@ -153,6 +153,7 @@ class TileLayout:
         self.swizzle = swizzle
         self._key = (shape.extents, tuple(repr(s) for s in shape.strides), swizzle)
         self._static_cache = {}
+        self._owner_cache = {}
 
     def __repr__(self) -> str:
         ext = ", ".join(map(str, self.shape.extents))
@@ -173,14 +174,33 @@ class TileLayout:
 
     def locate(self, coord, dims) -> tuple:
         """(storage offset, {axis: offset}) of `coord` in a view of shape `dims`. Coordinates may be IR exprs."""
-        if all(type(c) is int for c in coord):
-            # static coordinates recur across a kernel's unrolled tiles (every k step's fragments): one answer
-            key = (tuple(coord), tuple(dims))
-            hit = self._static_cache.get(key)
-            if hit is None:
-                hit = self._static_cache[key] = self._locate(coord, dims)
-            return hit[0], dict(hit[1])     # callers may add to the axis offsets
-        return self._locate(coord, dims)
+        for c in coord:
+            if type(c) is not int:
+                return self._locate(coord, dims)
+        # static coordinates recur across a kernel's unrolled tiles (every k step's fragments): one answer
+        key = (tuple(coord), tuple(dims))
+        hit = self._static_cache.get(key)
+        if hit is None:
+            hit = self._static_cache[key] = self._locate(coord, dims)
+        return hit[0], dict(hit[1])     # callers may add to the axis offsets
+
+    def owner_static(self, coord: tuple, dims: tuple) -> tuple:
+        """(slot, lane, warp) of int coordinates: `owner(coord, dims)` as a tuple, cached (ownership proofs ask for
+        every lane of every fragment register)."""
+        key = (coord, dims)
+        hit = self._owner_cache.get(key)
+        if hit is None:
+            o = owner_of(*self.locate(coord, dims))
+            hit = self._owner_cache[key] = (o.slot, o.lane, o.warp)
+        return hit
+
+    def storage_of(self, coord: tuple, dims: tuple):
+        """`locate(coord, dims)[0]` for int coordinates (cached), without copying the axis offsets."""
+        key = (coord, dims)
+        hit = self._static_cache.get(key)
+        if hit is None:
+            hit = self._static_cache[key] = self._locate(coord, dims)
+        return hit[0]
 
     def _locate(self, coord, dims):
         groups = self.factors(dims)
@@ -254,6 +274,7 @@ class TileLayout:
 # execution axes and how they count threads: lanes within a warp, and warps (a thread index spans both)
 _LANE_AXES = ("laneid", "tx", "tid_in_wg")
 _WARP_AXES = ("warpid", "wid_in_wg")
+_PLAIN_AXES = ("laneid", "warpid", "wid_in_wg")
 
 
 @dataclass(frozen=True)
@@ -274,6 +295,9 @@ def owner_of(storage, axes: dict) -> Owner:
     (tx, tid_in_wg) split into a lane (mod 32) and a warp (div 32). LayoutError when a value is not static."""
     if not isinstance(storage, int):
         raise LayoutError("the storage offset is not static")
+    if len(axes) <= 2 and all(k in _PLAIN_AXES and type(v) is int for k, v in axes.items()):
+        # the common case (lane and warp axes only, static): no thread-index axes to split
+        return Owner(axes.get("laneid", 0), axes.get("warpid", 0) + axes.get("wid_in_wg", 0), storage)
     for name in _LANE_AXES + _WARP_AXES:
         if not isinstance(axes.get(name, 0), int):
             raise LayoutError(f"the offset on axis {name} is not static")

@@ -240,13 +240,19 @@ class Owners:
         """
         slot = None
         first = None
+        view = self.view
         for lane, warp, coord in coords_by_thread:
-            s, ax = self._locate(coord)
-            if not isinstance(s, int):
-                raise self.ctx.error(f"register slot of coordinate {coord} is not a compile-time constant "
-                                     f"(index register operands with compile-time values, e.g. T.unroll)", self.op)
-            own = owner_of(s, ax)
-            own_lane, own_warp = own.lane, own.warp
+            o = view.owner_static(coord) if all(type(c) is int for c in coord) else None
+            if o is not None:
+                s, own_lane, own_warp = o
+            else:
+                s, ax = self._locate(coord)
+                if not isinstance(s, int):
+                    raise self.ctx.error(f"register slot of coordinate {coord} is not a compile-time constant "
+                                         f"(index register operands with compile-time values, e.g. T.unroll)",
+                                         self.op)
+                own = owner_of(s, ax)
+                own_lane, own_warp = own.lane, own.warp
             want_warp = warp if warp is not None else 0
             if own_lane != lane or own_warp != want_warp:
                 who = f"lane {own_lane}" + (f", warp {own_warp}" if own_warp or warp is not None else "")
@@ -394,25 +400,57 @@ def check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str) -> No
     so that a distance or an alignment that depends on them is refused rather than assumed."""
     view = op.view
     shown = tuple(coords[0])
-    exprs = located(view, coords)
-    try:
-        offs = static_offsets(exprs)
-    except ValueError as e:
-        raise ctx.error(f"cannot prove {what} consecutive: {e}", op) from None
-    if offs is None:
-        return
+    by_pin = _pinned_offsets(view, coords)
+    if by_pin is None:
+        # a part the direct evaluation cannot read: build the offset expressions and evaluate them (the
+        # expression builders may fold that part away, e.g. times a zero stride)
+        exprs = located(view, coords)
+        try:
+            offs = static_offsets(exprs)
+        except ValueError as e:
+            raise ctx.error(f"cannot prove {what} consecutive: {e}", op) from None
+        if offs is None:
+            return
+        starts = [evaluate(exprs[0], pin) for pin in PINS]
+    else:
+        offs = by_pin[0]
+        rel = [o - offs[0] for o in offs]
+        for other in by_pin[1:]:
+            if [o - other[0] for o in other] != rel:
+                raise ctx.error(f"cannot prove {what} consecutive: the distance between words depends on run-time "
+                                f"values", op)
+        starts = [o[0] for o in by_pin]
     nbytes = view.dtype.bits // 8
     for k in range(1, len(offs)):
         if offs[k] - offs[0] != k:
             raise ctx.error(f"{what} must be {len(offs) * nbytes} contiguous bytes (consecutive elements), but from "
                             f"coordinate {shown} its {len(offs)} elements sit at offsets {offs} of "
                             f"{view.storage.name}", op)
-    for pin in PINS:
-        start = evaluate(exprs[0], pin) * nbytes
+    for pin, start in zip(PINS, starts):
+        start *= nbytes
         if start % align:
             why = "" if pin == PINS[0] else f" when a run-time index is {pin} (alignment must not depend on it)"
             raise ctx.error(f"{what} must be aligned to {align} bytes, but coordinate {shown} starts at byte "
                             f"offset {start}{why}", op)
+
+
+def _pinned_offsets(view: View, coords):
+    """The storage offsets of `coords` for each pin in PINS (ints), or None when a run-time part of the view cannot
+    be evaluated directly. The same values as evaluating `located(view, coords)` per pin (View.storage_pinned),
+    without building the expression trees: ldmatrix alone proves some 36 thousand rows in the GEMM kernel."""
+    if not all(type(c) is int for coord in coords for c in coord):
+        return None
+    out = []
+    for pin in PINS:
+        memo = {}
+        offs = []
+        for c in coords:
+            o = view.storage_pinned(c, pin, memo)
+            if o is None:
+                return None
+            offs.append(o)
+        out.append(offs)
+    return out
 
 
 def memory_addr(ctx: Ctx, op: Operand, group_ids, coord_tail):

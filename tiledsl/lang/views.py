@@ -6,6 +6,7 @@ execution axes (`laneid`, ...), as ints where static and IR expressions where no
 from __future__ import annotations
 
 from ..ir import nodes as ir
+from ..ir.eval import evaluate_pinned
 from ..core.dtypes import DType
 from ..layout import TileLayout, row_major_strides
 
@@ -24,6 +25,19 @@ class View:
 
     def has_exec_axes(self) -> bool:
         return False
+
+    def owner_static(self, coord):
+        """(slot, lane, warp) of the int coordinates `coord`, i.e. `layout.owner_of(*self.locate(coord))`, for the
+        views that answer it without building expressions; None for the others (the caller then locates)."""
+        return None
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        """The storage offset of the int coordinates `coord` as an int, with every run-time value inside the view
+        (a sub-view's origin, a run-time stride) pinned to `pin` as `ir.eval.evaluate_pinned` does; None when a
+        part cannot be evaluated (the caller then evaluates `locate`'s expression tree, which may fold it away).
+        Equal to `evaluate_pinned(self.locate(coord)[0], pin)` whenever it is not None: the same integer
+        arithmetic, only evaluated as it goes instead of building the tree first."""
+        return None
 
     def describe(self) -> str:
         return f"{self.storage.name}{list(self.shape)}:{self.dtype.name}"
@@ -47,6 +61,30 @@ class RootView(View):
         for c, s in zip(coord, self._strides):
             off = ir.add(off, ir.mul(c, s))
         return off, {}
+
+    def owner_static(self, coord):
+        if self.layout is not None:
+            return self.layout.owner_static(tuple(coord), self.shape)
+        off = 0
+        for c, s in zip(coord, self._strides):
+            if type(s) is not int:
+                return None
+            off += c * s
+        return off, 0, 0
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        if self.layout is not None:
+            return self.layout.storage_of(tuple(coord), self.shape)   # int coordinates: an int
+        off = 0
+        for c, s in zip(coord, self._strides):
+            if type(s) is not int:
+                if c == 0:                       # ir.mul folds 0 * stride away
+                    continue
+                s = evaluate_pinned(s, pin, memo)
+                if s is None:
+                    return None
+            off += c * s
+        return off
 
     def has_exec_axes(self) -> bool:
         return self.layout is not None and bool(self.layout.exec_axes(self.shape))
@@ -72,6 +110,28 @@ class SubView(View):
         for p in self.picks:
             pc.append(p[1] if p[0] == "fix" else ir.add(p[1], next(it)))
         return self.parent.locate(pc)
+
+    def owner_static(self, coord):
+        it = iter(coord)
+        pc = []
+        for p in self.picks:
+            o = p[1]
+            if type(o) is not int:
+                return None
+            pc.append(o if p[0] == "fix" else o + next(it))
+        return self.parent.owner_static(pc)
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        it = iter(coord)
+        pc = []
+        for p in self.picks:
+            o = p[1]
+            if type(o) is not int:
+                o = evaluate_pinned(o, pin, memo)
+                if o is None:
+                    return None
+            pc.append(o if p[0] == "fix" else o + next(it))
+        return self.parent.storage_pinned(pc, pin, memo)
 
     def has_exec_axes(self) -> bool:
         return self.parent.has_exec_axes()
@@ -110,6 +170,15 @@ class BitView(View):
             return ir.add(ir.mul(off, self.ratio_down), ir.mod(last, self.ratio_down)), ax
         off, ax = self.parent.locate(coord[:-1] + [ir.mul(last, self.ratio_up)])
         return ir.floordiv(off, self.ratio_up), ax
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        coord = list(coord)
+        last = coord[-1]
+        if self.ratio_down > 1:
+            off = self.parent.storage_pinned(coord[:-1] + [last // self.ratio_down], pin, memo)
+            return None if off is None else off * self.ratio_down + last % self.ratio_down
+        off = self.parent.storage_pinned(coord[:-1] + [last * self.ratio_up], pin, memo)
+        return None if off is None else off // self.ratio_up
 
     def has_exec_axes(self) -> bool:
         return self.parent.has_exec_axes()
