@@ -103,6 +103,7 @@ class SubView(View):
         self.storage, self.dtype = parent.storage, parent.dtype
         self.shape = tuple(p[2] for p in picks if p[0] == "range")
         self.name = getattr(parent, "name", parent.storage.name)
+        self._pinned = {}                        # pin -> the picks' origins evaluated (storage_pinned)
 
     def locate(self, coord):
         it = iter(coord)
@@ -122,15 +123,15 @@ class SubView(View):
         return self.parent.owner_static(pc)
 
     def storage_pinned(self, coord, pin: int, memo: dict):
+        origins = self._pinned.get(pin)
+        if origins is None:
+            # the picks are immutable expressions: their pinned values are computed once per pin
+            origins = [p[1] if type(p[1]) is int else evaluate_pinned(p[1], pin, memo) for p in self.picks]
+            self._pinned[pin] = origins
+        if None in origins:
+            return None
         it = iter(coord)
-        pc = []
-        for p in self.picks:
-            o = p[1]
-            if type(o) is not int:
-                o = evaluate_pinned(o, pin, memo)
-                if o is None:
-                    return None
-            pc.append(o if p[0] == "fix" else o + next(it))
+        pc = [o if p[0] == "fix" else o + next(it) for p, o in zip(self.picks, origins)]
         return self.parent.storage_pinned(pc, pin, memo)
 
     def has_exec_axes(self) -> bool:
