@@ -154,6 +154,8 @@ class TileLayout:
         self._key = (shape.extents, tuple(repr(s) for s in shape.strides), swizzle)
         self._static_cache = {}
         self._owner_cache = {}
+        self._int_plans = {}                 # dims -> the factors as int tuples (_locate_int)
+        self._storage_plans = {}             # dims -> the storage factors as int tuples (storages_int)
 
     def __repr__(self) -> str:
         ext = ", ".join(map(str, self.shape.extents))
@@ -181,7 +183,7 @@ class TileLayout:
         key = (tuple(coord), tuple(dims))
         hit = self._static_cache.get(key)
         if hit is None:
-            hit = self._static_cache[key] = self._locate(coord, dims)
+            hit = self._static_cache[key] = self._locate_int(coord, key[1])
         return hit[0], dict(hit[1])     # callers may add to the axis offsets
 
     def owner_static(self, coord: tuple, dims: tuple) -> tuple:
@@ -199,8 +201,81 @@ class TileLayout:
         key = (coord, dims)
         hit = self._static_cache.get(key)
         if hit is None:
-            hit = self._static_cache[key] = self._locate(coord, dims)
+            hit = self._static_cache[key] = self._locate_int(coord, dims)
         return hit[0]
+
+    def storages_int(self, coords, dims: tuple) -> list:
+        """`[locate(c, dims)[0] for c in coords]` for int coordinates: only the storage factors are evaluated, on
+        Python ints, from a per-shape plan (the contiguity proofs ask for tens of thousands of distinct rows)."""
+        plan = self._storage_plans.get(dims)
+        if plan is None:
+            groups = self.factors(dims)
+            period = 1 << sum(self.swizzle) if self.swizzle else 0
+            plan = self._storage_plans[dims] = tuple(
+                tuple((f.inner, f.extent if k > 0 else 0, f.stride, bool(period and f.stride % period == 0))
+                      for k, f in enumerate(facs) if f.axis == STORAGE)
+                for facs in groups)
+        sw = self.swizzle
+        if sw:
+            period = 1 << sum(sw)
+            bits, base, shift = sw
+            mask = (1 << bits) - 1
+            lo = base + shift
+        n = len(dims)
+        out = []
+        for coord in coords:
+            if len(coord) != n:
+                raise LayoutError(f"coordinate has {len(coord)} indices for a {len(dims)}-d view")
+            storage = high = 0
+            for c, facs in zip(coord, plan):
+                for inner, wrap, stride, is_high in facs:
+                    digit = c // inner
+                    if wrap:
+                        digit %= wrap
+                    if is_high:
+                        high += digit * stride
+                    else:
+                        storage += digit * stride
+            if sw:
+                if storage and storage % period == 0:
+                    storage, high = 0, high + storage
+                if bits:                         # swizzled(), inline
+                    storage ^= ((storage >> lo) & mask) << base
+                storage += high
+            out.append(storage)
+        return out
+
+    def _locate_int(self, coord, dims):
+        """`_locate` for int coordinates: the same arithmetic on Python ints (what the ir builders fold to), read
+        from a per-shape plan of the factors instead of regrouping them and building each term."""
+        plan = self._int_plans.get(dims)
+        if plan is None:
+            groups = self.factors(dims)
+            period = 1 << sum(self.swizzle) if self.swizzle else 0
+            plan = self._int_plans[dims] = tuple(
+                tuple((f.inner, f.extent if k > 0 else 0, f.stride, f.axis,
+                       bool(period and f.axis == STORAGE and f.stride % period == 0)) for k, f in enumerate(facs))
+                for facs in groups)
+        if len(coord) != len(dims):
+            raise LayoutError(f"coordinate has {len(coord)} indices for a {len(dims)}-d view")
+        offs = {STORAGE: 0}
+        high = 0
+        for c, facs in zip(coord, plan):
+            for inner, wrap, stride, axis, is_high in facs:
+                digit = c // inner
+                if wrap:
+                    digit %= wrap
+                if is_high:
+                    high += digit * stride
+                else:
+                    offs[axis] = offs.get(axis, 0) + digit * stride
+        storage = offs.pop(STORAGE)
+        if self.swizzle:
+            period = 1 << sum(self.swizzle)
+            if storage and storage % period == 0:
+                storage, high = 0, high + storage
+            storage = high + swizzled(storage, *self.swizzle)
+        return storage, offs
 
     def _locate(self, coord, dims):
         groups = self.factors(dims)

@@ -40,12 +40,25 @@ class Ctx:
     """One apply call being expanded: its scope, the launch's block, the target, where it was written, and the
     family and form the registry parsed its opcode into."""
 
-    def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None):
+    def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None, proofs: dict | None = None):
         self.apply, self.block, self.target, self.sm = apply, block, target, target.sm
+        # proofs that succeeded in this kernel, under keys that decide them (View.static_key/pinned_key): an
+        # unrolled k loop asks the same ownership and contiguity questions of every step's views
+        self.proofs = {} if proofs is None else proofs
         self.scope = apply.scope
         self.loc = apply.loc
         self.opcode = apply.opcode
         self.family, self.form = family, form
+
+    def proven(self, key, prove):
+        """`prove()` (which raises when the proof fails), or what it returned the last time under `key` in this
+        kernel; a key of None is never remembered."""
+        if key is None or None in key:
+            return prove()
+        hit = self.proofs.get(key)
+        if hit is None:
+            hit = self.proofs[key] = prove()
+        return hit
 
     def native(self, groups: list, pred=None, preserve: bool = False, effect: str = "pure", origin: str = "",
                braces: tuple = ()) -> ir.Native:
@@ -398,9 +411,35 @@ def check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str) -> No
     """The elements at `coords` (full coordinates, in order) must sit at consecutive storage offsets, the first
     aligned to `align` bytes. Proven on the static part of the offsets; run-time values are pinned to two values
     so that a distance or an alignment that depends on them is refused rather than assumed."""
+    check_contiguous_rows(ctx, op, [coords], align, lambda k: what)
+
+
+def check_contiguous_rows(ctx: Ctx, op: Operand, rows, align: int, what_of) -> None:
+    """`check_contiguous(ctx, op, rows[k], align, what_of(k))` for every k, in order (the first failure raises),
+    with the offsets of all rows evaluated in one pass. A row proven before in this kernel under a key that decides
+    it (the view's `pinned_key`, the coordinates, the alignment) is not proven again."""
+    view = op.view
+    static = all(type(c) is int for coords in rows for coord in coords for c in coord)
+    pk = view.pinned_key() if static else None
+    keys = [("contiguous", pk, tuple(map(tuple, coords)), align) if pk is not None else None for coords in rows]
+    todo = [k for k in range(len(rows)) if keys[k] is None or keys[k] not in ctx.proofs]
+    if not todo:
+        return
+    by_pin = _pinned_offsets(view, [c for k in todo for c in rows[k]]) if static else None
+    pos = 0
+    for k in todo:
+        n = len(rows[k])
+        _check_contiguous(ctx, op, rows[k], align, what_of(k),
+                          None if by_pin is None else [offs[pos:pos + n] for offs in by_pin])
+        pos += n
+        if keys[k] is not None:
+            ctx.proofs[keys[k]] = True
+
+
+def _check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str, by_pin) -> None:
+    """One row, from its offsets per pin (`_pinned_offsets`), or None: then from the offset expressions."""
     view = op.view
     shown = tuple(coords[0])
-    by_pin = _pinned_offsets(view, coords)
     if by_pin is None:
         # a part the direct evaluation cannot read: build the offset expressions and evaluate them (the
         # expression builders may fold that part away, e.g. times a zero stride)
@@ -442,13 +481,9 @@ def _pinned_offsets(view: View, coords):
         return None
     out = []
     for pin in PINS:
-        memo = {}
-        offs = []
-        for c in coords:
-            o = view.storage_pinned(c, pin, memo)
-            if o is None:
-                return None
-            offs.append(o)
+        offs = view.storages_pinned(coords, pin, {})
+        if offs is None:
+            return None
         out.append(offs)
     return out
 

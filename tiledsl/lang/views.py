@@ -6,7 +6,7 @@ execution axes (`laneid`, ...), as ints where static and IR expressions where no
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.eval import evaluate_pinned
+from ..ir.eval import PINS, evaluate_pinned
 from ..core.dtypes import DType
 from ..layout import TileLayout, row_major_strides
 
@@ -31,6 +31,17 @@ class View:
         views that answer it without building expressions; None for the others (the caller then locates)."""
         return None
 
+    def static_key(self):
+        """A hashable key that decides `locate` of every int coordinate (equal keys: equal answers, same storage
+        and dtype), or None when a part of the view is a run-time value. Proofs made on int coordinates may be
+        remembered under it (isa/operands.py)."""
+        return None
+
+    def pinned_key(self):
+        """Like `static_key`, but deciding `storage_pinned` for every pin in ir.eval.PINS: run-time parts enter as
+        their pinned values. None when a part cannot be evaluated."""
+        return None
+
     def storage_pinned(self, coord, pin: int, memo: dict):
         """The storage offset of the int coordinates `coord` as an int, with every run-time value inside the view
         (a sub-view's origin, a run-time stride) pinned to `pin` as `ir.eval.evaluate_pinned` does; None when a
@@ -38,6 +49,16 @@ class View:
         Equal to `evaluate_pinned(self.locate(coord)[0], pin)` whenever it is not None: the same integer
         arithmetic, only evaluated as it goes instead of building the tree first."""
         return None
+
+    def storages_pinned(self, coords, pin: int, memo: dict):
+        """`[storage_pinned(c, pin, memo) for c in coords]`, or None when one of them is None."""
+        out = []
+        for c in coords:
+            o = self.storage_pinned(c, pin, memo)
+            if o is None:
+                return None
+            out.append(o)
+        return out
 
     def describe(self) -> str:
         return f"{self.storage.name}{list(self.shape)}:{self.dtype.name}"
@@ -71,6 +92,28 @@ class RootView(View):
                 return None
             off += c * s
         return off, 0, 0
+
+    def static_key(self):
+        if self.layout is None and not all(type(x) is int for x in self._strides):
+            return None
+        return ("root", self.storage, self.dtype, self.shape, self.layout)
+
+    def pinned_key(self):
+        k = self.__dict__.get("_pinned_key", False)
+        if k is False:
+            k = self.static_key()
+            if k is None:
+                strides = tuple(tuple(x if type(x) is int else evaluate_pinned(x, pin) for x in self._strides)
+                                for pin in PINS)
+                k = None if any(None in st for st in strides) else \
+                    ("root", self.storage, self.dtype, self.shape, strides)
+            self._pinned_key = k
+        return k
+
+    def storages_pinned(self, coords, pin: int, memo: dict):
+        if self.layout is not None:
+            return self.layout.storages_int(coords, self.shape)
+        return View.storages_pinned(self, coords, pin, memo)
 
     def storage_pinned(self, coord, pin: int, memo: dict):
         if self.layout is not None:
@@ -122,12 +165,46 @@ class SubView(View):
             pc.append(o if p[0] == "fix" else o + next(it))
         return self.parent.owner_static(pc)
 
-    def storage_pinned(self, coord, pin: int, memo: dict):
+    def static_key(self):
+        if not all(type(p[1]) is int for p in self.picks):
+            return None
+        parent = self.parent.static_key()
+        return None if parent is None else ("sub", parent, tuple(self.picks))
+
+    def pinned_key(self):
+        parent = self.parent.pinned_key()
+        if parent is None:
+            return None
+        pinned = []
+        for pin in PINS:
+            origins = self._origins(pin, {})
+            if None in origins:
+                return None
+            pinned.append(tuple(origins))
+        return ("sub", parent, tuple((p[0], p[2] if p[0] == "range" else None) for p in self.picks),
+                tuple(pinned))
+
+    def _origins(self, pin: int, memo: dict) -> list:
         origins = self._pinned.get(pin)
         if origins is None:
             # the picks are immutable expressions: their pinned values are computed once per pin
             origins = [p[1] if type(p[1]) is int else evaluate_pinned(p[1], pin, memo) for p in self.picks]
             self._pinned[pin] = origins
+        return origins
+
+    def storages_pinned(self, coords, pin: int, memo: dict):
+        origins = self._origins(pin, memo)
+        if None in origins:
+            return None
+        fixed = [p[0] == "fix" for p in self.picks]
+        pcs = []
+        for coord in coords:
+            it = iter(coord)
+            pcs.append([o if f else o + next(it) for f, o in zip(fixed, origins)])
+        return self.parent.storages_pinned(pcs, pin, memo)
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        origins = self._origins(pin, memo)
         if None in origins:
             return None
         it = iter(coord)
@@ -171,6 +248,14 @@ class BitView(View):
             return ir.add(ir.mul(off, self.ratio_down), ir.mod(last, self.ratio_down)), ax
         off, ax = self.parent.locate(coord[:-1] + [ir.mul(last, self.ratio_up)])
         return ir.floordiv(off, self.ratio_up), ax
+
+    def static_key(self):
+        parent = self.parent.static_key()
+        return None if parent is None else ("bits", parent, self.dtype)
+
+    def pinned_key(self):
+        parent = self.parent.pinned_key()
+        return None if parent is None else ("bits", parent, self.dtype)
 
     def storage_pinned(self, coord, pin: int, memo: dict):
         coord = list(coord)
