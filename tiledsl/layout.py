@@ -245,6 +245,47 @@ class TileLayout:
             out.append(storage)
         return out
 
+    def storages_array(self, coords, dims: tuple):
+        """`storages_int` of an (n, len(dims)) int64 numpy array of coordinates, as an int64 array; None when a
+        value could leave the range where int64 arithmetic equals Python's (then the caller uses storages_int).
+        numpy's // % >> & ^ on int64 follow Python's floor semantics, so the answers are the same ints."""
+        import numpy as np
+        plan = self._storage_plans.get(dims)
+        if plan is None:
+            self.storages_int([], dims)              # builds the plan
+            plan = self._storage_plans[dims]
+        if coords.shape[1] != len(dims):
+            return None
+        # every digit is at most |coordinate| (or below its wrap) and every stride below 2^24: each term stays
+        # under 2^48 and a sum of them far from 2^63
+        if coords.size and int(np.abs(coords).max()) >= 1 << 24:
+            return None
+        if any(abs(st) >= 1 << 24 for facs in plan for _, _, st, _ in facs):
+            return None
+        storage = np.zeros(coords.shape[0], np.int64)
+        high = np.zeros(coords.shape[0], np.int64)
+        for d, facs in enumerate(plan):
+            c = coords[:, d]
+            for inner, wrap, stride, is_high in facs:
+                digit = c // inner
+                if wrap:
+                    digit = digit % wrap
+                if is_high:
+                    high += digit * stride
+                else:
+                    storage += digit * stride
+        sw = self.swizzle
+        if sw:
+            period = 1 << sum(sw)
+            bits, base, shift = sw
+            moved = (storage != 0) & (storage % period == 0)
+            high = np.where(moved, high + storage, high)
+            storage = np.where(moved, 0, storage)
+            if bits:
+                storage = storage ^ (((storage >> (base + shift)) & ((1 << bits) - 1)) << base)
+            storage = storage + high
+        return storage
+
     def _locate_int(self, coord, dims):
         """`_locate` for int coordinates: the same arithmetic on Python ints (what the ir builders fold to), read
         from a per-shape plan of the factors instead of regrouping them and building each term."""

@@ -479,13 +479,31 @@ def _pinned_offsets(view: View, coords):
     without building the expression trees: ldmatrix alone proves some 36 thousand rows in the GEMM kernel."""
     if not all(type(c) is int for coord in coords for c in coord):
         return None
+    arr = None
+    if len(coords) >= _ARRAY_BATCH:
+        import numpy as np
+        ndim = len(coords[0])
+        if all(len(c) == ndim for c in coords):
+            arr = np.array(coords, dtype=np.int64).reshape(len(coords), ndim)
+            if ndim and int(np.abs(arr).max()) >= 1 << 24:
+                arr = None
     out = []
     for pin in PINS:
-        offs = view.storages_pinned(coords, pin, {})
+        offs = None
+        if arr is not None:
+            a = view.storages_array(arr, pin, {})
+            offs = None if a is None else a.tolist()
+        if offs is None:
+            offs = view.storages_pinned(coords, pin, {})
         if offs is None:
             return None
         out.append(offs)
     return out
+
+
+# from this many coordinates on, _pinned_offsets evaluates them as numpy arrays (an ldmatrix repeat of a
+# 256-thread block proves 1024 words at once)
+_ARRAY_BATCH = 64
 
 
 def memory_addr(ctx: Ctx, op: Operand, group_ids, coord_tail):

@@ -50,6 +50,11 @@ class View:
         arithmetic, only evaluated as it goes instead of building the tree first."""
         return None
 
+    def storages_array(self, coords, pin: int, memo: dict):
+        """`storages_pinned` of an (n, ndim) int64 numpy array, as an int64 array; None where this view (or the
+        size of the values) has no array path: the caller then asks `storages_pinned`."""
+        return None
+
     def storages_pinned(self, coords, pin: int, memo: dict):
         """`[storage_pinned(c, pin, memo) for c in coords]`, or None when one of them is None."""
         out = []
@@ -109,6 +114,11 @@ class RootView(View):
                     ("root", self.storage, self.dtype, self.shape, strides)
             self._pinned_key = k
         return k
+
+    def storages_array(self, coords, pin: int, memo: dict):
+        if self.layout is not None:
+            return self.layout.storages_array(coords, self.shape)
+        return None
 
     def storages_pinned(self, coords, pin: int, memo: dict):
         if self.layout is not None:
@@ -192,6 +202,21 @@ class SubView(View):
             self._pinned[pin] = origins
         return origins
 
+    def storages_array(self, coords, pin: int, memo: dict):
+        import numpy as np
+        origins = self._origins(pin, memo)
+        if None in origins or any(abs(o) >= 1 << 24 for o in origins) or coords.shape[1] != len(self.shape):
+            return None
+        pcs = np.empty((coords.shape[0], len(self.picks)), np.int64)
+        j = 0
+        for k, (p, o) in enumerate(zip(self.picks, origins)):
+            if p[0] == "fix":
+                pcs[:, k] = o
+            else:
+                pcs[:, k] = coords[:, j] + o
+                j += 1
+        return self.parent.storages_array(pcs, pin, memo)
+
     def storages_pinned(self, coords, pin: int, memo: dict):
         origins = self._origins(pin, memo)
         if None in origins:
@@ -256,6 +281,19 @@ class BitView(View):
     def pinned_key(self):
         parent = self.parent.pinned_key()
         return None if parent is None else ("bits", parent, self.dtype)
+
+    def storages_array(self, coords, pin: int, memo: dict):
+        if not coords.shape[1]:
+            return None
+        pcs = coords.copy()
+        last = coords[:, -1]
+        if self.ratio_down > 1:
+            pcs[:, -1] = last // self.ratio_down
+            off = self.parent.storages_array(pcs, pin, memo)
+            return None if off is None else off * self.ratio_down + last % self.ratio_down
+        pcs[:, -1] = last * self.ratio_up
+        off = self.parent.storages_array(pcs, pin, memo)
+        return None if off is None else off // self.ratio_up
 
     def storage_pinned(self, coord, pin: int, memo: dict):
         coord = list(coord)
