@@ -14,7 +14,7 @@ from tiledsl.core import dtypes as dt
 from tiledsl.ir import nodes as ir
 from tiledsl.ir.eval import PINS, evaluate_pinned
 from tiledsl.lang.views import BitView, RootView, SubView
-from tiledsl.layout import S, TileLayout, laneid, owner_of, tx, warpid
+from tiledsl.layout import S, TileLayout, laneid, owner_of, tid_in_wg, tx, warpid, wid_in_wg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,7 +35,8 @@ def test_seed_mma_compiles_fast(monkeypatch):
 def _random_layout(rng):
     nf = rng.randint(1, 5)
     ext = [rng.choice([1, 2, 3, 4, 8]) for _ in range(nf)]
-    st = [rng.choice([0, 1, 2, 4, 8, 16, 64, 256, 1 @ laneid, 4 @ laneid, 1 @ warpid, 2 @ tx]) for _ in range(nf)]
+    st = [rng.choice([0, 1, 2, 4, 8, 16, 64, 256, 1 @ laneid, 4 @ laneid, 1 @ warpid, 2 @ tx, 8 @ tx, 1 @ wid_in_wg,
+                      16 @ tid_in_wg]) for _ in range(nf)]
     sw = rng.choice([None, None, (1, 1, 2), (2, 2, 3), (3, 2, 3), (0, 1, 1), (3, 2, 4)])
     dims, i = [], 0
     while i < nf:
@@ -54,8 +55,13 @@ def test_int_locate_paths_match_the_general_one():
         assert [lay._locate_int(c, dims) for c in coords] == slow
         assert [list(lay._locate_int(c, dims)[1]) for c in coords] == [list(s[1]) for s in slow]
         assert lay.storages_int(coords, dims) == [s[0] for s in slow]
-        for c, s in zip(coords, slow):
-            o = owner_of(*s)
+        arr = np.array(coords, dtype=np.int64).reshape(len(coords), len(dims))
+        assert lay.storages_array(arr, dims).tolist() == [s[0] for s in slow]
+        owners = [owner_of(*s) for s in slow]
+        slot, lane, warp = lay.owners_array(arr, dims)
+        assert (slot.tolist(), lane.tolist(), warp.tolist()) == \
+            ([o.slot for o in owners], [o.lane for o in owners], [o.warp for o in owners])
+        for c, o in zip(coords, owners):
             assert lay.owner_static(c, dims) == (o.slot, o.lane, o.warp)
 
 
@@ -84,9 +90,12 @@ def test_pinned_storage_matches_the_expression_trees():
                 assert fast is not None
                 assert fast == evaluate_pinned(view.locate(c)[0], pin), (view.describe(), c, pin)
             coords = [[rng.randrange(d) for d in dims] for _ in range(5)]
+            arr = np.array(coords, dtype=np.int64)
             for pin in PINS:
-                assert view.storages_pinned(coords, pin, {}) == \
-                    [evaluate_pinned(view.locate(x)[0], pin) for x in coords]
+                want = [evaluate_pinned(view.locate(x)[0], pin) for x in coords]
+                assert view.storages_pinned(coords, pin, {}) == want
+                got = view.storages_array(arr, pin, {})
+                assert got is None or got.tolist() == want
 
 
 def test_owner_static_matches_locate():
@@ -99,6 +108,11 @@ def test_owner_static_matches_locate():
             s, ax = view.locate(list(c))
             o = owner_of(s, ax)
             assert view.owner_static(list(c)) == (o.slot, o.lane, o.warp)
+        arr = np.array(list(np.ndindex(*dims)), dtype=np.int64)
+        slot, lane, warp = view.owners_array(arr)
+        want = [owner_of(*view.locate(list(c))) for c in np.ndindex(*dims)]
+        assert slot.tolist() == [o.slot for o in want] and lane.tolist() == [o.lane for o in want]
+        assert warp.tolist() == [o.warp for o in want]
 
 
 # Two ldmatrix applies with equal views: the second must still be refused when its own rows are misaligned,

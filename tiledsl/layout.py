@@ -286,6 +286,53 @@ class TileLayout:
             storage = storage + high
         return storage
 
+    def owners_array(self, coords, dims: tuple):
+        """(slot, lane, warp) int64 arrays of an (n, len(dims)) int64 array of coordinates: `owner_static` of every
+        row at once, with owner_of's split of thread-index axes; None outside the range where int64 arithmetic
+        equals Python's."""
+        import numpy as np
+        if coords.shape[1] != len(dims):
+            return None
+        plan = self._int_plans.get(dims)
+        if plan is None:
+            self._locate_int((0,) * len(dims), dims)     # builds the plan
+            plan = self._int_plans[dims]
+        if coords.size and int(np.abs(coords).max()) >= 1 << 24:
+            return None
+        if any(abs(st) >= 1 << 24 for facs in plan for _, _, st, _, _ in facs):
+            return None
+        n = coords.shape[0]
+        offs = {}
+        high = np.zeros(n, np.int64)
+        for d, facs in enumerate(plan):
+            c = coords[:, d]
+            for inner, wrap, stride, axis, is_high in facs:
+                digit = c // inner
+                if wrap:
+                    digit = digit % wrap
+                if is_high:
+                    high += digit * stride
+                elif axis in offs:
+                    offs[axis] = offs[axis] + digit * stride
+                else:
+                    offs[axis] = digit * stride
+        storage = offs.pop(STORAGE, np.zeros(n, np.int64))
+        sw = self.swizzle
+        if sw:
+            period = 1 << sum(sw)
+            bits, base, shift = sw
+            moved = (storage != 0) & (storage % period == 0)
+            high = np.where(moved, high + storage, high)
+            storage = np.where(moved, 0, storage)
+            if bits:
+                storage = storage ^ (((storage >> (base + shift)) & ((1 << bits) - 1)) << base)
+            storage = storage + high
+        zero = np.zeros(n, np.int64)
+        lane = offs.get("laneid", zero) + sum((offs.get(a, zero) % 32 for a in _LANE_AXES[1:]), zero)
+        warp = sum((offs.get(a, zero) for a in _WARP_AXES), zero) + \
+            sum((offs.get(a, zero) // 32 for a in _LANE_AXES[1:]), zero)
+        return storage, lane, warp
+
     def _locate_int(self, coord, dims):
         """`_locate` for int coordinates: the same arithmetic on Python ints (what the ir builders fold to), read
         from a per-shape plan of the factors instead of regrouping them and building each term."""

@@ -251,6 +251,9 @@ class Owners:
 
         `required` describes the fragment position for messages, e.g. "lane {lane} register 2 of mma.sync".
         """
+        fast = self._slot_array(coords_by_thread)
+        if fast is not None:
+            return self.in_storage(fast)
         slot = None
         first = None
         view = self.view
@@ -281,6 +284,30 @@ class Owners:
                     f"{tuple(coord)}) but register {slot} on lane {first[0]} (coordinate {tuple(first[1])}); one "
                     f"native register must sit in the same slot on every lane", self.op)
         return self.in_storage(slot)
+
+    def _slot_array(self, threads):
+        """The common slot when every thread's coordinate is owned by that thread and all share one slot, proven on
+        numpy arrays of all the threads at once (View.owners_array); None when that does not hold or cannot be
+        evaluated so: the per-thread proof then runs and words the error."""
+        if len(threads) < 16:
+            return None
+        coords = [t[2] for t in threads]
+        ndim = len(coords[0])
+        if not all(len(c) == ndim and all(type(x) is int for x in c) for c in coords):
+            return None
+        import numpy as np
+        arr = np.array(coords, dtype=np.int64).reshape(len(coords), ndim)
+        if ndim and int(np.abs(arr).max()) >= 1 << 24:
+            return None
+        got = self.view.owners_array(arr)
+        if got is None:
+            return None
+        slot, lane, warp = got
+        want_lane = np.array([t[0] for t in threads], dtype=np.int64)
+        want_warp = np.array([0 if t[1] is None else t[1] for t in threads], dtype=np.int64)
+        if (lane == want_lane).all() and (warp == want_warp).all() and (slot == slot[0]).all():
+            return int(slot[0])
+        return None
 
     def in_storage(self, slot: int) -> int:
         size = self.view.storage.size

@@ -31,6 +31,11 @@ class View:
         views that answer it without building expressions; None for the others (the caller then locates)."""
         return None
 
+    def owners_array(self, coords):
+        """`owner_static` of every row of an (n, ndim) int64 numpy array: (slot, lane, warp) int64 arrays, or None
+        where this view has no array path (the caller then asks owner_static per coordinate)."""
+        return None
+
     def static_key(self):
         """A hashable key that decides `locate` of every int coordinate (equal keys: equal answers, same storage
         and dtype), or None when a part of the view is a run-time value. Proofs made on int coordinates may be
@@ -87,6 +92,11 @@ class RootView(View):
         for c, s in zip(coord, self._strides):
             off = ir.add(off, ir.mul(c, s))
         return off, {}
+
+    def owners_array(self, coords):
+        if self.layout is not None:
+            return self.layout.owners_array(coords, self.shape)
+        return None
 
     def owner_static(self, coord):
         if self.layout is not None:
@@ -164,6 +174,21 @@ class SubView(View):
         for p in self.picks:
             pc.append(p[1] if p[0] == "fix" else ir.add(p[1], next(it)))
         return self.parent.locate(pc)
+
+    def owners_array(self, coords):
+        import numpy as np
+        if coords.shape[1] != len(self.shape) or not all(type(p[1]) is int and abs(p[1]) < 1 << 24
+                                                         for p in self.picks):
+            return None
+        pcs = np.empty((coords.shape[0], len(self.picks)), np.int64)
+        j = 0
+        for k, p in enumerate(self.picks):
+            if p[0] == "fix":
+                pcs[:, k] = p[1]
+            else:
+                pcs[:, k] = coords[:, j] + p[1]
+                j += 1
+        return self.parent.owners_array(pcs)
 
     def owner_static(self, coord):
         it = iter(coord)
