@@ -40,7 +40,7 @@ class Ctx:
     """One apply call being expanded: its scope, the launch's block, the target, where it was written, and the
     family and form the registry parsed its opcode into."""
 
-    def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None, proofs: dict | None = None):
+    def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None, *, proofs: dict | None = None):
         self.apply, self.block, self.target, self.sm = apply, block, target, target.sm
         # proofs that succeeded in this kernel, under keys that decide them (View.static_key/pinned_key): an
         # unrolled k loop asks the same ownership and contiguity questions of every step's views

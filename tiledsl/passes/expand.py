@@ -20,7 +20,7 @@ def _expand(body, block, target, proofs):
     for s in body:
         if isinstance(s, ir.Apply):
             fam, form = lookup(s.opcode, s.loc, target)
-            out.extend(fam.expand(form, Ctx(s, block, target, fam, form, proofs)))
+            out.extend(fam.expand(form, Ctx(s, block, target, fam, form, proofs=proofs)))
         elif isinstance(s, ir.For):
             out.append(ir.For(s.loc, s.var, s.start, s.stop, s.step, _expand(s.body, block, target, proofs), s.unroll))
         elif isinstance(s, ir.If):
