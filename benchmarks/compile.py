@@ -3,6 +3,10 @@ with a cold and with a warm disk cache. Prints a markdown table (milliseconds).
 
     python benchmarks/compile.py            # on a GPU machine: first calls launch the seed fma kernel
     python benchmarks/compile.py --no-gpu   # anywhere: first calls are `kernel.compile(...)` instead
+    python benchmarks/compile.py --no-gpu --only-examples   # only the GEMM and seed mma parse -> PTX times
+
+Every run also reports parse -> PTX of the GEMM kernel (examples/gemm.py) and the seed mma kernel
+(examples/seed_mma.py), and the GEMM's time per compiler stage.
 
 Compare with the figures in /work/shared/PEERS.md (Triton 3.6: ~40 ms per new kernel in a warm process,
 ~475 ms for a fresh process with a warm disk cache).
@@ -151,6 +155,73 @@ def bench_new_kernels(n, target, gpu_mode, tmp):
     return ptx, cubin, launch, assembler
 
 
+def bench_examples(reps, target):
+    """parse -> PTX (CompiledKernel.metadata["compile_ms_to_ptx"]) of the GEMM kernel (examples/gemm.py, f16, the
+    4096^3 shape) and the seed mma kernel (examples/seed_mma.py), each built afresh per repeat (a new JITFunction,
+    new layouts: nothing of the previous compile is reused; the disk cache is off), plus the GEMM's stages."""
+    import numpy as np
+    from tiledsl.compiler import front
+    from tiledsl.core.target import Target
+    from tiledsl.ir.printer import kernel_str
+    from tiledsl.lower import ptx as backend
+    from tiledsl.lower.llvm import generate_llvm
+    from tiledsl.passes.expand import expand_kernel
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    saved = os.environ.get("TILEDSL_DISABLE_DISK_CACHE")
+    os.environ["TILEDSL_DISABLE_DISK_CACHE"] = "1"
+    try:
+        gemm = importlib.import_module("gemm")
+        seed_mma_src = os.path.join(ROOT, "examples", "seed_mma.py")
+
+        def new_gemm():
+            gemm._KERNELS.clear()              # make_gemm memoizes; a new kernel object (and layouts) each time
+            return gemm.make_gemm("float16", "float16", None, (4096, 4096, 4096))
+
+        def new_mma():
+            import runpy
+            return runpy.run_path(seed_mma_src, run_name="seed_mma_bench")
+
+        a = np.zeros((4096, 4096), np.float16)
+        c = np.zeros((4096, 4096), np.float16)
+        out = {"gemm": [], "seed_mma": []}
+        new_gemm().compile(a, a, c, target=target)          # warm up (llvmlite's targets, imports)
+        for _ in range(reps):
+            out["gemm"].append(new_gemm().compile(a, a, c, target=target).metadata["compile_ms_to_ptx"] / 1e3)
+        for _ in range(reps * 4):
+            g = new_mma()
+            _, _, ap, bp = g["inputs"]()
+            ck = g["warp_mma"].compile(ap, bp, np.zeros((16, 8), np.float32), target=target)
+            out["seed_mma"].append(ck.metadata["compile_ms_to_ptx"] / 1e3)
+        # the GEMM's stages, the same way compile_kernel runs them
+        tgt = Target.parse(target)
+        names = ("front end (parse -> tile IR)", "tile IR text", "pattern expansion", "expanded IR text",
+                 "LLVM IR built (llvmlite)", "LLVM parse + O3 + NVPTX codegen")
+        stages = {n: [] for n in names}
+        for _ in range(reps):
+            fn = new_gemm().fn
+            t = [time.perf_counter()]
+            k, _ = front(fn, {}, None, None, tgt)
+            t.append(time.perf_counter())
+            kernel_str(k)
+            t.append(time.perf_counter())
+            ek = expand_kernel(k, tgt)
+            t.append(time.perf_counter())
+            kernel_str(ek)
+            t.append(time.perf_counter())
+            raw, _ = generate_llvm(ek, tgt, debug_buffer=False)
+            t.append(time.perf_counter())
+            backend.llvm_to_ptx(raw, tgt)
+            t.append(time.perf_counter())
+            for n, t0, t1 in zip(names, t, t[1:]):
+                stages[n].append(t1 - t0)
+        return out, stages
+    finally:
+        if saved is None:
+            os.environ.pop("TILEDSL_DISABLE_DISK_CACHE", None)
+        else:
+            os.environ["TILEDSL_DISABLE_DISK_CACHE"] = saved
+
+
 def bench_fresh(runs, mode, target, tmp):
     """(cold, warm) child measurements: a new cache folder per run, the warm child reusing the cold one's."""
     script = os.path.join(tmp, "first_call.py")
@@ -189,6 +260,9 @@ def main(argv=None):
     p.add_argument("--runs", type=int, default=5, help="fresh processes per measurement (median)")
     p.add_argument("--kernels", type=int, default=10, help="new kernels compiled in the warm process")
     p.add_argument("--target", default=None, help="sm_XY (default: the GPU's, or sm_90 with --no-gpu)")
+    p.add_argument("--examples", type=int, default=5,
+                   help="repeats of the GEMM / seed mma parse -> PTX measurement (0: skip it)")
+    p.add_argument("--only-examples", action="store_true", help="measure only the GEMM and seed mma kernels")
     opts = p.parse_args(argv)
     sys.path.insert(0, ROOT)
 
@@ -211,6 +285,9 @@ def main(argv=None):
                 opts.target = f"sm_{compute_capability(0)}"
     target = opts.target or "sm_90"
 
+    if opts.only_examples:
+        print_examples(*bench_examples(max(1, opts.examples), target), target, max(1, opts.examples))
+        return
     tmp = tempfile.mkdtemp(prefix="tiledsl-bench-")
     try:
         imp = bench_import(opts.runs)
@@ -218,6 +295,7 @@ def main(argv=None):
         cold, warm = bench_fresh(opts.runs, gpu_mode, target, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    examples = bench_examples(opts.examples, target) if opts.examples else None
 
     first = "first call (compile + load + launch + sync)" if gpu_mode != "compile" else "first `.compile()`"
     rows = [("`import tiledsl`, fresh process", imp, f"median of {opts.runs}; includes importing numpy")]
@@ -238,6 +316,25 @@ def main(argv=None):
     for label, xs, note in rows:
         med, lo = ms(xs)
         print(f"| {label} | {med:.1f} | {lo:.1f} | {note} |")
+    if examples:
+        print()
+        print_examples(*examples, target, opts.examples)
+
+
+def print_examples(out, stages, target, reps):
+    print(f"Example kernels, warm process, parse -> PTX (`compile_ms_to_ptx`), target {target}, a new kernel object "
+          f"per repeat\n")
+    print("| kernel | median ms | min ms | repeats |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, label in (("gemm", "GEMM f16 4096^3 (examples/gemm.py)"), ("seed_mma", "seed mma (examples/seed_mma.py)")):
+        med, lo = ms(out[name])
+        print(f"| {label} | {med:.1f} | {lo:.1f} | {len(out[name])} |")
+    print()
+    print("| GEMM stage | median ms | min ms |")
+    print("| --- | ---: | ---: |")
+    for name, xs in stages.items():
+        med, lo = ms(xs)
+        print(f"| {name} | {med:.1f} | {lo:.1f} |")
 
 
 if __name__ == "__main__":

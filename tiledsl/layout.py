@@ -153,6 +153,9 @@ class TileLayout:
         self.swizzle = swizzle
         self._key = (shape.extents, tuple(repr(s) for s in shape.strides), swizzle)
         self._static_cache = {}
+        self._owner_cache = {}
+        self._int_plans = {}                 # dims -> the factors as int tuples (_locate_int)
+        self._storage_plans = {}             # dims -> the storage factors as int tuples (storages_int)
 
     def __repr__(self) -> str:
         ext = ", ".join(map(str, self.shape.extents))
@@ -173,14 +176,194 @@ class TileLayout:
 
     def locate(self, coord, dims) -> tuple:
         """(storage offset, {axis: offset}) of `coord` in a view of shape `dims`. Coordinates may be IR exprs."""
-        if all(type(c) is int for c in coord):
-            # static coordinates recur across a kernel's unrolled tiles (every k step's fragments): one answer
-            key = (tuple(coord), tuple(dims))
-            hit = self._static_cache.get(key)
-            if hit is None:
-                hit = self._static_cache[key] = self._locate(coord, dims)
-            return hit[0], dict(hit[1])     # callers may add to the axis offsets
-        return self._locate(coord, dims)
+        for c in coord:
+            if type(c) is not int:
+                return self._locate(coord, dims)
+        # static coordinates recur across a kernel's unrolled tiles (every k step's fragments): one answer
+        key = (tuple(coord), tuple(dims))
+        hit = self._static_cache.get(key)
+        if hit is None:
+            hit = self._static_cache[key] = self._locate_int(coord, key[1])
+        return hit[0], dict(hit[1])     # callers may add to the axis offsets
+
+    def owner_static(self, coord: tuple, dims: tuple) -> tuple:
+        """(slot, lane, warp) of int coordinates: `owner(coord, dims)` as a tuple, cached (ownership proofs ask for
+        every lane of every fragment register)."""
+        key = (coord, dims)
+        hit = self._owner_cache.get(key)
+        if hit is None:
+            o = owner_of(*self.locate(coord, dims))
+            hit = self._owner_cache[key] = (o.slot, o.lane, o.warp)
+        return hit
+
+    def storage_of(self, coord: tuple, dims: tuple):
+        """`locate(coord, dims)[0]` for int coordinates (cached), without copying the axis offsets."""
+        key = (coord, dims)
+        hit = self._static_cache.get(key)
+        if hit is None:
+            hit = self._static_cache[key] = self._locate_int(coord, dims)
+        return hit[0]
+
+    def storages_int(self, coords, dims: tuple) -> list:
+        """`[locate(c, dims)[0] for c in coords]` for int coordinates: only the storage factors are evaluated, on
+        Python ints, from a per-shape plan (the contiguity proofs ask for tens of thousands of distinct rows)."""
+        plan = self._storage_plans.get(dims)
+        if plan is None:
+            groups = self.factors(dims)
+            period = 1 << sum(self.swizzle) if self.swizzle else 0
+            plan = self._storage_plans[dims] = tuple(
+                tuple((f.inner, f.extent if k > 0 else 0, f.stride, bool(period and f.stride % period == 0))
+                      for k, f in enumerate(facs) if f.axis == STORAGE)
+                for facs in groups)
+        sw = self.swizzle
+        if sw:
+            period = 1 << sum(sw)
+            bits, base, shift = sw
+            mask = (1 << bits) - 1
+            lo = base + shift
+        n = len(dims)
+        out = []
+        for coord in coords:
+            if len(coord) != n:
+                raise LayoutError(f"coordinate has {len(coord)} indices for a {len(dims)}-d view")
+            storage = high = 0
+            for c, facs in zip(coord, plan):
+                for inner, wrap, stride, is_high in facs:
+                    digit = c // inner
+                    if wrap:
+                        digit %= wrap
+                    if is_high:
+                        high += digit * stride
+                    else:
+                        storage += digit * stride
+            if sw:
+                if storage and storage % period == 0:
+                    storage, high = 0, high + storage
+                if bits:                         # swizzled(), inline
+                    storage ^= ((storage >> lo) & mask) << base
+                storage += high
+            out.append(storage)
+        return out
+
+    def storages_array(self, coords, dims: tuple):
+        """`storages_int` of an (n, len(dims)) int64 numpy array of coordinates, as an int64 array; None when a
+        value could leave the range where int64 arithmetic equals Python's (then the caller uses storages_int).
+        numpy's // % >> & ^ on int64 follow Python's floor semantics, so the answers are the same ints."""
+        import numpy as np
+        plan = self._storage_plans.get(dims)
+        if plan is None:
+            self.storages_int([], dims)              # builds the plan
+            plan = self._storage_plans[dims]
+        if coords.shape[1] != len(dims):
+            return None
+        # every digit is at most |coordinate| (or below its wrap) and every stride below 2^24: each term stays
+        # under 2^48 and a sum of them far from 2^63
+        if coords.size and int(np.abs(coords).max()) >= 1 << 24:
+            return None
+        if any(abs(st) >= 1 << 24 for facs in plan for _, _, st, _ in facs):
+            return None
+        storage = np.zeros(coords.shape[0], np.int64)
+        high = np.zeros(coords.shape[0], np.int64)
+        for d, facs in enumerate(plan):
+            c = coords[:, d]
+            for inner, wrap, stride, is_high in facs:
+                digit = c // inner
+                if wrap:
+                    digit = digit % wrap
+                if is_high:
+                    high += digit * stride
+                else:
+                    storage += digit * stride
+        sw = self.swizzle
+        if sw:
+            period = 1 << sum(sw)
+            bits, base, shift = sw
+            moved = (storage != 0) & (storage % period == 0)
+            high = np.where(moved, high + storage, high)
+            storage = np.where(moved, 0, storage)
+            if bits:
+                storage = storage ^ (((storage >> (base + shift)) & ((1 << bits) - 1)) << base)
+            storage = storage + high
+        return storage
+
+    def owners_array(self, coords, dims: tuple):
+        """(slot, lane, warp) int64 arrays of an (n, len(dims)) int64 array of coordinates: `owner_static` of every
+        row at once, with owner_of's split of thread-index axes; None outside the range where int64 arithmetic
+        equals Python's."""
+        import numpy as np
+        if coords.shape[1] != len(dims):
+            return None
+        plan = self._int_plans.get(dims)
+        if plan is None:
+            self._locate_int((0,) * len(dims), dims)     # builds the plan
+            plan = self._int_plans[dims]
+        if coords.size and int(np.abs(coords).max()) >= 1 << 24:
+            return None
+        if any(abs(st) >= 1 << 24 for facs in plan for _, _, st, _, _ in facs):
+            return None
+        n = coords.shape[0]
+        offs = {}
+        high = np.zeros(n, np.int64)
+        for d, facs in enumerate(plan):
+            c = coords[:, d]
+            for inner, wrap, stride, axis, is_high in facs:
+                digit = c // inner
+                if wrap:
+                    digit = digit % wrap
+                if is_high:
+                    high += digit * stride
+                elif axis in offs:
+                    offs[axis] = offs[axis] + digit * stride
+                else:
+                    offs[axis] = digit * stride
+        storage = offs.pop(STORAGE, np.zeros(n, np.int64))
+        sw = self.swizzle
+        if sw:
+            period = 1 << sum(sw)
+            bits, base, shift = sw
+            moved = (storage != 0) & (storage % period == 0)
+            high = np.where(moved, high + storage, high)
+            storage = np.where(moved, 0, storage)
+            if bits:
+                storage = storage ^ (((storage >> (base + shift)) & ((1 << bits) - 1)) << base)
+            storage = storage + high
+        zero = np.zeros(n, np.int64)
+        lane = offs.get("laneid", zero) + sum((offs.get(a, zero) % 32 for a in _LANE_AXES[1:]), zero)
+        warp = sum((offs.get(a, zero) for a in _WARP_AXES), zero) + \
+            sum((offs.get(a, zero) // 32 for a in _LANE_AXES[1:]), zero)
+        return storage, lane, warp
+
+    def _locate_int(self, coord, dims):
+        """`_locate` for int coordinates: the same arithmetic on Python ints (what the ir builders fold to), read
+        from a per-shape plan of the factors instead of regrouping them and building each term."""
+        plan = self._int_plans.get(dims)
+        if plan is None:
+            groups = self.factors(dims)
+            period = 1 << sum(self.swizzle) if self.swizzle else 0
+            plan = self._int_plans[dims] = tuple(
+                tuple((f.inner, f.extent if k > 0 else 0, f.stride, f.axis,
+                       bool(period and f.axis == STORAGE and f.stride % period == 0)) for k, f in enumerate(facs))
+                for facs in groups)
+        if len(coord) != len(dims):
+            raise LayoutError(f"coordinate has {len(coord)} indices for a {len(dims)}-d view")
+        offs = {STORAGE: 0}
+        high = 0
+        for c, facs in zip(coord, plan):
+            for inner, wrap, stride, axis, is_high in facs:
+                digit = c // inner
+                if wrap:
+                    digit %= wrap
+                if is_high:
+                    high += digit * stride
+                else:
+                    offs[axis] = offs.get(axis, 0) + digit * stride
+        storage = offs.pop(STORAGE)
+        if self.swizzle:
+            period = 1 << sum(self.swizzle)
+            if storage and storage % period == 0:
+                storage, high = 0, high + storage
+            storage = high + swizzled(storage, *self.swizzle)
+        return storage, offs
 
     def _locate(self, coord, dims):
         groups = self.factors(dims)
@@ -254,6 +437,7 @@ class TileLayout:
 # execution axes and how they count threads: lanes within a warp, and warps (a thread index spans both)
 _LANE_AXES = ("laneid", "tx", "tid_in_wg")
 _WARP_AXES = ("warpid", "wid_in_wg")
+_PLAIN_AXES = ("laneid", "warpid", "wid_in_wg")
 
 
 @dataclass(frozen=True)
@@ -274,6 +458,9 @@ def owner_of(storage, axes: dict) -> Owner:
     (tx, tid_in_wg) split into a lane (mod 32) and a warp (div 32). LayoutError when a value is not static."""
     if not isinstance(storage, int):
         raise LayoutError("the storage offset is not static")
+    if len(axes) <= 2 and all(k in _PLAIN_AXES and type(v) is int for k, v in axes.items()):
+        # the common case (lane and warp axes only, static): no thread-index axes to split
+        return Owner(axes.get("laneid", 0), axes.get("warpid", 0) + axes.get("wid_in_wg", 0), storage)
     for name in _LANE_AXES + _WARP_AXES:
         if not isinstance(axes.get(name, 0), int):
             raise LayoutError(f"the offset on axis {name} is not static")

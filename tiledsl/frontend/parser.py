@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins as _py
 import keyword
+import linecache
 
 from ..core import dtypes as dt
 from ..ir import nodes as ir
@@ -50,13 +51,39 @@ class Unassigned:
 # expanding, so a mistaken T.unroll(4096) inside another stops at once instead of after minutes)
 UNROLL_BUDGET = 1_000_000
 
+# code object -> (its file's lines as linecache holds them, the Source read from them). A kernel built again
+# (a tuning loop's closures share one code object) or a helper inlined many times reads its source once; the
+# entry holds only while linecache returns the very same lines list (checkcache drops it when the file changes).
+_SOURCES: dict = {}
+
+
+def read_source(fn) -> Source:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return Source(fn)
+    file = code.co_filename
+    linecache.checkcache(file)
+    lines = linecache.getlines(file, getattr(fn, "__globals__", None))
+    hit = _SOURCES.get(code)
+    if hit is not None and lines and hit[0] is lines:
+        return hit[1]
+    src = Source(fn)
+    lines = linecache.getlines(file, getattr(fn, "__globals__", None))
+    if lines:
+        if len(_SOURCES) >= 1024:               # a bound for processes that generate kernels without end
+            _SOURCES.clear()
+        _SOURCES[code] = (lines, src)
+    return src
+
 
 class Parser(ControlFlow, BuiltinCalls):
     def __init__(self, fn, constexprs: dict, block_override=None, grid_override=None, target: Target | None = None):
         self.fn = fn
         self.target = Target.parse(target)        # the hardware limits the front end checks
-        self.src = Source(fn)
+        self.src = read_source(fn)
         self.globals = fn.__globals__
+        self._stmt_counts = {}                    # For node -> statements in its body (the unroll budget)
+        self._fingerprints = {}                   # id(value) -> (value, fingerprint) of the globals read
         self.closure = {}
         if fn.__closure__:
             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
@@ -115,7 +142,7 @@ class Parser(ControlFlow, BuiltinCalls):
         child = Parser.__new__(Parser)
         child.__dict__.update(self.__dict__)        # shares the current block, allocations, params and sizes
         child.fn = helper.fn
-        child.src = Source(helper.fn)
+        child.src = read_source(helper.fn)
         child.globals = helper.fn.__globals__
         child.closure = {}
         if helper.fn.__closure__:
@@ -534,7 +561,10 @@ class Parser(ControlFlow, BuiltinCalls):
         it = self.eval(node.iter)
         if isinstance(it, Unrolled) or isinstance(it, tuple):
             values = it.values if isinstance(it, Unrolled) else it
-            stmts = sum(isinstance(n, ast.stmt) for st in node.body for n in ast.walk(st))
+            stmts = self._stmt_counts.get(node)
+            if stmts is None:       # the loop body's size, counted once (an outer compile-time loop asks again)
+                stmts = self._stmt_counts[node] = sum(isinstance(n, ast.stmt) for st in node.body
+                                                      for n in ast.walk(st))
             if self.unrolled * len(values) * stmts > UNROLL_BUDGET:
                 inside = f", inside compile-time loops of {self.unrolled:,} iterations" if self.unrolled > 1 else ""
                 raise self.error(f"this compile-time loop would expand to {self.unrolled * len(values) * stmts:,} "
@@ -650,7 +680,13 @@ class Parser(ControlFlow, BuiltinCalls):
 
     def _global(self, name, value, node, kind="global"):
         from ..cache.fingerprint import fingerprint_value
-        fp = fingerprint_value(value)
+        # a value read again in this compile has the fingerprint it had (a helper's is its source and its reads)
+        hit = self._fingerprints.get(id(value))
+        if hit is not None and hit[0] is value:
+            fp = hit[1]
+        else:
+            fp = fingerprint_value(value)
+            self._fingerprints[id(value)] = (value, fp)
         if fp is None:
             if getattr(type(value), "is_tiledsl_kernel", False):      # a @tiledsl.jit kernel (runtime/jit.py)
                 what = "recursion (a kernel calling itself)" if value.fn.__code__ is self.fn.__code__ else \

@@ -270,7 +270,7 @@ def as_expr(x, dtype: DType = dt.int32, loc=None) -> Expr:
 
 
 def _static(x):
-    if isinstance(x, Const):
+    if type(x) is Const:                       # Const has no subclasses; `type` is the cheaper test
         return x.value
     return x
 
@@ -285,6 +285,8 @@ def _int_dtype(a, b) -> DType:
 
 def add(a, b, loc=None):
     """Integer index arithmetic that folds constants, so static offsets stay Python ints."""
+    if type(a) is int and type(b) is int:      # the common case first (the result is the same)
+        return a + b
     a, b = _static(a), _static(b)
     if isinstance(a, int) and isinstance(b, int):
         return a + b
@@ -297,6 +299,8 @@ def add(a, b, loc=None):
 
 
 def mul(a, b, loc=None):
+    if type(a) is int and type(b) is int:
+        return a * b
     a, b = _static(a), _static(b)
     if isinstance(a, int) and isinstance(b, int):
         return a * b
@@ -311,6 +315,8 @@ def mul(a, b, loc=None):
 
 
 def floordiv(a, b, loc=None):
+    if type(a) is int and type(b) is int:
+        return a // b
     a, b = _static(a), _static(b)
     if isinstance(a, int) and isinstance(b, int):
         return a // b
@@ -321,6 +327,8 @@ def floordiv(a, b, loc=None):
 
 
 def mod(a, b, loc=None):
+    if type(a) is int and type(b) is int:
+        return a % b
     a, b = _static(a), _static(b)
     if isinstance(a, int) and isinstance(b, int):
         return a % b

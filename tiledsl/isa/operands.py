@@ -41,8 +41,11 @@ class Ctx:
     family and form the registry parsed its opcode into."""
 
     def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None, lanes: int = 32,
-                 guard=None):
+                 guard=None, *, proofs: dict | None = None):
         self.apply, self.block, self.target, self.sm = apply, block, target, target.sm
+        # proofs that succeeded in this kernel, under keys that decide them (View.static_key/pinned_key): an
+        # unrolled k loop asks the same ownership and contiguity questions of every step's views
+        self.proofs = {} if proofs is None else proofs
         self.scope = apply.scope
         self.loc = apply.loc
         self.opcode = apply.opcode
@@ -51,6 +54,17 @@ class Ctx:
         # fewer than 32 threads); a thread instruction's lane axis then spans exactly those lanes
         self.lanes = min(lanes, 32, self.nthreads)
         self.guard = guard                   # the guard's text, for messages
+
+    def proven(self, key, prove):
+        """`prove()` (which raises when the proof fails), or what it returned the last time under `key` in this
+        kernel; a key of None is never remembered."""
+        if key is None or None in key:
+            return prove()
+        key = (self.lanes,) + tuple(key)     # a proof under a lane guard is a different question
+        hit = self.proofs.get(key)
+        if hit is None:
+            hit = self.proofs[key] = prove()
+        return hit
 
     def native(self, groups: list, pred=None, preserve: bool = False, effect: str = "pure", origin: str = "",
                braces: tuple = ()) -> ir.Native:
@@ -248,15 +262,24 @@ class Owners:
 
         `required` describes the fragment position for messages, e.g. "lane {lane} register 2 of mma.sync".
         """
+        fast = self._slot_array(coords_by_thread)
+        if fast is not None:
+            return self.in_storage(fast)
         slot = None
         first = None
+        view = self.view
         for lane, warp, coord in coords_by_thread:
-            s, ax = self._locate(coord)
-            if not isinstance(s, int):
-                raise self.ctx.error(f"register slot of coordinate {coord} is not a compile-time constant "
-                                     f"(index register operands with compile-time values, e.g. T.unroll)", self.op)
-            own = owner_of(s, ax)
-            own_lane, own_warp = own.lane, own.warp
+            o = view.owner_static(coord) if all(type(c) is int for c in coord) else None
+            if o is not None:
+                s, own_lane, own_warp = o
+            else:
+                s, ax = self._locate(coord)
+                if not isinstance(s, int):
+                    raise self.ctx.error(f"register slot of coordinate {coord} is not a compile-time constant "
+                                         f"(index register operands with compile-time values, e.g. T.unroll)",
+                                         self.op)
+                own = owner_of(s, ax)
+                own_lane, own_warp = own.lane, own.warp
             want_warp = warp if warp is not None else 0
             if own_lane != lane or own_warp != want_warp:
                 who = f"lane {own_lane}" + (f", warp {own_warp}" if own_warp or warp is not None else "")
@@ -272,6 +295,30 @@ class Owners:
                     f"{tuple(coord)}) but register {slot} on lane {first[0]} (coordinate {tuple(first[1])}); one "
                     f"native register must sit in the same slot on every lane", self.op)
         return self.in_storage(slot)
+
+    def _slot_array(self, threads):
+        """The common slot when every thread's coordinate is owned by that thread and all share one slot, proven on
+        numpy arrays of all the threads at once (View.owners_array); None when that does not hold or cannot be
+        evaluated so: the per-thread proof then runs and words the error."""
+        if len(threads) < 16:
+            return None
+        coords = [t[2] for t in threads]
+        ndim = len(coords[0])
+        if not all(len(c) == ndim and all(type(x) is int for x in c) for c in coords):
+            return None
+        import numpy as np
+        arr = np.array(coords, dtype=np.int64).reshape(len(coords), ndim)
+        if ndim and int(np.abs(arr).max()) >= 1 << 24:
+            return None
+        got = self.view.owners_array(arr)
+        if got is None:
+            return None
+        slot, lane, warp = got
+        want_lane = np.array([t[0] for t in threads], dtype=np.int64)
+        want_warp = np.array([0 if t[1] is None else t[1] for t in threads], dtype=np.int64)
+        if (lane == want_lane).all() and (warp == want_warp).all() and (slot == slot[0]).all():
+            return int(slot[0])
+        return None
 
     def in_storage(self, slot: int) -> int:
         size = self.view.storage.size
@@ -407,27 +454,99 @@ def check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str) -> No
     """The elements at `coords` (full coordinates, in order) must sit at consecutive storage offsets, the first
     aligned to `align` bytes. Proven on the static part of the offsets; run-time values are pinned to two values
     so that a distance or an alignment that depends on them is refused rather than assumed."""
+    check_contiguous_rows(ctx, op, [coords], align, lambda k: what)
+
+
+def check_contiguous_rows(ctx: Ctx, op: Operand, rows, align: int, what_of) -> None:
+    """`check_contiguous(ctx, op, rows[k], align, what_of(k))` for every k, in order (the first failure raises),
+    with the offsets of all rows evaluated in one pass. A row proven before in this kernel under a key that decides
+    it (the view's `pinned_key`, the coordinates, the alignment) is not proven again."""
+    view = op.view
+    static = all(type(c) is int for coords in rows for coord in coords for c in coord)
+    pk = view.pinned_key() if static else None
+    keys = [("contiguous", pk, tuple(map(tuple, coords)), align) if pk is not None else None for coords in rows]
+    todo = [k for k in range(len(rows)) if keys[k] is None or keys[k] not in ctx.proofs]
+    if not todo:
+        return
+    by_pin = _pinned_offsets(view, [c for k in todo for c in rows[k]]) if static else None
+    pos = 0
+    for k in todo:
+        n = len(rows[k])
+        _check_contiguous(ctx, op, rows[k], align, what_of(k),
+                          None if by_pin is None else [offs[pos:pos + n] for offs in by_pin])
+        pos += n
+        if keys[k] is not None:
+            ctx.proofs[keys[k]] = True
+
+
+def _check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str, by_pin) -> None:
+    """One row, from its offsets per pin (`_pinned_offsets`), or None: then from the offset expressions."""
     view = op.view
     shown = tuple(coords[0])
-    exprs = located(view, coords)
-    try:
-        offs = static_offsets(exprs)
-    except ValueError as e:
-        raise ctx.error(f"cannot prove {what} consecutive: {e}", op) from None
-    if offs is None:
-        return
+    if by_pin is None:
+        # a part the direct evaluation cannot read: build the offset expressions and evaluate them (the
+        # expression builders may fold that part away, e.g. times a zero stride)
+        exprs = located(view, coords)
+        try:
+            offs = static_offsets(exprs)
+        except ValueError as e:
+            raise ctx.error(f"cannot prove {what} consecutive: {e}", op) from None
+        if offs is None:
+            return
+        starts = [evaluate(exprs[0], pin) for pin in PINS]
+    else:
+        offs = by_pin[0]
+        rel = [o - offs[0] for o in offs]
+        for other in by_pin[1:]:
+            if [o - other[0] for o in other] != rel:
+                raise ctx.error(f"cannot prove {what} consecutive: the distance between words depends on run-time "
+                                f"values", op)
+        starts = [o[0] for o in by_pin]
     nbytes = view.dtype.bits // 8
     for k in range(1, len(offs)):
         if offs[k] - offs[0] != k:
             raise ctx.error(f"{what} must be {len(offs) * nbytes} contiguous bytes (consecutive elements), but from "
                             f"coordinate {shown} its {len(offs)} elements sit at offsets {offs} of "
                             f"{view.storage.name}", op)
-    for pin in PINS:
-        start = evaluate(exprs[0], pin) * nbytes
+    for pin, start in zip(PINS, starts):
+        start *= nbytes
         if start % align:
             why = "" if pin == PINS[0] else f" when a run-time index is {pin} (alignment must not depend on it)"
             raise ctx.error(f"{what} must be aligned to {align} bytes, but coordinate {shown} starts at byte "
                             f"offset {start}{why}", op)
+
+
+def _pinned_offsets(view: View, coords):
+    """The storage offsets of `coords` for each pin in PINS (ints), or None when a run-time part of the view cannot
+    be evaluated directly. The same values as evaluating `located(view, coords)` per pin (View.storage_pinned),
+    without building the expression trees: ldmatrix alone proves some 36 thousand rows in the GEMM kernel."""
+    if not all(type(c) is int for coord in coords for c in coord):
+        return None
+    arr = None
+    if len(coords) >= _ARRAY_BATCH:
+        import numpy as np
+        ndim = len(coords[0])
+        if all(len(c) == ndim for c in coords):
+            arr = np.array(coords, dtype=np.int64).reshape(len(coords), ndim)
+            if ndim and int(np.abs(arr).max()) >= 1 << 24:
+                arr = None
+    out = []
+    for pin in PINS:
+        offs = None
+        if arr is not None:
+            a = view.storages_array(arr, pin, {})
+            offs = None if a is None else a.tolist()
+        if offs is None:
+            offs = view.storages_pinned(coords, pin, {})
+        if offs is None:
+            return None
+        out.append(offs)
+    return out
+
+
+# from this many coordinates on, _pinned_offsets evaluates them as numpy arrays (an ldmatrix repeat of a
+# 256-thread block proves 1024 words at once)
+_ARRAY_BATCH = 64
 
 
 def memory_addr(ctx: Ctx, op: Operand, group_ids, coord_tail):

@@ -6,6 +6,7 @@ execution axes (`laneid`, ...), as ints where static and IR expressions where no
 from __future__ import annotations
 
 from ..ir import nodes as ir
+from ..ir.eval import PINS, evaluate_pinned
 from ..core.dtypes import DType
 from ..layout import TileLayout, row_major_strides
 
@@ -24,6 +25,50 @@ class View:
 
     def has_exec_axes(self) -> bool:
         return False
+
+    def owner_static(self, coord):
+        """(slot, lane, warp) of the int coordinates `coord`, i.e. `layout.owner_of(*self.locate(coord))`, for the
+        views that answer it without building expressions; None for the others (the caller then locates)."""
+        return None
+
+    def owners_array(self, coords):
+        """`owner_static` of every row of an (n, ndim) int64 numpy array: (slot, lane, warp) int64 arrays, or None
+        where this view has no array path (the caller then asks owner_static per coordinate)."""
+        return None
+
+    def static_key(self):
+        """A hashable key that decides `locate` of every int coordinate (equal keys: equal answers, same storage
+        and dtype), or None when a part of the view is a run-time value. Proofs made on int coordinates may be
+        remembered under it (isa/operands.py)."""
+        return None
+
+    def pinned_key(self):
+        """Like `static_key`, but deciding `storage_pinned` for every pin in ir.eval.PINS: run-time parts enter as
+        their pinned values. None when a part cannot be evaluated."""
+        return None
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        """The storage offset of the int coordinates `coord` as an int, with every run-time value inside the view
+        (a sub-view's origin, a run-time stride) pinned to `pin` as `ir.eval.evaluate_pinned` does; None when a
+        part cannot be evaluated (the caller then evaluates `locate`'s expression tree, which may fold it away).
+        Equal to `evaluate_pinned(self.locate(coord)[0], pin)` whenever it is not None: the same integer
+        arithmetic, only evaluated as it goes instead of building the tree first."""
+        return None
+
+    def storages_array(self, coords, pin: int, memo: dict):
+        """`storages_pinned` of an (n, ndim) int64 numpy array, as an int64 array; None where this view (or the
+        size of the values) has no array path: the caller then asks `storages_pinned`."""
+        return None
+
+    def storages_pinned(self, coords, pin: int, memo: dict):
+        """`[storage_pinned(c, pin, memo) for c in coords]`, or None when one of them is None."""
+        out = []
+        for c in coords:
+            o = self.storage_pinned(c, pin, memo)
+            if o is None:
+                return None
+            out.append(o)
+        return out
 
     def describe(self) -> str:
         return f"{self.storage.name}{list(self.shape)}:{self.dtype.name}"
@@ -48,6 +93,62 @@ class RootView(View):
             off = ir.add(off, ir.mul(c, s))
         return off, {}
 
+    def owners_array(self, coords):
+        if self.layout is not None:
+            return self.layout.owners_array(coords, self.shape)
+        return None
+
+    def owner_static(self, coord):
+        if self.layout is not None:
+            return self.layout.owner_static(tuple(coord), self.shape)
+        off = 0
+        for c, s in zip(coord, self._strides):
+            if type(s) is not int:
+                return None
+            off += c * s
+        return off, 0, 0
+
+    def static_key(self):
+        if self.layout is None and not all(type(x) is int for x in self._strides):
+            return None
+        return ("root", self.storage, self.dtype, self.shape, self.layout)
+
+    def pinned_key(self):
+        k = self.__dict__.get("_pinned_key", False)
+        if k is False:
+            k = self.static_key()
+            if k is None:
+                strides = tuple(tuple(x if type(x) is int else evaluate_pinned(x, pin) for x in self._strides)
+                                for pin in PINS)
+                k = None if any(None in st for st in strides) else \
+                    ("root", self.storage, self.dtype, self.shape, strides)
+            self._pinned_key = k
+        return k
+
+    def storages_array(self, coords, pin: int, memo: dict):
+        if self.layout is not None:
+            return self.layout.storages_array(coords, self.shape)
+        return None
+
+    def storages_pinned(self, coords, pin: int, memo: dict):
+        if self.layout is not None:
+            return self.layout.storages_int(coords, self.shape)
+        return View.storages_pinned(self, coords, pin, memo)
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        if self.layout is not None:
+            return self.layout.storage_of(tuple(coord), self.shape)   # int coordinates: an int
+        off = 0
+        for c, s in zip(coord, self._strides):
+            if type(s) is not int:
+                if c == 0:                       # ir.mul folds 0 * stride away
+                    continue
+                s = evaluate_pinned(s, pin, memo)
+                if s is None:
+                    return None
+            off += c * s
+        return off
+
     def has_exec_axes(self) -> bool:
         return self.layout is not None and bool(self.layout.exec_axes(self.shape))
 
@@ -65,6 +166,7 @@ class SubView(View):
         self.storage, self.dtype = parent.storage, parent.dtype
         self.shape = tuple(p[2] for p in picks if p[0] == "range")
         self.name = getattr(parent, "name", parent.storage.name)
+        self._pinned = {}                        # pin -> the picks' origins evaluated (storage_pinned)
 
     def locate(self, coord):
         it = iter(coord)
@@ -72,6 +174,92 @@ class SubView(View):
         for p in self.picks:
             pc.append(p[1] if p[0] == "fix" else ir.add(p[1], next(it)))
         return self.parent.locate(pc)
+
+    def owners_array(self, coords):
+        import numpy as np
+        if coords.shape[1] != len(self.shape) or not all(type(p[1]) is int and abs(p[1]) < 1 << 24
+                                                         for p in self.picks):
+            return None
+        pcs = np.empty((coords.shape[0], len(self.picks)), np.int64)
+        j = 0
+        for k, p in enumerate(self.picks):
+            if p[0] == "fix":
+                pcs[:, k] = p[1]
+            else:
+                pcs[:, k] = coords[:, j] + p[1]
+                j += 1
+        return self.parent.owners_array(pcs)
+
+    def owner_static(self, coord):
+        it = iter(coord)
+        pc = []
+        for p in self.picks:
+            o = p[1]
+            if type(o) is not int:
+                return None
+            pc.append(o if p[0] == "fix" else o + next(it))
+        return self.parent.owner_static(pc)
+
+    def static_key(self):
+        if not all(type(p[1]) is int for p in self.picks):
+            return None
+        parent = self.parent.static_key()
+        return None if parent is None else ("sub", parent, tuple(self.picks))
+
+    def pinned_key(self):
+        parent = self.parent.pinned_key()
+        if parent is None:
+            return None
+        pinned = []
+        for pin in PINS:
+            origins = self._origins(pin, {})
+            if None in origins:
+                return None
+            pinned.append(tuple(origins))
+        return ("sub", parent, tuple((p[0], p[2] if p[0] == "range" else None) for p in self.picks),
+                tuple(pinned))
+
+    def _origins(self, pin: int, memo: dict) -> list:
+        origins = self._pinned.get(pin)
+        if origins is None:
+            # the picks are immutable expressions: their pinned values are computed once per pin
+            origins = [p[1] if type(p[1]) is int else evaluate_pinned(p[1], pin, memo) for p in self.picks]
+            self._pinned[pin] = origins
+        return origins
+
+    def storages_array(self, coords, pin: int, memo: dict):
+        import numpy as np
+        origins = self._origins(pin, memo)
+        if None in origins or any(abs(o) >= 1 << 24 for o in origins) or coords.shape[1] != len(self.shape):
+            return None
+        pcs = np.empty((coords.shape[0], len(self.picks)), np.int64)
+        j = 0
+        for k, (p, o) in enumerate(zip(self.picks, origins)):
+            if p[0] == "fix":
+                pcs[:, k] = o
+            else:
+                pcs[:, k] = coords[:, j] + o
+                j += 1
+        return self.parent.storages_array(pcs, pin, memo)
+
+    def storages_pinned(self, coords, pin: int, memo: dict):
+        origins = self._origins(pin, memo)
+        if None in origins:
+            return None
+        fixed = [p[0] == "fix" for p in self.picks]
+        pcs = []
+        for coord in coords:
+            it = iter(coord)
+            pcs.append([o if f else o + next(it) for f, o in zip(fixed, origins)])
+        return self.parent.storages_pinned(pcs, pin, memo)
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        origins = self._origins(pin, memo)
+        if None in origins:
+            return None
+        it = iter(coord)
+        pc = [o if p[0] == "fix" else o + next(it) for p, o in zip(self.picks, origins)]
+        return self.parent.storage_pinned(pc, pin, memo)
 
     def has_exec_axes(self) -> bool:
         return self.parent.has_exec_axes()
@@ -110,6 +298,36 @@ class BitView(View):
             return ir.add(ir.mul(off, self.ratio_down), ir.mod(last, self.ratio_down)), ax
         off, ax = self.parent.locate(coord[:-1] + [ir.mul(last, self.ratio_up)])
         return ir.floordiv(off, self.ratio_up), ax
+
+    def static_key(self):
+        parent = self.parent.static_key()
+        return None if parent is None else ("bits", parent, self.dtype)
+
+    def pinned_key(self):
+        parent = self.parent.pinned_key()
+        return None if parent is None else ("bits", parent, self.dtype)
+
+    def storages_array(self, coords, pin: int, memo: dict):
+        if not coords.shape[1]:
+            return None
+        pcs = coords.copy()
+        last = coords[:, -1]
+        if self.ratio_down > 1:
+            pcs[:, -1] = last // self.ratio_down
+            off = self.parent.storages_array(pcs, pin, memo)
+            return None if off is None else off * self.ratio_down + last % self.ratio_down
+        pcs[:, -1] = last * self.ratio_up
+        off = self.parent.storages_array(pcs, pin, memo)
+        return None if off is None else off // self.ratio_up
+
+    def storage_pinned(self, coord, pin: int, memo: dict):
+        coord = list(coord)
+        last = coord[-1]
+        if self.ratio_down > 1:
+            off = self.parent.storage_pinned(coord[:-1] + [last // self.ratio_down], pin, memo)
+            return None if off is None else off * self.ratio_down + last % self.ratio_down
+        off = self.parent.storage_pinned(coord[:-1] + [last * self.ratio_up], pin, memo)
+        return None if off is None else off // self.ratio_up
 
     def has_exec_axes(self) -> bool:
         return self.parent.has_exec_axes()

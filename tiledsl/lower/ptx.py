@@ -9,12 +9,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 
 from ..core.errors import CompilationError
 from ..core.target import Target
+
+def __getattr__(name):
+    # `subprocess` is imported where ptxas runs (a process served from the disk cache never needs it); the module
+    # attribute stays reachable for whoever patches it
+    if name == "subprocess":
+        import subprocess
+        return subprocess
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _lock = threading.Lock()
 _ready = False
@@ -131,6 +139,7 @@ def ptx_to_cubin(ptx: str, target: Target, name: str = "kernel") -> tuple[bytes 
         src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         with open(src, "w") as f:
             f.write(ptx)
+        import subprocess
         r = subprocess.run([exe, f"-arch={target.name}", "-v", "-O3", src, "-o", out], capture_output=True,
                            text=True)
         if r.returncode != 0:
@@ -165,5 +174,6 @@ def sass(cubin: bytes) -> str | None:
         with open(path, "wb") as f:
             f.write(cubin)
         args = [exe, "-sass", path] if exe.endswith("cuobjdump") else [exe, path]
+        import subprocess
         r = subprocess.run(args, capture_output=True, text=True)
         return r.stdout if r.returncode == 0 else None

@@ -18,7 +18,7 @@ from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ...core.target import PTX_VERSION
 from ..family import Refusal, addresses
-from ..operands import WARP, Ctx, Owners, check_bits, check_contiguous, check_no_overlap, check_scope, memory_addr, repeat_coords, split_shape
+from ..operands import WARP, Ctx, Owners, check_bits, check_contiguous_rows, check_no_overlap, check_scope, memory_addr, repeat_coords, split_shape
 
 SUPPORTED = "supported forms: {ldmatrix,stmatrix}.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16"
 
@@ -104,16 +104,20 @@ def expand(form: Form, ctx: Ctx) -> list:
         coord = list(coord)
         slots = []
         for i in range(form.count):
-            threads = [(4 * r + w, g[0] if ng else None, g + coord + [i, r, w])
-                       for g in groups for r in range(8) for w in range(4)]
-            slot = owners.slot(threads, f"{form.op} matrix {i} word of lane {{lane}} (register {i})")
+            def prove(i=i):
+                threads = [(4 * r + w, g[0] if ng else None, g + coord + [i, r, w])
+                           for g in groups for r in range(8) for w in range(4)]
+                return owners.slot(threads, f"{form.op} matrix {i} word of lane {{lane}} (register {i})")
+            # an equal register view (another k step's) proven before in this kernel gives the same slot
+            slot = ctx.proven(("ldmatrix slot", regs.view.static_key(), tuple(coord), i, tuple(map(tuple, groups))),
+                              prove)
             slots.append(ir.Reg(regs.view.storage, slot, regs.view.dtype, form.op == "ldmatrix"))
         if form.op == "ldmatrix":
             written += slots
-        for g in groups:
-            for i, j in product(range(form.count), range(8)):
-                check_contiguous(ctx, mem, [g + coord + [i, j, w] for w in range(4)], 16,
-                                 f"matrix {i} row {j} (the row address of lane {8 * i + j})")
+        rows = [(g, i, j) for g in groups for i, j in product(range(form.count), range(8))]
+        check_contiguous_rows(ctx, mem, [[g + coord + [i, j, w] for w in range(4)] for g, i, j in rows], 16,
+                              lambda k: f"matrix {rows[k][1]} row {rows[k][2]} (the row address of lane "
+                                        f"{8 * rows[k][1] + rows[k][2]})")
         addr = ir.Addr(mem.view.storage, memory_addr(ctx, mem, gids, coord + [mat, row, 0]), mem.view.dtype)
         operands = [slots, [addr]] if form.op == "ldmatrix" else [[addr], slots]
         out.append(ctx.native(operands, effect="warp-mem", origin=f"rep{tuple(coord)}", braces=(0, 1)))

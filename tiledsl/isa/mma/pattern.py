@@ -101,7 +101,10 @@ def expand(form: Form, ctx: Ctx) -> list:
     def slots(op, lanefn, nregs, rep_coord):
         key = (id(op.view), lanefn, nregs, tuple(rep_coord))
         if key not in proven:
-            proven[key] = _slots(op, lanefn, nregs, rep_coord)
+            # the same fragment of an equal view (another k step's) was proven before in this kernel: its slots
+            idx = ctx.proven(("mma slots", op.view.static_key(), lanefn, nregs, tuple(rep_coord), tuple(groups)),
+                             lambda: tuple(x.index for x in _slots(op, lanefn, nregs, rep_coord)))
+            proven[key] = [reg(op.view, i) for i in idx]
         return list(proven[key])
 
     def _slots(op, lanefn, nregs, rep_coord):

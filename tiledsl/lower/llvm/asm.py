@@ -43,6 +43,12 @@ def _from_container(cg, v, d: dt.DType):
 
 
 def reg_ptr(cg, r: ir.Reg):
+    # a register slot's pointer is made once (elem_ptr keeps it in slot_ptrs under this key): a native's every
+    # register operand asks for it, so look it up before building the index expression
+    if r.storage.scope == "local" and 0 <= r.index < (1 << 31):
+        ptr = cg.slot_ptrs.get((id(r.storage), r.dtype.name, r.index))
+        if ptr is not None:
+            return ptr
     return cg.elem_ptr(r.storage, r.dtype, ir.Const(dt.int32, None, r.index))
 
 
