@@ -60,10 +60,8 @@ def make_kernel(n, ab="f16", a_regs=False, swizzle=128, trans_a=0, trans_b=0, kr
     lb = shared_layout(n, kr, 16, 2, swizzle, bool(trans_b))
     ld = d_layout(n)
     lar = a_regs_layout(kr)
-    a_size = 64 * K if swizzle == 0 or K * 2 >= swizzle else 64 * swizzle // 2 * kr
-    b_size = max(n, swizzle // 2 if trans_b else 0) * K if swizzle == 0 else max(n, 8) * max(K, swizzle // 2) * \
-        max(1, (swizzle // 2) // n if trans_b else 1) * 2
-    a_size = max(a_size, 64 * max(K, swizzle // 2) * 2)
+    a_size = la.storage_span((1, kr, 64, 16))
+    b_size = lb.storage_span((1, kr, n, 16))
 
     @tiledsl.jit
     def wgmma_tile(A: T.Tensor((64, K), "uint16"), B: T.Tensor((n, K), "uint16"),

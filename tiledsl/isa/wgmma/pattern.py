@@ -396,8 +396,12 @@ def asm(n: ir.Native, ops: list) -> str | None:
             m = _ADDR.match(ops[i])
             base, imm = m.group(1), int(m.group(2) or 0)
             name = next(names)
-            pre.append(f"add.u32 %wsa, {base}, {imm}; shr.u32 %wsa, %wsa, 4; and.b32 %wsa, %wsa, 16383; "
-                       f"cvt.u64.u32 {name}, %wsa; or.b64 {name}, {name}, {ops[i + 1]};")
+            src = base
+            if imm:
+                pre.append(f"add.u32 %wsa, {base}, {imm};")
+                src = "%wsa"
+            pre.append(f"shr.u32 %wsa, {src}, 4; and.b32 %wsa, %wsa, 16383; cvt.u64.u32 {name}, %wsa; "
+                       f"or.b64 {name}, {name}, {ops[i + 1]};")
             args.append(name)
             i += 2
             continue
