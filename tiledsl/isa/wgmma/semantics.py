@@ -125,8 +125,11 @@ def _desc_read(m, loc, n, addr: AddrOp, bits_static: int, wg, rows, kext, e, k_m
     if width:
         a = a ^ (((a >> 7) & (width // 16 - 1)) << 4)
     mem = m.mem[addr.st]
-    np_t = np.uint8 if e == 1 else np.uint16
-    m.check(mem, np_t, a.reshape(-1) // e, None, loc, "read (through a wgmma matrix descriptor)")
+    bad = (a < 0) | (a + e > mem.nbytes)
+    if bad.any():
+        r0, k0 = (int(x[0]) for x in np.nonzero(bad))
+        raise m.fault(loc, f"{n.opcode}: the matrix descriptor reads element ({r0}, {k0}) at byte {int(a[r0, k0])}, "
+                           f"outside '{addr.st.name}' ({mem.nbytes} bytes of shared memory)", int(wg[0]))
     blk = int(m.blk[wg[0]])
     raw = mem.raw[blk]
     vals = raw[a] if e == 1 else (raw[a].astype(np.uint16) | (raw[a + 1].astype(np.uint16) << 8))
