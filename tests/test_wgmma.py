@@ -9,6 +9,7 @@ import tiledsl
 from tiledsl import T
 from tiledsl.isa.wgmma import descriptor as DS
 from tiledsl.lower import ptx as backend
+from tiledsl.layout import S, TileLayout, laneid, warpid
 from wgmma_cases import d_layout, inputs, make_kernel, shared_layout
 
 NS = (8, 64, 128, 256)
@@ -151,3 +152,48 @@ def test_scale_d_as_a_run_time_predicate(keep):
     np.testing.assert_array_equal(out, (ref + keep).astype(np.float32))
     ptx = accumulate.compile(a, b, out, keep).asm["ptx"]
     assert "setp.ne.b32 %wsp" in ptx and ".target sm_90a" in ptx
+
+
+LD_CTA = TileLayout(S[(2, 1, 1, 4, 2, 8, 1, 4, 2) : (4 @ warpid, 1, 1, 1 @ warpid, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+LA_CTA = TileLayout(S[(2, 1, 1, 64, 16) : (64 * 64, 1, 1, 64, 1)], swizzle=(3, 3, 3))
+LB_CTA = TileLayout(S[(2, 1, 1, 8, 16) : (8 * 64, 1, 1, 64, 1)], swizzle=(3, 3, 3))
+
+
+@tiledsl.jit
+def two_warpgroups(A: T.Tensor((2, 64, 16), "uint16"), B: T.Tensor((2, 8, 16), "uint16"),
+                   Out: T.Tensor((2, 64, 8), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+    tid = T.cuda.thread_id()
+    lane = tid % 32
+    w = (tid // 32) % 4
+    g = tid // 128
+    sa = T.alloc_shared((2 * 64 * 64,), "uint16")
+    sb = T.alloc_shared((2 * 8 * 64,), "uint16")
+    av = sa.view(2, 1, 1, 64, 16, layout=LA_CTA)
+    bv = sb.view(2, 1, 1, 8, 16, layout=LB_CTA)
+    for it in range(8):
+        i = it * 256 + tid
+        av[i // 1024, 0, 0, (i // 16) % 64, i % 16] = A[i // 1024, (i // 16) % 64, i % 16]
+    bv[tid // 128, 0, 0, (tid // 16) % 8, tid % 16] = B[tid // 128, (tid // 16) % 8, tid % 16]
+    T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+    T.cuda.syncthreads()
+    d = T.alloc_local((4,), "float32")
+    dv = d.view(2, 1, 1, 64, 8, layout=LD_CTA)
+    T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], d, scope="cta")
+    T.cuda.tile.apply(T.ptx[MMA8], dv, av, bv, scope="cta", scale_d=0)
+    T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], d, scope="cta")
+    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, d, scope="cta")
+    for i in T.unroll(4):
+        Out[g, 16 * w + lane // 4 + 8 * ((i // 2) % 2), 2 * (lane % 4) + i % 2] = d[i]
+
+
+def test_scope_cta_two_warpgroups_each_with_its_tiles():
+    rng = np.random.default_rng(3)
+    a = (rng.integers(-8, 9, (2, 64, 16)) / 8).astype(np.float16)
+    b = (rng.integers(-8, 9, (2, 8, 16)) / 8).astype(np.float16)
+    out = np.zeros((2, 64, 8), np.float32)
+    tiledsl.jit(two_warpgroups.fn, interpret=True)(a.view(np.uint16), b.view(np.uint16), out)
+    ref = np.einsum("gmk,gnk->gmn", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_array_equal(out, ref.astype(np.float32))
+    ptx = two_warpgroups.compile(a.view(np.uint16), b.view(np.uint16), out).asm["ptx"]
+    assert ptx.count(MMA8) == 1 and ".target sm_90a" in ptx

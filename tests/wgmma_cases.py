@@ -44,9 +44,6 @@ def d_layout(n):
     return TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) : (1, 1, 1 @ warpid, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
 
 
-A_REGS = TileLayout(S[(1, 1, 4, 2, 8, 2, 4) : (1, 1, 1 @ warpid, 1, 4 @ laneid, 2, 1 @ laneid)])
-
-
 def a_regs_layout(kr):
     """A's uint32 words as (1, KR, 64, 8): register 4*kk + r holds row 16w + l//4 + 8(r%2), word 4(r//2) + l%4."""
     return TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ warpid, 1, 4 @ laneid, 2, 1 @ laneid)])

@@ -22,10 +22,6 @@ B_STEP8 = TileLayout(S[(1, 2, 1, 8, 2, 8) : (1, 4, 1, 8, 64, 1)])   # the second
 A_ROW1 = TileLayout(S[(1, 2, 64, 16) : (1, 64, 64, 1)], swizzle=(3, 3, 3))   # the second K step starts at row 1
 
 
-def setup():
-    pass
-
-
 def k_ok():
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
     sa = T.alloc_shared((64 * 64,), "float16")

@@ -121,7 +121,6 @@ def _group(ctx: Ctx):
 
 def _sync(form: Form, ctx: Ctx) -> list:
     ctx.params(set())
-    ops = ctx.apply.operands
     names = (["N"] if form.kind == "wait" else []) + [f"R{i}" for i in range(MAX_REGISTERS)]
     lo = 1 if form.kind == "wait" else 0
     ops = ctx.operands(names, min_count=lo)
@@ -351,12 +350,10 @@ def _descriptor(ctx: Ctx, op: Operand, form: Form, groups, rep, rows: int, k_maj
     if mode:
         st = view.storage
         st.align = max(getattr(st, "align", None) or 16, 8 * width)
-    g0 = groups[0][0]
     gid = []
     if ctx.scope == "cta":
         gid = [ir.Binary(dt.int32, ctx.loc, "floordiv", ir.Special(dt.int32, ctx.loc, "warpid"),
                          ir.Const(dt.int32, ctx.loc, 4))]
-    del g0
     off, axes = view.locate(gid + list(rep) + [0, 0])
     if axes and any(not (isinstance(v, int) and v == 0) for v in axes.values()):
         raise ctx.error("shared views map coordinates to storage only", op)

@@ -36,7 +36,6 @@ def semantics(n: ir.Native, cx):
         raise native_error(n, "a warpgroup instruction cannot be predicated per thread")
     if form.kind == "mma":
         return _mma(n, form, cx)
-    regs = [RegOp(a) for g in n.groups for a in g if isinstance(a, ir.Reg)]
     keep = int(n.groups[0][0].text) if form.kind == "wait" else 0
 
     def sync(m, idx):
