@@ -14,6 +14,7 @@ from .lower import ptx as backend
 from .core import knobs
 from .ir import nodes as ir
 from .passes.expand import expand_kernel
+from .isa.registry import arch_target
 from .frontend.parser import Parser
 from .abi.signature import KernelSignature
 from .compiled import CompiledKernel, StageDict  # noqa: F401 - re-exported
@@ -53,6 +54,7 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
     k, parser = front(fn, constexprs, block, grid, target)
     asm = {"tile": kernel_str(k)}
     ek = expand_kernel(k, target)
+    target = arch_target(ek.body, target)         # a chosen sm_90 becomes sm_90a for wgmma (isa/registry.py)
     sites = []
     if options.debug:
         from .passes.bounds_checks import insert_bounds_checks

@@ -31,9 +31,13 @@ def _at_or_below(table: dict, sm: int) -> int:
 
 @dataclass(frozen=True)
 class Target:
-    """One GPU architecture. `arch_specific` is the `a` of sm_90a (features that only that SM has)."""
+    """One GPU architecture. `arch_specific` is the `a` of sm_90a (features that only that SM has). `chosen`: the
+    target was picked by tiledsl (no target named: the device's SM, or DEFAULT_SM), so a kernel that uses an
+    arch-specific family (wgmma) compiles for that SM's arch-specific target instead (`for_kernel_needing`); a
+    target the user named is kept as named, and such a kernel is refused on it."""
     sm: int = DEFAULT_SM
     arch_specific: bool = False
+    chosen: bool = False
 
     # CUDA's limits, the same on every supported SM
     max_threads_per_block = 1024
@@ -98,9 +102,27 @@ class Target:
             raise CompilationError(f"target sm_{sm}a does not exist: architecture-specific targets start at sm_90a")
         return cls(sm, arch) if arch else t
 
+    @classmethod
+    def default(cls, sm: int | None = None) -> Target:
+        """The target tiledsl picks when none is named: `sm` (a device's capability) or DEFAULT_SM, marked chosen."""
+        return cls(DEFAULT_SM if sm is None else sm, chosen=True)
+
     @property
     def name(self) -> str:
         return f"sm_{self.sm}{'a' if self.arch_specific else ''}"
+
+    @property
+    def key(self) -> str:
+        """The target's part of a cache key: a chosen sm_90 may compile as sm_90a, a named one never does."""
+        return self.name + (" (chosen)" if self.chosen else "")
+
+    def admits_arch_specific(self, sm: int) -> bool:
+        """Can a kernel needing sm_{sm}a compile for this target (it is sm_{sm}a, or a chosen sm_{sm})?"""
+        return self.sm == sm and (self.arch_specific or self.chosen)
+
+    def as_arch_specific(self) -> Target:
+        """This SM's arch-specific target (sm_90 -> sm_90a), for a chosen target whose kernel needs it."""
+        return Target(self.sm, True)
 
     @property
     def ptx_version(self) -> int:

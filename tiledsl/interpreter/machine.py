@@ -107,6 +107,9 @@ class Machine:
             nbytes = st.size * max(1, st.dtype.bits // 8)
             rows = nb if st.scope == "shared" else N
             self.mem[st] = Memory(st, np.full((rows, nbytes), POISON_BYTE, np.uint8))
+        # registers an asynchronous instruction (wgmma) has yet to write: (storage, 4-byte word) -> (thread mask,
+        # what wrote it); touching one before the wait that completes it is a KernelFault (see hold/release)
+        self.pending = {}
         self.cp_records = []                                # cp.async copies not yet visible
         self.cp_open = np.zeros(N, np.int64)                # per thread: id of the group being filled
 
@@ -142,6 +145,8 @@ class Machine:
     # -------------------------------------------------------------- memory access
     def check(self, mem: Memory, npdt, off, idx, loc, what):
         size = np.dtype(npdt).itemsize
+        if self.pending and mem.scope == "local":
+            self.check_pending(mem.storage, off, size, idx, loc, what)
         n_el = mem.nbytes // size
         if np.ndim(off) == 0:
             o = int(off)
@@ -183,12 +188,50 @@ class Machine:
             return
         a[self.rows(mem, idx), off] = val
 
+    # -------------------------------------------------------------- registers an async instruction will write
+    def hold(self, st, word: int, flat, what: str):
+        """Register word `word` (4 bytes) of local storage `st` is written asynchronously for threads `flat`."""
+        key = (st, word)
+        cur = self.pending.get(key)
+        mask = cur[0] if cur is not None else np.zeros(self.N, bool)
+        mask[flat] = True
+        self.pending[key] = (mask, what)
+
+    def release(self, st, word: int, flat):
+        """The asynchronous write of `word` has completed for threads `flat`."""
+        cur = self.pending.get((st, word))
+        if cur is not None:
+            cur[0][flat] = False
+            if not cur[0].any():
+                del self.pending[(st, word)]
+
+    def check_pending(self, st, off, size, idx, loc, what, held=False):
+        """A fault if the active threads touch a pending register word of `st` (element offset(s) `off`)."""
+        offs = np.unique(np.asarray(off)) if np.ndim(off) else [off]
+        for o in offs:
+            lo, hi = int(o) * size // 4, (int(o) * size + size - 1) // 4
+            for word in range(lo, hi + 1):
+                cur = self.pending.get((st, word))
+                if cur is None:
+                    continue
+                mask = cur[0] if idx is None else cur[0][idx]
+                if np.ndim(off):
+                    mask = mask & (np.asarray(off) == o)
+                if mask.any():
+                    raise self.fault(loc, f"{what} of register {st.name}[{int(o)}] while {cur[1]} has not "
+                                          f"completed: its accumulators are undefined until the matching "
+                                          f"wgmma.wait_group", self.first(idx, mask))
+
     # -------------------------------------------------------------- registers (local storage, static index)
     def reg_read(self, st, index, npdt, idx):
+        if self.pending:
+            self.check_pending(st, index, np.dtype(npdt).itemsize, idx, getattr(self, "native_loc", None), "read")
         a = self.mem[st].view(npdt)
         return a[:, index].copy() if idx is None else a[idx, index]
 
     def reg_write(self, st, index, npdt, val, idx):
+        if self.pending:
+            self.check_pending(st, index, np.dtype(npdt).itemsize, idx, getattr(self, "native_loc", None), "write")
         a = self.mem[st].view(npdt)
         if idx is None:
             a[:, index] = val

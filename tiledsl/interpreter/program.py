@@ -253,7 +253,16 @@ class Program:
         semantics = getattr(s.family, "semantics", None)
         if semantics is None:
             raise native_error(s, "the interpreter has no semantics for this opcode")
-        return semantics(s, self.cx)
+        f = semantics(s, self.cx)
+        if not any(isinstance(a, ir.Reg) for g in s.groups for a in g):
+            return f
+        loc = s.loc
+
+        def located(m, idx):
+            if m.pending:                 # registers in flight (wgmma): a fault on one names this line
+                m.native_loc = loc
+            return f(m, idx)
+        return located
 
     def s_Apply(self, s):
         raise InterpreterError(f"{s.loc}: tile.apply reached the interpreter unexpanded")

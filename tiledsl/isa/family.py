@@ -42,6 +42,7 @@ class Family:
     access_spans  native -> elements (of each Addr's dtype) accessed from each Addr operand, in operand order
     requires      form -> [(sm, what)]: further target requirements, raised as "<what>; the target is sm_N"
     asm           (native, rendered operands) -> the inline-asm text, or None to emit `opcode operands;`
+    arch          form -> the SM whose arch-specific target the form needs (90: sm_90a only), or None
     """
     name: str
     match: Callable
@@ -51,6 +52,7 @@ class Family:
     access_spans: Callable = one_element_each
     requires: Callable | None = None
     asm: Callable | None = None
+    arch: Callable | None = None
 
     def __repr__(self) -> str:
         return f"<instruction family {self.name}>"
@@ -62,3 +64,7 @@ class Family:
         if self.requires is not None:
             out += list(self.requires(form))
         return out
+
+    def arch_specific(self, form) -> int | None:
+        """The SM whose arch-specific target (sm_90a) `form` needs, or None."""
+        return self.arch(form) if self.arch is not None else None

@@ -19,8 +19,9 @@ from .mma import FAMILY as mma
 from .policy import FAMILY as policy
 from .register import FAMILY as register
 from .warp import FAMILY as warp
+from .wgmma import FAMILY as wgmma
 
-FAMILIES: list[Family] = [mma, ldmatrix, bulk, cp_async, memory, policy, register, atomic, warp]
+FAMILIES: list[Family] = [mma, ldmatrix, bulk, cp_async, memory, policy, register, atomic, warp, wgmma]
 
 
 def lookup(opcode: str, loc=None, target: Target | None = None) -> tuple:
@@ -38,8 +39,26 @@ def lookup(opcode: str, loc=None, target: Target | None = None) -> tuple:
             for sm, what in fam.requirements(form):
                 if target.sm < sm:
                     raise CompilationError(f"{opcode}: {what}; the target is sm_{target.sm}", loc)
+            need = fam.arch_specific(form)
+            if need is not None and not target.admits_arch_specific(need):
+                raise CompilationError(f"{opcode}: needs the arch-specific target sm_{need}a (only sm_{need}a has "
+                                       f"it); the target is {target.name}"
+                                       + (f" (name target='sm_{need}a', or name no target on an sm_{need} GPU)"
+                                          if target.sm == need else ""), loc)
         return fam, form
     raise CompilationError(f"no explicit tile pattern for {opcode}", loc)
+
+
+def arch_target(body, target: Target) -> Target:
+    """The target an expanded kernel compiles for: a chosen target raised to its arch-specific form when one of the
+    kernel's instructions needs it (registry.lookup has refused every other mismatch)."""
+    if target.arch_specific or not target.chosen:
+        return target
+    for s in ir.walk_stmts(body):
+        fam = getattr(s, "family", None) if isinstance(s, ir.Native) else None
+        if fam is not None and fam.arch_specific(s.form) == target.sm:
+            return target.as_arch_specific()
+    return target
 
 
 def native(loc, opcode: str, groups: list, pred=None, preserve: bool = False, **fields) -> ir.Native:

@@ -231,7 +231,7 @@ class JITFunction:
                 constexprs[name] = v
                 parts.append(f"{name}={fp}")
         parts.append(f"block={block}")
-        parts.append(f"target={target.name}")
+        parts.append(f"target={target.key}")
         parts.append(self.options.key())
         return constexprs, "|".join(parts)
 
@@ -241,7 +241,7 @@ class JITFunction:
         """Compile without launching (no GPU needed); arrays of any kind stand for their shape and dtype.
         The target: `target=`, else the kernel's jit(target=...), else core.target.DEFAULT_SM."""
         from ..lower import ptx as backend
-        tgt = Target.parse(target) if target is not None else (self._target or Target())
+        tgt = Target.parse(target) if target is not None else (self._target or Target.default())
         values = self.bind(args, kwargs)
         block = C.dims(block) if block is not None else None
         grid = C.check_grid(C.dims(grid)) if grid is not None and not callable(grid) else None
@@ -426,7 +426,7 @@ class JITFunction:
         checked = C.check_call(self.declared(), values, gpu=True)
         device = checked.device if checked.device is not None else 0
         driver.context(device)
-        target = self._target or Target(driver.compute_capability(device))
+        target = self._target or Target.default(driver.compute_capability(device))
         gridv = grid if grid is not None and not callable(grid) else None
         ck = self._get(values, target, block, gridv)
         plan = self._plans.get((ck.key, device))
@@ -452,7 +452,7 @@ class JITFunction:
 
     def _interpret(self, values, grid, block):
         from .launchers.interpret import InterpretLauncher, expand
-        target = self._target or Target()      # the patterns gate forms by target
+        target = self._target or Target.default()      # the patterns gate forms by target
         constexprs, spec = self.spec(values, block, target)
         key = f"{self.source_key()}|{spec}"
         entry = self._interp_programs.get(key)

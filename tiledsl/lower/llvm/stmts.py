@@ -79,9 +79,10 @@ class Codegen:
             # Above 48 KB a block's shared memory must be dynamic: one extern array, allocations at offsets.
             dyn = ll.GlobalVariable(self.module, ll.ArrayType(I8, 0), "tiledsl_dynamic_smem", addrspace=SHARED)
             dyn.linkage = "external"
-            dyn.align = 128
+            dyn.align = max([128] + [_align_of(st) for st in shared])
             off = 0
             for st in shared:
+                off = _aligned(off, max(128, _align_of(st)))
                 ptr = self.entry_builder.gep(dyn, [I32(0), I32(off)], source_etype=dyn.value_type)
                 ptr.type = ll.PointerType(addrspace=SHARED)
                 self.storage[id(st)] = ptr
@@ -98,7 +99,7 @@ class Codegen:
                 g = ll.GlobalVariable(self.module, ll.ArrayType(memtype(st.dtype), st.size), f"{st.name}",
                                       addrspace=SHARED)
                 g.linkage = "internal"
-                g.align = 16
+                g.align = _align_of(st)
                 g.initializer = ll.Constant(g.value_type, ll.Undefined)
                 self.storage[id(st)] = g
         self.stmts(k.body)
@@ -399,6 +400,11 @@ def _exits(body, kind) -> bool:
         if isinstance(s, ir.If) and (_exits(s.then, kind) or _exits(s.orelse, kind)):
             return True
     return False
+
+
+def _align_of(st) -> int:
+    """A shared buffer's alignment: 16 bytes, or more where a family asked (wgmma's swizzled operands)."""
+    return max(16, getattr(st, "align", None) or 16)
 
 
 def _aligned(n: int, a: int = 128) -> int:
