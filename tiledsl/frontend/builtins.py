@@ -11,6 +11,7 @@ from ..core.target import Target
 from ..ir import nodes as ir
 from ..lang import language as L
 from ..layout import TileLayout
+from ..lang.tensormap import TensorMapArg
 from ..lang.views import BitView, RootView, View
 from ..ir import ops
 
@@ -439,7 +440,7 @@ class BuiltinCalls:
         operands, locs = [], []
         for a in node.args[1:]:
             v = self.eval(a)
-            if not (isinstance(v, View) or isinstance(v, ir.Expr) or ops.is_number(v)):
+            if not (isinstance(v, (View, TensorMapArg)) or isinstance(v, ir.Expr) or ops.is_number(v)):
                 raise self.error(f"a tile operand must be a buffer view or a scalar, got {ops.describe(v)}", a)
             if _unprintable(v):
                 raise self.error(f"a tile operand must fit in {MAX_INT_BITS} bits, got {ops.show(v)}", a)
