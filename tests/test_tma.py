@@ -377,3 +377,14 @@ def test_signature_round_trips_through_the_cache_data():
     again = KernelSignature.from_data(sig.to_data())
     assert again == sig and isinstance(again.params[0].tensormap, TensorMapType)
     assert [s.kind for s in sig.slots][:2] == ["tensormap", "tensormap"]
+
+
+def test_the_page_runs_on_the_interpreter(tmp_path):
+    """docs/patterns/tma.md: the seed sections, a GPU block, and its example (compiled and interpreted)."""
+    from test_patterns_docs import GPU_MARK, SECTIONS, blocks, run_page
+    text = (__import__("pathlib").Path(__file__).resolve().parent.parent / "docs/patterns/tma.md").read_text()
+    assert all(s in text for s in SECTIONS)
+    assert any(b.startswith(GPU_MARK) for b in blocks("tma"))
+    ns = run_page("tma", tmp_path, with_gpu=False)
+    assert ns["ck"].asm["ptx"]
+    assert ptxas(ns["ck"].asm["ptx"], "sm_90").returncode == 0
