@@ -388,3 +388,16 @@ def test_the_page_runs_on_the_interpreter(tmp_path):
     ns = run_page("tma", tmp_path, with_gpu=False)
     assert ns["ck"].asm["ptx"]
     assert ptxas(ns["ck"].asm["ptx"], "sm_90").returncode == 0
+
+
+def test_benchmark_kernel_with_two_maps_assembles():
+    """benchmarks/launch.py's add3_maps (string annotations: `from __future__ import annotations`)."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "launch.py"
+    spec = importlib.util.spec_from_file_location("bench_launch", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = np.zeros(256, np.float32)
+    ptx = mod.add3_maps.compile(a, a, a, a, target="sm_90").asm["ptx"]
+    assert ptx.count(".param .align 64 .b8") == 2 and ptxas(ptx, "sm_90").returncode == 0

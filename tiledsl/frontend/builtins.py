@@ -11,7 +11,7 @@ from ..core.target import Target
 from ..ir import nodes as ir
 from ..lang import language as L
 from ..layout import TileLayout
-from ..lang.tensormap import TensorMapArg
+from ..lang.tensormap import TensorMap, TensorMapArg
 from ..lang.views import BitView, RootView, View
 from ..ir import ops
 
@@ -87,6 +87,13 @@ class BuiltinCalls:
             a = self.args(node, ["shape", "dtype"])
             try:
                 return L.Tensor(a["shape"], a["dtype"])
+            except Exception as e:
+                raise self.error(str(e), node) from None
+        if fn is TensorMap:                  # a string annotation (from __future__ import annotations)
+            a = self.args(node, ["shape", "dtype", "box", "swizzle", "oob_fill", "l2_promotion"],
+                          {"swizzle": None, "oob_fill": "zero", "l2_promotion": None})
+            try:
+                return TensorMap(**a)
             except Exception as e:
                 raise self.error(str(e), node) from None
         if isinstance(fn, TileLayout) or fn is TileLayout:
