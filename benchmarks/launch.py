@@ -40,6 +40,19 @@ def add3(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor
     D[i] = A[i] + B[i] + C[i]
 
 
+@tiledsl.jit
+def add3_maps(A: T.TensorMap((N,), "float32", box=(64,)), B: T.TensorMap((N,), "float32", box=(64,)),
+              C: T.Tensor((N,), "float32"), D: T.Tensor((N,), "float32")):
+    """add3 with two of its inputs passed as TMA tensor maps (prefetched to L2, read through the plain views of
+    C): the launch cost of two 128-byte by-value parameters, each encoded once and looked up per launch."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=N))
+    i = T.cuda.thread_id(0)
+    if i == 0:
+        T.cuda.tile.apply(T.ptx["cp.async.bulk.prefetch.tensor.1d.L2.global.tile"], A, coords=(0,))
+        T.cuda.tile.apply(T.ptx["cp.async.bulk.prefetch.tensor.1d.L2.global.tile"], B, coords=(0,))
+    D[i] = C[i] + C[i] + C[i]
+
+
 CUDA_C = r"""
 extern "C" __global__ void add3_c(const float* a, const float* b, const float* c, float* d) {
     int i = threadIdx.x;
@@ -149,6 +162,10 @@ def setup(bench: Bench, opts):
               tsync, tcheck(td))
 
     bench.add("tiledsl kernel(...), torch", lambda: add3(ta, tb, tc, td), tsync, tcheck(td))
+    if torch.cuda.get_device_capability()[0] >= 9:      # TMA needs sm_90
+        tm_d = torch.zeros_like(td)
+        bench.add("tiledsl kernel(...), torch, 2 tensor maps", lambda: add3_maps(ta, tb, tc, tm_d), tsync,
+                  lambda: None)
 
     # -- cupy: tiledsl on cupy arrays, the same cubin through RawModule, a CUDA C RawKernel
     try:
@@ -260,7 +277,11 @@ def main(argv=None):
     steady = add3[1, N]
     bench.notes.append(f"tiledsl's steady launcher for add3[1, {N}]: "
                        f"{'native (runtime/native.py)' if type(steady).__name__ == 'builtin_function_or_method' else 'Python'}")
-    for k in (add3, getattr(bench, "cupy_kernel", None)):
+    maps, plain = "tiledsl kernel(...), torch, 2 tensor maps", "tiledsl kernel(...), torch"
+    if maps in results and plain in results:
+        bench.notes.append(f"2 tensor-map arguments vs a plain kernel: {bench.ratio(maps, plain):.2f}x the plain "
+                           f"launch (target <= 1.3x)")
+    for k in (add3, add3_maps, getattr(bench, "cupy_kernel", None)):
         if k is not None and k.native_unsupported:
             bench.notes.append(f"no native launcher: {k.native_unsupported}")
     print(f"Host time per launch, steady state: {opts.launches} launches per round, median of {opts.rounds} "

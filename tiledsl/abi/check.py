@@ -122,6 +122,35 @@ def check_tensor(name, info, want_dtype, want_shape, sizes: dict, gpu: bool):
                           f"array, e.g. x.contiguous()")
 
 
+# cuTensorMapEncodeTiled's limits on the tensor itself (the box's are checked where the annotation is written)
+MAP_MAX_DIM = 2**32
+MAP_MAX_STRIDE = 2**40
+
+
+def check_tensor_map(p: Param, info, sizes: dict, gpu: bool) -> None:
+    """Validate an argument for a T.TensorMap parameter: everything check_tensor checks, then what the TMA unit
+    needs of the tensor (each dimension at most 2^32 elements, each stride a multiple of 16 bytes below 2^40, the
+    base address 16-byte aligned). Raises LaunchError naming the argument."""
+    m = p.tensormap
+    if info is None:
+        raise LaunchError(f"argument '{p.name}' must be an array for {m!r} (the tensor the map describes)")
+    check_tensor(p.name, info, p.dtype, p.shape, sizes, gpu=gpu)
+    esize = p.dtype.nbytes
+    stride = esize
+    for k in range(len(info.shape) - 1, -1, -1):
+        if info.shape[k] > MAP_MAX_DIM:
+            raise LaunchError(f"argument '{p.name}' has {info.shape[k]} elements in dimension {k}; a tensor map "
+                              f"allows at most 2^32")
+        if k < len(info.shape) - 1 and (stride % 16 or stride >= MAP_MAX_STRIDE):
+            raise LaunchError(f"argument '{p.name}' (shape {info.shape}, {p.dtype.name}) has a stride of {stride} "
+                              f"bytes in dimension {k}; a tensor map needs strides that are multiples of 16 bytes "
+                              f"(below 2^40): pad the inner dimension")
+        stride *= info.shape[k]
+    if gpu and info.ptr % 16:
+        raise LaunchError(f"argument '{p.name}' starts at address {info.ptr:#x}, which is not 16-byte aligned; a "
+                          f"tensor map needs a 16-byte aligned base (pass a fresh or contiguous copy)")
+
+
 def type_name(value) -> str:
     """A value's type as a user would write it: `numpy.bool` for a numpy bool, not a bare `bool`."""
     t = type(value)
@@ -226,6 +255,19 @@ def check_call(sig: KernelSignature, values: list, gpu: bool) -> Checked:
                 raise LaunchError(f"argument '{p.name}' is read-only ({info.framework} array with its writeable flag "
                                   f"off), but the kernel stores to it; pass a writable array (e.g. a copy)")
             out.packed.append(info.ptr)
+            out.arrays[p.name] = (v, info)
+        elif p.kind == "tensormap":
+            info = _array(p, v, gpu)
+            check_tensor_map(p, info, out.sizes, gpu)
+            if out.framework is None:
+                out.device, out.framework = info.device, info.framework
+            elif gpu and info.device != out.device:
+                raise LaunchError(f"argument '{p.name}' is on device {info.device} but earlier arguments are "
+                                  f"on device {out.device}; all arrays must be on one device")
+            if info.readonly and p.written:
+                raise LaunchError(f"argument '{p.name}' is read-only ({info.framework} array with its writeable flag "
+                                  f"off), but the kernel stores to it through its tensor map; pass a writable array")
+            out.packed.append(info.ptr)       # the launcher encodes the map (runtime/tensormap.py) in its slot
             out.arrays[p.name] = (v, info)
         elif p.kind == "scalar":
             out.packed.append(check_scalar(p.name, v, p.dtype))

@@ -18,20 +18,23 @@ from ..core import dtypes as dt
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter as declared: kind "tensor" (dtype, shape of ints and size names), "scalar" (dtype),
-    "constexpr" (compile-time, not passed) or "missing" (no annotation; refused at launch)."""
+    """One parameter as declared: kind "tensor" (dtype, shape of ints and size names), "tensormap" (the same, and
+    the map's box, swizzle, fill and L2 promotion in `tensormap`: a lang.tensormap.TensorMapType; passed as a
+    128-byte CUtensorMap), "scalar" (dtype), "constexpr" (compile-time, not passed) or "missing" (no annotation;
+    refused at launch)."""
     name: str
     kind: str
     dtype: dt.DType | None = None
     shape: tuple = ()
     written: bool = False        # a tensor the kernel stores to (a read-only array is refused for it)
+    tensormap: object = None     # kind "tensormap": its TensorMapType
 
 
 @dataclass(frozen=True)
 class Slot:
     """One entry of the kernel's parameter block, in order: what fills it and the C type it holds
     (a dtype name; tensors are 64-bit pointers)."""
-    kind: str            # "tensor" | "scalar" | "size" | "debugbuf"
+    kind: str            # "tensor" | "tensormap" | "scalar" | "size" | "debugbuf"
     name: str
     ctype: str
 
@@ -51,8 +54,8 @@ class KernelSignature:
         """The signature of an `ir.Kernel` (parsed; the launch grid's expressions become host trees)."""
         from ..ir.eval import serialize
         stored = written_storages(k.body)
-        params = tuple(Param(p.name, p.kind, p.dtype, tuple(p.shape), p.storage is not None and id(p.storage) in stored)
-                       for p in k.params)
+        params = tuple(Param(p.name, p.kind, p.dtype, tuple(p.shape), p.storage is not None and id(p.storage) in stored,
+                             getattr(p, "tensormap", None)) for p in k.params)
         grid = tuple(_frozen(serialize(g)) for g in k.launch.grid)
         return cls(k.name, params, tuple(k.sizes), debug_buffer, grid, tuple(k.launch.block),
                    getattr(k.launch, "given", True))
@@ -69,6 +72,8 @@ class KernelSignature:
         for p in self.params:
             if p.kind == "tensor":
                 out.append(Slot("tensor", p.name, "uint64"))
+            elif p.kind == "tensormap":
+                out.append(Slot("tensormap", p.name, "tensormap"))     # 128 bytes, by value
             elif p.kind == "scalar":
                 out.append(Slot("scalar", p.name, p.dtype.name))
         out += [Slot("size", s, "int32") for s in self.sizes]
@@ -79,7 +84,7 @@ class KernelSignature:
     @functools.cached_property
     def passed(self) -> tuple[tuple[int, Param], ...]:
         """(argument index, parameter) of every tensor and scalar, in slot order."""
-        return tuple((i, p) for i, p in enumerate(self.params) if p.kind in ("tensor", "scalar"))
+        return tuple((i, p) for i, p in enumerate(self.params) if p.kind in ("tensor", "tensormap", "scalar"))
 
     @property
     def grid_static(self) -> bool:
@@ -89,7 +94,7 @@ class KernelSignature:
         """JSON-able data (the disk cache's entry)."""
         return {"name": self.name,
                 "params": [[p.name, p.kind, p.dtype.name if p.dtype else None, list(p.shape), p.written]
-                           for p in self.params],
+                           + ([_map_data(p.tensormap)] if p.kind == "tensormap" else []) for p in self.params],
                 "sizes": list(self.sizes), "debug_buffer": self.debug_buffer, "grid": _listed(self.grid),
                 "block": list(self.block), "launch_given": self.launch_given}
 
@@ -98,11 +103,13 @@ class KernelSignature:
         """The signature of `to_data`'s output; ValueError when `data` is not one (a damaged cache entry)."""
         try:
             params = []
-            for n, kind, d, shape, written in data["params"]:
-                if not isinstance(n, str) or kind not in _KINDS or not isinstance(written, bool) or \
+            for n, kind, d, shape, written, *tmap in data["params"]:
+                if len(tmap) != (kind == "tensormap") or \
+                        not isinstance(n, str) or kind not in _KINDS or not isinstance(written, bool) or \
                         not all(isinstance(s, (int, str)) and not isinstance(s, bool) for s in shape):
                     raise ValueError(f"parameter {n!r}")
-                params.append(Param(n, kind, dt.BY_NAME[d] if d is not None else None, tuple(shape), written))
+                params.append(Param(n, kind, dt.BY_NAME[d] if d is not None else None, tuple(shape), written,
+                                    _map_from(tmap[0], tuple(shape), d) if tmap else None))
             sig = cls(data["name"], tuple(params), tuple(data["sizes"]), data["debug_buffer"],
                       _frozen(data["grid"]), tuple(data["block"]), data["launch_given"])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -116,7 +123,17 @@ class KernelSignature:
         return sig
 
 
-_KINDS = ("tensor", "scalar", "constexpr", "missing")
+_KINDS = ("tensor", "tensormap", "scalar", "constexpr", "missing")
+
+
+def _map_data(m) -> dict:
+    return {"box": list(m.box), "swizzle": m.swizzle, "oob_fill": m.oob_fill, "l2_promotion": m.l2_promotion}
+
+
+def _map_from(data: dict, shape: tuple, dtype: str):
+    from ..lang.tensormap import TensorMapType
+    return TensorMapType(shape, dt.BY_NAME[dtype], tuple(data["box"]), data["swizzle"], data["oob_fill"],
+                         data["l2_promotion"])
 
 
 def written_storages(body) -> set:

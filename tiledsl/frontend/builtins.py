@@ -11,6 +11,7 @@ from ..core.target import Target
 from ..ir import nodes as ir
 from ..lang import language as L
 from ..layout import TileLayout
+from ..lang.tensormap import TensorMap, TensorMapArg
 from ..lang.views import BitView, RootView, View
 from ..ir import ops
 
@@ -86,6 +87,13 @@ class BuiltinCalls:
             a = self.args(node, ["shape", "dtype"])
             try:
                 return L.Tensor(a["shape"], a["dtype"])
+            except Exception as e:
+                raise self.error(str(e), node) from None
+        if fn is TensorMap:                  # a string annotation (from __future__ import annotations)
+            a = self.args(node, ["shape", "dtype", "box", "swizzle", "oob_fill", "l2_promotion"],
+                          {"swizzle": None, "oob_fill": "zero", "l2_promotion": None})
+            try:
+                return TensorMap(**a)
             except Exception as e:
                 raise self.error(str(e), node) from None
         if isinstance(fn, TileLayout) or fn is TileLayout:
@@ -439,7 +447,7 @@ class BuiltinCalls:
         operands, locs = [], []
         for a in node.args[1:]:
             v = self.eval(a)
-            if not (isinstance(v, View) or isinstance(v, ir.Expr) or ops.is_number(v)):
+            if not (isinstance(v, (View, TensorMapArg)) or isinstance(v, ir.Expr) or ops.is_number(v)):
                 raise self.error(f"a tile operand must be a buffer view or a scalar, got {ops.describe(v)}", a)
             if _unprintable(v):
                 raise self.error(f"a tile operand must fit in {MAX_INT_BITS} bits, got {ops.show(v)}", a)

@@ -18,6 +18,7 @@ from ..core.errors import CompilationError
 from ..core.target import Target
 from ..layout import LayoutError
 from ..lang.views import View
+from ..lang.tensormap import TensorMapArg, TensorMapType
 from ..ir import ops
 from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange, check_block_override
 from .source import Source
@@ -247,6 +248,22 @@ class Parser(ControlFlow, BuiltinCalls):
                 view = _root_view(st, ann.dtype, shape, arg.arg)
                 self.params.append(ir.Param(arg.arg, "tensor", ann.dtype, ann.shape, storage=st))
                 self.scope[arg.arg] = view
+            elif isinstance(ann, TensorMapType):
+                # a tensor passed as a TMA tensor map: its memory is a global storage (the interpreter copies from
+                # it), but the kernel reaches it only through the cp.async.bulk.tensor family
+                st = ir.Storage(arg.arg, "global", ann.dtype, None, loc, param_index=tensor_index)
+                tensor_index += 1
+                dims = []
+                for s in ann.shape:
+                    if isinstance(s, str):
+                        size_nodes.setdefault(s, arg.annotation)
+                        if s not in self.sizes:
+                            self.sizes[s] = ir.Var(dt.int32, loc, s)
+                        dims.append(self.sizes[s])
+                    else:
+                        dims.append(s)
+                self.params.append(ir.Param(arg.arg, "tensormap", ann.dtype, ann.shape, storage=st, tensormap=ann))
+                self.scope[arg.arg] = TensorMapArg(arg.arg, st, ann, tuple(dims))
             elif isinstance(ann, dt.DType):
                 if ann.bits < 32 and ann.kind != "bool" and not ann.is_float:
                     raise self.error(f"scalar parameters of type {ann.name} are not supported; use int32", arg)

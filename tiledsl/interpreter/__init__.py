@@ -80,7 +80,7 @@ def run(kernel, arrays: dict, scalars: dict, grid, block) -> None:
     ek = prog.kernel
     memories, values = {}, {}
     for p in ek.params:
-        if p.kind == "tensor":
+        if p.kind in ("tensor", "tensormap"):
             memories[p.storage] = Memory(p.storage, arrays[p.name].reshape(-1).view(np.uint8))
         elif p.kind == "scalar":
             values[p.var] = scalars[p.name]

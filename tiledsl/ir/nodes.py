@@ -240,6 +240,7 @@ class Param:
     shape: tuple = ()            # ints or size names (str)
     storage: Storage | None = None
     var: Var | None = None
+    tensormap: object = None     # kind "tensormap": its lang.tensormap.TensorMapType
 
 
 @dataclass

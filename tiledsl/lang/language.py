@@ -143,6 +143,7 @@ device_print = Builtin("device_print", 'T.device_print(fmt, *values): printf fro
                        'different threads is unspecified; the interpreter prints in flat thread order (block by '
                        'block, then linear thread id), each thread\'s text prefixed with "(block x,y,z thread '
                        'x,y,z) ".')
+from .tensormap import TensorMap, tma_layout  # noqa: E402,F401 - T.TensorMap, T.tma_layout
 static_assert = Builtin("static_assert", "T.static_assert(cond, msg=''): a CompilationError at this line when the "
                                          "compile-time condition is false.")
 

@@ -29,6 +29,7 @@ from ..core.options import Options
 from ..core.target import Target
 from ..core.version import __version__
 from ..lang import language as L
+from ..lang.tensormap import TensorMapType
 
 if TYPE_CHECKING:
     from ..compiled import CompiledKernel
@@ -145,6 +146,8 @@ class JITFunction:
                                                src.loc(node)) from None
                 if isinstance(ann, L.TensorType):
                     kind = "tensor"
+                elif isinstance(ann, TensorMapType):
+                    kind = "tensormap"
                 elif ann is L.constexpr:
                     kind = "constexpr"
                 elif ann is inspect.Parameter.empty:
@@ -162,6 +165,8 @@ class JITFunction:
             for name, kind, ann, _ in self.params():
                 if kind == "tensor":
                     ps.append(Param(name, kind, ann.dtype, tuple(ann.shape)))
+                elif kind == "tensormap":
+                    ps.append(Param(name, kind, ann.dtype, tuple(ann.shape), tensormap=ann))
                 elif kind == "scalar":
                     ps.append(Param(name, kind, ann if isinstance(ann, dt.DType) else None))
                 else:
@@ -249,6 +254,8 @@ class JITFunction:
         for p, v in zip(self.declared().params, values):
             if p.kind == "tensor":
                 C.check_tensor(p.name, C.array_info(v), p.dtype, p.shape, sizes, gpu=False)
+            elif p.kind == "tensormap":
+                C.check_tensor_map(p, C.array_info(v), sizes, gpu=False)
             elif p.kind == "scalar" and p.dtype is not None:
                 C.check_scalar(p.name, v, p.dtype)
         return self._get(values, tgt, block, grid, want_cubin=backend.ptxas_path() is not None)

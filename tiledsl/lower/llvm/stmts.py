@@ -45,6 +45,9 @@ class Codegen:
             elif p.kind == "scalar":
                 argtys.append(I8 if p.dtype.kind == "bool" else lltype(p.dtype))
                 binds.append(("scalar", p))
+            elif p.kind == "tensormap":
+                argtys.append(_ByvalPointer(TENSOR_MAP))
+                binds.append(("tensormap", p))
         for name, v in k.sizes.items():
             argtys.append(I32)
             binds.append(("size", v))
@@ -58,6 +61,7 @@ class Codegen:
         self.entry_builder = ll.IRBuilder(entry)
         body = fn.append_basic_block("body")
         self.b = ll.IRBuilder(body)
+        grid_constants = []
         for arg, (kind, p) in zip(fn.args, binds):
             if kind == "tensor":
                 arg.name = p.name
@@ -67,22 +71,34 @@ class Codegen:
                 arg.name = p.name
                 val = self.entry_builder.trunc(arg, I1) if p.dtype.kind == "bool" else arg
                 self.store_var(p.var, val, builder=self.entry_builder)
+            elif kind == "tensormap":
+                # the CUtensorMap by value: `.param .align 64 .b8 name[128]`; a grid constant, so its address is
+                # the param's own (cvta.param), never a local copy, when TMA instructions name it
+                arg.name = p.name
+                arg.add_attribute("byval")
+                arg.attributes.align = 64
+                self.storage[id(p.storage)] = arg
+                grid_constants.append(fn.args.index(arg) + 1)
             elif kind == "debug":
                 arg.name = "tiledsl_debug"
                 self.debug_ptr = arg
             else:
                 arg.name = p.name
                 self.store_var(p, arg, builder=self.entry_builder)
+        asked = _shared_alignments(k.body)
+
+        def align_of(st):                   # wgmma's swizzled operands and TMA boxes ask more than 16 bytes
+            return max(_align_of(st), asked.get(id(st), 0))
         shared = [st for st in k.allocs if st.scope == "shared"]
         self.dynamic_shared = 0
         if sum(_aligned(st.size * memtype_bytes(st.dtype)) for st in shared) > self.target.static_shared_limit:
             # Above 48 KB a block's shared memory must be dynamic: one extern array, allocations at offsets.
             dyn = ll.GlobalVariable(self.module, ll.ArrayType(I8, 0), "tiledsl_dynamic_smem", addrspace=SHARED)
             dyn.linkage = "external"
-            dyn.align = max([128] + [_align_of(st) for st in shared])
+            dyn.align = max([128] + [align_of(st) for st in shared])
             off = 0
             for st in shared:
-                off = _aligned(off, max(128, _align_of(st)))
+                off = _aligned(off, max(128, align_of(st)))
                 ptr = self.entry_builder.gep(dyn, [I32(0), I32(off)], source_etype=dyn.value_type)
                 ptr.type = ll.PointerType(addrspace=SHARED)
                 self.storage[id(st)] = ptr
@@ -99,7 +115,7 @@ class Codegen:
                 g = ll.GlobalVariable(self.module, ll.ArrayType(memtype(st.dtype), st.size), f"{st.name}",
                                       addrspace=SHARED)
                 g.linkage = "internal"
-                g.align = _align_of(st)
+                g.align = align_of(st)
                 g.initializer = ll.Constant(g.value_type, ll.Undefined)
                 self.storage[id(st)] = g
         self.stmts(k.body)
@@ -110,6 +126,9 @@ class Codegen:
         md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidx"), I32(threads)]))
         md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidy"), I32(1)]))
         md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxntidz"), I32(1)]))
+        for index in grid_constants:
+            md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "grid_constant"),
+                                             self.module.add_metadata([I32(index)])]))
         if k.launch.max_registers:
             md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "maxnreg"),
                                              I32(k.launch.max_registers)]))
@@ -405,6 +424,34 @@ def _exits(body, kind) -> bool:
 def _align_of(st) -> int:
     """A shared buffer's alignment: 16 bytes, or more where a family asked (wgmma's swizzled operands)."""
     return max(16, getattr(st, "align", None) or 16)
+
+
+TENSOR_MAP = ll.ArrayType(I8, 128)
+
+
+class _ByvalPointer(ll.PointerType):
+    """An opaque `ptr` that remembers the type it points to, for the `byval(<type>)` attribute llvmlite writes."""
+
+    def __init__(self, pointee):
+        super().__init__()
+        self.pointee = pointee
+
+
+def _shared_alignments(body) -> dict:
+    """id(shared storage) -> the alignment a native asks of it (a TMA box: 128 bytes or its swizzle's period)."""
+    out = {}
+
+    def walk(stmts):
+        for s in stmts:
+            if isinstance(s, ir.Native):
+                st, a = getattr(s.form, "smem", None), getattr(s.form, "smem_align", 0)
+                if st is not None and a:
+                    out[id(st)] = max(out.get(id(st), 0), a)
+            for sub in (getattr(s, "body", None), getattr(s, "then", None), getattr(s, "orelse", None)):
+                if isinstance(sub, list):
+                    walk(sub)
+    walk(body)
+    return out
 
 
 def _aligned(n: int, a: int = 128) -> int:

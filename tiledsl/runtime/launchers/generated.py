@@ -12,7 +12,7 @@ import sys
 
 from ...abi.check import FLOAT_MAX, FLOAT_OVERFLOW, INT_RANGE
 from ...core.target import Target
-from .. import driver
+from .. import driver, tensormap
 from .base import Launcher
 
 
@@ -66,7 +66,7 @@ def _generate(sig, plan, framework, device, grid, block):
     src = ["def launch(args, stream):", f"    if len(args) != {len(sig.params)}:", "        return False"]
     fills, names = [], {}
     for slot, (i, p) in enumerate(sig.passed):
-        if p.kind == "tensor":
+        if p.kind in ("tensor", "tensormap"):
             if framework == "torch":
                 tdt = getattr(torch, p.dtype.name, None)
                 if tdt is None:
@@ -98,7 +98,12 @@ def _generate(sig, plan, framework, device, grid, block):
                     else:
                         names[want] = f"n_{want}"
                         src += [f"    n_{want} = s[{k}]"]
-            src.append(f"    p{slot} = {ptr}")
+            if p.kind == "tensormap":
+                # the map encoded by the reference path for this tensor (None: not yet, or another tensor)
+                env[f"M{i}"] = tensormap.cached(p.tensormap, device)
+                src += [f"    p{slot} = M{i}({ptr}, x.shape)", f"    if p{slot} is None:", "        return False"]
+            else:
+                src.append(f"    p{slot} = {ptr}")
         else:
             src.append(f"    p{slot} = args[{i}]")
             if p.dtype.is_float and p.dtype.bits >= 32:

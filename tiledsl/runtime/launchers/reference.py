@@ -11,13 +11,27 @@ import threading
 from ...abi.arrays import current_stream, stream_handle
 from ...abi.check import check_call, launch_dims
 from ...core.errors import KernelFault
-from .. import driver
+from .. import driver, tensormap
 from .base import Launcher
 
 CTYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int16": ctypes.c_int16,
           "uint16": ctypes.c_uint16, "int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "int64": ctypes.c_int64,
           "uint64": ctypes.c_uint64, "float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16,
           "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+
+class TensorMapSlot(ctypes.Structure):
+    """A parameter slot of 128 bytes holding a CUtensorMap by value (the kernel's `.param .align 64 .b8 [128]`);
+    `value = bytes` copies the encoded map in, like `.value` fills the scalar slots."""
+    _fields_ = [("words", ctypes.c_uint64 * 16)]
+
+    @property
+    def value(self) -> bytes:
+        return bytes(self)
+
+    @value.setter
+    def value(self, b: bytes) -> None:
+        ctypes.memmove(ctypes.addressof(self), b, 128)
 
 
 class Plan:
@@ -38,6 +52,8 @@ class Plan:
                 self.debug_buf = driver.check(drv.cuMemAlloc(16), "cuMemAlloc")
                 driver.check(drv.cuMemsetD8(self.debug_buf, 0, 16), "cuMemsetD8")
                 self.slots.append(ctypes.c_uint64(int(self.debug_buf)))
+            elif s.kind == "tensormap":
+                self.slots.append(TensorMapSlot())
             else:
                 self.slots.append(CTYPES[s.ctype](0))
         self.ptrs = (ctypes.c_void_p * max(1, len(self.slots)))(*[ctypes.addressof(s) for s in self.slots])
@@ -55,7 +71,19 @@ class ReferenceLauncher(Launcher):
         g, b = launch_dims(sig, checked, self.grid, [p.name for p in sig.params], values)
         dev = self.plan.device
         s = stream_handle(stream) if stream is not None else current_stream(checked.framework, dev)
-        launch(self.plan, checked.packed + checked.size_values(sig), g, b, s)
+        launch(self.plan, encode_maps(sig, checked, dev) + checked.size_values(sig), g, b, s)
+
+
+def encode_maps(sig, checked, device: int) -> list:
+    """The packed slot values with each tensor map's pointer replaced by its encoded 128 bytes."""
+    packed = checked.packed
+    if any(p.kind == "tensormap" for _, p in sig.passed):
+        packed = list(packed)
+        for k, (_, p) in enumerate(sig.passed):
+            if p.kind == "tensormap":
+                info = checked.arrays[p.name][1]
+                packed[k] = tensormap.encoded(p.tensormap, device, info.ptr, tuple(info.shape))
+    return packed
 
 
 def launch(plan: Plan, values: list, grid, block, stream: int) -> None:
