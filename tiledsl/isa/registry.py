@@ -12,6 +12,7 @@ from ..ir import nodes as ir
 from .family import Family, Refusal
 from .atomic import FAMILY as atomic
 from .bulk import FAMILY as bulk
+from .cluster import FAMILY as cluster
 from .cp_async import FAMILY as cp_async
 from .ldmatrix import FAMILY as ldmatrix
 from .memory import FAMILY as memory
@@ -20,7 +21,7 @@ from .policy import FAMILY as policy
 from .register import FAMILY as register
 from .warp import FAMILY as warp
 
-FAMILIES: list[Family] = [mma, ldmatrix, bulk, cp_async, memory, policy, register, atomic, warp]
+FAMILIES: list[Family] = [mma, ldmatrix, bulk, cp_async, cluster, memory, policy, register, atomic, warp]
 
 
 def lookup(opcode: str, loc=None, target: Target | None = None) -> tuple:
