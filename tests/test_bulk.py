@@ -78,7 +78,7 @@ def test_unknown_forms_are_refused_with_the_list():
     def k(A: T.Tensor((64, 32), "uint32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
         bar = T.alloc_shared((1,), "uint64")
-        T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], bar)
+        T.cuda.tile.apply(T.ptx["mbarrier.test_wait.parity.shared::cta.b64"], bar, 0)
     with pytest.raises(tiledsl.CompilationError, match="supported: cp.async.bulk"):
         k.compile(A, target="sm_90")
 

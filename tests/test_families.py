@@ -49,7 +49,7 @@ def test_the_registry_checks_the_target_once(opcode, sm, msg):
 @pytest.mark.parametrize("opcode,msg", [
     ("mma.sync.aligned.m16n8k16.row.col.f32.f16.bf16.f32",
      "mma.sync.aligned.m16n8k16.row.col.f32.f16.bf16.f32: A and B must have the same element type"),
-    ("mbarrier.arrive.release.cluster.shared::cluster.b64", "has no explicit tile pattern; supported: cp.async.bulk"),
+    ("mbarrier.test_wait.parity.shared::cta.b64", "has no explicit tile pattern; supported: cp.async.bulk"),
     ("frobnicate.b32", "no explicit tile pattern for frobnicate.b32"),
 ])
 def test_refusals_keep_their_text(opcode, msg):

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "patterns"
-PAGES = ["mma", "register", "memory", "ldmatrix", "cp_async", "bulk", "policy", "atomic", "warp", "wgmma"]
+PAGES = ["mma", "register", "memory", "ldmatrix", "cp_async", "bulk", "policy", "atomic", "warp", "wgmma", "tma",
+         "cluster"]
 SECTIONS = ["## Call parameters", "## Data representation", "## Operand specification", "## Legality conditions",
             "## Code generation", "## Example"]
 GPU_MARK = "# needs a GPU"

@@ -304,7 +304,17 @@ def launch_dims(sig: KernelSignature, checked: Checked, grid, names, values) -> 
             raise no_launch(sig.name)
         g = grid_of(sig.grid, checked.env)
     check_block(sig.block)
+    if sig.clustered:
+        check_cluster(sig, g)
     return g, tuple(sig.block)
+
+
+def check_cluster(sig: KernelSignature, grid) -> None:
+    """A clustered kernel's grid must be a whole number of clusters in every dimension."""
+    for k, (g, c) in enumerate(zip(grid, sig.cluster)):
+        if g % c:
+            raise LaunchError(f"grid {tuple(grid)} is not a whole number of clusters {tuple(sig.cluster)} of kernel "
+                              f"'{sig.name}': dimension {'xyz'[k]} is {g}, not a multiple of {c}")
 
 
 def no_launch(name: str) -> LaunchError:

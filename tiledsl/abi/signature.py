@@ -48,6 +48,7 @@ class KernelSignature:
     grid: tuple = ()                     # three entries: int or host-expression tree (nested tuples)
     block: tuple = ()                    # three ints
     launch_given: bool = True            # False: the body has no T.device_entry launch; a call needs kernel[g, b]
+    cluster: tuple = (1, 1, 1)           # blocks per cluster: other than (1, 1, 1), launches go through cuLaunchKernelEx
 
     @classmethod
     def from_kernel(cls, k, debug_buffer: bool = False) -> KernelSignature:
@@ -58,7 +59,7 @@ class KernelSignature:
                              getattr(p, "tensormap", None)) for p in k.params)
         grid = tuple(_frozen(serialize(g)) for g in k.launch.grid)
         return cls(k.name, params, tuple(k.sizes), debug_buffer, grid, tuple(k.launch.block),
-                   getattr(k.launch, "given", True))
+                   getattr(k.launch, "given", True), tuple(getattr(k.launch, "cluster", (1, 1, 1))))
 
     @classmethod
     def declared(cls, name: str, params: tuple[Param, ...]) -> KernelSignature:
@@ -87,6 +88,11 @@ class KernelSignature:
         return tuple((i, p) for i, p in enumerate(self.params) if p.kind in ("tensor", "tensormap", "scalar"))
 
     @property
+    def clustered(self) -> bool:
+        """Whether launches need the cluster attribute (cuLaunchKernelEx)."""
+        return tuple(self.cluster) != (1, 1, 1)
+
+    @property
     def grid_static(self) -> bool:
         return all(isinstance(g, int) for g in self.grid)
 
@@ -96,7 +102,7 @@ class KernelSignature:
                 "params": [[p.name, p.kind, p.dtype.name if p.dtype else None, list(p.shape), p.written]
                            + ([_map_data(p.tensormap)] if p.kind == "tensormap" else []) for p in self.params],
                 "sizes": list(self.sizes), "debug_buffer": self.debug_buffer, "grid": _listed(self.grid),
-                "block": list(self.block), "launch_given": self.launch_given}
+                "block": list(self.block), "launch_given": self.launch_given, "cluster": list(self.cluster)}
 
     @classmethod
     def from_data(cls, data: dict) -> KernelSignature:
@@ -111,14 +117,16 @@ class KernelSignature:
                 params.append(Param(n, kind, dt.BY_NAME[d] if d is not None else None, tuple(shape), written,
                                     _map_from(tmap[0], tuple(shape), d) if tmap else None))
             sig = cls(data["name"], tuple(params), tuple(data["sizes"]), data["debug_buffer"],
-                      _frozen(data["grid"]), tuple(data["block"]), data["launch_given"])
+                      _frozen(data["grid"]), tuple(data["block"]), data["launch_given"],
+                      tuple(data.get("cluster", (1, 1, 1))))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"not a kernel signature ({type(e).__name__}: {e})") from None
         if not isinstance(sig.name, str) or not isinstance(sig.debug_buffer, bool) or len(sig.block) != 3 or \
                 not isinstance(sig.launch_given, bool) or \
                 len(sig.grid) != 3 or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0
                                               for b in sig.block) or \
-                not all(isinstance(s, str) for s in sig.sizes):
+                not all(isinstance(s, str) for s in sig.sizes) or len(sig.cluster) != 3 or \
+                not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in sig.cluster):
             raise ValueError("not a kernel signature (name, grid, block or sizes)")
         return sig
 

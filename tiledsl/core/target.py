@@ -48,6 +48,7 @@ class Target:
     registers_per_sm = 65536
     static_shared_limit = 48 * 1024     # above this, shared memory must be dynamic (and opted into at load)
     max_named_size = 2**31 - 1          # named sizes travel as int32 parameters
+    max_cluster_size = 8                # blocks in a portable cluster (sm_90)
     max_local_per_thread = 512 * 1024   # bytes of local memory one thread may address (CUDA's limit since sm_20)
 
     def __post_init__(self):

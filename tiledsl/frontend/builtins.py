@@ -42,6 +42,7 @@ class LaunchValue:
     block: tuple
     max_registers: int | None = None
     min_blocks_per_sm: int | None = None
+    cluster: tuple = (1, 1, 1)
 
 
 class BuiltinCalls:
@@ -221,12 +222,14 @@ class BuiltinCalls:
             raise self.error("T.device_entry(launch=T.cuda.LaunchConfig(grid=..., block=...))", node)
         block = self.block_override or launch.block
         grid = self.grid_override or launch.grid
-        self.launch = ir.LaunchSpec(grid, block, launch.max_registers, launch.min_blocks_per_sm)
+        # a grid given at the call (kernel[grid, block]) keeps the kernel's cluster; the launch checks it divides
+        self.launch = ir.LaunchSpec(grid, block, launch.max_registers, launch.min_blocks_per_sm,
+                                    cluster=launch.cluster)
         return None
 
     def b_LaunchConfig(self, node):
-        a = self.args(node, ["grid", "block", "max_registers", "min_blocks_per_sm"],
-                      {"max_registers": None, "min_blocks_per_sm": None})
+        a = self.args(node, ["grid", "block", "max_registers", "min_blocks_per_sm", "cluster"],
+                      {"max_registers": None, "min_blocks_per_sm": None, "cluster": None})
         grid = self.dims3(a["grid"], node, "grid", static=False)
         block = self.dims3(a["block"], node, "block", static=True)
         n = block[0] * block[1] * block[2]
@@ -249,7 +252,27 @@ class BuiltinCalls:
         if regs is not None and blocks is not None and regs * n * blocks > tg.registers_per_sm:
             raise self.error(f"{blocks} blocks of {n} threads at {regs} registers need {regs * n * blocks} "
                              f"registers; an SM has {tg.registers_per_sm}", node)
-        return LaunchValue(grid, block, regs, blocks)
+        cluster = self.cluster_dims(a["cluster"], grid, node)
+        return LaunchValue(grid, block, regs, blocks, cluster)
+
+    def cluster_dims(self, v, grid, node) -> tuple:
+        """LaunchConfig's cluster=: static dims, at most the portable cluster size, dividing every static grid
+        dimension (a run-time grid is checked at launch, as a LaunchError)."""
+        if v is None:
+            return (1, 1, 1)
+        cluster = self.dims3(v, node, "cluster", static=True)
+        tg = self.target
+        if tg.sm < 90:
+            raise self.error(f"clusters need sm_90 or newer; the target is {tg.name}", node)
+        n = cluster[0] * cluster[1] * cluster[2]
+        if n > tg.max_cluster_size:
+            raise self.error(f"cluster {cluster} has {n} blocks; a portable cluster has at most "
+                             f"{tg.max_cluster_size}", node)
+        for k, (g, c) in enumerate(zip(grid, cluster)):
+            if isinstance(g, int) and g % c:
+                raise self.error(f"cluster {cluster} does not divide grid {tuple(grid)}: dimension {'xyz'[k]} is "
+                                 f"{g}, not a multiple of {c}", node)
+        return cluster
 
     def dims3(self, v, node, what, static):
         vals = v if isinstance(v, tuple) else (v,)
@@ -296,6 +319,25 @@ class BuiltinCalls:
 
     def b_grid_dim(self, node):
         return ir.Special(dt.int32, self.loc(node), "nctaid", self.axis_arg(node))
+
+    def _cluster_special(self, node, name, axis=None):
+        if self.target.sm < 90:
+            raise self.error(f"cluster special registers need sm_90 or newer; the target is {self.target.name}", node)
+        return ir.Special(dt.int32, self.loc(node), name, axis or 0)
+
+    def b_cluster_ctarank(self, node):
+        self.positional(node, 0)
+        return self._cluster_special(node, "cluster.ctarank")
+
+    def b_cluster_nctarank(self, node):
+        self.positional(node, 0)
+        return self._cluster_special(node, "cluster.nctarank")
+
+    def b_cluster_id(self, node):
+        return self._cluster_special(node, "clusterid", self.axis_arg(node))
+
+    def b_cluster_ctaid(self, node):
+        return self._cluster_special(node, "cluster.ctaid", self.axis_arg(node))
 
     def b_syncthreads(self, node):
         self.positional(node, 0)

@@ -24,7 +24,9 @@ What is modelled
     ldmatrix/stmatrix m8n8 .x1/.x2/.x4 [.trans] .b16; cp.async.{ca,cg} with src-size zero fill, commit_group,
     wait_group, wait_all (copies become visible at the wait that covers them; a per-thread queue of groups);
     cp.async.bulk with mbarrier init / arrive / expect_tx / try_wait.parity (copies land at once and pay
-    their bytes; a wait that could never complete is a KernelFault).
+    their bytes; a wait that could never complete is a KernelFault); clusters (isa/cluster/): the blocks of a
+    cluster run together in one batch, {ld,st}.shared::cluster and the remote mbarrier arrive reach the shared
+    memory of another block of the batch, barrier.cluster, elect.sync, the cluster special registers.
 - Predication: a false `pred` skips the instruction for that thread; a written register of a skipped thread is
   kept with `preserve_dst`, and is otherwise UNDEFINED: the interpreter poisons it (NaN for float registers,
   0xDEADBEEF-like bits for integer ones).
@@ -43,7 +45,8 @@ flushed when it is subnormal after rounding.
 How exactness is reached (rounding.py): products of f16/bf16/f32 values are exact in float64 and an error-free
 two_sum keeps a sum exact as a pair, so each result is rounded once, in its mode, straight to the target format.
 fma.f64 and float64 forms in directed modes use exact fractions (slower, one element at a time).
-Not modelled: memory races between threads (lockstep hides them), atomics, warp shuffles/votes, clusters.
+Not modelled: memory races between threads (lockstep hides them), register allocation (setmaxnreg only checks
+that whole warpgroups execute it).
 
 Layout of the package
 ---------------------

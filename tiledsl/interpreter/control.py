@@ -93,7 +93,7 @@ def printer(s: ir.Print, cx):
         out = []
         for k in range(n):
             t = int(flat[k])
-            b, lin = m.block0 + t // m.T, t % m.T
+            b, lin = int(m.blocks[t // m.T]), t % m.T
             bx, by = m.grid[0], m.grid[1]
             tx, ty = m.block[0], m.block[1]
             where = (f"(block {b % bx},{b // bx % by},{b // (bx * by)} "

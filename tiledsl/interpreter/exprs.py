@@ -259,7 +259,7 @@ class ExprCompiler:
         return f
 
     def e_Special(self, e: ir.Special):
-        key = (e.name, e.axis if e.name in ("tid", "ntid", "ctaid", "nctaid") else 0)
+        key = (e.name, e.axis if e.name in ("tid", "ntid", "ctaid", "nctaid", "clusterid", "cluster.ctaid") else 0)
 
         def f(m, idx):
             a = m.special[key]

@@ -77,19 +77,25 @@ def _tuple3(flat, dims):
 
 
 class Machine:
-    """One batch of `nb` blocks (global linear block ids block0 .. block0+nb-1) of `T` threads each."""
+    """One batch of `nb` blocks (global linear block ids block0 .. block0+nb-1, or the ids `blocks` lists) of `T`
+    threads each. With a `cluster` other than (1, 1, 1) the batch holds whole clusters, each one's blocks next to
+    each other in rank order, so the shared memory of rank r of a thread's cluster is batch row
+    `cluster_base + r` (distributed shared memory, `cluster_rows`)."""
 
-    def __init__(self, prog, grid, block, block0, nb, globals_):
+    def __init__(self, prog, grid, block, block0, nb, globals_, blocks=None, cluster=(1, 1, 1)):
         self.prog = prog
         self.grid, self.block = grid, block
         self.T = block[0] * block[1] * block[2]
         self.block0, self.nb = block0, nb
+        self.blocks = np.arange(block0, block0 + nb, dtype=np.int64) if blocks is None else np.asarray(blocks)
+        self.cluster = tuple(cluster)
+        self.csize = cluster[0] * cluster[1] * cluster[2]
         self.N = N = self.T * nb
         flat = np.arange(N, dtype=np.int64)
         self.all = flat
         self.lin = (flat % self.T)                          # linear tid inside the block
         self.blk = flat // self.T                           # block inside the batch
-        gblk = self.blk + block0
+        gblk = self.blocks[self.blk]
         self.special = {}
         tx, ty, tz = _tuple3(self.lin, block)
         bx, by, bz = _tuple3(gblk, grid)
@@ -99,6 +105,13 @@ class Machine:
             self.special[("ctaid", ax)] = b.astype(i32)
             self.special[("ntid", ax)] = np.full(N, block[ax], i32)
             self.special[("nctaid", ax)] = np.full(N, grid[ax], i32)
+        c = self.cluster
+        cid = [b % n for b, n in zip((bx, by, bz), c)]
+        for ax in range(3):
+            self.special[("cluster.ctaid", ax)] = cid[ax].astype(i32)
+            self.special[("clusterid", ax)] = ((bx, by, bz)[ax] // c[ax]).astype(i32)
+        self.special[("cluster.ctarank", 0)] = (cid[0] + c[0] * (cid[1] + c[1] * cid[2])).astype(i32)
+        self.special[("cluster.nctarank", 0)] = np.full(N, self.csize, i32)
         self.special[("laneid", 0)] = (self.lin % 32).astype(i32)
         self.special[("warpid", 0)] = (self.lin // 32).astype(i32)
         self.vars = {}
@@ -122,8 +135,13 @@ class Machine:
             return self.blk if idx is None else self.blk[idx]
         return self.all if idx is None else idx
 
+    def cluster_rows(self, idx, rank) -> np.ndarray:
+        """The batch rows (blocks) of CTA `rank` of each active thread's cluster (mapa's target)."""
+        blk = self.blk if idx is None else self.blk[idx]
+        return blk - blk % self.csize + np.asarray(rank, np.int64)
+
     def where(self, flat: int) -> str:
-        b = self.block0 + flat // self.T
+        b = int(self.blocks[flat // self.T])
         t = flat % self.T
         bi = tuple(int(v) for v in _tuple3(b, self.grid))
         ti = tuple(int(v) for v in _tuple3(t, self.block))

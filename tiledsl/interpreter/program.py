@@ -272,11 +272,15 @@ class Program:
         """Run every block of `grid`. `globals_`: {Storage: Memory}; `scalars`: {Var: numpy scalar}."""
         T = block[0] * block[1] * block[2]
         nblocks = grid[0] * grid[1] * grid[2]
-        per = max(1, min(nblocks, batch_threads // T))
+        cluster = tuple(getattr(self.kernel.launch, "cluster", (1, 1, 1)) or (1, 1, 1))
+        order, csize = cluster_order(grid, cluster)
+        # a cluster is one unit: a batch holds whole clusters (their blocks run together, sharing memory)
+        per = max(1, min(nblocks, batch_threads // T) // csize) * csize
         with np.errstate(all="ignore"), headroom(self.depth):
             for b0 in range(0, nblocks, per):
                 nb = min(per, nblocks - b0)
-                m = Machine(self, grid, block, b0, nb, globals_)
+                m = Machine(self, grid, block, b0, nb, globals_, None if order is None else order[b0:b0 + nb],
+                            cluster)
                 if self.exits:
                     m.exit = np.zeros(m.N, np.int8)      # per thread: running, or how it left (control.py)
                 for var, value in scalars.items():
@@ -303,6 +307,21 @@ def _settled(m, active):
     """`active` after the iteration's break/continue/return settled (control.settle), or _NONE_LEFT."""
     active = control.settle(m, active)
     return _NONE_LEFT if active is not None and len(active) == 0 else active
+
+
+def cluster_order(grid, cluster):
+    """(linear block ids cluster by cluster, each cluster's in rank order; blocks per cluster), or (None, 1)
+    without clusters (the plain linear order)."""
+    csize = cluster[0] * cluster[1] * cluster[2]
+    if csize == 1:
+        return None, 1
+    if any(g % c for g, c in zip(grid, cluster)):
+        raise InterpreterError(f"grid {tuple(grid)} is not a whole number of clusters {tuple(cluster)}")
+    nc = [g // c for g, c in zip(grid, cluster)]
+    cz, cy, cx, rz, ry, rx = np.meshgrid(np.arange(nc[2]), np.arange(nc[1]), np.arange(nc[0]), np.arange(cluster[2]),
+                                         np.arange(cluster[1]), np.arange(cluster[0]), indexing="ij")
+    x, y, z = cx * cluster[0] + rx, cy * cluster[1] + ry, cz * cluster[2] + rz
+    return (x + grid[0] * (y + grid[1] * z)).reshape(-1).astype(np.int64), csize
 
 
 def _relocate(e: Exception, loc):

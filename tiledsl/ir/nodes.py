@@ -88,7 +88,7 @@ class Load(Expr):
 
 @dataclass(eq=False)
 class Special(Expr):
-    name: str                    # tid ntid ctaid nctaid laneid warpid
+    name: str                    # tid ntid ctaid nctaid laneid warpid, cluster.ctarank cluster.nctarank clusterid cluster.ctaid
     axis: int = 0
 
 
@@ -230,6 +230,7 @@ class LaunchSpec:
     max_registers: int | None = None       # PTX .maxnreg
     min_blocks_per_sm: int | None = None   # PTX .minnctapersm
     given: bool = True           # False: no T.device_entry launch and no override (a launch must say kernel[g, b])
+    cluster: tuple = (1, 1, 1)   # blocks per cluster (PTX .reqnctapercluster; (1, 1, 1): no cluster launch)
 
 
 @dataclass

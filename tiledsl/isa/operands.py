@@ -41,8 +41,9 @@ class Ctx:
     family and form the registry parsed its opcode into."""
 
     def __init__(self, apply: ir.Apply, block, target: Target, family=None, form=None, lanes: int = 32,
-                 guard=None, *, proofs: dict | None = None):
+                 guard=None, *, proofs: dict | None = None, launch=None):
         self.apply, self.block, self.target, self.sm = apply, block, target, target.sm
+        self.launch = launch                 # the kernel's LaunchConfig (cluster, register cap), when known
         # proofs that succeeded in this kernel, under keys that decide them (View.static_key/pinned_key): an
         # unrolled k loop asks the same ownership and contiguity questions of every step's views
         self.proofs = {} if proofs is None else proofs

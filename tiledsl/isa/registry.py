@@ -13,6 +13,7 @@ from .family import Family, Refusal
 from .atomic import FAMILY as atomic
 from .bulk import FAMILY as bulk
 from .tma import FAMILY as tma
+from .cluster import FAMILY as cluster
 from .cp_async import FAMILY as cp_async
 from .ldmatrix import FAMILY as ldmatrix
 from .memory import FAMILY as memory
@@ -22,7 +23,7 @@ from .register import FAMILY as register
 from .warp import FAMILY as warp
 from .wgmma import FAMILY as wgmma
 
-FAMILIES: list[Family] = [mma, ldmatrix, tma, bulk, cp_async, memory, policy, register, atomic, warp, wgmma]
+FAMILIES: list[Family] = [mma, ldmatrix, tma, bulk, cp_async, cluster, memory, policy, register, atomic, warp, wgmma]
 
 
 def lookup(opcode: str, loc=None, target: Target | None = None) -> tuple:

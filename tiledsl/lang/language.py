@@ -158,13 +158,21 @@ class _Tile:
 class _Cuda:
     """`T.cuda`: launch configuration, thread and block ids, barriers, tile patterns."""
     LaunchConfig = Builtin("LaunchConfig", "T.cuda.LaunchConfig(grid, block, max_registers=None, "
-                                           "min_blocks_per_sm=None): the launch, checked against the target's limits.")
+                                           "min_blocks_per_sm=None, cluster=None): the launch, checked against the "
+                                           "target's limits; cluster=(x, y, z) groups blocks into clusters (sm_90).")
     lane_id = Builtin("lane_id", "T.cuda.lane_id(): the thread's lane in its warp (0..31).")
     warp_id = Builtin("warp_id", "T.cuda.warp_id(): the thread's warp in its block.")
     thread_id = Builtin("thread_id", "T.cuda.thread_id(axis=0): threadIdx along an axis.")
     block_id = Builtin("block_id", "T.cuda.block_id(axis=0): blockIdx along an axis.")
     block_dim = Builtin("block_dim", "T.cuda.block_dim(axis=0): blockDim along an axis.")
     grid_dim = Builtin("grid_dim", "T.cuda.grid_dim(axis=0): gridDim along an axis.")
+    cluster_ctarank = Builtin("cluster_ctarank", "T.cuda.cluster_ctarank(): the block's rank in its cluster "
+                                                 "(%cluster_ctarank, sm_90).")
+    cluster_nctarank = Builtin("cluster_nctarank", "T.cuda.cluster_nctarank(): the blocks of a cluster "
+                                                   "(%cluster_nctarank, sm_90).")
+    cluster_id = Builtin("cluster_id", "T.cuda.cluster_id(axis=0): the cluster's index in the grid (%clusterid, sm_90).")
+    cluster_ctaid = Builtin("cluster_ctaid", "T.cuda.cluster_ctaid(axis=0): the block's index in its cluster "
+                                             "(%cluster_ctaid, sm_90).")
     syncthreads = Builtin("syncthreads", "T.cuda.syncthreads(): a barrier for every thread of the block.")
     tile = _Tile()
 

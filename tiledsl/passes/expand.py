@@ -10,27 +10,29 @@ from .wide_offsets import widen_offsets
 
 def expand_kernel(k: ir.Kernel, target: Target) -> ir.Kernel:
     block = k.launch.block
-    body = _expand(k.body, block, target, 32, None, {})
+    body = _expand(k.body, k.launch, target, 32, None, {})
     # offsets into tensors that may hold 2^31 elements become 64-bit here, for both backends
     return widen_offsets(ir.Kernel(k.name, k.params, body, k.launch, k.allocs, k.sizes, k.loc))
 
 
-def _expand(body, block, target, lanes, guard, proofs):
+def _expand(body, launch, target, lanes, guard, proofs):
+    block = launch.block
     out = []
     for s in body:
         if isinstance(s, ir.Apply):
             fam, form = lookup(s.opcode, s.loc, target)
-            out.extend(fam.expand(form, Ctx(s, block, target, fam, form, lanes, guard, proofs=proofs)))
+            # launch: the cluster and the register cap (the cluster family's checks)
+            out.extend(fam.expand(form, Ctx(s, block, target, fam, form, lanes, guard, proofs=proofs, launch=launch)))
         elif isinstance(s, ir.For):
             out.append(ir.For(s.loc, s.var, s.start, s.stop, s.step,
-                              _expand(s.body, block, target, lanes, guard, proofs), s.unroll))
+                              _expand(s.body, launch, target, lanes, guard, proofs), s.unroll))
         elif isinstance(s, ir.If):
             k = lane_guard(s.cond, block)
             inner, inner_guard = (k, _guard_text(s)) if k is not None and k < lanes else (lanes, guard)
-            out.append(ir.If(s.loc, s.cond, _expand(s.then, block, target, inner, inner_guard, proofs),
-                             _expand(s.orelse, block, target, lanes, guard, proofs)))
+            out.append(ir.If(s.loc, s.cond, _expand(s.then, launch, target, inner, inner_guard, proofs),
+                             _expand(s.orelse, launch, target, lanes, guard, proofs)))
         elif isinstance(s, ir.While):
-            out.append(ir.While(s.loc, s.cond, _expand(s.body, block, target, lanes, guard, proofs)))
+            out.append(ir.While(s.loc, s.cond, _expand(s.body, launch, target, lanes, guard, proofs)))
         else:
             out.append(s)
     return out

@@ -124,12 +124,35 @@ class LoadedFunction:
                                          shared_bytes), "cuFuncSetAttribute")
 
 
-def launch(fn: LoadedFunction, grid, block, shared: int, stream: int, params_addr: int) -> None:
+def launch(fn: LoadedFunction, grid, block, shared: int, stream: int, params_addr: int, cluster=None) -> None:
+    """Launch `fn`; a `cluster` other than None or (1, 1, 1) goes through cuLaunchKernelEx with the cluster
+    dimension attribute (the kernel's PTX says .explicitcluster: it must be launched with its cluster)."""
     drv = _drv()
+    if cluster is not None and tuple(cluster) != (1, 1, 1):
+        err = launch_clustered(fn.handle, grid, block, cluster, shared, stream, params_addr)
+        if int(err[0]) != 0:
+            check(err, "cuLaunchKernelEx")
+        return
     err = drv.cuLaunchKernel(fn.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, stream,
                              params_addr, 0)
     if int(err[0]) != 0:
         check(err, "cuLaunchKernel")
+
+
+def launch_clustered(handle, grid, block, cluster, shared: int, stream: int, params_addr: int):
+    """cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; returns the driver's result tuple."""
+    drv = _drv()
+    cfg = drv.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = (int(g) for g in grid)
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = (int(b) for b in block)
+    cfg.sharedMemBytes = int(shared)
+    cfg.hStream = drv.CUstream(int(stream))
+    attr = drv.CUlaunchAttribute()
+    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = (int(c) for c in cluster)
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    return drv.cuLaunchKernelEx(cfg, handle, params_addr, 0)
 
 
 def synchronize(device: int = 0) -> None:

@@ -28,11 +28,16 @@ from ..family import Refusal, addresses
 from ..operands import Ctx, Operand, check_contiguous, check_scope, copy_repeats, memory_addr, repeat_coords
 
 COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+REMOTE_ARRIVE = "mbarrier.arrive.release.cluster.shared::cluster.b64"
 MBAR = {"mbarrier.init.shared::cta.b64": ("init", ["mbar", "count"]),
         "mbarrier.arrive.expect_tx.shared::cta.b64": ("expect_tx", ["mbar", "tx_bytes"]),
         "mbarrier.arrive.shared::cta.b64": ("arrive", ["mbar"]),
-        "mbarrier.try_wait.parity.shared::cta.b64": ("wait", ["mbar", "parity"])}
-FENCES = {"fence.proxy.async.shared::cta", "fence.mbarrier_init.release.cluster"}
+        "mbarrier.try_wait.parity.shared::cta.b64": ("wait", ["mbar", "parity"]),
+        # the same wait, acquiring at cluster scope (what arrivals from other CTAs of the cluster released)
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64": ("wait", ["mbar", "parity"]),
+        # an arrive on the mbarrier of another CTA of the cluster (rank=): its address is mapped with mapa
+        REMOTE_ARRIVE: ("remote_arrive", ["mbar"])}
+FENCES = {"fence.proxy.async", "fence.proxy.async.shared::cta", "fence.mbarrier_init.release.cluster"}
 # The PTX ISA's ranges: an mbarrier counts at most 2^20 - 1 arrivals and 2^20 - 1 pending transaction bytes; ptxas
 # takes a bulk copy's size immediate in 0..2^20 - 16 (larger ones are rejected, or wrap silently past 2^32).
 MAX_COUNT = 2**20 - 1
@@ -43,7 +48,7 @@ SUPPORTED = f"supported: {COPY}, {', '.join(MBAR)}, {', '.join(sorted(FENCES))}"
 @dataclass(frozen=True)
 class Form:
     opcode: str
-    kind: str                    # copy | init | expect_tx | arrive | wait | fence
+    kind: str                    # copy | init | expect_tx | arrive | remote_arrive | wait | fence
 
 
 def match(opcode: str):
@@ -71,9 +76,12 @@ def expand(form: Form, ctx: Ctx) -> list:
         return [ctx.native([], effect="sync")]
     if form.kind == "copy":
         return _copy(form, ctx)
-    ctx.params(set())
+    params = ctx.params({"rank"} if form.kind == "remote_arrive" else set())
     ops = ctx.operands(MBAR[form.opcode][1])
     mbar = _mbarrier(ctx, ops[0])
+    if form.kind == "remote_arrive":
+        from ..cluster.pattern import rank_value
+        return [ctx.native([[ir.Imm("_")], [mbar], [ir.Val(rank_value(ctx, params))]], effect="sync")]
     if form.kind == "arrive":
         return [ctx.native([[ir.Imm("_")], [mbar]], effect="sync")]
     value = _u32(ctx, ops[1])
@@ -152,7 +160,12 @@ def access_spans(n: ir.Native) -> list:
 
 
 def asm(n: ir.Native, operands: list) -> str | None:
-    """The blocking wait: try_wait until it reports the phase complete (one uniquely labelled loop per use)."""
+    """The blocking wait: try_wait until it reports the phase complete (one uniquely labelled loop per use); the
+    remote arrive maps its barrier's address into the target CTA first."""
+    if n.form.kind == "remote_arrive":
+        from ..cluster.pattern import mapped
+        mapa, remote = mapped(operands[1], operands[2])
+        return f"{{ .reg .b32 %cr; {mapa} {n.opcode} _, {remote}; }}"
     if n.form.kind != "wait":
         return None
     return (f"{{ .reg .pred %tw; TDW${{:uid}}: {n.opcode} %tw, {', '.join(operands)}; "

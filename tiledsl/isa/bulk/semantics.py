@@ -65,6 +65,17 @@ def semantics(n: ir.Native, cx):
     if form.kind == "arrive":
         bar = AddrOp(g[1][0], cx)
         return lambda m, idx: _update(m, idx, bar, loc, arrive=True)
+    if form.kind == "remote_arrive":                 # mapa to CTA `rank` of the cluster, then arrive there
+        bar, rank = AddrOp(g[1][0], cx), operand(g[2][0], cx)
+
+        def remote(m, idx):
+            r = np.broadcast_to(np.asarray(rank.value(m, idx)).astype(np.int64), (m.n(idx),))
+            bad = (r < 0) | (r >= getattr(m, "csize", 1))
+            if bad.any():
+                raise m.fault(loc, f"mapa to CTA rank {int(r[np.flatnonzero(bad)[0]])}, outside the cluster of "
+                                   f"{getattr(m, 'csize', 1)} block(s)", m.first(idx, bad))
+            _update(m, idx, bar, loc, arrive=True, rows=m.cluster_rows(idx, r))
+        return remote
     if form.kind == "wait":
         bar, parity = AddrOp(g[0][0], cx), operand(g[1][0], cx)
 
@@ -91,17 +102,18 @@ def _states(m) -> dict:
     return st
 
 
-def _keys(m, idx, bar: AddrOp):
+def _keys(m, idx, bar: AddrOp, rows=None):
     b = bar.bytes(m, idx)
-    blk = m.blk if idx is None else m.blk[idx]
+    blk = rows if rows is not None else m.blk if idx is None else m.blk[idx]
     return [(int(k), bar.st.name, int(o)) for k, o in zip(blk, b)]
 
 
-def _update(m, idx, bar: AddrOp, loc, tx=0, arrive=False):
-    """Each executing thread pays `tx` bytes (negative: a copy landed; positive: expect_tx) and may arrive."""
+def _update(m, idx, bar: AddrOp, loc, tx=0, arrive=False, rows=None):
+    """Each executing thread pays `tx` bytes (negative: a copy landed; positive: expect_tx) and may arrive; `rows`:
+    the batch blocks whose barriers they reach (another CTA's, through mapa), else their own."""
     state = _states(m)
     txs = np.broadcast_to(np.asarray(tx, np.int64), (m.n(idx),))
-    for pos, (key, t) in enumerate(zip(_keys(m, idx, bar), txs)):
+    for pos, (key, t) in enumerate(zip(_keys(m, idx, bar, rows), txs)):
         st = state.get(key)
         if st is None:
             raise m.fault(loc, "mbarrier used before mbarrier.init", _flat(idx, pos))

@@ -135,6 +135,10 @@ class Codegen:
         if k.launch.min_blocks_per_sm:
             md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, "minctasm"),
                                              I32(k.launch.min_blocks_per_sm)]))
+        cluster = tuple(getattr(k.launch, "cluster", (1, 1, 1)))
+        if cluster != (1, 1, 1):        # PTX .explicitcluster and .reqnctapercluster x, y, z
+            for axis, c in zip("xyz", cluster):
+                md.add(self.module.add_metadata([fn, ll.MetaDataString(self.module, f"cluster_dim_{axis}"), I32(c)]))
         return str(self.module)
 
     # ------------------------------------------------------------ variables
@@ -352,8 +356,8 @@ class Codegen:
                 ty, tz = self.sreg("tid.y"), self.sreg("tid.z")
                 tid = self.b.add(tid, self.b.mul(I32(bx), self.b.add(ty, self.b.mul(I32(by), tz))))
             return self.b.lshr(tid, I32(5))
-        if e.name == "laneid":
-            return self.sreg("laneid")
+        if e.name in ("laneid", "cluster.ctarank", "cluster.nctarank"):
+            return self.sreg(e.name)
         return self.sreg(f"{e.name}.{'xyz'[e.axis]}")
 
     def sreg(self, name):

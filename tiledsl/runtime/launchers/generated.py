@@ -135,17 +135,25 @@ def _generate(sig, plan, framework, device, grid, block):
     if not all(isinstance(x, int) for x in g):
         mx = Target.max_grid
         src += [f"    if g0 > {mx[0]} or g1 > {mx[1]} or g2 > {mx[2]}:", "        return False"]
+    if sig.clustered:       # a grid that is not a whole number of clusters goes to the reference path, which names it
+        c = tuple(sig.cluster)
+        src += [f"    if g0 % {c[0]} or g1 % {c[1]} or g2 % {c[2]}:", "        return False"]
     src += ["    if stream is None:", f"        stream = {stream_src}", "    with LOCK:"]
     if driver.device_count() > 1:
         src.append("        CTX(DEV)")
     src += [f"        {f}" for f in fills]
     b = tuple(block)
-    src += [f"        err = LAUNCH(H, g0, g1, g2, {b[0]}, {b[1]}, {b[2]}, SH, stream, PA, 0)",
+    call, what = f"LAUNCH(H, g0, g1, g2, {b[0]}, {b[1]}, {b[2]}, SH, stream, PA, 0)", "cuLaunchKernel"
+    if sig.clustered:
+        c = tuple(sig.cluster)
+        env["LAUNCH_EX"], env["CL"] = driver.launch_clustered, c
+        call, what = f"LAUNCH_EX(H, (g0, g1, g2), {b}, CL, SH, stream, PA)", "cuLaunchKernelEx"
+    src += [f"        err = {call}",
             "        if err[0]:",
             "            if int(err[0]) == 201:",
             "                CTX(DEV)",
-            f"                err = LAUNCH(H, g0, g1, g2, {b[0]}, {b[1]}, {b[2]}, SH, stream, PA, 0)",
-            "            CHECK(err, 'cuLaunchKernel')",
+            f"                err = {call}",
+            f"            CHECK(err, '{what}')",
             "    return True"]
     code = "\n".join(src)
     exec(compile(code, f"<tiledsl launcher {sig.name}>", "exec"), env)  # noqa: S102 - our own generated code

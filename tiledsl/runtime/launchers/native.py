@@ -125,6 +125,9 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
         raise Unsupported("debug=True checks the kernel's record after every launch")
     if any(p.kind == "tensormap" for p in sig.params):
         raise Unsupported("tensor-map parameters: the generated Python launcher looks up their encoded CUtensorMap")
+    if sig.clustered:
+        raise Unsupported(f"cluster {tuple(sig.cluster)}: launches need cuLaunchKernelEx with the cluster attribute, "
+                          f"which the generated launcher makes")
     spec = {"framework": framework, "device": device, "multi": driver.device_count() > 1, "args": [],
             "slots": [], "sizes": [], "block": tuple(sig.block), "shared": plan.shared,
             "handle": plan.fn.handle_int, "ctx": int(driver.context(device)), "fn": fn, "code": code,

@@ -90,7 +90,7 @@ def launch(plan: Plan, values: list, grid, block, stream: int) -> None:
     with plan.lock:
         for slot, v in zip(plan.slots, values):
             slot.value = v
-        driver.launch(plan.fn, grid, block, plan.shared, stream, plan.params_addr)
+        driver.launch(plan.fn, grid, block, plan.shared, stream, plan.params_addr, plan.sig.cluster)
         if plan.debug_buf is not None:
             check_debug(plan, stream)
 
