@@ -74,7 +74,8 @@ def _host_torch():
     for name in ("float16", "float32", "float64", "int32", "uint32", "int64"):
         setattr(t, name, getattr(np, name))
     t.from_numpy = lambda x: np.array(x, copy=True).view(_HostTensor)
-    t.zeros = lambda shape, dtype=np.float32, device=None: np.zeros(shape, dtype).view(_HostTensor)
+    t.zeros = lambda *shape, dtype=np.float32, device=None: np.zeros(
+        shape[0] if len(shape) == 1 else shape, dtype).view(_HostTensor)
     t.cuda = types.SimpleNamespace(synchronize=lambda: None)
     return t
 
