@@ -318,6 +318,7 @@ def _stub_encoder(drv, calls):
         keep.append(raw)
         return 0, type("Map", (), {"getPtr": lambda self: ctypes.addressof(raw)})()
     drv.cuTensorMapEncodeTiled = encode
+    drv.cuuint64_t = drv.cuuint32_t = int          # the real words convert with int() as well
     for name in ("CUtensorMapDataType", "CUtensorMapInterleave", "CUtensorMapSwizzle", "CUtensorMapL2promotion",
                  "CUtensorMapFloatOOBfill"):
         setattr(drv, name, _Enum())

@@ -44,9 +44,12 @@ def encode(tmap, ptr: int, shape: tuple) -> bytes:
     """The 128 bytes of the CUtensorMap (one driver call)."""
     drv = driver._drv()
     a = encode_args(tmap, ptr, shape)
+    # cuda-bindings takes the arrays as lists of its own word types, never plain ints
+    u64, u32 = drv.cuuint64_t, drv.cuuint32_t
     err, tm = drv.cuTensorMapEncodeTiled(
         getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{a['tensorDataType']}"), a["tensorRank"],
-        a["globalAddress"], a["globalDim"], a["globalStrides"], a["boxDim"], a["elementStrides"],
+        a["globalAddress"], [u64(x) for x in a["globalDim"]], [u64(x) for x in a["globalStrides"]],
+        [u32(x) for x in a["boxDim"]], [u32(x) for x in a["elementStrides"]],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{a['swizzle']}"),
         getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{a['l2Promotion']}"),
