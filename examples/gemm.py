@@ -403,11 +403,13 @@ def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config
     key = (M, N, K, a.dtype, out.dtype, config, static, tune)
     kernel = _PLANS.get(key)
     if kernel is None:
-        if tune and static and config is None and a.is_cuda:
+        ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
+        tunable = any(_serves(c, M, N, K, od) for c in TUNE_CONFIGS)
+        if tune and static and config is None and a.is_cuda and tunable:
             kernel = tuned_gemm.pick(a, b, out)[0]
         else:
             sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
-            kernel = _plan(M, N, K, *(DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype)), config, static, sms)
+            kernel = _plan(M, N, K, ab, od, config, static, sms)
         _PLANS[key] = kernel
     kernel(a, b, out)
     if bias is not None:
@@ -443,8 +445,19 @@ def _gemm_for(A, B, C, config):
     return _plan(M, N, K, ab, out, config, True)
 
 
+def _serves(config, M, N, K, out) -> bool:
+    return usable(config, out) and not (M % config[0] or N % config[1] or K % config[2])
+
+
+def _prune(configs, args):
+    """The configs that tile these arrays and suit the output dtype (matmul never tunes when none does)."""
+    (M, K), N = args["A"].shape, args["B"].shape[0]
+    out = DTYPES.get(str(args["C"].dtype), str(args["C"].dtype))
+    return [c for c in configs if _serves(c.constexprs["config"], M, N, K, out)]
+
+
 tuned_gemm = tiledsl.autotune(configs=[tiledsl.Config({"config": c}) for c in TUNE_CONFIGS],
-                              key=["A", "B", "C"])(_gemm_for)
+                              key=["A", "B", "C"], prune=_prune)(_gemm_for)
 
 
 def choose(M, N, K, out, static=True, sms=132):

@@ -103,3 +103,22 @@ def test_cache_never_uses_pickle():
     import tiledsl.cache.disk as c
     import inspect
     assert "pickle" not in inspect.getsource(c).replace("No pickle", "")
+
+
+def test_a_renamed_factory_kernel_is_served_from_disk(tmp_path, monkeypatch):
+    # a factory that assigns __name__ after the def: the entry is named by the def, and the next process's
+    # load must accept it (it was discarded as damaged, recompiling every TMA test kernel in every process)
+    import warnings
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "c"))
+
+    def make():
+        def body(X: T.Tensor((4,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=4))
+            X[T.cuda.thread_id()] = 1.0
+        body.__name__ = "renamed_kernel"
+        return tiledsl.jit(body)
+    ck = make().compile(np.zeros(4, np.float32), target="sm_80")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ck2 = make().compile(np.zeros(4, np.float32), target="sm_80")
+    assert getattr(ck2, "from_disk", False) and ck2.asm["ptx"] == ck.asm["ptx"]

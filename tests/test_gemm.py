@@ -125,3 +125,17 @@ def test_gemm_bulk_on_gpu(cfg):
     G.matmul(a, b, out=c, config=cfg)
     ref = a.float() @ b.float().T
     assert ((c.float() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def test_tuning_candidates_fit_the_shape_and_the_output():
+    # matmul tunes only over configs that tile (M, N, K) and suit the output dtype; with none (a 128^2 output
+    # against 256-row tiles, or an f32 output and the f16 epilogue), the heuristic plan serves the call
+    cfgs = [tiledsl.Config({"config": c}) for c in G.TUNE_CONFIGS]
+
+    def args(m, n, k, out):
+        return {"A": np.zeros((m, k), np.float16), "B": np.zeros((n, k), np.float16), "C": np.zeros((m, n), out)}
+    small = G._prune(cfgs, args(128, 128, 64, np.float16))
+    assert small and all(c.constexprs["config"][0] == 128 and c.constexprs["config"][1] <= 128 for c in small)
+    f32 = G._prune(cfgs, args(1024, 1024, 512, np.float32))
+    assert f32 and all(G.usable(c.constexprs["config"], "float32") for c in f32)
+    assert G._prune(cfgs, args(96, 96, 64, np.float16)) == []

@@ -28,8 +28,9 @@ CONFIGS = [tiledsl.Config({"PER": 1}, block=256, grid=lambda a: a["X"].shape[0] 
            tiledsl.Config({"PER": 4}, block=64, grid=lambda a: a["X"].shape[0] // 256)]
 
 
-def test_tune_three_configs_persist_and_reuse(capsys):
+def test_tune_three_configs_persist_and_reuse(capsys, monkeypatch, tmp_path):
     torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path))     # only this test's tuning records
     n = 1 << 20
     x = torch.randn(n, device="cuda")
     y = torch.randn(n, device="cuda")

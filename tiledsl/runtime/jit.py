@@ -303,7 +303,8 @@ class JITFunction:
                 or "ptx" not in asm:
             raise ValueError("asm.json is not the stages' text")
         name, sm, metadata = entry["name"], entry["sm"], entry["metadata"]
-        if not isinstance(name, str) or name != self.fn.__name__ or not isinstance(sm, int) or \
+        # the kernel is named by its def (the code object's name), not by a __name__ a factory assigned later
+        if not isinstance(name, str) or name != self.fn.__code__.co_name or not isinstance(sm, int) or \
                 isinstance(sm, bool) or not isinstance(metadata, dict):
             raise ValueError("name, sm or metadata")
         if not isinstance(metadata.get("dynamic_shared", 0), int) or \

@@ -220,12 +220,13 @@ class Autotuner:
         if hit is not None:
             self.best_config = hit[1]
             return hit
-        if getattr(self.kernel_for(self.configs[0], args, kwargs), "interpret", False) or knobs.interpret():
+        interpreted, first = self._interpreted(args, kwargs)
+        if interpreted:
             if not self._warned_interpret:
                 self._warned_interpret = True
                 warnings.warn(f"tiledsl.autotune: {self.__name__} runs on the interpreter, which cannot time "
-                              f"kernels; using the first config {self.configs[0]!r}", stacklevel=3)
-            cfg = self.configs[0]
+                              f"kernels; using the first config {first!r}", stacklevel=3)
+            cfg = first
             out = (self._launcher(self.kernel_for(cfg, args, kwargs), cfg, kwargs), cfg)
         else:
             device, target, name = self.device_of(args, kwargs)
@@ -235,6 +236,22 @@ class Autotuner:
         self._chosen[kv] = out
         self.best_config = cfg
         return out
+
+    def _interpreted(self, args, kwargs) -> tuple:
+        """(whether these arguments run on the interpreter, the first config that serves them): asked of the
+        first config (after `prune`) whose kernel the factory makes for them; a factory refuses, with a
+        LaunchError, a config that cannot serve them."""
+        cands = self.configs
+        if self.prune is not None:
+            cands = list(self.prune(list(cands), self.bind(args, kwargs))) or cands
+        for cfg in cands:
+            try:
+                k = self.kernel_for(cfg, args, kwargs)
+            except TiledslError:
+                continue
+            return knobs.interpret() or bool(getattr(k, "interpret", False)), cfg
+        # no config serves them: tuning says so, config by config
+        return knobs.interpret(), cands[0]
 
     def compile(self, *args, target=None, config: Config | None = None, **kwargs):
         """Compile one config without launching (no GPU needed): `config`, else the key's winner when one is
