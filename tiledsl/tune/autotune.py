@@ -276,7 +276,7 @@ class Autotuner:
                 break
         driver.context(device)
         k = None if self.is_factory else self.fn
-        tgt = getattr(k, "_target", None) or Target(driver.compute_capability(device))
+        tgt = getattr(k, "_target", None) or Target.default(driver.compute_capability(device))
         drv = driver._drv()
         dev = driver.check(drv.cuDeviceGet(device), "cuDeviceGet")
         name = driver.check(drv.cuDeviceGetName(64, dev), "cuDeviceGetName")
