@@ -23,7 +23,7 @@ from .depth import headroom, max_expr_depth
 from .exprs import ExprCompiler, is_const
 from .machine import InterpreterError, Machine, mem_np, sub, val_np
 from .operands import native_error
-from . import control
+from . import control, fibers
 
 
 class Program:
@@ -173,6 +173,8 @@ class Program:
         has_else = bool(s.orelse)
         if is_const(cf):
             return then if bool(cf.const) else orelse
+        if has_else and (fibers.blocking(s.then) or fibers.blocking(s.orelse)):
+            return _fibered_if(cf, then, orelse, s.loc)
 
         def f(m, idx):
             c = cf(m, idx)
@@ -286,6 +288,30 @@ class Program:
                 for var, value in scalars.items():
                     m.vars[var] = np.full(m.N, value, val_np(var.dtype))
                 self.body(m, None)
+
+
+def _fibered_if(cf, then, orelse, loc):
+    """An if/else whose parts may wait for each other (fibers.py): `else` runs as a fiber that starts when
+    `then` first waits, and the statement ends when both parts have."""
+    def f(m, idx):
+        c = cf(m, idx)
+        if np.ndim(c) == 0:
+            (then if c else orelse)(m, idx)
+            return
+        c = np.asarray(c, bool)
+        if c.all() or not c.any():
+            (then if c.all() else orelse)(m, idx)
+            return
+        t_idx, e_idx = sub(idx, c), sub(idx, ~c)
+        fb = fibers.fibers_of(m)
+        other = fb.spawn(lambda: orelse(m, e_idx))
+        then(m, t_idx)
+
+        def deadlock():
+            raise m.fault(loc, "the two parts of this if/else wait for each other and neither can go on "
+                               "(on the GPU this hangs)", m.first(idx))
+        fb.join(other, deadlock)
+    return f
 
 
 _NONE_LEFT = object()        # a loop's active set became empty (None already means "every thread")

@@ -3,13 +3,15 @@
 An mbarrier's state lives beside shared memory, keyed by (block, storage, byte offset): the expected arrival count,
 the arrivals still pending in the current phase, the transaction bytes still owed, and the phase number. A bulk
 copy lands at once and pays its bytes; a phase completes when no arrival is pending and no byte is owed. Threads
-run in lockstep, so a wait whose phase has not completed by the time every thread reaches it can never complete:
-that is reported as a KernelFault naming the barrier's state, where the GPU would hang.
+run in lockstep, so a wait whose phase has not completed by the time every thread reaches it can never complete
+(unless the other part of a warp-specialised if/else is still to run: interpreter/fibers.py): that is reported as
+a KernelFault naming the barrier's state, where the GPU would hang.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...interpreter.fibers import moved, wait_turn
 from ...interpreter.operands import AddrOp, native_error, operand, predicated
 from ...ir import nodes as ir
 from .pattern import Form
@@ -82,12 +84,19 @@ def semantics(n: ir.Native, cx):
         def wait(m, idx):
             p = np.broadcast_to(np.asarray(parity.value(m, idx)).astype(np.int64), (m.n(idx),))
             state = _states(m)
-            for pos, (key, want) in enumerate(zip(_keys(m, idx, bar), p)):
-                st = state.get(key)
-                if st is None:
-                    raise m.fault(loc, "mbarrier wait on a barrier that was never initialised",
-                                  _flat(idx, pos))
-                if st[3] % 2 == want % 2:
+            keys = _keys(m, idx, bar)
+            while True:
+                for pos, (key, want) in enumerate(zip(keys, p)):
+                    st = state.get(key)
+                    if st is None:
+                        raise m.fault(loc, "mbarrier wait on a barrier that was never initialised",
+                                      _flat(idx, pos))
+                    if st[3] % 2 == want % 2:
+                        break
+                else:
+                    return
+                # the other part of a warp-specialised if/else may still arrive (interpreter/fibers.py)
+                if not wait_turn(m):
                     raise m.fault(loc, f"mbarrier wait for phase parity {int(want)} can never complete: phase "
                                        f"{st[3]} still expects {st[1]} arrival(s) and {st[2]} transaction bytes "
                                        f"(on the GPU this hangs)", _flat(idx, pos))
@@ -126,6 +135,7 @@ def _update(m, idx, bar: AddrOp, loc, tx=0, arrive=False, rows=None):
         if st[1] == 0 and st[2] == 0:                 # the phase completes; the next expects `count` again
             st[3] += 1
             st[1] = st[0]
+    moved(m)
 
 
 def _flat(idx, pos: int) -> int:

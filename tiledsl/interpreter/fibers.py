@@ -1,0 +1,167 @@
+"""Divergent branches that wait for each other: a warp-specialised kernel's producer and consumer.
+
+The interpreter runs threads in masked lockstep, so an `if`/`else` runs its `then` part to the end before its
+`else` part starts. That is wrong for a kernel whose two parts hand data to each other through mbarriers (a
+producer warpgroup filling a ring of stages, a consumer emptying it): on the GPU the warps run independently, and
+the producer's wait for an empty stage completes only when the consumer has arrived. So an `if` with both parts
+written and a wait inside (`blocking` below says which) runs its `else` part as a *fiber*: it starts only when the
+`then` part waits for something that has not happened yet, and each part resumes when the other has moved.
+
+A fiber is a Python thread that runs only while it holds the baton: exactly one runs at any moment and the order
+is fixed (the waiting fiber hands the baton to the next in creation order), so a run is as deterministic as
+lockstep. A wait that no fiber can satisfy any more (every live fiber is waiting and nothing moved since) is the
+deadlock the GPU would hang on: the wait reports it as a KernelFault, as it always did.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+from ..ir import nodes as ir
+
+# opcodes whose semantics may wait for another thread's progress (the mbarrier waits)
+WAITS = ("mbarrier.try_wait", "mbarrier.test_wait")
+_STACK = 256 << 20          # a fiber runs the same deep closures as the main thread (depth.py raises its limit)
+
+
+def blocking(stmts) -> bool:
+    """Whether a statement list contains a wait that another thread's progress completes."""
+    for s in stmts:
+        if isinstance(s, ir.Native) and s.opcode.startswith(WAITS):
+            return True
+        for sub in (getattr(s, "body", None), getattr(s, "then", None), getattr(s, "orelse", None)):
+            if isinstance(sub, list) and blocking(sub):
+                return True
+    return False
+
+
+class _Fiber:
+    __slots__ = ("run", "thread", "done", "error", "stamp", "waiting")
+
+    def __init__(self, run):
+        self.run, self.thread, self.done, self.error = run, None, False, None
+        self.stamp, self.waiting = -1, False
+
+
+class Fibers:
+    """The fibers of one machine (one batch of blocks). `progress` counts the events a wait may be waiting
+    for (an mbarrier update, a fiber ending); a fiber that waits records it, so a full round of waiters with no
+    progress is a deadlock."""
+
+    def __init__(self):
+        self.cv = threading.Condition()
+        self.live: list[_Fiber] = []
+        self.main = _Fiber(None)
+        self.main.thread = threading.current_thread()      # the interpreter's own thread: already running
+        self.current = self.main
+        self.progress = 0
+        self.failed: list[BaseException] = []     # errors of fibers nobody joined yet
+        self.doomed = None                          # a fiber whose next wait_turn reports the deadlock
+
+    # ---------------------------------------------------------------- the baton
+    def _hand_to(self, f: _Fiber):
+        """Give the baton to `f` (starting it if new) and sleep until it comes back to the caller."""
+        me = self.current
+        with self.cv:
+            self.current = f
+            if f.thread is None:
+                f.thread = threading.Thread(target=self._body, args=(f,), daemon=True)
+                old = threading.stack_size()
+                threading.stack_size(_STACK)
+                try:
+                    f.thread.start()
+                finally:
+                    threading.stack_size(old)
+            self.cv.notify_all()
+            while self.current is not me:
+                self.cv.wait()
+
+    def _body(self, f: _Fiber):
+        with self.cv:
+            while self.current is not f:
+                self.cv.wait()
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+        try:
+            f.run()
+        except BaseException as e:          # handed to whoever joins this fiber, or to the next waiter
+            f.error = e
+            self.failed.append(e)
+        with self.cv:
+            f.done = True
+            self.progress += 1
+            self.live.remove(f)
+            self.current = self._next_after(f) or self.main
+            self.cv.notify_all()
+
+    def _next_after(self, f: _Fiber):
+        """The fiber after `f` in the fixed order (the main thread first), or None."""
+        order = [self.main] + self.live
+        if f in order:
+            i = order.index(f)
+            order = order[i + 1:] + order[:i]
+        return order[0] if order else None
+
+    # ---------------------------------------------------------------- the interface
+    def spawn(self, run) -> _Fiber:
+        """A fiber that will run `run()` when the baton first reaches it."""
+        f = _Fiber(run)
+        self.live.append(f)
+        return f
+
+    def join(self, f: _Fiber, on_deadlock):
+        """Return when `f` has ended (running others while it has not), re-raising its error;
+        `on_deadlock()` raises when nothing can move any more."""
+        while not f.done:
+            if not self.wait_turn():
+                if f.waiting:       # let the waiting part report its own wait (which barrier, which phase)
+                    self.doomed = f
+                    self._hand_to(f)
+                    if f.done:
+                        break
+                on_deadlock()
+        if f.error is not None:
+            if f.error in self.failed:
+                self.failed.remove(f.error)
+            raise f.error
+
+    def wait_turn(self) -> bool:
+        """The calling fiber cannot go on yet: let the others run, and come back. False when no other fiber can
+        move (all are waiting and nothing changed since they began to), which is a deadlock."""
+        me = self.current
+        if self.doomed is me:
+            self.doomed = None
+            return False
+        me.stamp, me.waiting = self.progress, True
+        others = [f for f in [self.main] + self.live if f is not me]
+        if not others or all(f.waiting and f.stamp == self.progress for f in others):
+            me.waiting = False
+            return False
+        self._hand_to(self._next_after(me))
+        me.waiting = False
+        if self.failed and me is self.main:     # a fiber failed while this one waited: its error wins
+            raise self.failed.pop(0)
+        return True
+
+    def moved(self):
+        """Something a waiter may wait for has happened."""
+        self.progress += 1
+
+
+def fibers_of(m):
+    """The machine's fibers (made on first use)."""
+    f = getattr(m, "fibers", None)
+    if f is None:
+        f = m.fibers = Fibers()
+    return f
+
+
+def wait_turn(m) -> bool:
+    """For a wait's semantics: let the machine's other fibers run; False when none can (a deadlock)."""
+    f = getattr(m, "fibers", None)
+    return f is not None and f.wait_turn()
+
+
+def moved(m):
+    f = getattr(m, "fibers", None)
+    if f is not None:
+        f.moved()
