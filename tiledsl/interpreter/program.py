@@ -174,7 +174,12 @@ class Program:
         if is_const(cf):
             return then if bool(cf.const) else orelse
         if has_else and (fibers.blocking(s.then) or fibers.blocking(s.orelse)):
-            return _fibered_if(cf, then, orelse, s.loc)
+            divergent = _fibered(then, orelse, s.loc)
+        else:
+            def divergent(m, idx, c):
+                then(m, sub(idx, c))
+                if has_else:
+                    orelse(m, sub(idx, ~c))
 
         def f(m, idx):
             c = cf(m, idx)
@@ -189,9 +194,7 @@ class Program:
                 if has_else:
                     orelse(m, idx)
                 return
-            then(m, sub(idx, c))
-            if has_else:
-                orelse(m, sub(idx, ~c))
+            divergent(m, idx, c)
         return f
 
     def s_While(self, s: ir.While):
@@ -290,28 +293,20 @@ class Program:
                 self.body(m, None)
 
 
-def _fibered_if(cf, then, orelse, loc):
-    """An if/else whose parts may wait for each other (fibers.py): `else` runs as a fiber that starts when
-    `then` first waits, and the statement ends when both parts have."""
-    def f(m, idx):
-        c = cf(m, idx)
-        if np.ndim(c) == 0:
-            (then if c else orelse)(m, idx)
-            return
-        c = np.asarray(c, bool)
-        if c.all() or not c.any():
-            (then if c.all() else orelse)(m, idx)
-            return
-        t_idx, e_idx = sub(idx, c), sub(idx, ~c)
+def _fibered(then, orelse, loc):
+    """The divergent case of an if/else whose parts may wait for each other (fibers.py): `else` runs as a fiber
+    that starts when `then` first waits, and the statement ends when both parts have."""
+    def divergent(m, idx, c):
+        e_idx = sub(idx, ~c)
         fb = fibers.fibers_of(m)
         other = fb.spawn(lambda: orelse(m, e_idx))
-        then(m, t_idx)
+        then(m, sub(idx, c))
 
         def deadlock():
             raise m.fault(loc, "the two parts of this if/else wait for each other and neither can go on "
                                "(on the GPU this hangs)", m.first(idx))
         fb.join(other, deadlock)
-    return f
+    return divergent
 
 
 _NONE_LEFT = object()        # a loop's active set became empty (None already means "every thread")
