@@ -22,14 +22,17 @@ several devices keep the Python launcher until this one's context switching has 
 from __future__ import annotations
 
 import ctypes
+import functools
+import struct
 import sys
 import sysconfig
 import threading
 
-from .. import driver
-from .native_ir import _DRIVER, _SLOT, METH_FASTCALL_KEYWORDS, Unsupported, build_ir, direct, layout_problem
+from .. import driver, tensormap
+from .native_ir import _DRIVER, _SLOT, MAP_WORDS, METH_FASTCALL_KEYWORDS, Unsupported, build_ir, direct, layout_problem
 
-__all__ = ["Unsupported", "available", "build", "direct", "layout_problem", "raise_launch_error", "spec_for"]
+__all__ = ["MapMemo", "Unsupported", "available", "build", "cluster_attribute", "direct", "layout_problem",
+           "raise_launch_error", "spec_for"]
 
 
 def available() -> bool:
@@ -84,6 +87,77 @@ def _compile(ir_text: str) -> int:
         return engine.get_function_address(fname)
 
 
+class MapMemo:
+    """One tensor-map parameter's memo, held by its launcher: the 128 bytes of the last map it launched with, and
+    the data pointer and extents they were encoded for (the specialization fixes the dtype, the device and the
+    annotation; contiguity fixes the strides: so these are all the map's bytes still depend on).
+
+    In memory, at `addr` (64-byte aligned): the 16 words of the map, then the pointer and one word per extent. The
+    native code compares the key and copies the bytes (native_ir.map_from_memo); `refresh` rewrites them from the
+    encoded-map cache after the Python path has checked and encoded a new tensor. Both sides hold the GIL while
+    they touch the memo (a memoryview write, not a ctypes call, which would release it)."""
+
+    def __init__(self, tmap, device: int, rank: int):
+        self.tmap, self.device, self.rank = tmap, device, rank
+        self.buf = (ctypes.c_uint8 * (64 + 8 * (MAP_WORDS + 1 + rank)))()
+        base = ctypes.addressof(self.buf)
+        self.addr = (base + 63) & ~63
+        self.off = self.addr - base
+        self.view = memoryview(self.buf).cast("B")
+        self.lookup = tensormap.cached(tmap, device)
+        self.store(b"\0" * (8 * MAP_WORDS), 0, (-1,) * rank)      # no extent is negative: never a hit
+
+    def store(self, map_bytes: bytes, ptr: int, shape: tuple) -> None:
+        """Keep `map_bytes` as the map of the tensor at `ptr` with extents `shape`."""
+        o = self.off
+        self.view[o:o + 8 * MAP_WORDS] = map_bytes
+        struct.pack_into(f"<Q{self.rank}q", self.view, o + 8 * MAP_WORDS, ptr, *shape)
+
+    def key(self) -> tuple:
+        """(data pointer, extents) the memo holds the map of."""
+        ptr, *shape = struct.unpack_from(f"<Q{self.rank}q", self.view, self.off + 8 * MAP_WORDS)
+        return ptr, tuple(shape)
+
+    def map_bytes(self) -> bytes:
+        return bytes(self.view[self.off:self.off + 8 * MAP_WORDS])
+
+    def refresh(self, ptr: int, shape: tuple) -> bool:
+        """Take the encoded map of (ptr, shape) from the cache, which only the checked reference path fills;
+        False when it is not there (then the memo is left as it was)."""
+        b = self.lookup(ptr, tuple(shape))
+        if b is None:
+            return False
+        self.store(b, ptr, tuple(shape))
+        return True
+
+
+def cluster_attribute(cluster) -> ctypes.Array:
+    """A CUlaunchAttribute (cuda.h: a 4-byte id, padding to 8, then a 64-byte value union) holding
+    CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (4) with clusterDim x, y, z as its first three u32."""
+    buf = ctypes.create_string_buffer(72)
+    struct.pack_into("<I4x3I", buf, 0, 4, *(int(c) for c in cluster))
+    return buf
+
+
+def _refreshing(fallback, maps: list, framework: str):
+    """`fallback` followed, when it returned, by a refresh of each map memo from the tensor it was given: a call
+    that missed a memo (a new data pointer or extents) has just been checked and encoded by the Python path, so
+    the next launch with the same tensor hits."""
+    def ptr_of(x):
+        return x.data_ptr() if framework == "torch" else x.data.ptr
+
+    def refreshing(*args, **kwargs):
+        r = fallback(*args, **kwargs)
+        for i, memo in maps:
+            try:
+                x = args[i]
+                memo.refresh(int(ptr_of(x)), tuple(int(s) for s in x.shape))
+            except Exception:  # noqa: BLE001 - not an array the Python path accepted: nothing to remember
+                pass
+        return r
+    return refreshing
+
+
 def build(spec: dict, fallback, raiser, drv_addrs: dict | None = None):
     """A builtin launching one specialization; `fallback(*args, **kwargs)` handles every other call, and
     `raiser(code)` raises for a driver error.
@@ -98,6 +172,10 @@ def build(spec: dict, fallback, raiser, drv_addrs: dict | None = None):
         raise Unsupported(problem)
     keep = []
     text = build_ir(spec, drv_addrs or driver_addresses(), keep)
+    if spec.get("maps"):
+        fallback = _refreshing(fallback, spec["maps"], spec["framework"])
+    if spec.get("cluster") and raiser is raise_launch_error:
+        raiser = functools.partial(raise_launch_error, what="cuLaunchKernelEx")
     addr = _compile(text)
     mdef = _MethodDef(b"tiledsl_launch", addr, METH_FASTCALL_KEYWORDS, None)
     new = ctypes.pythonapi.PyCFunction_NewEx
@@ -123,15 +201,14 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
         raise Unsupported("several devices: the Python launcher (checked on two GPUs) is kept")
     if sig.debug_buffer:
         raise Unsupported("debug=True checks the kernel's record after every launch")
-    if any(p.kind == "tensormap" for p in sig.params):
-        raise Unsupported("tensor-map parameters: the generated Python launcher looks up their encoded CUtensorMap")
-    if sig.clustered:
-        raise Unsupported(f"cluster {tuple(sig.cluster)}: launches need cuLaunchKernelEx with the cluster attribute, "
-                          f"which the generated launcher makes")
     spec = {"framework": framework, "device": device, "multi": driver.device_count() > 1, "args": [],
             "slots": [], "sizes": [], "block": tuple(sig.block), "shared": plan.shared,
             "handle": plan.fn.handle_int, "ctx": int(driver.context(device)), "fn": fn, "code": code,
-            "deps": list(deps), "missing": missing}
+            "deps": list(deps), "missing": missing, "maps": []}
+    if sig.clustered:       # cuLaunchKernelEx with this attribute, built once (the config is filled per call)
+        spec["cluster"] = tuple(int(c) for c in sig.cluster)
+        spec["cluster_attr_buf"] = cluster_attribute(sig.cluster)
+        spec["cluster_attr"] = ctypes.addressof(spec["cluster_attr_buf"])
     if framework == "torch":
         torch = sys.modules["torch"]
         spec["array_type"] = torch.Tensor
@@ -152,15 +229,21 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
     if spec["stream_fn"] is None:
         raise Unsupported("no raw current-stream accessor")
     for slot, (i, p) in enumerate(sig.passed):
-        if p.kind == "tensor":
+        if p.kind in ("tensor", "tensormap"):
             if framework == "torch":
                 dtype = getattr(sys.modules["torch"], p.dtype.name, None)
             else:
                 dtype = None if p.dtype.name == "bfloat16" else np.dtype(p.dtype.np)
             if dtype is None:
                 raise Unsupported(f"dtype {p.dtype.name}")
-            spec["args"].append((i, "tensor", (slot, dtype, tuple(p.shape))))
-            spec["slots"].append("i64")
+            if p.kind == "tensormap":
+                memo = MapMemo(p.tensormap, device, len(p.shape))
+                spec["maps"].append((i, memo))
+                spec["args"].append((i, "tensormap", (slot, dtype, tuple(p.shape), memo.addr)))
+                spec["slots"].append("map")
+            else:
+                spec["args"].append((i, "tensor", (slot, dtype, tuple(p.shape))))
+                spec["slots"].append("i64")
         else:
             if p.dtype.name not in _SLOT:
                 raise Unsupported(f"scalar {p.dtype.name}")
@@ -175,6 +258,7 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
     return spec
 
 
-def raise_launch_error(code: int):
+def raise_launch_error(code: int, what: str = "cuLaunchKernel"):
+    """Raise the driver's error `code` as the Python launchers do (`what`: the call that returned it)."""
     drv = driver._drv()
-    driver.check((drv.CUresult(code),), "cuLaunchKernel")
+    driver.check((drv.CUresult(code),), what)
