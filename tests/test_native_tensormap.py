@@ -325,4 +325,9 @@ def test_benchmark_reports_the_launcher_of_each_row():
     spec.loader.exec_module(mod)
     assert mod.launcher_of(lambda: None) == "Python"
     assert mod.launcher_of(len) == "native"
-    _ = np
+    bench = mod.Bench(None)
+    bench.rounds = {"raw cuLaunchKernel": [1.0, 1.0], "tiledsl kernel(...), torch, 2 tensor maps": [1.2, 1.2]}
+    bench.which = {"tiledsl kernel(...), torch, 2 tensor maps": lambda: mod.launcher_of(len)}
+    text = mod.table({"raw cuLaunchKernel": 1.0, "tiledsl kernel(...), torch, 2 tensor maps": 1.2}, [], bench)
+    assert "| tiledsl kernel(...), torch, 2 tensor maps | native | 1.20 | 1.20 | – |" in text
+    assert "| raw cuLaunchKernel | – | 1.00 | 1.00 | – |" in text

@@ -16,7 +16,13 @@ The machine code reads two CPython structures directly: an object's type (`ob_ty
 method and getset descriptors (native_ir.direct). Their layout is not a public API, so before the first native
 launcher of a process `layout_problem()` proves it on the running interpreter (reading known objects and known
 descriptors and comparing with what Python says they are); if the proof fails there is no native launcher and
-the reason is kept in the kernel's `native_unsupported`. Every launcher is a module of one process-wide MCJIT engine (`_compile`). Processes with
+the reason is kept in the kernel's `native_unsupported`.
+
+T.TensorMap parameters: the map's 128 bytes depend on the tensor's data pointer and extents only (the
+specialization fixes the rest), so each map parameter has a `MapMemo` holding the last map it launched with; a
+tensor that is not the memo's takes the Python path once (checks, encodes, launches) and the memo is refreshed from
+the encoded-map cache. Clustered kernels launch through cuLaunchKernelEx with a config on the stack and the
+cluster attribute built once per launcher (`cluster_attribute`). Every launcher is a module of one process-wide MCJIT engine (`_compile`). Processes with
 several devices keep the Python launcher until this one's context switching has run on two GPUs.
 """
 from __future__ import annotations
@@ -163,9 +169,11 @@ def build(spec: dict, fallback, raiser, drv_addrs: dict | None = None):
     `raiser(code)` raises for a driver error.
 
     spec: framework ("torch"/"cupy"), array_type, device, multi (several devices), args [(index, "tensor",
-    (slot, dtype object, shape)) | (index, "scalar", (slot, dtype name, name))], slots (LLVM types), sizes
-    [(slot, name)], grid (three host expression trees), block, shared, handle, ctx, stream_fn, fn, code, deps,
-    missing (the sentinel of deps).
+    (slot, dtype object, shape)) | (index, "tensormap", (slot, dtype object, shape, memo address)) | (index,
+    "scalar", (slot, dtype name, name))], slots (LLVM types; "map" for a 128-byte map), sizes [(slot, name)],
+    grid (three host expression trees), block, shared, handle, ctx, stream_fn, fn, code, deps, missing (the
+    sentinel of deps); maps [(index, MapMemo)] (refreshed after the fallback); cluster (three ints) with
+    cluster_attr (the address of its CUlaunchAttribute) for clustered kernels.
     """
     problem = layout_problem()
     if problem is not None:
