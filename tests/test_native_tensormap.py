@@ -3,6 +3,7 @@ stub driver entry points record what they were given (the 128 bytes of each map 
 cluster attribute), with hand-made specs and through the JIT on tests/launch_stubs.py's driver and fake cupy."""
 import ctypes
 import struct
+import threading
 
 import numpy as np
 import pytest
@@ -104,8 +105,8 @@ def make_maps():
     tensormap.clear()
     m = Map()
     memos = [native.MapMemo(m, 0, 2), native.MapMemo(m, 0, 2)]
-    args = [(0, "tensormap", (0, F16, ("M", "N"), memos[0].addr)),
-            (1, "tensormap", (1, F16, ("M", "N"), memos[1].addr)), (2, "tensor", (2, F16, ("M", "N")))]
+    args = [(0, "tensormap", (0, F16, ("M", "N"), memos[0].native)),
+            (1, "tensormap", (1, F16, ("M", "N"), memos[1].native)), (2, "tensor", (2, F16, ("M", "N")))]
     slots = ["map", "map", "i64", "i32", "i32"]
     drv = Driver(slots)
     fn = lambda: None  # noqa: E731
@@ -128,7 +129,7 @@ def make_maps():
 
 def test_memo_is_aligned_and_misses_until_refreshed():
     m = native.MapMemo(Map(), 0, 3)
-    assert m.addr % 64 == 0 and m.key() == (0, (-1, -1, -1))
+    assert m.addr % 64 == 0 and m.stride % 64 == 0 and m.key() == (0, (-1, -1, -1))
     assert not m.refresh(0x1000, (2, 3, 4))
     tensormap.clear()
     tensormap._cache[(0, 0x1000, (2, 3, 4), Map().key())] = b"\x11" * 128
@@ -155,6 +156,43 @@ def test_a_map_misses_once_per_tensor_then_launches_natively_with_its_bytes():
     a3, b3, o3 = Arr((60, 120), 0x10000), Arr((60, 120), 0x40000), Arr((60, 120), 0x30000)
     assert launch(a3, b3, o3) == "python path"             # same pointers, new extents: the map differs
     assert launch(a3, b3, o3) is None and drv.launches[-1]["params"][0] == fake_bytes(0x10000, (60, 120))
+    tensormap.clear()
+
+
+def test_double_buffers_alternate_without_misses_and_a_fifth_tensor_evicts_round_robin():
+    launch, drv, fb, memos = make_maps()
+    a, out = Arr((50, 120), 0x10000), Arr((50, 120), 0x30000)
+    bs = [Arr((50, 120), 0x100000 * (k + 1)) for k in range(5)]
+    launch(a, bs[0], out)
+    launch(a, bs[1], out)
+    assert len(fb) == 2
+    for k in range(6):                                   # ping-pong: both are entries now
+        assert launch(a, bs[k % 2], out) is None
+        assert drv.launches[-1]["params"][1] == fake_bytes(bs[k % 2].ptr, (50, 120))
+    assert len(fb) == 2
+    for b in bs[2:]:                                      # the 5th distinct tensor replaces the oldest entry
+        launch(a, b, out)
+    assert len(fb) == 5 and {memos[1].key(w)[0] for w in range(4)} == {b.ptr for b in bs[1:]}
+    assert launch(a, bs[0], out) == "python path"
+    tensormap.clear()
+
+
+def test_threads_refreshing_memos_never_launch_another_tensors_map():
+    launch, drv, fb, memos = make_maps()
+    per = {t: (Arr((50, 120), 0x1000000 * (t + 1)), Arr((50, 120), 0x1000000 * (t + 1) + 0x10000),
+               Arr((50, 120), 0x1000000 * (t + 1) + 0x20000)) for t in range(8)}
+
+    def work(t):
+        for _ in range(300):
+            launch(*per[t])
+    th = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    [x.start() for x in th]
+    [x.join() for x in th]
+    assert len(drv.launches) + len(fb) == 2400 and drv.launches
+    owner = {v[2].ptr: v for v in per.values()}
+    for rec in drv.launches:
+        a, b, out = owner[rec["params"][2]]
+        assert rec["params"][:2] == [fake_bytes(a.ptr, (50, 120)), fake_bytes(b.ptr, (50, 120))]
     tensormap.clear()
 
 

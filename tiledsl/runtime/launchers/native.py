@@ -22,8 +22,10 @@ T.TensorMap parameters: the map's 128 bytes depend on the tensor's data pointer 
 specialization fixes the rest), so each map parameter has a `MapMemo` holding the last map it launched with; a
 tensor that is not the memo's takes the Python path once (checks, encodes, launches) and the memo is refreshed from
 the encoded-map cache. Clustered kernels launch through cuLaunchKernelEx with a config on the stack and the
-cluster attribute built once per launcher (`cluster_attribute`). Every launcher is a module of one process-wide MCJIT engine (`_compile`). Processes with
-several devices keep the Python launcher until this one's context switching has run on two GPUs.
+cluster attribute built once per launcher (`cluster_attribute`).
+
+Every launcher is a module of one process-wide MCJIT engine (`_compile`). Processes with several devices keep the
+Python launcher until this one's context switching has run on two GPUs.
 """
 from __future__ import annotations
 
@@ -94,47 +96,71 @@ def _compile(ir_text: str) -> int:
 
 
 class MapMemo:
-    """One tensor-map parameter's memo, held by its launcher: the 128 bytes of the last map it launched with, and
-    the data pointer and extents they were encoded for (the specialization fixes the dtype, the device and the
-    annotation; contiguity fixes the strides: so these are all the map's bytes still depend on).
+    """One tensor-map parameter's memo, held by its launcher: the 128-byte maps of the last few tensors it launched
+    with (WAYS of them, so double buffers alternate without a miss), each with the data pointer and extents it was
+    encoded for (the specialization fixes the dtype, the device and the annotation; contiguity fixes the strides:
+    so these are all the map's bytes still depend on).
 
-    In memory, at `addr` (64-byte aligned): the 16 words of the map, then the pointer and one word per extent. The
-    native code compares the key and copies the bytes (native_ir.map_from_memo); `refresh` rewrites them from the
-    encoded-map cache after the Python path has checked and encoded a new tensor. Both sides hold the GIL while
-    they touch the memo (a memoryview write, not a ctypes call, which would release it)."""
+    In memory, from `addr` (64-byte aligned), `WAYS` entries `stride` bytes apart: the 16 words of a map, then the
+    pointer and one word per extent. The native code compares the keys and copies the bytes of the entry that
+    matches (native_ir.map_from_memo); `refresh` writes an entry, round robin, from the encoded-map cache after the
+    Python path has checked and encoded a new tensor. Both sides hold the GIL while they touch the memo (a
+    memoryview write, not a ctypes call, which would release it)."""
+    WAYS = 4
 
-    def __init__(self, tmap, device: int, rank: int):
-        self.tmap, self.device, self.rank = tmap, device, rank
-        self.buf = (ctypes.c_uint8 * (64 + 8 * (MAP_WORDS + 1 + rank)))()
+    def __init__(self, tmap, device: int, rank: int, ways: int = WAYS):
+        self.tmap, self.device, self.rank, self.ways = tmap, device, rank, ways
+        self.stride = (8 * (MAP_WORDS + 1 + rank) + 63) & ~63
+        self.buf = (ctypes.c_uint8 * (64 + self.stride * ways))()
         base = ctypes.addressof(self.buf)
         self.addr = (base + 63) & ~63
         self.off = self.addr - base
         self.view = memoryview(self.buf).cast("B")
         self.lookup = tensormap.cached(tmap, device)
-        self.store(b"\0" * (8 * MAP_WORDS), 0, (-1,) * rank)      # no extent is negative: never a hit
+        self.next = 0
+        self.lock = threading.Lock()
+        for w in range(ways):                     # no extent is negative: never a hit
+            self.store(w, b"\0" * (8 * MAP_WORDS), 0, (-1,) * rank)
 
-    def store(self, map_bytes: bytes, ptr: int, shape: tuple) -> None:
-        """Keep `map_bytes` as the map of the tensor at `ptr` with extents `shape`."""
-        o = self.off
+    @property
+    def native(self) -> tuple:
+        """(address, ways, stride): what the native code reads."""
+        return self.addr, self.ways, self.stride
+
+    def store(self, way: int, map_bytes: bytes, ptr: int, shape: tuple) -> None:
+        """Keep `map_bytes` in entry `way` as the map of the tensor at `ptr` with extents `shape`.
+
+        Three writes, each one C call under the GIL: the key made unmatchable, the bytes, the key. Whatever a
+        native launch on another thread sees in between is a miss or a whole entry, never new bytes under an old
+        key (writers are serialised by `refresh`'s lock)."""
+        o = self.off + way * self.stride
+        struct.pack_into(f"<Q{self.rank}q", self.view, o + 8 * MAP_WORDS, 0, *(-1,) * self.rank)
         self.view[o:o + 8 * MAP_WORDS] = map_bytes
         struct.pack_into(f"<Q{self.rank}q", self.view, o + 8 * MAP_WORDS, ptr, *shape)
 
-    def key(self) -> tuple:
-        """(data pointer, extents) the memo holds the map of."""
-        ptr, *shape = struct.unpack_from(f"<Q{self.rank}q", self.view, self.off + 8 * MAP_WORDS)
+    def key(self, way: int = 0) -> tuple:
+        """(data pointer, extents) entry `way` holds the map of."""
+        o = self.off + way * self.stride + 8 * MAP_WORDS
+        ptr, *shape = struct.unpack_from(f"<Q{self.rank}q", self.view, o)
         return ptr, tuple(shape)
 
-    def map_bytes(self) -> bytes:
-        return bytes(self.view[self.off:self.off + 8 * MAP_WORDS])
+    def map_bytes(self, way: int = 0) -> bytes:
+        o = self.off + way * self.stride
+        return bytes(self.view[o:o + 8 * MAP_WORDS])
 
     def refresh(self, ptr: int, shape: tuple) -> bool:
-        """Take the encoded map of (ptr, shape) from the cache, which only the checked reference path fills;
-        False when it is not there (then the memo is left as it was)."""
-        b = self.lookup(ptr, tuple(shape))
-        if b is None:
-            return False
-        self.store(b, ptr, tuple(shape))
-        return True
+        """Make (ptr, shape) an entry, from the cache, which only the checked reference path fills; False when it
+        is not there (the memo is left as it was). An entry already holding it is kept."""
+        shape = tuple(shape)
+        with self.lock:
+            if any(self.key(w) == (ptr, shape) for w in range(self.ways)):
+                return True
+            b = self.lookup(ptr, shape)
+            if b is None:
+                return False
+            self.store(self.next, b, ptr, shape)
+            self.next = (self.next + 1) % self.ways
+            return True
 
 
 def cluster_attribute(cluster) -> ctypes.Array:
@@ -169,7 +195,7 @@ def build(spec: dict, fallback, raiser, drv_addrs: dict | None = None):
     `raiser(code)` raises for a driver error.
 
     spec: framework ("torch"/"cupy"), array_type, device, multi (several devices), args [(index, "tensor",
-    (slot, dtype object, shape)) | (index, "tensormap", (slot, dtype object, shape, memo address)) | (index,
+    (slot, dtype object, shape)) | (index, "tensormap", (slot, dtype object, shape, MapMemo.native)) | (index,
     "scalar", (slot, dtype name, name))], slots (LLVM types; "map" for a 128-byte map), sizes [(slot, name)],
     grid (three host expression trees), block, shared, handle, ctx, stream_fn, fn, code, deps, missing (the
     sentinel of deps); maps [(index, MapMemo)] (refreshed after the fallback); cluster (three ints) with
@@ -247,7 +273,7 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
             if p.kind == "tensormap":
                 memo = MapMemo(p.tensormap, device, len(p.shape))
                 spec["maps"].append((i, memo))
-                spec["args"].append((i, "tensormap", (slot, dtype, tuple(p.shape), memo.addr)))
+                spec["args"].append((i, "tensormap", (slot, dtype, tuple(p.shape), memo.native)))
                 spec["slots"].append("map")
             else:
                 spec["args"].append((i, "tensor", (slot, dtype, tuple(p.shape))))

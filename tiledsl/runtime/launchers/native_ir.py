@@ -513,21 +513,34 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
             + _INTRINSICS)
 
 
-def map_from_memo(e: _IR, memo_addr: int, ptr: str, extents: list, slot: str) -> None:
-    """A tensor map's slot from its launcher's memo (native.MapMemo, at `memo_addr`: the 128 bytes, then the data
-    pointer and extents they were encoded for): when the tensor is the memo's, copy the bytes into the slot,
-    else take the Python path, which checks, encodes and refreshes the memo. Both run holding the GIL, so the
-    memo never changes between the comparison and the copy."""
+def map_from_memo(e: _IR, memo: tuple, ptr: str, extents: list, slot: str) -> None:
+    """A tensor map's slot from its launcher's memo (native.MapMemo; `memo` = (address, ways, stride): `ways`
+    entries `stride` bytes apart, each the 128 bytes of a map, then the data pointer and extents it was encoded
+    for). The entry that holds this tensor is copied into the slot; with none, the Python path checks, encodes
+    and refreshes the memo. Both run holding the GIL, so an entry never changes between comparison and copy."""
+    addr, ways, stride = memo
     key = [ptr] + list(extents)
-    for k, v in enumerate(key):
-        kp = f"inttoptr (i64 {memo_addr + 8 * (MAP_WORDS + k)} to ptr)"
-        have = e.let(f"load i64, ptr {kp}")
-        e.check(e.cmp("eq", "i64", have, v))
-    for w in range(MAP_WORDS):
-        src = f"inttoptr (i64 {memo_addr + 8 * w} to ptr)"
-        v = e.let(f"load i64, ptr {src}, align 8")
-        dst = e.let(f"getelementptr [{MAP_WORDS} x i64], ptr {slot}, i64 0, i64 {w}")
-        e.emit(f"store i64 {v}, ptr {dst}, align 8")
+    done = e.label()
+    nxt = e.label()
+    e.emit(f"br label %{nxt}")
+    for w in range(ways):
+        base = addr + w * stride
+        e.place(nxt)
+        nxt = e.label() if w + 1 < ways else "slow"
+        hit = "true"
+        for k, v in enumerate(key):
+            have = e.let(f"load i64, ptr inttoptr (i64 {base + 8 * (MAP_WORDS + k)} to ptr)")
+            same = e.cmp("eq", "i64", have, v)
+            hit = e.let(f"and i1 {hit}, {same}")
+        copy = e.label()
+        e.emit(f"br i1 {hit}, label %{copy}, label %{nxt}")
+        e.place(copy)
+        for word in range(MAP_WORDS):
+            v = e.let(f"load i64, ptr inttoptr (i64 {base + 8 * word} to ptr), align 8")
+            dst = e.let(f"getelementptr [{MAP_WORDS} x i64], ptr {slot}, i64 0, i64 {word}")
+            e.emit(f"store i64 {v}, ptr {dst}, align 8")
+        e.emit(f"br label %{done}")
+    e.place(done)
 
 
 _INTRINSICS = """
