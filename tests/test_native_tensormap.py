@@ -100,7 +100,7 @@ def fake_bytes(ptr, shape):
     return struct.pack("<16Q", ptr, *shape, *[0xAB] * (14 - len(shape)), 0xCD)
 
 
-def make_maps():
+def make_maps(cluster=None):
     """A launcher for (A: map (M, N), B: map (M, N), out: tensor (M, N)) with hand-made memos."""
     tensormap.clear()
     m = Map()
@@ -114,6 +114,9 @@ def make_maps():
             "sizes": [(3, "M"), (4, "N")], "block": (32, 1, 1), "shared": 0, "handle": 0xF00, "ctx": 0xC0,
             "fn": fn, "code": fn.__code__, "deps": [], "missing": MISSING, "array_type": Arr,
             "stream_fn": lambda dev: 0x57, "grid": [4, 4, 1], "maps": [(0, memos[0]), (1, memos[1])]}
+    if cluster:
+        attr = native.cluster_attribute(cluster)
+        spec.update(cluster=cluster, cluster_attr_buf=attr, cluster_attr=ctypes.addressof(attr))
     fb = []
 
     def fallback(*a, **k):                 # the Python path: checks, encodes into the cache, launches
@@ -193,6 +196,17 @@ def test_threads_refreshing_memos_never_launch_another_tensors_map():
     for rec in drv.launches:
         a, b, out = owner[rec["params"][2]]
         assert rec["params"][:2] == [fake_bytes(a.ptr, (50, 120)), fake_bytes(b.ptr, (50, 120))]
+    tensormap.clear()
+
+
+def test_maps_and_a_cluster_together():
+    launch, drv, fb, memos = make_maps(cluster=(2, 2, 1))
+    a, b, out = Arr((50, 120), 0x10000), Arr((50, 120), 0x20000), Arr((50, 120), 0x30000)
+    assert launch(a, b, out) == "python path"
+    assert launch(a, b, out) is None and len(fb) == 1
+    rec = drv.launches[-1]
+    assert rec["grid"] == (4, 4, 1) and rec["attrs"] == [bytes(native.cluster_attribute((2, 2, 1)))]
+    assert rec["params"] == [fake_bytes(0x10000, (50, 120)), fake_bytes(0x20000, (50, 120)), 0x30000, 50, 120]
     tensormap.clear()
 
 
