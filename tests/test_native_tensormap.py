@@ -383,3 +383,33 @@ def test_benchmark_reports_the_launcher_of_each_row():
     text = mod.table({"raw cuLaunchKernel": 1.0, "tiledsl kernel(...), torch, 2 tensor maps": 1.2}, [], bench)
     assert "| tiledsl kernel(...), torch, 2 tensor maps | native | 1.20 | 1.20 | – |" in text
     assert "| raw cuLaunchKernel | – | 1.00 | 1.00 | – |" in text
+
+
+def test_torch_tensors_for_maps():
+    """Real (CPU) torch tensors through the map path: the refresh reads data_ptr() and shape as torch gives them."""
+    torch = pytest.importorskip("torch")
+    tensormap.clear()
+    m = Map()
+    memo = native.MapMemo(m, -1, 1)
+    slots = ["map", "i64"]
+    drv = Driver(slots)
+    fn = lambda: None  # noqa: E731
+    spec = {"framework": "torch", "device": -1, "multi": True, "slots": slots, "sizes": [], "block": (32, 1, 1),
+            "args": [(0, "tensormap", (0, torch.float16, (256,), memo.native)),
+                     (1, "tensor", (1, torch.float16, (256,)))],
+            "shared": 0, "handle": 1, "ctx": 2, "fn": fn, "code": fn.__code__, "deps": [], "missing": MISSING,
+            "array_type": torch.Tensor, "stream_fn": lambda d: 0, "grid": [1, 1, 1], "maps": [(0, memo)]}
+    fb = []
+
+    def fallback(*a, **k):
+        fb.append(a)
+        tensormap._cache[(-1, a[0].data_ptr(), tuple(a[0].shape), m.key())] = fake_bytes(a[0].data_ptr(), (256,))
+    launch, _ = native.build(spec, fallback, None, drv.addrs)
+    x, y = torch.zeros(256, dtype=torch.float16), torch.zeros(256, dtype=torch.float16)
+    launch(x, y)
+    launch(x, y)
+    assert len(fb) == 1 and drv.launches[-1]["params"] == [fake_bytes(x.data_ptr(), (256,)), y.data_ptr()]
+    launch(torch.zeros(256), y)                          # float32: the Python path
+    launch(torch.zeros(512, dtype=torch.float16)[::2], y)          # not contiguous
+    assert len(fb) == 3 and len(drv.launches) == 1
+    tensormap.clear()
