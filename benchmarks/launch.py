@@ -10,7 +10,8 @@ Every path launches a kernel reading three float32 vectors and writing a fourth 
 - CuPy: the same cubin through `cupy.RawModule(path=...)`, and a CUDA C `RawKernel`;
 - Triton `@jit` with 4 pointer arguments, when triton imports.
 Each measurement is `--launches` back-to-back launches timed with time.perf_counter (no synchronisation inside
-the loop), after a warm-up; rounds interleave the paths and the table shows the median round. See
+the loop), after a warm-up; rounds interleave the paths and the table shows the median round, and for each tiledsl
+row which launcher its steady calls ran (native or Python) after the run. See
 /work/shared/PEERS.md for the reference figures (raw prepacked 3.5-4.0 us, CuPy 4.8-5.7, Triton 11.4-16.7).
 """
 from __future__ import annotations
@@ -68,18 +69,27 @@ def timed(fn, n: int) -> float:
     return (time.perf_counter() - t) / n
 
 
+def launcher_of(steady) -> str:
+    """Which tiledsl launcher a steady call runs: `steady` is what the call reaches (`kernel[grid, block]`'s
+    object, or `kernel._call`): the native builtin (runtime/launchers/native.py) or the Python launchers."""
+    return "native" if type(steady).__name__ == "builtin_function_or_method" else "Python"
+
+
 class Bench:
     def __init__(self, opts):
         self.opts = opts
-        self.paths = {}          # label -> (launch fn, sync fn, check fn)
+        self.paths = {}          # label -> (launch fn, sync fn)
+        self.which = {}          # label -> a callable naming the launcher the row used (read after the run)
         self.notes = []
 
-    def add(self, label, fn, sync, check):
+    def add(self, label, fn, sync, check, which=None):
         try:
             fn()
             sync()
             check()
             self.paths[label] = (fn, sync)
+            if which is not None:
+                self.which[label] = which
         except Exception as e:  # a path that fails is reported, the others still run
             self.notes.append(f"{label}: skipped ({type(e).__name__}: {str(e).splitlines()[0][:160]})")
 
@@ -157,15 +167,21 @@ def setup(bench: Bench, opts):
     # -- tiledsl on torch tensors: the steady state (a native launcher after two launches), and the generated
     # Python launcher it replaces (kept for anything the native one does not cover)
     bound = add3[1, N]
-    bench.add("tiledsl kernel[grid, block](...), torch", lambda: add3[1, N](ta, tb, tc, td), tsync, tcheck(td))
+    bench.add("tiledsl kernel[grid, block](...), torch", lambda: add3[1, N](ta, tb, tc, td), tsync, tcheck(td),
+              lambda: launcher_of(add3[1, N]))
     bench.add("tiledsl kernel[grid, block](...), torch, Python launcher", lambda: bound.call_python(ta, tb, tc, td),
-              tsync, tcheck(td))
+              tsync, tcheck(td), lambda: "Python")
 
-    bench.add("tiledsl kernel(...), torch", lambda: add3(ta, tb, tc, td), tsync, tcheck(td))
+    bench.add("tiledsl kernel(...), torch", lambda: add3(ta, tb, tc, td), tsync, tcheck(td),
+              lambda: launcher_of(add3._call))
     if torch.cuda.get_device_capability()[0] >= 9:      # TMA needs sm_90
         tm_d = torch.zeros_like(td)
-        bench.add("tiledsl kernel(...), torch, 2 tensor maps", lambda: add3_maps(ta, tb, tc, tm_d), tsync,
-                  lambda: None)
+
+        def tm_check():
+            np.testing.assert_allclose(tm_d.cpu().numpy(), host[2] * 3, rtol=1e-6)
+            tm_d.zero_()
+        bench.add("tiledsl kernel(...), torch, 2 tensor maps", lambda: add3_maps(ta, tb, tc, tm_d), tsync, tm_check,
+                  lambda: launcher_of(add3_maps._call))
 
     # -- cupy: tiledsl on cupy arrays, the same cubin through RawModule, a CUDA C RawKernel
     try:
@@ -180,9 +196,10 @@ def setup(bench: Bench, opts):
         add3_cp = tiledsl.jit(add3.fn)      # its own kernel object: launchers are kept per framework
         cbound = add3_cp[1, N]
         bench.cupy_kernel = add3_cp
-        bench.add("tiledsl kernel[grid, block](...), cupy", lambda: add3_cp[1, N](ca, cb, cc, cd), csync, tcheck(cd))
+        bench.add("tiledsl kernel[grid, block](...), cupy", lambda: add3_cp[1, N](ca, cb, cc, cd), csync, tcheck(cd),
+                  lambda: launcher_of(add3_cp[1, N]))
         bench.add("tiledsl kernel[grid, block](...), cupy, Python launcher",
-                  lambda: cbound.call_python(ca, cb, cc, cd), csync, tcheck(cd))
+                  lambda: cbound.call_python(ca, cb, cc, cd), csync, tcheck(cd), lambda: "Python")
         suffix = ".cubin" if ck.cubin is not None else ".ptx"
         fd, path = tempfile.mkstemp(suffix=suffix)
         with os.fdopen(fd, "wb") as f:
@@ -225,10 +242,12 @@ except Exception as e:  # not installed, or installed without a usable backend
 def table(results: dict, notes, bench) -> str:
     raw = next((k for k in results if k.startswith("raw")), None)
     tri = next((k for k in results if k.startswith("Triton")), None)
-    lines = ["| path | µs / launch | × raw | × Triton |", "| --- | ---: | ---: | ---: |"]
+    lines = ["| path | tiledsl launcher | µs / launch | × raw | × Triton |", "| --- | --- | ---: | ---: | ---: |"]
     for label, us in sorted(results.items(), key=lambda kv: kv[1]):
         r, t = bench.ratio(label, raw), bench.ratio(label, tri)
-        lines.append(f"| {label} | {us:.2f} | {'–' if r is None else f'{r:.2f}'} | {'–' if t is None else f'{t:.2f}'} |")
+        which = bench.which[label]() if label in bench.which else "–"
+        lines.append(f"| {label} | {which} | {us:.2f} | {'–' if r is None else f'{r:.2f}'} | "
+                     f"{'–' if t is None else f'{t:.2f}'} |")
     notes = notes + ["ratios: median over rounds of the ratio within a round (the paths interleave in every round)"]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes])
 

@@ -16,20 +16,31 @@ The machine code reads two CPython structures directly: an object's type (`ob_ty
 method and getset descriptors (native_ir.direct). Their layout is not a public API, so before the first native
 launcher of a process `layout_problem()` proves it on the running interpreter (reading known objects and known
 descriptors and comparing with what Python says they are); if the proof fails there is no native launcher and
-the reason is kept in the kernel's `native_unsupported`. Every launcher is a module of one process-wide MCJIT engine (`_compile`). Processes with
-several devices keep the Python launcher until this one's context switching has run on two GPUs.
+the reason is kept in the kernel's `native_unsupported`.
+
+T.TensorMap parameters: the map's 128 bytes depend on the tensor's data pointer and extents only (the
+specialization fixes the rest), so each map parameter has a `MapMemo` holding the last map it launched with; a
+tensor that is not the memo's takes the Python path once (checks, encodes, launches) and the memo is refreshed from
+the encoded-map cache. Clustered kernels launch through cuLaunchKernelEx with a config on the stack and the
+cluster attribute built once per launcher (`cluster_attribute`).
+
+Every launcher is a module of one process-wide MCJIT engine (`_compile`). Processes with several devices keep the
+Python launcher until this one's context switching has run on two GPUs.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
+import struct
 import sys
 import sysconfig
 import threading
 
-from .. import driver
-from .native_ir import _DRIVER, _SLOT, METH_FASTCALL_KEYWORDS, Unsupported, build_ir, direct, layout_problem
+from .. import driver, tensormap
+from .native_ir import _DRIVER, _SLOT, MAP_WORDS, METH_FASTCALL_KEYWORDS, Unsupported, build_ir, direct, layout_problem
 
-__all__ = ["Unsupported", "available", "build", "direct", "layout_problem", "raise_launch_error", "spec_for"]
+__all__ = ["MapMemo", "Unsupported", "available", "build", "cluster_attribute", "direct", "layout_problem",
+           "raise_launch_error", "spec_for"]
 
 
 def available() -> bool:
@@ -84,20 +95,121 @@ def _compile(ir_text: str) -> int:
         return engine.get_function_address(fname)
 
 
+class MapMemo:
+    """One tensor-map parameter's memo, held by its launcher: the 128-byte maps of the last few tensors it launched
+    with (WAYS of them, so double buffers alternate without a miss), each with the data pointer and extents it was
+    encoded for (the specialization fixes the dtype, the device and the annotation; contiguity fixes the strides:
+    so these are all the map's bytes still depend on).
+
+    In memory, from `addr` (64-byte aligned), `WAYS` entries `stride` bytes apart: the 16 words of a map, then the
+    pointer and one word per extent. The native code compares the keys and copies the bytes of the entry that
+    matches (native_ir.map_from_memo); `refresh` writes an entry, round robin, from the encoded-map cache after the
+    Python path has checked and encoded a new tensor. Both sides hold the GIL while they touch the memo (a
+    memoryview write, not a ctypes call, which would release it)."""
+    WAYS = 4
+
+    def __init__(self, tmap, device: int, rank: int, ways: int = WAYS):
+        self.tmap, self.device, self.rank, self.ways = tmap, device, rank, ways
+        self.stride = (8 * (MAP_WORDS + 1 + rank) + 63) & ~63
+        self.buf = (ctypes.c_uint8 * (64 + self.stride * ways))()
+        base = ctypes.addressof(self.buf)
+        self.addr = (base + 63) & ~63
+        self.off = self.addr - base
+        self.view = memoryview(self.buf).cast("B")
+        self.lookup = tensormap.cached(tmap, device)
+        self.next = 0
+        self.lock = threading.Lock()
+        for w in range(ways):                     # no extent is negative: never a hit
+            self.store(w, b"\0" * (8 * MAP_WORDS), 0, (-1,) * rank)
+
+    @property
+    def native(self) -> tuple:
+        """(address, ways, stride): what the native code reads."""
+        return self.addr, self.ways, self.stride
+
+    def store(self, way: int, map_bytes: bytes, ptr: int, shape: tuple) -> None:
+        """Keep `map_bytes` in entry `way` as the map of the tensor at `ptr` with extents `shape`.
+
+        Three writes, each one C call under the GIL: the key made unmatchable, the bytes, the key. Whatever a
+        native launch on another thread sees in between is a miss or a whole entry, never new bytes under an old
+        key (writers are serialised by `refresh`'s lock)."""
+        o = self.off + way * self.stride
+        struct.pack_into(f"<Q{self.rank}q", self.view, o + 8 * MAP_WORDS, 0, *(-1,) * self.rank)
+        self.view[o:o + 8 * MAP_WORDS] = map_bytes
+        struct.pack_into(f"<Q{self.rank}q", self.view, o + 8 * MAP_WORDS, ptr, *shape)
+
+    def key(self, way: int = 0) -> tuple:
+        """(data pointer, extents) entry `way` holds the map of."""
+        o = self.off + way * self.stride + 8 * MAP_WORDS
+        ptr, *shape = struct.unpack_from(f"<Q{self.rank}q", self.view, o)
+        return ptr, tuple(shape)
+
+    def map_bytes(self, way: int = 0) -> bytes:
+        o = self.off + way * self.stride
+        return bytes(self.view[o:o + 8 * MAP_WORDS])
+
+    def refresh(self, ptr: int, shape: tuple) -> bool:
+        """Make (ptr, shape) an entry, from the cache, which only the checked reference path fills; False when it
+        is not there (the memo is left as it was). An entry already holding it is kept."""
+        shape = tuple(shape)
+        with self.lock:
+            if any(self.key(w) == (ptr, shape) for w in range(self.ways)):
+                return True
+            b = self.lookup(ptr, shape)
+            if b is None:
+                return False
+            self.store(self.next, b, ptr, shape)
+            self.next = (self.next + 1) % self.ways
+            return True
+
+
+def cluster_attribute(cluster) -> ctypes.Array:
+    """A CUlaunchAttribute (cuda.h: a 4-byte id, padding to 8, then a 64-byte value union) holding
+    CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (4) with clusterDim x, y, z as its first three u32."""
+    buf = ctypes.create_string_buffer(72)
+    struct.pack_into("<I4x3I", buf, 0, 4, *(int(c) for c in cluster))
+    return buf
+
+
+def _refreshing(fallback, maps: list, framework: str):
+    """`fallback` followed, when it returned, by a refresh of each map memo from the tensor it was given: a call
+    that missed a memo (a new data pointer or extents) has just been checked and encoded by the Python path, so
+    the next launch with the same tensor hits."""
+    def ptr_of(x):
+        return x.data_ptr() if framework == "torch" else x.data.ptr
+
+    def refreshing(*args, **kwargs):
+        r = fallback(*args, **kwargs)
+        for i, memo in maps:
+            try:
+                x = args[i]
+                memo.refresh(int(ptr_of(x)), tuple(int(s) for s in x.shape))
+            except Exception:  # noqa: BLE001 - not an array the Python path accepted: nothing to remember
+                pass
+        return r
+    return refreshing
+
+
 def build(spec: dict, fallback, raiser, drv_addrs: dict | None = None):
     """A builtin launching one specialization; `fallback(*args, **kwargs)` handles every other call, and
     `raiser(code)` raises for a driver error.
 
     spec: framework ("torch"/"cupy"), array_type, device, multi (several devices), args [(index, "tensor",
-    (slot, dtype object, shape)) | (index, "scalar", (slot, dtype name, name))], slots (LLVM types), sizes
-    [(slot, name)], grid (three host expression trees), block, shared, handle, ctx, stream_fn, fn, code, deps,
-    missing (the sentinel of deps).
+    (slot, dtype object, shape)) | (index, "tensormap", (slot, dtype object, shape, MapMemo.native)) | (index,
+    "scalar", (slot, dtype name, name))], slots (LLVM types; "map" for a 128-byte map), sizes [(slot, name)],
+    grid (three host expression trees), block, shared, handle, ctx, stream_fn, fn, code, deps, missing (the
+    sentinel of deps); maps [(index, MapMemo)] (refreshed after the fallback); cluster (three ints) with
+    cluster_attr (the address of its CUlaunchAttribute) for clustered kernels.
     """
     problem = layout_problem()
     if problem is not None:
         raise Unsupported(problem)
     keep = []
     text = build_ir(spec, drv_addrs or driver_addresses(), keep)
+    if spec.get("maps"):
+        fallback = _refreshing(fallback, spec["maps"], spec["framework"])
+    if spec.get("cluster") and raiser is raise_launch_error:
+        raiser = functools.partial(raise_launch_error, what="cuLaunchKernelEx")
     addr = _compile(text)
     mdef = _MethodDef(b"tiledsl_launch", addr, METH_FASTCALL_KEYWORDS, None)
     new = ctypes.pythonapi.PyCFunction_NewEx
@@ -123,15 +235,14 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
         raise Unsupported("several devices: the Python launcher (checked on two GPUs) is kept")
     if sig.debug_buffer:
         raise Unsupported("debug=True checks the kernel's record after every launch")
-    if any(p.kind == "tensormap" for p in sig.params):
-        raise Unsupported("tensor-map parameters: the generated Python launcher looks up their encoded CUtensorMap")
-    if sig.clustered:
-        raise Unsupported(f"cluster {tuple(sig.cluster)}: launches need cuLaunchKernelEx with the cluster attribute, "
-                          f"which the generated launcher makes")
     spec = {"framework": framework, "device": device, "multi": driver.device_count() > 1, "args": [],
             "slots": [], "sizes": [], "block": tuple(sig.block), "shared": plan.shared,
             "handle": plan.fn.handle_int, "ctx": int(driver.context(device)), "fn": fn, "code": code,
-            "deps": list(deps), "missing": missing}
+            "deps": list(deps), "missing": missing, "maps": []}
+    if sig.clustered:       # cuLaunchKernelEx with this attribute, built once (the config is filled per call)
+        spec["cluster"] = tuple(int(c) for c in sig.cluster)
+        spec["cluster_attr_buf"] = cluster_attribute(sig.cluster)
+        spec["cluster_attr"] = ctypes.addressof(spec["cluster_attr_buf"])
     if framework == "torch":
         torch = sys.modules["torch"]
         spec["array_type"] = torch.Tensor
@@ -152,15 +263,21 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
     if spec["stream_fn"] is None:
         raise Unsupported("no raw current-stream accessor")
     for slot, (i, p) in enumerate(sig.passed):
-        if p.kind == "tensor":
+        if p.kind in ("tensor", "tensormap"):
             if framework == "torch":
                 dtype = getattr(sys.modules["torch"], p.dtype.name, None)
             else:
                 dtype = None if p.dtype.name == "bfloat16" else np.dtype(p.dtype.np)
             if dtype is None:
                 raise Unsupported(f"dtype {p.dtype.name}")
-            spec["args"].append((i, "tensor", (slot, dtype, tuple(p.shape))))
-            spec["slots"].append("i64")
+            if p.kind == "tensormap":
+                memo = MapMemo(p.tensormap, device, len(p.shape))
+                spec["maps"].append((i, memo))
+                spec["args"].append((i, "tensormap", (slot, dtype, tuple(p.shape), memo.native)))
+                spec["slots"].append("map")
+            else:
+                spec["args"].append((i, "tensor", (slot, dtype, tuple(p.shape))))
+                spec["slots"].append("i64")
         else:
             if p.dtype.name not in _SLOT:
                 raise Unsupported(f"scalar {p.dtype.name}")
@@ -175,6 +292,7 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
     return spec
 
 
-def raise_launch_error(code: int):
+def raise_launch_error(code: int, what: str = "cuLaunchKernel"):
+    """Raise the driver's error `code` as the Python launchers do (`what`: the call that returned it)."""
     drv = driver._drv()
-    driver.check((drv.CUresult(code),), "cuLaunchKernel")
+    driver.check((drv.CUresult(code),), what)

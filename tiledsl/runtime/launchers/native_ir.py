@@ -42,7 +42,12 @@ _DRIVER = {
     "cuLaunchKernel": ("i32", ["ptr", "i32", "i32", "i32", "i32", "i32", "i32", "i32", "ptr", "ptr", "ptr"]),
     "cuCtxGetCurrent": ("i32", ["ptr"]),
     "cuCtxSetCurrent": ("i32", ["ptr"]),
+    "cuLaunchKernelEx": ("i32", ["ptr", "ptr", "ptr", "ptr"]),     # clustered kernels (config, f, params, extra)
 }
+# CUlaunchConfig (cuda.h): grid x/y/z, block x/y/z, sharedMemBytes (u32 each), hStream, attrs, numAttrs; LLVM's
+# natural layout of this struct is C's (the stream pointer at byte 32, numAttrs at 48, 56 bytes in all)
+LAUNCH_CONFIG = "{ i32, i32, i32, i32, i32, i32, i32, ptr, ptr, i32 }"
+MAP_WORDS = 16              # a CUtensorMap: 128 bytes, passed by value, 64-byte aligned
 _SLOT = {"int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32", "uint32": "i32",
          "int64": "i64", "uint64": "i64", "float32": "float", "float64": "double"}
 
@@ -207,7 +212,9 @@ def _py_api() -> dict:
 def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     """LLVM IR of the launcher for one specialization (see `build` for the fields of `spec`)."""
     funcs = _py_api()
-    funcs.update({n: (drv_addrs[n],) + _DRIVER[n] for n in _DRIVER})
+    funcs.update({n: (drv_addrs[n],) + _DRIVER[n] for n in _DRIVER if n in drv_addrs})
+    if spec.get("cluster") and "cuLaunchKernelEx" not in funcs:
+        raise Unsupported("no cuLaunchKernelEx entry point")
     e = _IR(funcs, keep)
     names = {}
 
@@ -221,9 +228,14 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     e.emit("%argv = alloca [2 x ptr]")
     e.emit(f"%params = alloca [{max(1, nslots)} x ptr]")
     e.emit("%cur = alloca ptr")
+    if spec.get("cluster"):
+        e.emit(f"%cfg = alloca {LAUNCH_CONFIG}, align 8")
     slot_ptrs = []
     for k, ty in enumerate(spec["slots"]):
-        e.emit(f"%s{k} = alloca {ty}")
+        if ty == "map":            # a CUtensorMap by value: the kernel's `.param .align 64 .b8 [128]`
+            e.emit(f"%s{k} = alloca [{MAP_WORDS} x i64], align 64")
+        else:
+            e.emit(f"%s{k} = alloca {ty}")
         p = e.let(f"getelementptr [{max(1, nslots)} x ptr], ptr %params, i64 0, i64 {k}")
         e.emit(f"store ptr %s{k}, ptr {p}")
         slot_ptrs.append(f"%s{k}")
@@ -303,8 +315,8 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
         x = e.let(f"load ptr, ptr {p}")
         tp_p = e.let(f"getelementptr i8, ptr {x}, i64 {OB_TYPE}")
         tp = e.let(f"load ptr, ptr {tp_p}")
-        if kind == "tensor":
-            slot, dtype, shape = info
+        if kind in ("tensor", "tensormap"):
+            slot, dtype, shape = info[:3]
             ok = e.cmp("eq", "ptr", tp, e.obj(spec["array_type"]))
             for other in spec.get("also_types", ()):     # e.g. torch.nn.Parameter: the same C object
                 is_o = e.cmp("eq", "ptr", tp, e.obj(other))
@@ -364,7 +376,10 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                 e.not_null(ptr_o)
             ptr = as_int(ptr_o, unsigned=True)
             e.call("Py_DecRef", ptr_o)
-            e.emit(f"store i64 {ptr}, ptr {slot_ptrs[slot]}")
+            if kind == "tensormap":
+                map_from_memo(e, info[3], ptr, vals, slot_ptrs[slot])
+            else:
+                e.emit(f"store i64 {ptr}, ptr {slot_ptrs[slot]}")
         else:  # scalar
             slot, dname, pname = info
             ty = _SLOT[dname]
@@ -407,6 +422,10 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     for g, most in zip(grid, Target.max_grid):
         e.check(e.cmp("sgt", "i64", g, "0"))
         e.check(e.cmp("sle", "i64", g, str(most)))
+    cluster = spec.get("cluster")
+    if cluster:        # a grid that is not a whole number of clusters: the Python path names it
+        for g, c in zip(grid, cluster):
+            e.check(e.cmp("eq", "i64", e.let(f"srem i64 {g}, {c}"), "0"))
     g32 = []
     for g in grid:
         t = e.let(f"trunc i64 {g} to i32")
@@ -444,7 +463,20 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
         e.call("cuCtxSetCurrent", ctx)
         e.emit(f"br label %{go_l}")
         e.place(go_l)
-    first = e.call("cuLaunchKernel", *launch_args)
+    if cluster:        # cuLaunchKernelEx: a config on this frame, pointing at the launcher's cluster attribute
+        cfg = "%cfg"
+        fields = [*g32, str(b[0]), str(b[1]), str(b[2]), str(spec["shared"])]
+        for k, v in enumerate(fields):
+            fp = e.let(f"getelementptr {LAUNCH_CONFIG}, ptr {cfg}, i32 0, i32 {k}")
+            e.emit(f"store i32 {v}, ptr {fp}")
+        for k, (ty, v) in enumerate((("ptr", stream), ("ptr", f"inttoptr (i64 {spec['cluster_attr']} to ptr)"),
+                                     ("i32", "1")), start=7):
+            fp = e.let(f"getelementptr {LAUNCH_CONFIG}, ptr {cfg}, i32 0, i32 {k}")
+            e.emit(f"store {ty} {v}, ptr {fp}")
+        launch_name, launch_args = "cuLaunchKernelEx", [cfg, launch_args[0], "%params", "null"]
+    else:
+        launch_name = "cuLaunchKernel"
+    first = e.call(launch_name, *launch_args)
     # one device: a thread that never used it has no current context (CUDA_ERROR_INVALID_CONTEXT): set, retry
     retry_l, done_l, from_l = e.label(), e.label(), e.label()
     e.emit(f"br label %{from_l}")
@@ -452,7 +484,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     e.emit(f"br i1 {e.cmp('eq', 'i32', first, '201')}, label %{retry_l}, label %{done_l}")
     e.place(retry_l)
     e.call("cuCtxSetCurrent", ctx)
-    again = e.call("cuLaunchKernel", *launch_args)
+    again = e.call(launch_name, *launch_args)
     e.emit(f"br label %{done_l}")
     e.place(done_l)
     err = e.let(f"phi i32 [{first}, %{from_l}], [{again}, %{retry_l}]")
@@ -479,6 +511,36 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     body = "\n".join(e.lines)
     return ("define ptr @launch(ptr %self, ptr %args, i64 %nargsf, ptr %kwnames) {\nentry:\n" + body + "\n}\n"
             + _INTRINSICS)
+
+
+def map_from_memo(e: _IR, memo: tuple, ptr: str, extents: list, slot: str) -> None:
+    """A tensor map's slot from its launcher's memo (native.MapMemo; `memo` = (address, ways, stride): `ways`
+    entries `stride` bytes apart, each the 128 bytes of a map, then the data pointer and extents it was encoded
+    for). The entry that holds this tensor is copied into the slot; with none, the Python path checks, encodes
+    and refreshes the memo. Both run holding the GIL, so an entry never changes between comparison and copy."""
+    addr, ways, stride = memo
+    key = [ptr] + list(extents)
+    done = e.label()
+    nxt = e.label()
+    e.emit(f"br label %{nxt}")
+    for w in range(ways):
+        base = addr + w * stride
+        e.place(nxt)
+        nxt = e.label() if w + 1 < ways else "slow"
+        hit = "true"
+        for k, v in enumerate(key):
+            have = e.let(f"load i64, ptr inttoptr (i64 {base + 8 * (MAP_WORDS + k)} to ptr)")
+            same = e.cmp("eq", "i64", have, v)
+            hit = e.let(f"and i1 {hit}, {same}")
+        copy = e.label()
+        e.emit(f"br i1 {hit}, label %{copy}, label %{nxt}")
+        e.place(copy)
+        for word in range(MAP_WORDS):
+            v = e.let(f"load i64, ptr inttoptr (i64 {base + 8 * word} to ptr), align 8")
+            dst = e.let(f"getelementptr [{MAP_WORDS} x i64], ptr {slot}, i64 0, i64 {word}")
+            e.emit(f"store i64 {v}, ptr {dst}, align 8")
+        e.emit(f"br label %{done}")
+    e.place(done)
 
 
 _INTRINSICS = """
