@@ -1,6 +1,6 @@
 """Clusters on the GPU (sm_90): the distributed-shared-memory exchange, the cluster special registers against the
 interpreter, the remote mbarrier arrive, elect.sync, a warp-specialised producer/consumer with setmaxnreg (sm_90a),
-and the launch paths (reference, generated; the native launcher steps aside for cluster kernels). Every kernel here
+and the launch paths (reference, generated and native, which launches clusters with cuLaunchKernelEx). Every kernel here
 is also compiled, assembled with ptxas and run on the interpreter by tests/test_cluster.py."""
 import numpy as np
 import pytest
