@@ -1,0 +1,213 @@
+"""C = A · Bᵀ on Hopper (sm_90a) with TMA, wgmma and warp specialisation, written only in the kernel language.
+
+The seed of issue 17's Hopper path: a small, clear, correct kernel, not yet tuned. A is M×K and B is N×K, both
+row-major f16 or bf16; accumulation in f32; C is M×N in the input type (or another of f16/bf16/f32). One block
+computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
+
+  * warpgroup 0 is the producer: it gives registers back (`setmaxnreg.dec`), and one thread of its first warp,
+    chosen by `elect.sync`, issues the TMA loads of A's and B's K tiles (boxes BM×BK and BN×BK, the 128-byte
+    swizzle, K-major) into a STAGES-deep shared ring. Each stage has a "full" mbarrier (the producer arrives with
+    `expect_tx` of the stage's bytes; the TMA unit pays them) and an "empty" mbarrier (every consumer thread
+    arrives once it is done with the stage; the producer waits on it before refilling the stage);
+  * warpgroups 1..CONSUMERS are consumers: they take registers (`setmaxnreg.inc`), wait for a stage's "full"
+    phase, run BK/16 `wgmma.mma_async m64nBNk16` on their 64 rows of A and all BN rows of B straight from shared
+    memory (the matrix descriptors come from the views' layouts), wait for them, and release the stage;
+  * the epilogue converts the f32 accumulators and stores them with plain stores.
+
+M, N and K must be multiples of BM, BN and BK (else a LaunchError names them).
+
+On the interpreter (lockstep threads, `if`/`else` branches run one after the other) the producer's branch runs to
+its end before the consumers start, so it can never wait for a stage to be released: kernels with more K tiles
+than STAGES fault there (the producer's wait for "empty" can never complete) while they run on the GPU.
+"""
+import argparse
+import sys
+
+import numpy as np
+
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
+
+BN, BK = 128, 64          # block tile columns and K tile (BK f16/bf16 = 128 bytes: one 128-byte swizzle row)
+CONSUMERS = 2             # consumer warpgroups, 64 rows of the block tile each
+STAGES = 4                # the depth of the shared ring
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
+SW128 = (3, 3, 3)         # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
+FULL_MASK = 0xFFFFFFFF
+
+_KERNELS = {}
+
+
+def layouts(bm: int, bn: int, bk: int, stages: int, consumers: int, ab: str) -> dict:
+    """The shared ring as the TMA unit writes it and as wgmma reads it (the same bytes), and the accumulators."""
+    ks = bk // 16
+    L = {}
+    # TMA: stage s holds the box row-major, swizzled (T.tma_layout of the staged box)
+    L["tma_a"] = T.tma_layout((stages, bm, bk), ab, 128)
+    L["tma_b"] = T.tma_layout((stages, bn, bk), ab, 128)
+    # wgmma: (stage, consumer, M repeat, K step, 64 rows, 16 k) over the same elements: rows of bk elements
+    # (128 bytes), each K step 16 elements further along the row; the descriptor (128B swizzle, SBO = 8 rows =
+    # 1024 bytes) is derived from this layout and proven against it by the wgmma pattern
+    L["wg_a"] = TileLayout(S[(stages, consumers, 1, ks, 64, 16) : (bm * bk, 64 * bk, 1, 16, bk, 1)], swizzle=SW128)
+    L["wg_b"] = TileLayout(S[(stages, 1, ks, bn, 16) : (bn * bk, 1, 16, bk, 1)], swizzle=SW128)
+    # the m64nBN f32 accumulator fragment of one warpgroup, (1, 1, 64, BN): register i of thread (warp w, lane l)
+    # holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+    L["acc"] = TileLayout(S[(1, 1, 4, 2, 8, bn // 8, 4, 2) :
+                            (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+    return L
+
+
+def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = STAGES,
+                     consumers: int = CONSUMERS, bn: int = BN):
+    """The warp-specialised GEMM kernel for input dtype `ab` (float16/bfloat16) and output dtype `out`
+    (float16/bfloat16/float32; default: `ab`); called as kernel(A, B, C) with A (M, K), B (N, K), C (M, N)."""
+    out = out or ab
+    key = (ab, out, stages, consumers, bn)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    if ab not in ("float16", "bfloat16") or out not in ("float16", "bfloat16", "float32"):
+        raise tiledsl.LaunchError(f"hopper gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "
+                                  f"outputs, not {ab} -> {out}")
+    if bn % 8 or not 8 <= bn <= 256 or consumers < 1 or 64 * consumers > 256 or stages < 1:
+        raise tiledsl.LaunchError(f"hopper gemm: BN={bn} (a multiple of 8 up to 256), {consumers} consumer "
+                                  f"warpgroup(s) (BM = 64 each, at most 256) and {stages} stage(s) do not tile")
+    t = {"float16": "f16", "bfloat16": "bf16"}[ab]
+    MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}"
+    LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    BM, BNT, STG, CONS = 64 * consumers, bn, stages, consumers
+    THREADS = 128 * (1 + consumers)
+    # the register budget at launch: 64K registers over the block, a multiple of 8 per thread; setmaxnreg then
+    # moves them from the producer to the consumers within that budget
+    CAP = (65536 // THREADS) // 8 * 8
+    CREGS = min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * consumers) // 8 * 8)
+    TX = (BM + BNT) * BK * 2                    # the bytes one stage's two boxes pay to its "full" barrier
+    NACC = BNT // 2                             # f32 accumulators per consumer thread
+    L = layouts(BM, BNT, BK, STG, CONS, ab)
+    L_TA, L_TB, L_WA, L_WB, L_ACC = L["tma_a"], L["tma_b"], L["wg_a"], L["wg_b"], L["acc"]
+
+    @tiledsl.jit
+    def hopper_gemm(A: T.TensorMap(("M", "K"), ab, box=(BM, BK), swizzle=128),
+                    B: T.TensorMap(("N", "K"), ab, box=(BNT, BK), swizzle=128),
+                    C: T.Tensor(("M", "N"), out)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=(N // BNT, M // BM), block=THREADS,  # noqa: F821
+                                                  max_registers=CAP))
+        tid = T.cuda.thread_id()
+        wg = tid // 128
+        sa = T.alloc_shared((STG * BM * BK,), ab)
+        sb = T.alloc_shared((STG * BNT * BK,), ab)
+        full = T.alloc_shared((STG,), "uint64")       # stage s holds its K tile (phase u: the u-th fill)
+        empty = T.alloc_shared((STG,), "uint64")      # stage s was read by every consumer (phase u: u-th use)
+        ta = sa.view(STG, BM, BK, layout=L_TA)
+        tb = sb.view(STG, BNT, BK, layout=L_TB)
+        wa = sa.view(STG, CONS, 1, BK // 16, 64, 16, layout=L_WA)
+        wb = sb.view(STG, 1, BK // 16, BNT, 16, layout=L_WB)
+        if tid == 0:
+            for s in T.unroll(STG):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 128 * CONS)
+            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        T.cuda.syncthreads()
+        row0 = T.cuda.block_id(1) * BM
+        col0 = T.cuda.block_id(0) * BNT
+        ktiles = K // BK  # noqa: F821
+        if wg == 0:
+            # the producer: few registers, one elected thread issues every copy
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
+            if T.cuda.warp_id() == 0:
+                leader = T.alloc_local((1,), "uint32")
+                elected = T.alloc_local((1,), "uint32")
+                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
+                if elected[0] == 1:
+                    for kt in range(ktiles):
+                        s = kt % STG
+                        if kt >= STG:
+                            # the (kt // STG)-th refill of stage s waits for the consumers' previous use of it
+                            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], empty[s:s + 1],
+                                              (kt // STG + 1) % 2)
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
+                        T.cuda.tile.apply(T.ptx[LOAD], ta[s], A, full[s:s + 1], coords=(row0, kt * BK))
+                        T.cuda.tile.apply(T.ptx[LOAD], tb[s], B, full[s:s + 1], coords=(col0, kt * BK))
+        else:
+            # a consumer: 64 rows of the block tile, accumulated over every K tile
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
+            c = wg - 1
+            acc = T.alloc_local((NACC,), "float32")
+            dv = acc.view(1, 1, 64, BNT, layout=L_ACC)
+            for i in T.unroll(NACC):
+                acc[i] = 0.0
+            for kt in range(ktiles):
+                s = kt % STG
+                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1], (kt // STG) % 2)
+                T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup")
+                T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
+                # the stage's bytes are read: the producer may refill it
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[s:s + 1])
+            # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+            lane = tid % 32
+            w = (tid % 128) // 32
+            for i in T.unroll(NACC):
+                row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
+                col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                C[row, col] = T.cast(acc[i], out)
+
+    hopper_gemm.tile = (BM, BNT, BK)
+    _KERNELS[key] = hopper_gemm
+    return hopper_gemm
+
+
+DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
+
+
+def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consumers: int = CONSUMERS,
+                  bn: int = BN):
+    """C = a @ b.T for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on an sm_90 GPU;
+    M, N and K must be multiples of the block tile (64 × consumers, bn, 64). Returns C (M, N) of `out_dtype`
+    (default: a's dtype), or writes `out`."""
+    import torch
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
+        raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
+                                  f"and (N, K) of one dtype")
+    M, K = a.shape
+    N = b.shape[0]
+    if out is None:
+        out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
+    ab, od = (DTYPES.get(str(x.dtype), str(x.dtype)) for x in (a, out))
+    kernel = make_hopper_gemm(ab, od, stages, consumers, bn)
+    bm, bnt, bk = kernel.tile
+    if M % bm or N % bnt or K % bk:
+        raise tiledsl.LaunchError(f"hopper gemm supports M, N and K that are multiples of {bm}, {bnt} and {bk}; "
+                                  f"got M={M}, N={N}, K={K}")
+    kernel(a.contiguous(), b.contiguous(), out)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--size", type=int, default=1024)
+    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    opts = p.parse_args(argv)
+    from tiledsl.runtime.driver import gpu_available
+    n = opts.size
+    if not gpu_available():
+        k = make_hopper_gemm(opts.dtype)
+        a = np.zeros((n, n), np.float16)
+        ck = k.compile(a, a, a, target="sm_90a")
+        print(ck.metadata)
+        print("hopper gemm: no GPU found; compiled for sm_90a (metadata above)")
+        return
+    import torch
+    dt = getattr(torch, opts.dtype)
+    a = torch.randn(n, n, device="cuda", dtype=dt)
+    b = torch.randn(n, n, device="cuda", dtype=dt)
+    c = hopper_matmul(a, b)
+    ref = a.float() @ b.float().T
+    err = ((c.float() - ref).norm() / ref.norm()).item()
+    print(f"hopper gemm {n}^3 {opts.dtype}: relative error {err:.2e}")
+    assert err < 1e-2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
