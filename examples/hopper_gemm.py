@@ -79,8 +79,9 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     THREADS = 128 * (1 + consumers)
     # the register budget at launch: 64K registers over the block, a multiple of 8 per thread; setmaxnreg then
     # moves them from the producer to the consumers within that budget
-    CAP = (65536 // THREADS) // 8 * 8
-    CREGS = min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * consumers) // 8 * 8)
+    # (setmaxnreg counts are multiples of 8; .inc may not go below the launch's count, nor the total above 64K)
+    CAP = min((65536 // THREADS) // 8 * 8, 248)
+    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * consumers) // 8 * 8))
     TX = (BM + BNT) * BK * 2                    # the bytes one stage's two boxes pay to its "full" barrier
     NACC = BNT // 2                             # f32 accumulators per consumer thread
     L = layouts(BM, BNT, BK, STG, CONS, ab)
