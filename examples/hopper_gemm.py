@@ -11,7 +11,8 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
     arrives once it is done with the stage; the producer waits on it before refilling the stage);
   * warpgroups 1..CONSUMERS are consumers: they take registers (`setmaxnreg.inc`), wait for a stage's "full"
     phase, run BK/16 `wgmma.mma_async m64nBNk16` on their 64 rows of A and all BN rows of B straight from shared
-    memory (the matrix descriptors come from the views' layouts), wait for them, and release the stage;
+    memory (the matrix descriptors come from the views' layouts) and commit them as one group; with that group in
+    flight they wait for the previous K tile's group (`wait_group 1`) and release its stage;
   * the epilogue converts the f32 accumulators and stores them with plain stores.
 
 M, N and K must be multiples of BM, BN and BK (else a LaunchError names them).
@@ -143,9 +144,13 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
                 T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
                 T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup")
                 T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
-                # the stage's bytes are read: the producer may refill it
-                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[s:s + 1])
+                # keep this K tile's group in flight (the next one accumulates into the same registers, which
+                # the ISA orders); once the previous K tile's group is done its stage is read: release it
+                T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
+                if kt > 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[(kt + STG - 1) % STG:
+                                                                                     (kt + STG - 1) % STG + 1])
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
             # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
             lane = tid % 32
             w = (tid % 128) // 32

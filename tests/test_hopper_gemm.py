@@ -54,13 +54,15 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs
     assert ".target sm_90a" in ptx
     t = {"float16": "f16", "bfloat16": "bf16"}[ab]
     bn = cfg.get("bn", H.BN)
-    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}") == H.BK // 16
+    n_mma = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}")
+    assert n_mma and n_mma % (H.BK // 16) == 0                  # BK/16 per K tile (LLVM may peel the first)
     assert "0x4000004000010000" in ptx                          # 128B swizzle, SBO 1024 bytes, from the layout
     assert f"setmaxnreg.dec.sync.aligned.u32 {H.PRODUCER_REGS};" in ptx
     assert f"setmaxnreg.inc.sync.aligned.u32 {regs};" in ptx
     assert "elect.sync" in ptx and LOAD in ptx
     assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx and "mbarrier.try_wait.parity.shared::cta.b64" in ptx
-    assert "wgmma.wait_group.sync.aligned 0;" in ptx and f".maxnreg {cap}" in ptx
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
+    assert f".maxnreg {cap}" in ptx
     assert ptx.count(".param .align 64 .b8") == 2                # A and B travel as tensor maps
     assert "__local_depot" not in ptx
     r = ptxas(ptx, "sm_90a")
