@@ -17,9 +17,10 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
 
 M, N and K must be multiples of BM, BN and BK (else a LaunchError names them).
 
-On the interpreter (lockstep threads, `if`/`else` branches run one after the other) the producer's branch runs to
-its end before the consumers start, so it can never wait for a stage to be released: kernels with more K tiles
-than STAGES fault there (the producer's wait for "empty" can never complete) while they run on the GPU.
+On the interpreter the producer's and the consumers' branches run as fibers that hand over at their mbarrier waits
+(interpreter/fibers.py), so the ring turns there as on the GPU; an interpreter without fibers runs the producer's
+branch to its end first, and a kernel with more K tiles than STAGES faults there at the producer's first wait for
+a released stage.
 """
 import argparse
 import sys
@@ -70,9 +71,12 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     if ab not in ("float16", "bfloat16") or out not in ("float16", "bfloat16", "float32"):
         raise tiledsl.LaunchError(f"hopper gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {ab} -> {out}")
-    if bn % 8 or not 8 <= bn <= 256 or consumers < 1 or 64 * consumers > 256 or stages < 1:
+    # at least two stages: a consumer releases a stage only after it issued the next K tile's wgmma (one group
+    # stays in flight), so with one stage the producer and the consumers would wait for each other forever
+    if bn % 8 or not 8 <= bn <= 256 or consumers < 1 or 64 * consumers > 256 or stages < 2:
         raise tiledsl.LaunchError(f"hopper gemm: BN={bn} (a multiple of 8 up to 256), {consumers} consumer "
-                                  f"warpgroup(s) (BM = 64 each, at most 256) and {stages} stage(s) do not tile")
+                                  f"warpgroup(s) (BM = 64 each, at most 256) and {stages} stage(s) (at least 2) "
+                                  f"do not tile")
     t = {"float16": "f16", "bfloat16": "bf16"}[ab]
     MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}"
     LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"

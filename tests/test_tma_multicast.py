@@ -98,4 +98,3 @@ def test_a_mask_beyond_the_cluster_faults_on_the_interpreter():
             T.cuda.tile.apply(T.ptx[LOAD_MC], tile, A, bar, coords=(0, 0), cta_mask=0b101)
     with pytest.raises(tiledsl.KernelFault, match="cta_mask 0x5 names CTA ranks outside the cluster of 2"):
         wide(np.zeros((8, 64), np.float16))
-

@@ -94,6 +94,8 @@ CASES = [
          words=("multiples of 128, 128 and 64", "K=100")),
     Case("hopper-matmul-mixed-dtypes", action=_matmul((128, 64), (128, 64), db="bfloat16"), err=tiledsl.LaunchError,
          words=("of one dtype",)),
+    Case("hopper-gemm-one-stage", action=lambda: _hopper().make_hopper_gemm("float16", stages=1),
+         err=tiledsl.LaunchError, words=("1 stage(s) (at least 2)",)),
     Case("hopper-matmul-float32", action=_matmul((128, 64), (128, 64), "float32", "float32"), err=tiledsl.LaunchError,
          words=("float16/bfloat16 inputs", "float32 -> float32")),
 ]
