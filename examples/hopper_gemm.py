@@ -15,7 +15,9 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
     flight they wait for the previous K tile's group (`wait_group 1`) and release its stage;
   * the epilogue converts the f32 accumulators and stores them with plain stores.
 
-M, N and K must be multiples of BM, BN and BK (else a LaunchError names them).
+Ragged shapes are handled, not refused: the TMA unit fills the parts of a box outside A or B with zeros (they add
+nothing to the products) and the epilogue stores only the elements inside C. K must be a multiple of 8 (the TMA
+unit needs 16-byte row strides; else a LaunchError names K).
 
 On the interpreter the producer's and the consumers' branches run as fibers that hand over at their mbarrier waits
 (interpreter/fibers.py), so the ring turns there as on the GPU; an interpreter without fibers runs the producer's
@@ -96,7 +98,8 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     def hopper_gemm(A: T.TensorMap(("M", "K"), ab, box=(BM, BK), swizzle=128),
                     B: T.TensorMap(("N", "K"), ab, box=(BNT, BK), swizzle=128),
                     C: T.Tensor(("M", "N"), out)):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(N // BNT, M // BM), block=THREADS,  # noqa: F821
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=((N + BNT - 1) // BNT, (M + BM - 1) // BM),  # noqa: F821
+                                                  block=THREADS,
                                                   max_registers=CAP))
         tid = T.cuda.thread_id()
         wg = tid // 128
@@ -116,7 +119,7 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
         T.cuda.syncthreads()
         row0 = T.cuda.block_id(1) * BM
         col0 = T.cuda.block_id(0) * BNT
-        ktiles = K // BK  # noqa: F821
+        ktiles = (K + BK - 1) // BK      # noqa: F821 - a ragged last K tile is zero-filled by the TMA unit
         if wg == 0:
             # the producer: few registers, one elected thread issues every copy
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
@@ -161,7 +164,8 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
             for i in T.unroll(NACC):
                 row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
                 col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                C[row, col] = T.cast(acc[i], out)
+                if row < M and col < N:  # noqa: F821 - the ragged edge of C
+                    C[row, col] = T.cast(acc[i], out)
 
     hopper_gemm.tile = (BM, BNT, BK)
     _KERNELS[key] = hopper_gemm
@@ -174,8 +178,8 @@ DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float
 def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consumers: int = CONSUMERS,
                   bn: int = BN):
     """C = a @ b.T for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on an sm_90 GPU;
-    M, N and K must be multiples of the block tile (64 × consumers, bn, 64). Returns C (M, N) of `out_dtype`
-    (default: a's dtype), or writes `out`."""
+    any M and N, K a multiple of 8 (16-byte rows for the TMA unit). Returns C (M, N) of `out_dtype` (default: a's
+    dtype), or writes `out`."""
     import torch
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
         raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
@@ -186,10 +190,9 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consu
         out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
     ab, od = (DTYPES.get(str(x.dtype), str(x.dtype)) for x in (a, out))
     kernel = make_hopper_gemm(ab, od, stages, consumers, bn)
-    bm, bnt, bk = kernel.tile
-    if M % bm or N % bnt or K % bk:
-        raise tiledsl.LaunchError(f"hopper gemm supports M, N and K that are multiples of {bm}, {bnt} and {bk}; "
-                                  f"got M={M}, N={N}, K={K}")
+    if K % 8:
+        raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
+                                  f"multiples); got M={M}, N={N}, K={K}")
     kernel(a.contiguous(), b.contiguous(), out)
     return out
 
