@@ -13,7 +13,8 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
     phase, run BK/16 `wgmma.mma_async m64nBNk16` on their 64 rows of A and all BN rows of B straight from shared
     memory (the matrix descriptors come from the views' layouts) and commit them as one group; with that group in
     flight they wait for the previous K tile's group (`wait_group 1`) and release its stage;
-  * the epilogue converts the f32 accumulators and stores them with plain stores.
+  * the epilogue converts the f32 accumulators and either stores them with plain stores, or (tma_store) writes
+    each consumer's tile to shared memory, meets at an mbarrier, and one thread stores it with a TMA tensor store.
 
 Ragged shapes are handled, not refused: the TMA unit fills the parts of a box outside A or B with zeros (they add
 nothing to the products) and the epilogue stores only the elements inside C. K must be a multiple of 8 (the TMA
@@ -63,11 +64,15 @@ def layouts(bm: int, bn: int, bk: int, stages: int, consumers: int, ab: str) -> 
 
 
 def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = STAGES,
-                     consumers: int = CONSUMERS, bn: int = BN):
+                     consumers: int = CONSUMERS, bn: int = BN, tma_store: bool = False):
     """The warp-specialised GEMM kernel for input dtype `ab` (float16/bfloat16) and output dtype `out`
-    (float16/bfloat16/float32; default: `ab`); called as kernel(A, B, C) with A (M, K), B (N, K), C (M, N)."""
+    (float16/bfloat16/float32; default: `ab`); called as kernel(A, B, C) with A (M, K), B (N, K), C (M, N).
+
+    tma_store: the epilogue writes each consumer's tile to shared memory and one thread stores it with a TMA
+    tensor store (C a tensor map: its rows must be multiples of 16 bytes; the unit drops the ragged edge), instead
+    of every thread storing its elements."""
     out = out or ab
-    key = (ab, out, stages, consumers, bn)
+    key = (ab, out, stages, consumers, bn, bool(tma_store))
     if key in _KERNELS:
         return _KERNELS[key]
     if ab not in ("float16", "bfloat16") or out not in ("float16", "bfloat16", "float32"):
@@ -93,11 +98,16 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     NACC = BNT // 2                             # f32 accumulators per consumer thread
     L = layouts(BM, BNT, BK, STG, CONS, ab)
     L_TA, L_TB, L_WA, L_WB, L_ACC = L["tma_a"], L["tma_b"], L["wg_a"], L["wg_b"], L["acc"]
+    TMA_STORE = bool(tma_store)
+    STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+    # C: a tensor map whose box is one consumer's 64 x BN tile (unswizzled), or a plain tensor
+    C_ANN = T.TensorMap(("M", "N"), out, box=(64, BNT)) if TMA_STORE else T.Tensor(("M", "N"), out)
+    L_EPI = T.tma_layout((CONS, 64, BNT), out)
 
     @tiledsl.jit
     def hopper_gemm(A: T.TensorMap(("M", "K"), ab, box=(BM, BK), swizzle=128),
                     B: T.TensorMap(("N", "K"), ab, box=(BNT, BK), swizzle=128),
-                    C: T.Tensor(("M", "N"), out)):
+                    C: C_ANN):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=((N + BNT - 1) // BNT, (M + BM - 1) // BM),  # noqa: F821
                                                   block=THREADS,
                                                   max_registers=CAP))
@@ -111,10 +121,16 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
         tb = sb.view(STG, BNT, BK, layout=L_TB)
         wa = sa.view(STG, CONS, 1, BK // 16, 64, 16, layout=L_WA)
         wb = sb.view(STG, 1, BK // 16, BNT, 16, layout=L_WB)
+        if TMA_STORE:
+            epi = T.alloc_shared((CONS, 64, BNT), out, layout=L_EPI)     # each consumer's C tile
+            done = T.alloc_shared((CONS,), "uint64")    # a consumer warpgroup's 128 threads wrote their part
         if tid == 0:
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 128 * CONS)
+            if TMA_STORE:
+                for q in T.unroll(CONS):
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], done[q:q + 1], 128)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
         T.cuda.syncthreads()
         row0 = T.cuda.block_id(1) * BM
@@ -161,11 +177,25 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
             # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
             lane = tid % 32
             w = (tid % 128) // 32
-            for i in T.unroll(NACC):
-                row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
-                col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                if row < M and col < N:  # noqa: F821 - the ragged edge of C
-                    C[row, col] = T.cast(acc[i], out)
+            if TMA_STORE:
+                for i in T.unroll(NACC):
+                    epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2] = \
+                        T.cast(acc[i], out)
+                # the tile's generic-proxy writes become visible to the TMA unit; an mbarrier is the warpgroup's
+                # barrier (syncthreads would wait for the producer, which has left)
+                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
+                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1], 0)
+                if tid % 128 == 0:
+                    T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0))
+                    T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+                    T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)    # the tile stays until read
+            else:
+                for i in T.unroll(NACC):
+                    row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
+                    col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                    if row < M and col < N:  # noqa: F821 - the ragged edge of C
+                        C[row, col] = T.cast(acc[i], out)
 
     hopper_gemm.tile = (BM, BNT, BK)
     _KERNELS[key] = hopper_gemm
@@ -176,10 +206,11 @@ DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float
 
 
 def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consumers: int = CONSUMERS,
-                  bn: int = BN):
+                  bn: int = BN, tma_store: bool | None = None):
     """C = a @ b.T for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on an sm_90 GPU;
     any M and N, K a multiple of 8 (16-byte rows for the TMA unit). Returns C (M, N) of `out_dtype` (default: a's
-    dtype), or writes `out`."""
+    dtype), or writes `out`. tma_store (default: where C's rows are multiples of 16 bytes) picks the TMA-store
+    epilogue (make_hopper_gemm)."""
     import torch
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
         raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
@@ -189,7 +220,9 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consu
     if out is None:
         out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
     ab, od = (DTYPES.get(str(x.dtype), str(x.dtype)) for x in (a, out))
-    kernel = make_hopper_gemm(ab, od, stages, consumers, bn)
+    if tma_store is None:
+        tma_store = (N * out.element_size()) % 16 == 0
+    kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store)
     if K % 8:
         raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")

@@ -10,7 +10,9 @@ import tiledsl
 
 pytestmark = pytest.mark.gpu
 
-CONFIGS = {"default": {}, "one-consumer": dict(stages=3, consumers=1, bn=64)}
+CONFIGS = {"default": {}, "one-consumer": dict(stages=3, consumers=1, bn=64),
+           "plain-stores": dict(tma_store=False), "tma-store": dict(tma_store=True),
+           "one-consumer-tma-store": dict(stages=3, consumers=1, bn=64, tma_store=True)}
 
 
 def _hopper():
@@ -84,6 +86,7 @@ def test_sass_shows_hgmma_utmaldg_and_no_local_memory(cfg):
     if not sass:
         pytest.skip("no cuobjdump/nvdisasm to disassemble with")
     assert "HGMMA" in sass and "UTMALDG" in sass, sass[:2000]
+    assert ("UTMASTG" in sass) == bool(CONFIGS[cfg].get("tma_store"))
     assert "STL" not in sass and "LDL" not in sass
 
 

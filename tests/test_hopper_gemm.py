@@ -42,7 +42,10 @@ def _as_float(c: np.ndarray, out: str) -> np.ndarray:
 COMPILED = [("float16", "float16", {}, 168, H.CONSUMER_REGS), ("bfloat16", "bfloat16", {}, 168, H.CONSUMER_REGS),
             ("float16", "float32", {}, 168, H.CONSUMER_REGS),
             ("float16", "float16", dict(stages=3, consumers=1, bn=64), 248, 248),
-            ("float16", "float32", dict(stages=3, consumers=1, bn=64), 248, 248)]
+            ("float16", "float32", dict(stages=3, consumers=1, bn=64), 248, 248),
+            ("float16", "float16", dict(tma_store=True), 168, H.CONSUMER_REGS),
+            ("bfloat16", "float32", dict(tma_store=True), 168, H.CONSUMER_REGS),
+            ("float16", "float16", dict(stages=3, consumers=1, bn=64, tma_store=True), 248, 248)]
 
 
 @pytest.mark.parametrize("ab,out,cfg,cap,regs", COMPILED)
@@ -63,7 +66,9 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs
     assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx and "mbarrier.try_wait.parity.shared::cta.b64" in ptx
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
     assert f".maxnreg {cap}" in ptx
-    assert ptx.count(".param .align 64 .b8") == 2                # A and B travel as tensor maps
+    store = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+    assert ptx.count(".param .align 64 .b8") == 2 + bool(cfg.get("tma_store"))    # A, B (and C) as tensor maps
+    assert (store in ptx) == bool(cfg.get("tma_store"))
     assert "__local_depot" not in ptx
     r = ptxas(ptx, "sm_90a")
     assert r.returncode == 0, r.stderr
@@ -108,12 +113,14 @@ def test_the_ring_turns_on_the_fibered_interpreter():
     np.testing.assert_array_equal(c, ref)
 
 
-def test_ragged_shapes_on_the_interpreter():
-    """M, N and the last K tile ragged: the TMA unit's zero fill and the epilogue's bounds keep C exact."""
+@pytest.mark.parametrize("tma_store", [False, True], ids=["plain-stores", "tma-store"])
+def test_ragged_shapes_on_the_interpreter(tma_store):
+    """M, N and the last K tile ragged: the TMA unit's zero fill, and the epilogue's bounds (or the TMA store's
+    clipping), keep C exact."""
     M, N, K = 200, 136, 136
     a, b, ref = _inputs(M, N, K, seed=4)
     c = np.full((M, N), -1.0, np.float32)
-    tiledsl.jit(H.make_hopper_gemm("float16", "float32").fn, interpret=True)(a, b, c)
+    tiledsl.jit(H.make_hopper_gemm("float16", "float32", tma_store=tma_store).fn, interpret=True)(a, b, c)
     np.testing.assert_array_equal(c, ref)
 
 
