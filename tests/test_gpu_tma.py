@@ -96,6 +96,10 @@ def test_tma_multicast_into_a_two_cta_cluster():
         expect = ta.view(2, oshape[1], oshape[2]).repeat_interleave(2, dim=0)
         torch.testing.assert_close(out, expect, rtol=0, atol=0)
     np.testing.assert_array_equal(out.cpu().numpy(), want)
+    import tiledsl
+    host = np.zeros(oshape, np.float16)
+    tiledsl.jit(k.fn, interpret=True)(a, host)
+    np.testing.assert_array_equal(host, out.cpu().numpy())
     sass = k.compile(a, np.zeros(oshape, np.float16)).asm["sass"]
     if sass:
         assert "UTMALDG" in sass, sass[:2000]
