@@ -1,7 +1,8 @@
 """The warp-specialised Hopper GEMM (examples/hopper_gemm.py) on the H200: several sizes and dtypes against
-torch.matmul (relative error <= 1e-2; ragged shapes too), one tile exactly equal to the interpreter's result, and the SASS shows HGMMA and
-UTMALDG with no local-memory traffic, the PTX setmaxnreg. tests/test_hopper_gemm.py compiles the same
-configurations and assembles them with ptxas -arch=sm_90a on any machine."""
+torch.matmul (relative error <= 1e-2; ragged shapes too), each configuration (consumers, stages, plain or TMA-store
+epilogue), one tile exactly equal to the interpreter's result, and the SASS shows HGMMA, UTMALDG (and UTMASTG)
+with no local-memory traffic, the PTX setmaxnreg. tests/test_hopper_gemm.py compiles the same configurations and
+assembles them with ptxas -arch=sm_90a on any machine."""
 import numpy as np
 import pytest
 

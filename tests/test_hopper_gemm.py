@@ -1,7 +1,8 @@
 """The warp-specialised Hopper GEMM (examples/hopper_gemm.py) on any machine: it compiles for sm_90a with no target
 named, ptxas -arch=sm_90a assembles it without spills, the PTX holds the producer/consumer structure (setmaxnreg,
 elect.sync, TMA loads, the full/empty mbarrier ring, wgmma from shared descriptors), and small cases (one 128 x 128
-tile over two K tiles; the ring turning over eight K tiles on the fibered interpreter) run exactly there. tests/test_gpu_hopper_gemm.py runs it on the H200 against torch."""
+tile over two K tiles; ragged shapes; the ring turning over eight K tiles on the fibered interpreter) run exactly
+there. tests/test_gpu_hopper_gemm.py runs it on the H200 against torch."""
 import numpy as np
 import pytest
 
