@@ -14,7 +14,9 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
     memory (the matrix descriptors come from the views' layouts) and commit them as one group; with that group in
     flight they wait for the previous K tile's group (`wait_group 1`) and release its stage;
   * the epilogue converts the f32 accumulators and either stores them with plain stores, or (tma_store) writes
-    each consumer's tile to shared memory, meets at an mbarrier, and one thread stores it with a TMA tensor store.
+    each consumer's tile to shared memory, meets at an mbarrier, and one thread stores it with a TMA tensor store;
+  * optionally (multicast) the blocks run in 2-CTA clusters along M that load half of their common B tile each
+    and multicast it to both (the stage's release then crosses the cluster: remote mbarrier arrives).
 
 Ragged shapes are handled, not refused: the TMA unit fills the parts of a box outside A or B with zeros (they add
 nothing to the products) and the epilogue stores only the elements inside C. K must be a multiple of 8 (the TMA
@@ -50,7 +52,6 @@ def layouts(bm: int, bn: int, bk: int, stages: int, consumers: int, ab: str) -> 
     L = {}
     # TMA: stage s holds the box row-major, swizzled (T.tma_layout of the staged box)
     L["tma_a"] = T.tma_layout((stages, bm, bk), ab, 128)
-    L["tma_b"] = T.tma_layout((stages, bn, bk), ab, 128)
     # wgmma: (stage, consumer, M repeat, K step, 64 rows, 16 k) over the same elements: rows of bk elements
     # (128 bytes), each K step 16 elements further along the row; the descriptor (128B swizzle, SBO = 8 rows =
     # 1024 bytes) is derived from this layout and proven against it by the wgmma pattern
@@ -64,15 +65,20 @@ def layouts(bm: int, bn: int, bk: int, stages: int, consumers: int, ab: str) -> 
 
 
 def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = STAGES,
-                     consumers: int = CONSUMERS, bn: int = BN, tma_store: bool = False):
+                     consumers: int = CONSUMERS, bn: int = BN, tma_store: bool = False, multicast: bool = False):
     """The warp-specialised GEMM kernel for input dtype `ab` (float16/bfloat16) and output dtype `out`
     (float16/bfloat16/float32; default: `ab`); called as kernel(A, B, C) with A (M, K), B (N, K), C (M, N).
 
     tma_store: the epilogue writes each consumer's tile to shared memory and one thread stores it with a TMA
     tensor store (C a tensor map: its rows must be multiples of 16 bytes; the unit drops the ragged edge), instead
-    of every thread storing its elements."""
+    of every thread storing its elements.
+
+    multicast: blocks run in 2-CTA clusters along M (the grid's block rows rounded up to pairs); the two blocks of
+    a cluster need the same B tile, so each loads half of it and multicasts the half to both (cta_mask 0b11). A
+    stage is then written into both blocks' shared memory, so every consumer releases it in both blocks (a remote
+    mbarrier arrive) and each producer waits for both blocks' consumers before refilling it."""
     out = out or ab
-    key = (ab, out, stages, consumers, bn, bool(tma_store))
+    key = (ab, out, stages, consumers, bn, bool(tma_store), bool(multicast))
     if key in _KERNELS:
         return _KERNELS[key]
     if ab not in ("float16", "bfloat16") or out not in ("float16", "bfloat16", "float32"):
@@ -97,20 +103,28 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     TX = (BM + BNT) * BK * 2                    # the bytes one stage's two boxes pay to its "full" barrier
     NACC = BNT // 2                             # f32 accumulators per consumer thread
     L = layouts(BM, BNT, BK, STG, CONS, ab)
-    L_TA, L_TB, L_WA, L_WB, L_ACC = L["tma_a"], L["tma_b"], L["wg_a"], L["wg_b"], L["acc"]
+    L_TA, L_WA, L_WB, L_ACC = L["tma_a"], L["wg_a"], L["wg_b"], L["acc"]
     TMA_STORE = bool(tma_store)
     STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
     # C: a tensor map whose box is one consumer's 64 x BN tile (unswizzled), or a plain tensor
     C_ANN = T.TensorMap(("M", "N"), out, box=(64, BNT)) if TMA_STORE else T.Tensor(("M", "N"), out)
     L_EPI = T.tma_layout((CONS, 64, BNT), out)
+    CL = 2 if multicast else 1                  # blocks per cluster (along M) sharing each B tile
+    CLUSTER = (1, CL, 1) if CL > 1 else None
+    LOAD_MC = LOAD + ".multicast::cluster"
+    # B's stages as CL slices of BN / CL rows, the part each block of the cluster loads (the same bytes as one box)
+    L_TB = T.tma_layout((STG, CL, BNT // CL, BK), ab, 128)
+    if BNT % (8 * CL):
+        raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {CL} multicast slices of 8-row groups")
+    ARRIVE_C, WAIT_C = "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"
 
     @tiledsl.jit
     def hopper_gemm(A: T.TensorMap(("M", "K"), ab, box=(BM, BK), swizzle=128),
-                    B: T.TensorMap(("N", "K"), ab, box=(BNT, BK), swizzle=128),
+                    B: T.TensorMap(("N", "K"), ab, box=(BNT // CL, BK), swizzle=128),
                     C: C_ANN):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=((N + BNT - 1) // BNT, (M + BM - 1) // BM),  # noqa: F821
-                                                  block=THREADS,
-                                                  max_registers=CAP))
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=((N + BNT - 1) // BNT,  # noqa: F821
+                                                        ((M + BM - 1) // BM + CL - 1) // CL * CL),  # noqa: F821
+                                                  block=THREADS, max_registers=CAP, cluster=CLUSTER))
         tid = T.cuda.thread_id()
         wg = tid // 128
         sa = T.alloc_shared((STG * BM * BK,), ab)
@@ -118,7 +132,7 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
         full = T.alloc_shared((STG,), "uint64")       # stage s holds its K tile (phase u: the u-th fill)
         empty = T.alloc_shared((STG,), "uint64")      # stage s was read by every consumer (phase u: u-th use)
         ta = sa.view(STG, BM, BK, layout=L_TA)
-        tb = sb.view(STG, BNT, BK, layout=L_TB)
+        tb = sb.view(STG, CL, BNT // CL, BK, layout=L_TB)
         wa = sa.view(STG, CONS, 1, BK // 16, 64, 16, layout=L_WA)
         wb = sb.view(STG, 1, BK // 16, BNT, 16, layout=L_WB)
         if TMA_STORE:
@@ -127,12 +141,18 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
         if tid == 0:
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 128 * CONS)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 128 * CONS * CL)
             if TMA_STORE:
                 for q in T.unroll(CONS):
                     T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], done[q:q + 1], 128)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
-        T.cuda.syncthreads()
+        if CL > 1:
+            # both blocks' barriers are initialised before either block's multicast or remote arrive reaches them
+            T.cuda.tile.apply(T.ptx[ARRIVE_C])
+            T.cuda.tile.apply(T.ptx[WAIT_C])
+            rank = T.cuda.cluster_ctarank()
+        else:
+            T.cuda.syncthreads()
         row0 = T.cuda.block_id(1) * BM
         col0 = T.cuda.block_id(0) * BNT
         ktiles = (K + BK - 1) // BK      # noqa: F821 - a ragged last K tile is zero-filled by the TMA unit
@@ -148,11 +168,21 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
                         s = kt % STG
                         if kt >= STG:
                             # the (kt // STG)-th refill of stage s waits for the consumers' previous use of it
-                            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], empty[s:s + 1],
-                                              (kt // STG + 1) % 2)
+                            # (with multicast: the consumers of both blocks, which arrive at cluster scope)
+                            if CL > 1:
+                                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"],
+                                                  empty[s:s + 1], (kt // STG + 1) % 2)
+                            else:
+                                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], empty[s:s + 1],
+                                                  (kt // STG + 1) % 2)
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
                         T.cuda.tile.apply(T.ptx[LOAD], ta[s], A, full[s:s + 1], coords=(row0, kt * BK))
-                        T.cuda.tile.apply(T.ptx[LOAD], tb[s], B, full[s:s + 1], coords=(col0, kt * BK))
+                        if CL > 1:
+                            # this block's slice of B lands in both blocks; the peer's slice pays this barrier too
+                            T.cuda.tile.apply(T.ptx[LOAD_MC], tb[s, rank], B, full[s:s + 1],
+                                              coords=(col0 + rank * (BNT // CL), kt * BK), cta_mask=(1 << CL) - 1)
+                        else:
+                            T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], B, full[s:s + 1], coords=(col0, kt * BK))
         else:
             # a consumer: 64 rows of the block tile, accumulated over every K tile
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
@@ -171,8 +201,14 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
                 # the ISA orders); once the previous K tile's group is done its stage is read: release it
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
                 if kt > 0:
-                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[(kt + STG - 1) % STG:
-                                                                                     (kt + STG - 1) % STG + 1])
+                    if CL > 1:
+                        # the stage was written into every block of the cluster: release it in each
+                        for r in T.unroll(CL):
+                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
+                                              empty[(kt + STG - 1) % STG:(kt + STG - 1) % STG + 1], rank=r)
+                    else:
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[(kt + STG - 1) % STG:
+                                                                                         (kt + STG - 1) % STG + 1])
             T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
             # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
             lane = tid % 32
@@ -196,6 +232,10 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
                     col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
                     if row < M and col < N:  # noqa: F821 - the ragged edge of C
                         C[row, col] = T.cast(acc[i], out)
+        if CL > 1:
+            # no block leaves while its peer may still multicast into it or arrive on its barriers
+            T.cuda.tile.apply(T.ptx[ARRIVE_C])
+            T.cuda.tile.apply(T.ptx[WAIT_C])
 
     hopper_gemm.tile = (BM, BNT, BK)
     _KERNELS[key] = hopper_gemm
@@ -206,11 +246,11 @@ DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float
 
 
 def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consumers: int = CONSUMERS,
-                  bn: int = BN, tma_store: bool | None = None):
+                  bn: int = BN, tma_store: bool | None = None, multicast: bool = False):
     """C = a @ b.T for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on an sm_90 GPU;
     any M and N, K a multiple of 8 (16-byte rows for the TMA unit). Returns C (M, N) of `out_dtype` (default: a's
     dtype), or writes `out`. tma_store (default: where C's rows are multiples of 16 bytes) picks the TMA-store
-    epilogue (make_hopper_gemm)."""
+    epilogue, multicast the 2-CTA clusters that share B tiles (make_hopper_gemm)."""
     import torch
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
         raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
@@ -222,7 +262,7 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consu
     ab, od = (DTYPES.get(str(x.dtype), str(x.dtype)) for x in (a, out))
     if tma_store is None:
         tma_store = (N * out.element_size()) % 16 == 0
-    kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store)
+    kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store, multicast)
     if K % 8:
         raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")

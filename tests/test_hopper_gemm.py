@@ -46,7 +46,9 @@ COMPILED = [("float16", "float16", {}, 168, H.CONSUMER_REGS), ("bfloat16", "bflo
             ("float16", "float32", dict(stages=3, consumers=1, bn=64), 248, 248),
             ("float16", "float16", dict(tma_store=True), 168, H.CONSUMER_REGS),
             ("bfloat16", "float32", dict(tma_store=True), 168, H.CONSUMER_REGS),
-            ("float16", "float16", dict(stages=3, consumers=1, bn=64, tma_store=True), 248, 248)]
+            ("float16", "float16", dict(stages=3, consumers=1, bn=64, tma_store=True), 248, 248),
+            ("float16", "float16", dict(multicast=True), 168, H.CONSUMER_REGS),
+            ("bfloat16", "bfloat16", dict(multicast=True, tma_store=True), 168, H.CONSUMER_REGS)]
 
 
 @pytest.mark.parametrize("ab,out,cfg,cap,regs", COMPILED)
@@ -70,6 +72,9 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs
     store = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
     assert ptx.count(".param .align 64 .b8") == 2 + bool(cfg.get("tma_store"))    # A, B (and C) as tensor maps
     assert (store in ptx) == bool(cfg.get("tma_store"))
+    mc = bool(cfg.get("multicast"))
+    assert (".reqnctapercluster 1, 2, 1" in ptx) == mc and (".multicast::cluster" in ptx) == mc
+    assert ("mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx) == mc
     assert "__local_depot" not in ptx
     r = ptxas(ptx, "sm_90a")
     assert r.returncode == 0, r.stderr
@@ -122,6 +127,28 @@ def test_ragged_shapes_on_the_interpreter(tma_store):
     a, b, ref = _inputs(M, N, K, seed=4)
     c = np.full((M, N), -1.0, np.float32)
     tiledsl.jit(H.make_hopper_gemm("float16", "float32", tma_store=tma_store).fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+
+
+@pytest.mark.parametrize("M,N,K,tma_store", [(256, 128, 128, False), (330, 136, 136, True)])
+def test_multicast_clusters_on_the_interpreter(M, N, K, tma_store):
+    """2-CTA clusters along M, each block loading half of the cluster's B tile and multicasting it to both; 330
+    rows make three block rows, rounded up to two clusters (the fourth block's loads are all zero fill)."""
+    a, b, ref = _inputs(M, N, K, seed=5)
+    c = np.full((M, N), -1.0, np.float32)
+    k = H.make_hopper_gemm("float16", "float32", multicast=True, tma_store=tma_store)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+
+
+def test_multicast_ring_turns_on_the_fibered_interpreter():
+    """Six K tiles through four stages in 2-CTA clusters: a producer refills a stage only after the consumers of
+    both blocks released it (remote arrives); a missing release would be the wait's KernelFault."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 256, 128, 384
+    a, b, ref = _inputs(M, N, K, seed=6)
+    c = _host_out(M, N, "float32")
+    tiledsl.jit(H.make_hopper_gemm("float16", "float32", multicast=True).fn, interpret=True)(a, b, c)
     np.testing.assert_array_equal(c, ref)
 
 
