@@ -1,6 +1,6 @@
 """TMA tensor copies on the GPU (H200): 2-D and 3-D loads and stores with ragged tails against torch, the same
 kernels as tests/test_tma.py (which assembles them with ptxas and runs them on the interpreter), and the page's
-example. Multicast into a 2-CTA cluster waits for cluster launches."""
+example, and a multicast into a 2-CTA cluster (tests/test_tma_multicast.py's kernel)."""
 import numpy as np
 import pytest
 
@@ -79,8 +79,27 @@ def test_tma_page_example_on_the_gpu(tmp_path):
     run_page("tma", tmp_path, with_gpu=True)
 
 
-@pytest.mark.skip(reason="multicast needs cluster launches (LaunchConfig(cluster=...)), added by the cluster work")
 def test_tma_multicast_into_a_two_cta_cluster():
-    """Two CTAs of a (2, 1, 1) cluster: CTA 0 issues one multicast load with cta_mask=0b11; both CTAs' barriers
-    receive the box's bytes and both tiles hold the box (write it out per CTA and compare with torch)."""
-    raise NotImplementedError
+    """Two CTAs of a (2, 1, 1) cluster, two clusters: each CTA multicasts its half of the cluster's box with
+    cta_mask=0b11; both CTAs' barriers receive both halves' bytes and both tiles hold the whole box (each CTA
+    writes it out; compared with torch's slices of A). The interpreter gives the same result
+    (tests/test_tma_multicast.py)."""
+    torch = _torch()
+    from test_tma_multicast import inputs, multicast_kernel
+    k, oshape = multicast_kernel()
+    a, want = inputs()
+    ta = _dev(torch, a)
+    for _ in range(2):                   # reference launcher, then the generated one
+        out = torch.zeros(oshape, dtype=torch.float16, device="cuda")
+        k(ta, out)
+        torch.cuda.synchronize()
+        expect = ta.view(2, oshape[1], oshape[2]).repeat_interleave(2, dim=0)
+        torch.testing.assert_close(out, expect, rtol=0, atol=0)
+    np.testing.assert_array_equal(out.cpu().numpy(), want)
+    import tiledsl
+    host = np.zeros(oshape, np.float16)
+    tiledsl.jit(k.fn, interpret=True)(a, host)
+    np.testing.assert_array_equal(host, out.cpu().numpy())
+    sass = k.compile(a, np.zeros(oshape, np.float16)).asm["sass"]
+    if sass:
+        assert "UTMALDG" in sass, sass[:2000]

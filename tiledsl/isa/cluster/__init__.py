@@ -4,4 +4,4 @@ from ..family import Family
 from . import pattern, semantics
 
 FAMILY = Family("cluster", pattern.match, pattern.expand, pattern.MIN_SM, semantics.semantics,
-                pattern.access_spans, requires=pattern.requires, asm=pattern.asm)
+                pattern.access_spans, requires=pattern.requires, asm=pattern.asm, arch=pattern.arch)

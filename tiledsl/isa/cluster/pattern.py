@@ -95,6 +95,11 @@ def requires(form: Form) -> list:
     return []
 
 
+def arch(form: Form) -> int | None:
+    """setmaxnreg needs sm_90a: a chosen sm_90 (no target named) compiles as sm_90a, as for wgmma (registry)."""
+    return 90 if form.kind == "setmaxnreg" else None
+
+
 # ------------------------------------------------------------------ expansion
 
 def expand(form: Form, ctx: Ctx) -> list:
@@ -219,7 +224,7 @@ def _elect(form: Form, ctx: Ctx) -> list:
 
 
 def _setmaxnreg(form: Form, ctx: Ctx) -> list:
-    if not ctx.target.arch_specific:
+    if not ctx.target.admits_arch_specific(90):
         raise ctx.error(f"setmaxnreg needs the arch-specific target sm_90a; the target is {ctx.target.name} "
                         f"(compile with target='sm_90a')")
     ctx.params(set())

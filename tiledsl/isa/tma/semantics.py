@@ -8,8 +8,10 @@ row-major, each 16-byte chunk moved by the swizzle's XOR of its byte address (ch
 for 32, 64, 128 B), and the load pays the whole box's bytes to the mbarrier (the bulk family's barrier state).
 A store writes the in-bounds elements of the box back from shared memory, read through the same swizzle.
 Copies land when they are issued (the barrier or the bulk group orders them on the GPU); a prefetch, commit_group
-and wait_group change nothing the interpreter can observe. Clusters are not modelled: each block is a cluster of
-one, so a multicast mask must name CTA 0 and no other.
+and wait_group change nothing the interpreter can observe. A `.multicast::cluster` load lands at the same shared
+offset in every CTA of the issuing thread's cluster that `cta_mask` names (the blocks of a cluster run together,
+machine.cluster_rows) and pays the box's bytes to the mbarrier at the same offset in each of them; a mask bit at or
+beyond the cluster's size is a KernelFault.
 """
 from __future__ import annotations
 
@@ -76,9 +78,15 @@ def semantics(n: ir.Native, cx):
             if base[pos] % align:
                 raise m.fault(loc, f"the shared box starts at byte {int(base[pos])}, which is not a multiple of "
                                    f"{align} (the TMA unit's alignment for this swizzle)", flat)
-            if mask_op is not None and masks[pos] != 1:
-                raise m.fault(loc, f"cta_mask {int(masks[pos]):#x} names CTAs other than CTA 0, but the interpreter "
-                                   f"runs each block as a cluster of one CTA", flat)
+            targets = [rows[pos]]
+            if mask_op is not None:
+                csize = getattr(m, "csize", 1)
+                mk = int(masks[pos]) & 0xFFFF
+                if mk >> csize:
+                    raise m.fault(loc, f"cta_mask {mk:#x} names CTA ranks outside the cluster of {csize} "
+                                       f"block(s)", flat)
+                ranks = [r for r in range(csize) if mk >> r & 1]
+                targets = [int(m.cluster_rows(np.array([flat]), r)[0]) for r in ranks]
             start = [int(cs[form.rank - 1 - k][pos]) for k in range(form.rank)]      # outer-to-inner
             shape = [int(ds[k][pos]) for k in range(form.rank)]
             gc = grid + np.asarray(start, np.int64)[:, None]
@@ -92,15 +100,15 @@ def semantics(n: ir.Native, cx):
             m.check(dmem, np.uint8, sb.max() + esize - 1, None if idx is None else idx[pos:pos + 1], loc,
                     "write" if form.kind == "load" else "read")
             byte_cols = sb[:, None] + np.arange(esize)[None, :]
-            row = rows[pos]
             if form.kind == "load":
                 fill = NAN_BITS[ann.dtype.name] if ann.oob_fill == "nan" else 0
                 vals = np.full(nelem, fill, dtype=u)
                 vals[inside] = gview[lin[inside]]
-                dmem.raw[row, byte_cols] = vals.view(np.uint8).reshape(nelem, esize)
-                _update(m, np.array([flat]), bar_op, loc, tx=-ann.box_bytes)
+                for row in targets:                        # this CTA, or each CTA the multicast mask names
+                    dmem.raw[row, byte_cols] = vals.view(np.uint8).reshape(nelem, esize)
+                    _update(m, np.array([flat]), bar_op, loc, tx=-ann.box_bytes, rows=np.array([row]))
             else:
-                vals = dmem.raw[row, byte_cols].reshape(-1).copy().view(u)
+                vals = dmem.raw[rows[pos], byte_cols].reshape(-1).copy().view(u)
                 gview[lin[inside]] = vals[inside]
     return run
 

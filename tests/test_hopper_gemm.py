@@ -1,0 +1,167 @@
+"""The warp-specialised Hopper GEMM (examples/hopper_gemm.py) on any machine: it compiles for sm_90a with no target
+named, ptxas -arch=sm_90a assembles it without spills, the PTX holds the producer/consumer structure (setmaxnreg,
+elect.sync, TMA loads, the full/empty mbarrier ring, wgmma from shared descriptors), and small cases (one 128 x 128
+tile over two K tiles; ragged shapes; the ring turning over eight K tiles on the fibered interpreter) run exactly
+there. tests/test_gpu_hopper_gemm.py runs it on the H200 against torch."""
+import numpy as np
+import pytest
+
+import hopper_gemm as H
+import tiledsl
+from helpers import ptxas
+
+LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+
+
+def _bits(x: np.ndarray, ab: str) -> np.ndarray:
+    """Host operands: float16 as it is, bfloat16 as its uint16 bits (the top half of the float32)."""
+    if ab == "float16":
+        return x.astype(np.float16)
+    return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _inputs(M, N, K, ab="float16", seed=0):
+    """Small exact values (k/8 for |k| <= 8): every product and partial sum is exact in f32."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-8, 9, (M, K)) / 8
+    b = rng.integers(-8, 9, (N, K)) / 8
+    return _bits(a, ab), _bits(b, ab), a @ b.T
+
+
+def _host_out(M, N, out):
+    return np.zeros((M, N), {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32}[out])
+
+
+def _as_float(c: np.ndarray, out: str) -> np.ndarray:
+    if out == "bfloat16":
+        return (c.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return c.astype(np.float64)
+
+
+# (input, output, configuration, registers at launch, consumer registers after setmaxnreg.inc); the GPU tests
+# (tests/test_gpu_hopper_gemm.py) run each of these configurations
+COMPILED = [("float16", "float16", {}, 168, H.CONSUMER_REGS), ("bfloat16", "bfloat16", {}, 168, H.CONSUMER_REGS),
+            ("float16", "float32", {}, 168, H.CONSUMER_REGS),
+            ("float16", "float16", dict(stages=3, consumers=1, bn=64), 248, 248),
+            ("float16", "float32", dict(stages=3, consumers=1, bn=64), 248, 248),
+            ("float16", "float16", dict(tma_store=True), 168, H.CONSUMER_REGS),
+            ("bfloat16", "float32", dict(tma_store=True), 168, H.CONSUMER_REGS),
+            ("float16", "float16", dict(stages=3, consumers=1, bn=64, tma_store=True), 248, 248),
+            ("float16", "float16", dict(multicast=True), 168, H.CONSUMER_REGS),
+            ("bfloat16", "bfloat16", dict(multicast=True, tma_store=True), 168, H.CONSUMER_REGS)]
+
+
+@pytest.mark.parametrize("ab,out,cfg,cap,regs", COMPILED)
+def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs):
+    k = H.make_hopper_gemm(ab, out, **cfg)
+    a, b, _ = _inputs(256, 256, 512, ab)
+    ck = k.compile(a, b, _host_out(256, 256, out))              # no target named: sm_90a (wgmma, setmaxnreg)
+    ptx = ck.asm["ptx"]
+    assert ".target sm_90a" in ptx
+    t = {"float16": "f16", "bfloat16": "bf16"}[ab]
+    bn = cfg.get("bn", H.BN)
+    n_mma = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}")
+    assert n_mma and n_mma % (H.BK // 16) == 0                  # BK/16 per K tile (LLVM may peel the first)
+    assert "0x4000004000010000" in ptx                          # 128B swizzle, SBO 1024 bytes, from the layout
+    assert f"setmaxnreg.dec.sync.aligned.u32 {H.PRODUCER_REGS};" in ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 {regs};" in ptx
+    assert "elect.sync" in ptx and LOAD in ptx
+    assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx and "mbarrier.try_wait.parity.shared::cta.b64" in ptx
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
+    assert f".maxnreg {cap}" in ptx
+    store = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+    assert ptx.count(".param .align 64 .b8") == 2 + bool(cfg.get("tma_store"))    # A, B (and C) as tensor maps
+    assert (store in ptx) == bool(cfg.get("tma_store"))
+    mc = bool(cfg.get("multicast"))
+    assert (".reqnctapercluster 1, 2, 1" in ptx) == mc and (".multicast::cluster" in ptx) == mc
+    assert ("mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx) == mc
+    assert "__local_depot" not in ptx
+    r = ptxas(ptx, "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+
+
+def test_a_named_sm90_target_is_refused_naming_sm90a():
+    k = H.make_hopper_gemm("float16")
+    a, b, _ = _inputs(128, 128, 128)
+    with pytest.raises(tiledsl.CompilationError, match="sm_90a"):
+        k.compile(a, b, _host_out(128, 128, "float16"), target="sm_90")
+
+
+@pytest.mark.parametrize("ab,out", [("float16", "float16"), ("bfloat16", "float32")])
+def test_one_tile_on_the_interpreter_matches_numpy(ab, out):
+    """One 128 x 128 block tile, K = 128: two K tiles through the ring (within STAGES, see the module's note)."""
+    M = N = K = 128
+    a, b, ref = _inputs(M, N, K, ab, seed=1)
+    c = _host_out(M, N, out)
+    tiledsl.jit(H.make_hopper_gemm(ab, out).fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(_as_float(c, out), ref)
+
+
+def test_two_blocks_of_one_consumer_on_the_interpreter():
+    """One consumer warpgroup (BM = 64), BN = 64: a grid of 2 x 2 blocks, each over three K tiles."""
+    M, N, K = 128, 128, 192
+    a, b, ref = _inputs(M, N, K, seed=2)
+    c = _host_out(M, N, "float32")
+    k = H.make_hopper_gemm("float16", "float32", stages=3, consumers=1, bn=64)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+
+
+def test_the_ring_turns_on_the_fibered_interpreter():
+    """Eight K tiles through four stages: the producer waits for released stages, which the interpreter can run
+    only with its producer and consumers as fibers (interpreter/fibers.py; without them the wait faults)."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 128, 128, 512
+    a, b, ref = _inputs(M, N, K, seed=3)
+    c = _host_out(M, N, "float32")
+    tiledsl.jit(H.make_hopper_gemm("float16", "float32").fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+
+
+@pytest.mark.parametrize("tma_store", [False, True], ids=["plain-stores", "tma-store"])
+def test_ragged_shapes_on_the_interpreter(tma_store):
+    """M, N and the last K tile ragged: the TMA unit's zero fill, and the epilogue's bounds (or the TMA store's
+    clipping), keep C exact."""
+    M, N, K = 200, 136, 136
+    a, b, ref = _inputs(M, N, K, seed=4)
+    c = np.full((M, N), -1.0, np.float32)
+    tiledsl.jit(H.make_hopper_gemm("float16", "float32", tma_store=tma_store).fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+
+
+@pytest.mark.parametrize("M,N,K,tma_store", [(256, 128, 128, False), (330, 136, 136, True)])
+def test_multicast_clusters_on_the_interpreter(M, N, K, tma_store):
+    """2-CTA clusters along M, each block loading half of the cluster's B tile and multicasting it to both; 330
+    rows make three block rows, rounded up to two clusters (the fourth block's loads are all zero fill)."""
+    a, b, ref = _inputs(M, N, K, seed=5)
+    c = np.full((M, N), -1.0, np.float32)
+    k = H.make_hopper_gemm("float16", "float32", multicast=True, tma_store=tma_store)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+
+
+def test_multicast_ring_turns_on_the_fibered_interpreter():
+    """Six K tiles through four stages in 2-CTA clusters: a producer refills a stage only after the consumers of
+    both blocks released it (remote arrives); a missing release would be the wait's KernelFault."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 256, 128, 384
+    a, b, ref = _inputs(M, N, K, seed=6)
+    c = _host_out(M, N, "float32")
+    tiledsl.jit(H.make_hopper_gemm("float16", "float32", multicast=True).fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+
+
+def test_hopper_matmul_refuses_k_that_is_not_a_multiple_of_8():
+    torch = pytest.importorskip("torch")
+    a = torch.zeros(100, 100, dtype=torch.float16)
+    b = torch.zeros(128, 100, dtype=torch.float16)
+    with pytest.raises(tiledsl.LaunchError, match="K=100"):
+        H.hopper_matmul(a, b)
+    with pytest.raises(tiledsl.LaunchError, match=r"\(M, K\) and \(N, K\)"):
+        H.hopper_matmul(a, torch.zeros(128, 64, dtype=torch.float16))
+
+
+def test_main_compiles_without_a_gpu(capsys):
+    H.main(["--size", "256"])
+    assert "compiled for sm_90a" in capsys.readouterr().out
