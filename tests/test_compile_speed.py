@@ -374,3 +374,43 @@ def test_import_tiledsl_stays_light():
                                                                           "tiledsl.lower", "tiledsl.passes",
                                                                           "tiledsl.frontend", "tiledsl.isa"))]
     assert heavy == [], heavy
+
+
+def test_fast_instructions_print_as_llvmlite_does():
+    """lower/llvm/fast.py's load, store and extractvalue give the module text llvmlite's builder gives (names,
+    types, address spaces, aggregates), and fall back to llvmlite's printer for what codegen never sets
+    (alignment, metadata)."""
+    from llvmlite import ir as ll
+
+    from tiledsl.lower.llvm import fast
+
+    def build(use_fast):
+        m = ll.Module("m")
+        i16, i32, f32 = ll.IntType(16), ll.IntType(32), ll.FloatType()
+        fn = ll.Function(m, ll.FunctionType(ll.VoidType(), [ll.PointerType(addrspace=1)]), "k")
+        b = ll.IRBuilder(fn.append_basic_block("entry"))
+        slot = b.alloca(i32, name="x")
+        arr = b.alloca(ll.ArrayType(f32, 4), name="r")
+        arr.type = ll.PointerType()                  # as codegen's base_ptr does: indexed by element
+        p = b.gep(arr, [ll.Constant(ll.IntType(64), 2)], source_etype=f32)
+        st = ll.LiteralStructType([i32, f32, i16])
+        call = b.asm(ll.FunctionType(st, [i32]), "mov.b32 $0, $3;", "=r,=f,=h,r", [ll.Constant(i32, 7)], True)
+        ld = fast.load if use_fast else (lambda b, ptr, typ: b.load(ptr, typ=typ))
+        stv = fast.store if use_fast else (lambda b, v, ptr: b.store(v, ptr))
+        ex = fast.extract if use_fast else (lambda b, agg, i: b.extract_value(agg, i))
+        v = ld(b, slot, i32)
+        stv(b, b.add(v, ll.Constant(i32, 1)), slot)
+        for i in range(3):
+            e = ex(b, call, i)
+            stv(b, e, p if i == 1 else (slot if i == 0 else b.alloca(i16)))
+        g = ld(b, fn.args[0], f32)
+        stv(b, g, p)
+        a = ld(b, slot, i32)
+        a.align = 4                                  # llvmlite's printer from here on
+        s = stv(b, a, slot)
+        s.align = 4
+        b.ret_void()
+        return str(m)
+
+    assert build(True) == build(False)
+    assert "extractvalue {i32, float, i16}" in build(True) and "align 4" in build(True)

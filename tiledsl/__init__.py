@@ -28,3 +28,7 @@ def __getattr__(name):
         import importlib        # (not `from . import testing`: its hasattr check would come back here)
         return importlib.import_module(".testing", __name__)
     raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
