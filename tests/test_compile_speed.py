@@ -323,7 +323,7 @@ def test_source_reader_matches_inspect_on_a_library():
             pass
     n = 0
     for f in gc.get_objects():
-        if not isinstance(f, types.FunctionType) or not (f.__module__ or "").startswith(
+        if type(f) is not types.FunctionType or not (f.__module__ or "").startswith(
                 ("tiledsl", "json", "inspect", "ast", "textwrap", "dataclasses", "typing", "enum", "re")):
             continue
         try:
