@@ -74,12 +74,16 @@ if mode != "compile":
     got = out.cpu().numpy() if mode == "torch" else cupy.asnumpy(out)
     assert (got == 2 * a_host + 1).all(), got
 print(json.dumps({{"import": t1 - t0, "define": t2 - t1, "first": t3 - t2, "total": t3 - t0,
+                  "llvmlite_binding": "llvmlite.binding" in sys.modules,
                   "from_disk": bool(getattr(next(iter(affine_fma._compiled.values()), None), "from_disk", False))}}))
 '''
 
 
 def child_env(cache_dir=None):
     env = dict(os.environ)
+    # An installed package imports from its bytecode cache; with PYTHONDONTWRITEBYTECODE set (as on some dev
+    # machines) no .pyc is ever written and every fresh process compiles tiledsl's sources (~30 ms more)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("TILEDSL_DISABLE_DISK_CACHE", None)
     env.pop("TILEDSL_INTERPRET", None)
@@ -233,6 +237,7 @@ def bench_fresh(runs, mode, target, tmp):
         cold.append(run_json([script, mode, target], child_env(d)))
         warm.append(run_json([script, mode, target], child_env(d)))
         assert not cold[-1]["from_disk"] and warm[-1]["from_disk"], (cold[-1], warm[-1])
+        assert not warm[-1]["llvmlite_binding"], "a disk-cache hit loaded LLVM"
     return cold, warm
 
 
@@ -309,6 +314,8 @@ def main(argv=None):
                      f"median of {opts.runs}; numpy{', ' + gpu_mode if gpu_mode != 'compile' else ''} and "
                      f"the arrays are set up before the clock starts"))
         rows.append((f"  of which the {first}", [r["first"] for r in runs], ""))
+        rows.append(("  of which `import tiledsl`", [r["import"] for r in runs],
+                     "llvmlite and the compiler load only on a miss" if label == "warm" else ""))
 
     print(f"Compile cost, target {target} ({environment(gpu_mode)})\n")
     print("| what | median ms | min ms | notes |")

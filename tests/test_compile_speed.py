@@ -178,3 +178,240 @@ def test_proof_memo_still_refuses_and_still_accepts():
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x2") == 2
     with pytest.raises(tiledsl.CompilationError, match="aligned to 16 bytes"):
         k_two_ldmatrix.compile(a, out, True, target="sm_90")
+
+
+# ------------------------------------------------------------------ a fresh process with a warm disk cache
+_TRICKY = '''
+import functools
+def deco(*a, **k):
+    return (lambda f: f) if not (len(a) == 1 and callable(a[0])) else a[0]
+
+@deco
+def plain(a, b):
+    x = a + b
+    return x
+# a comment at column 0 after it
+
+@deco(
+    1,
+    2)
+def multi_line_decorator(a):
+    return a
+    # a trailing comment at body depth: inspect keeps it
+
+  # shallower: dropped
+def black_style(
+    a,
+    b,
+):
+    return a
+
+
+def column0_string():
+    s = """
+text at column 0
+"""
+    return s
+
+
+def backslash():
+    x = 1 + \\
+2
+    return x
+
+
+def brackets():
+    y = [
+1, 2]
+    return y
+
+
+def one_liner(a): return a
+    # deeper than the def but the body shares the header line
+
+
+def outer():
+    def inner(a):
+        return a  # same line comment
+      # between the def and the body depth
+        # body depth
+    return inner
+
+
+def body_on_last_header_line(a,
+                             b): return a
+                             # deep comment
+
+
+def comment_then_deeper():
+    x = 1
+  # shallow
+        # deeper: both kept
+def tabs():
+\tif True:
+\t\treturn 1
+\treturn 2
+
+
+class K:
+    @staticmethod
+    def method(a):
+        return a
+
+    @property
+    def prop(self):
+        return 1
+
+
+@functools.wraps(plain)
+def wrapped(a, b):
+    return b
+
+
+async def coro(a):
+    return a
+
+lam = lambda a: a
+'''
+
+
+def test_source_reader_matches_inspect(tmp_path):
+    """`Source` reads a def's lines without tokenizing (frontend.source._fast_source); wherever it answers it
+    answers exactly what inspect.getsourcelines does (decorators, black-style signatures, lines at column 0
+    inside strings, brackets and continuations, trailing comments at every depth, nested defs, tabs), and it
+    leaves lambdas and wrapped functions to inspect."""
+    import importlib.util
+    import inspect
+
+    from tiledsl.frontend.source import Source, _fast_source
+    path = tmp_path / "tricky_sources.py"
+    path.write_text(_TRICKY)
+    spec = importlib.util.spec_from_file_location("tricky_sources", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fns = [mod.plain, mod.multi_line_decorator, mod.black_style, mod.column0_string, mod.backslash, mod.brackets,
+           mod.one_liner, mod.outer, mod.outer(), mod.body_on_last_header_line, mod.comment_then_deeper, mod.tabs,
+           mod.K.method, mod.K.prop.fget, mod.wrapped, mod.coro, mod.lam]
+    answered = set()
+    for f in fns:
+        lines, start = inspect.getsourcelines(f)
+        fast = _fast_source(f)
+        if fast is not None:
+            answered.add(f.__name__)
+            assert (fast[0], fast[1], fast[2]) == (inspect.getsourcefile(f), lines, start), f.__name__
+        if f is not mod.lam:
+            src = Source(f)
+            assert (src.lines, src.start) == (lines, start), f.__name__
+    assert {"plain", "multi_line_decorator", "black_style", "one_liner", "outer", "inner", "tabs",
+            "method", "prop", "comment_then_deeper", "body_on_last_header_line", "coro"} <= answered
+    assert not answered & {"<lambda>", "wrapped"}
+
+
+def test_source_reader_matches_inspect_on_a_library():
+    """The same equality over every function of tiledsl and a few stdlib modules that have source."""
+    import gc
+    import inspect
+    import json.decoder  # noqa: F401
+    import pkgutil
+    import types
+
+    from tiledsl.frontend.source import _fast_source
+    for m in pkgutil.walk_packages(tiledsl.__path__, "tiledsl."):
+        try:
+            __import__(m.name)
+        except Exception:
+            pass
+    n = 0
+    for f in gc.get_objects():
+        if type(f) is not types.FunctionType or not (f.__module__ or "").startswith(
+                ("tiledsl", "json", "inspect", "ast", "textwrap", "dataclasses", "typing", "enum", "re")):
+            continue
+        try:
+            lines, start = inspect.getsourcelines(f)
+            file = inspect.getsourcefile(f)
+        except (OSError, TypeError):
+            continue
+        fast = _fast_source(f)
+        if fast is not None:
+            n += 1
+            assert (fast[0], fast[1], fast[2]) == (file, lines, start), (f, f.__code__.co_filename)
+    assert n > 1000
+
+
+def test_compiler_hash_memo(tmp_path):
+    """The compiler hash in disk-cache keys is the sources' content hash, memoized by their stat signature: a memo
+    hit gives the same value, and an edited source (new size or mtime) is hashed again to a new value."""
+    from tiledsl.runtime.compiler_hash import MEMO_NAME, compiler_hash, content_hash
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "b.py").write_text("y = 2\n")
+    memo = tmp_path / "cache"
+    h0 = content_hash("v1", str(pkg))
+    assert compiler_hash("v1", str(memo), str(pkg)) == h0
+    assert (memo / MEMO_NAME).exists()
+    assert compiler_hash("v1", str(memo), str(pkg)) == h0            # from the memo
+    assert compiler_hash("v2", str(memo), str(pkg)) != h0            # llvmlite's version is part of it
+    (pkg / "sub" / "b.py").write_text("y = 3\n")                     # same size: the mtime tells
+    st = os.stat(pkg / "sub" / "b.py")
+    os.utime(pkg / "sub" / "b.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    h1 = compiler_hash("v1", str(memo), str(pkg))
+    assert h1 == content_hash("v1", str(pkg)) != h0
+    (memo / MEMO_NAME).write_text("{not json")                       # a damaged memo is ignored and rewritten
+    assert compiler_hash("v1", str(memo), str(pkg)) == h1
+    assert compiler_hash("v1", None, str(pkg)) == h1
+
+
+def test_import_tiledsl_stays_light():
+    """`import tiledsl` (what a process served from the disk cache needs) loads neither llvmlite's binding, nor
+    the compiler stages, nor the IR and layout modules."""
+    import subprocess
+    code = ("import sys, tiledsl; from tiledsl import T; "
+            "print(sorted(m for m in sys.modules if m.startswith(('llvmlite', 'tiledsl.'))))")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    mods = eval(out.stdout)  # noqa: S307 - our own child's list of names
+    heavy = [m for m in mods if m.startswith("llvmlite") or m.startswith(("tiledsl.ir", "tiledsl.layout",
+                                                                          "tiledsl.lower", "tiledsl.passes",
+                                                                          "tiledsl.frontend", "tiledsl.isa"))]
+    assert heavy == [], heavy
+
+
+def test_fast_instructions_print_as_llvmlite_does():
+    """lower/llvm/fast.py's load, store and extractvalue give the module text llvmlite's builder gives (names,
+    types, address spaces, aggregates), and fall back to llvmlite's printer for what codegen never sets
+    (alignment, metadata)."""
+    from llvmlite import ir as ll
+
+    from tiledsl.lower.llvm import fast
+
+    def build(use_fast):
+        m = ll.Module("m")
+        i16, i32, f32 = ll.IntType(16), ll.IntType(32), ll.FloatType()
+        fn = ll.Function(m, ll.FunctionType(ll.VoidType(), [ll.PointerType(addrspace=1)]), "k")
+        b = ll.IRBuilder(fn.append_basic_block("entry"))
+        slot = b.alloca(i32, name="x")
+        arr = b.alloca(ll.ArrayType(f32, 4), name="r")
+        arr.type = ll.PointerType()                  # as codegen's base_ptr does: indexed by element
+        p = b.gep(arr, [ll.Constant(ll.IntType(64), 2)], source_etype=f32)
+        st = ll.LiteralStructType([i32, f32, i16])
+        call = b.asm(ll.FunctionType(st, [i32]), "mov.b32 $0, $3;", "=r,=f,=h,r", [ll.Constant(i32, 7)], True)
+        ld = fast.load if use_fast else (lambda b, ptr, typ: b.load(ptr, typ=typ))
+        stv = fast.store if use_fast else (lambda b, v, ptr: b.store(v, ptr))
+        ex = fast.extract if use_fast else (lambda b, agg, i: b.extract_value(agg, i))
+        v = ld(b, slot, i32)
+        stv(b, b.add(v, ll.Constant(i32, 1)), slot)
+        for i in range(3):
+            e = ex(b, call, i)
+            stv(b, e, p if i == 1 else (slot if i == 0 else b.alloca(i16)))
+        g = ld(b, fn.args[0], f32)
+        stv(b, g, p)
+        a = ld(b, slot, i32)
+        a.align = 4                                  # llvmlite's printer from here on
+        s = stv(b, a, slot)
+        s.align = 4
+        b.ret_void()
+        return str(m)
+
+    assert build(True) == build(False)
+    assert "extractvalue {i32, float, i16}" in build(True) and "align 4" in build(True)

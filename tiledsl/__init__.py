@@ -5,7 +5,6 @@ from .core.errors import CompilationError, KernelFault, LaunchError, TiledslErro
 from .lang.language import T  # noqa: E402
 from .runtime.jit import JITFunction, jit  # noqa: E402
 from .lang.inline import inline  # noqa: E402
-from . import layout  # noqa: E402
 
 __all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError", "CompilationError",
            "LaunchError", "KernelFault", "__version__", "Config", "autotune", "testing"]
@@ -22,7 +21,14 @@ def __getattr__(name):
     if name == "autotune":
         from .tune.autotune import autotune
         return autotune
+    if name == "layout":        # (imports the IR modules: a process served from the disk cache never needs it)
+        import importlib
+        return importlib.import_module(".layout", __name__)
     if name == "testing":
         import importlib        # (not `from . import testing`: its hasattr check would come back here)
         return importlib.import_module(".testing", __name__)
     raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

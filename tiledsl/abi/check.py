@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from ..core import dtypes as dt
 from ..core.errors import CompilationError, LaunchError
 from ..core.target import Target
-from ..ir.eval import evaluate
 from .arrays import ArrayInfo, array_info
 from .signature import KernelSignature, Param
 
@@ -71,7 +70,11 @@ def grid_of(spec_grid, env) -> tuple:
     """The kernel's own grid (ints and host-expression trees) for the values in `env`."""
     out = []
     for g in spec_grid:
-        v = evaluate(g, env) if not isinstance(g, int) else g
+        if not isinstance(g, int):
+            from ..ir.eval import evaluate        # (the IR modules load only where a grid is an expression)
+            v = evaluate(g, env)
+        else:
+            v = g
         if v is None:
             raise LaunchError(f"grid dimension {len(out)} is undefined for these arguments (it divides by zero or "
                               f"shifts by a negative amount)")

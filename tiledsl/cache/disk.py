@@ -9,8 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 import warnings
 
@@ -74,7 +72,7 @@ def load(key: str) -> dict | None:
     if not os.path.exists(meta_path):
         if os.path.isdir(d):                     # entries appear whole (renamed into place): this one is damaged
             warnings.warn(f"tiledsl: discarding damaged cache entry {d} (no meta.json); recompiling", stacklevel=3)
-            shutil.rmtree(d, ignore_errors=True)
+            _remove(d)
         return None
     try:
         with open(meta_path) as f:
@@ -104,6 +102,8 @@ def load(key: str) -> dict | None:
 def store(key: str, meta: dict, files: dict) -> None:
     if not usable():
         return
+    import shutil                                 # (shutil and tempfile: only where entries are written or removed;
+    import tempfile                               # a process served from the cache never imports them)
     d = _dir(key)
     try:
         os.makedirs(os.path.dirname(d), exist_ok=True)
@@ -133,6 +133,7 @@ def _remove(path: str) -> bool:
         if os.path.islink(path) or not os.path.isdir(path):
             os.unlink(path)
         else:
+            import shutil
             shutil.rmtree(path)
         return True
     except OSError:

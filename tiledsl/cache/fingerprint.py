@@ -2,11 +2,18 @@
 from __future__ import annotations
 
 import math
+import sys
 import types
 
 from ..core import dtypes as dt
 from ..lang import language as L
-from ..layout import Axis, Shape, TileLayout
+
+
+def _layout_types() -> tuple:
+    """(Axis, Shape, TileLayout), or () while tiledsl.layout is not imported: then no value can be one, and a
+    process served from the disk cache need not import it (nor the IR it builds on)."""
+    m = sys.modules.get("tiledsl.layout")
+    return (m.Axis, m.Shape, m.TileLayout) if m is not None else ()
 
 
 def fingerprint_value(v: object, depth: int = 0) -> str | None:
@@ -26,7 +33,8 @@ def fingerprint_value(v: object, depth: int = 0) -> str | None:
     if isinstance(v, tuple):
         parts = [fingerprint_value(x, depth + 1) for x in v]
         return None if None in parts else "(" + ",".join(parts) + ")"
-    if isinstance(v, (dt.DType, TileLayout, Axis, Shape, L.Opcode, L.TensorType)):
+    lt = _layout_types()
+    if isinstance(v, (dt.DType, L.Opcode, L.TensorType) + lt):
         return f"{type(v).__name__}:{v!r}"
     hook = getattr(type(v), "__tiledsl_fingerprint__", None)
     if hook is not None:                      # an @tiledsl.inline helper: its source and what it reads
@@ -37,7 +45,7 @@ def fingerprint_value(v: object, depth: int = 0) -> str | None:
         return f"tiledsl:{type(v).__name__}"
     if isinstance(v, types.ModuleType) and (v.__name__.startswith("tiledsl") or v.__name__ == "math"):
         return f"module:{v.__name__}"
-    if v is TileLayout:
+    if lt and v is lt[2]:
         return "class:TileLayout"
     if isinstance(v, (types.BuiltinFunctionType,)) and getattr(v, "__module__", None) == "builtins":
         return f"builtin:{v.__name__}"

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 import threading
 
 from ..core.errors import CompilationError
@@ -18,9 +16,9 @@ from ..core.target import Target
 def __getattr__(name):
     # `subprocess` is imported where ptxas runs (a process served from the disk cache never needs it); the module
     # attribute stays reachable for whoever patches it
-    if name == "subprocess":
-        import subprocess
-        return subprocess
+    if name in ("subprocess", "shutil", "tempfile"):
+        import importlib
+        return importlib.import_module(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -73,8 +71,24 @@ def llvm_to_ptx(llvm_ir: str, target: Target, opt: bool = True) -> tuple[str, st
         return str(mod), ptx
 
 
+def _which(name: str) -> str | None:
+    """`shutil.which(name)` for a bare name on PATH (shutil and the compression modules it loads cost a fresh
+    process ~4 ms, and `compile()` asks this before its disk-cache lookup)."""
+    if os.name != "posix":
+        import shutil
+        return shutil.which(name)
+    path = os.environ.get("PATH")
+    if path is None:
+        path = os.confstr("CS_PATH") or os.defpath
+    for d in path.split(os.pathsep) if path else ():
+        p = os.path.join(d, name)
+        if os.path.exists(p) and os.access(p, os.F_OK | os.X_OK) and not os.path.isdir(p):
+            return p
+    return None
+
+
 def ptxas_path() -> str | None:
-    p = shutil.which("ptxas")
+    p = _which("ptxas")
     if p:
         return p
     for cand in ("/usr/local/cuda/bin/ptxas", "/usr/local/bin/ptxas"):
@@ -135,6 +149,7 @@ def ptx_to_cubin(ptx: str, target: Target, name: str = "kernel") -> tuple[bytes 
     exe = ptxas_path()
     if exe is None:
         return None, {}, "driver"
+    import tempfile
     with tempfile.TemporaryDirectory(prefix="tiledsl-") as d:
         src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         with open(src, "w") as f:
@@ -166,6 +181,8 @@ def parse_ptxas_info(text: str) -> dict:
 
 
 def sass(cubin: bytes) -> str | None:
+    import shutil
+    import tempfile
     exe = shutil.which("cuobjdump") or shutil.which("nvdisasm")
     if exe is None or cubin is None:
         return None

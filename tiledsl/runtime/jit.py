@@ -65,18 +65,13 @@ _COMPILER_HASH = []
 
 
 def _llvm_version() -> str:
-    """llvmlite's version and a hash of tiledsl's own sources: a changed compiler never reuses a disk entry."""
+    """llvmlite's version and a hash of tiledsl's own sources: a changed compiler never reuses a disk entry (the
+    content hash is memoized in the cache folder by the files' stat signature: `compiler_hash`)."""
     if not _COMPILER_HASH:
-        import os
         import llvmlite
-        h = hashlib.sha256(llvmlite.__version__.encode())
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the whole package
-        for d, _, files in sorted(os.walk(root)):
-            for f in sorted(files):
-                if f.endswith(".py"):
-                    with open(os.path.join(d, f), "rb") as fh:
-                        h.update(f.encode() + fh.read())
-        _COMPILER_HASH.append(h.hexdigest()[:16])
+        from .compiler_hash import compiler_hash
+        memo = config.cache_dir() if cache.usable() else None
+        _COMPILER_HASH.append(compiler_hash(llvmlite.__version__, memo))
     return _COMPILER_HASH[0]
 
 

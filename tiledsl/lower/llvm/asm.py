@@ -10,6 +10,7 @@ from llvmlite import ir as ll
 
 from ...core import dtypes as dt
 from ...ir import nodes as ir
+from . import fast
 
 I1, I8, I16, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(16), ll.IntType(32), ll.IntType(64)
 F32, F64 = ll.FloatType(), ll.DoubleType()
@@ -54,7 +55,7 @@ def reg_ptr(cg, r: ir.Reg):
 
 def load_reg(cg, r: ir.Reg):
     from .types import memtype
-    return cg.b.load(reg_ptr(cg, r), typ=memtype(r.dtype))
+    return fast.load(cg.b, reg_ptr(cg, r), memtype(r.dtype))
 
 
 def emit_native(cg, n: ir.Native):
@@ -170,5 +171,5 @@ def emit_native(cg, n: ir.Native):
     if n.effect in ("warp", "sync", "warp-mem"):
         call.attributes.add("convergent")
     for i, (ty, c, r) in enumerate(outs):
-        v = call if len(outs) == 1 else b.extract_value(call, i)
-        b.store(_from_container(cg, v, r.dtype), reg_ptr(cg, r))
+        v = call if len(outs) == 1 else fast.extract(b, call, i)
+        fast.store(b, _from_container(cg, v, r.dtype), reg_ptr(cg, r))

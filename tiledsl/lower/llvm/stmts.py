@@ -13,6 +13,7 @@ from ...ir import nodes as ir
 from ...core.errors import CompilationError
 from ...core.target import Target
 from ...ir.printer import native_str
+from . import fast
 from .asm import emit_native
 from .cse import ValueTable
 from .types import DATALAYOUT, GLOBAL, I1, I8, I16, I32, I64, SHARED, lltype, memtype, memtype_bytes
@@ -152,10 +153,10 @@ class Codegen:
 
     def load_var(self, v):
         slot = self.var_slot(v)
-        return self.b.load(slot, typ=slot.allocated_type)
+        return fast.load(self.b, slot, slot.allocated_type)
 
     def store_var(self, v, value, builder=None):
-        (builder or self.b).store(value, self.var_slot(v, value.type))
+        fast.store(builder or self.b, value, self.var_slot(v, value.type))
         self.values.assigned(v)
 
     # ------------------------------------------------------------ statements

@@ -1,0 +1,86 @@
+"""The three instructions a kernel is mostly made of (a GEMM: ~5500 loads of register slots, ~3000 stores, ~2700
+extractvalues of asm results, of ~14000), built and printed with less of llvmlite's generic machinery.
+
+Each class is llvmlite's own instruction with a `_to_string` that writes exactly the text llvmlite would (same
+words, spacing and operand references; an alignment or metadata, which codegen never sets on them, falls back to
+llvmlite's printer), and each helper does what `IRBuilder.load/store/extract_value` do minus the checks that
+codegen's types already guarantee. `tests/test_compile_speed.py` compares the printed text with llvmlite's.
+"""
+from __future__ import annotations
+
+from llvmlite.ir import instructions as _I
+from llvmlite.ir import types as _T
+
+_VOID = _T.VoidType()
+
+
+def _init(ins, parent, typ, opname, operands):
+    """What `Instruction.__init__` sets, without its assertions; the name is registered in the function's scope
+    exactly as llvmlite does (every instruction, even a store, takes the next `.N`), so later names stay equal."""
+    ins.parent = parent
+    ins.type = typ
+    ins._name = parent.scope.register("", deduplicate=True)
+    ins.opname = opname
+    ins.operands = operands
+    ins.flags = []
+    ins.metadata = {}
+
+
+class Load(_I.LoadInstr):
+    def __init__(self, parent, ptr, typ):
+        _init(self, parent, typ, "load", [ptr])
+        self.align = None
+
+    def _to_string(self):
+        if self.align is not None or self.metadata:
+            return super()._to_string()
+        p = self.operands[0]
+        return f"{self.get_reference()} = load {self.type}, {p.type} {p.get_reference()}"
+
+
+class Store(_I.StoreInstr):
+    def __init__(self, parent, val, ptr):
+        # (StoreInstr makes a new VoidType per store; one shared instance prints the same)
+        _init(self, parent, _VOID, "store", [val, ptr])
+        self.align = None
+
+    def _to_string(self):
+        if self.align is not None or self.metadata:
+            return super()._to_string()
+        v, p = self.operands
+        return f"store {v.type} {v.get_reference()}, {p.type} {p.get_reference()}"
+
+
+class Extract(_I.ExtractValue):
+    def __init__(self, parent, agg, index: int):
+        _init(self, parent, agg.type.elements[index], "extractvalue", [agg])
+        self.aggregate = agg
+        self.indices = [index]
+
+    def _to_string(self):
+        if self.metadata:
+            return super()._to_string()
+        a = self.aggregate
+        return f"{self.get_reference()} = extractvalue {a.type} {a.get_reference()}, " + \
+            ", ".join([str(i) for i in self.indices])
+
+
+def load(b, ptr, typ):
+    """`b.load(ptr, typ=typ)` for a pointer operand."""
+    ld = Load(b._block, ptr, typ)
+    b._insert(ld)
+    return ld
+
+
+def store(b, value, ptr):
+    """`b.store(value, ptr)` for an opaque pointer operand."""
+    st = Store(b._block, value, ptr)
+    b._insert(st)
+    return st
+
+
+def extract(b, agg, index: int):
+    """`b.extract_value(agg, index)`."""
+    ev = Extract(b._block, agg, index)
+    b._insert(ev)
+    return ev
