@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import tiledsl
-from test_wgmma import MATRIX, case_id
-from wgmma_cases import inputs, make_kernel
+from test_wgmma import MATRIX, TYPED, case_id, typed_id, typed_seed
+from wgmma_cases import inputs, make_kernel, make_typed_kernel, result_of, typed_inputs
 
 pytestmark = pytest.mark.gpu
 
@@ -59,8 +59,6 @@ def test_sass_shows_hgmma_and_no_spills():
 
 # ------------------------------------------------------------------ fp8 (k32) and f16 accumulators
 
-from test_wgmma import TYPED, typed_id, typed_seed  # noqa: E402
-from wgmma_cases import make_typed_kernel, result_of, typed_inputs  # noqa: E402
 
 
 def _torch_values(torch, bits, kind):

@@ -10,7 +10,8 @@ from tiledsl import T
 from tiledsl.isa.wgmma import descriptor as DS
 from tiledsl.lower import ptx as backend
 from tiledsl.layout import S, TileLayout, laneid, warpid
-from wgmma_cases import d_layout, inputs, make_kernel, shared_layout
+from wgmma_cases import d_layout, decode_fp8, inputs, make_kernel, make_typed_kernel, opcode_of, result_of, \
+    shared_layout, typed_inputs
 
 NS = (8, 64, 128, 256)
 MATRIX = [(n, ab, a_regs, sw, ta, tb) for n in NS for ab in ("f16", "bf16") for a_regs in (False, True)
@@ -201,7 +202,6 @@ def test_scope_cta_two_warpgroups_each_with_its_tiles():
 
 # ------------------------------------------------------------------ fp8 (k32) and f16 accumulators
 
-from wgmma_cases import decode_fp8, make_typed_kernel, opcode_of, result_of, typed_inputs  # noqa: E402
 
 # (N, A type, B type, accumulator, A in registers, swizzle); fp8 is K-major only (no trans)
 FP8_MATRIX = [(n, "e4m3", "e4m3", "f32", a_regs, sw) for n in NS for a_regs in (False, True) for sw in (0, 32, 64, 128)]
