@@ -10,7 +10,8 @@ from tiledsl import T
 from tiledsl.isa.wgmma import descriptor as DS
 from tiledsl.lower import ptx as backend
 from tiledsl.layout import S, TileLayout, laneid, warpid
-from wgmma_cases import d_layout, inputs, make_kernel, shared_layout
+from wgmma_cases import d_layout, decode_fp8, inputs, make_kernel, make_typed_kernel, opcode_of, result_of, \
+    shared_layout, typed_inputs
 
 NS = (8, 64, 128, 256)
 MATRIX = [(n, ab, a_regs, sw, ta, tb) for n in NS for ab in ("f16", "bf16") for a_regs in (False, True)
@@ -197,3 +198,79 @@ def test_scope_cta_two_warpgroups_each_with_its_tiles():
     np.testing.assert_array_equal(out, ref.astype(np.float32))
     ptx = two_warpgroups.compile(a.view(np.uint16), b.view(np.uint16), out).asm["ptx"]
     assert ptx.count(MMA8) == 1 and ".target sm_90a" in ptx
+
+
+# ------------------------------------------------------------------ fp8 (k32) and f16 accumulators
+
+
+# (N, A type, B type, accumulator, A in registers, swizzle); fp8 is K-major only (no trans)
+FP8_MATRIX = [(n, "e4m3", "e4m3", "f32", a_regs, sw) for n in NS for a_regs in (False, True) for sw in (0, 32, 64, 128)]
+TYPED_EXTRA = [(64, "e5m2", "e5m2", "f32", False, 128), (8, "e5m2", "e5m2", "f32", True, 0),
+               (128, "e4m3", "e5m2", "f32", False, 64), (256, "e5m2", "e4m3", "f32", True, 32),
+               (64, "f16", "f16", "f16", False, 128), (256, "f16", "f16", "f16", True, 0),
+               (8, "f16", "f16", "f16", False, 32), (8, "e4m3", "e4m3", "f16", True, 32),
+               (128, "e5m2", "e5m2", "f16", False, 64)]
+TYPED = FP8_MATRIX + TYPED_EXTRA
+
+
+def typed_id(c):
+    n, at, bt, acc, a_regs, sw = c
+    return f"n{n}-{at}x{bt}-{acc}-{'rs' if a_regs else 'ss'}-sw{sw}"
+
+
+def typed_seed(c):
+    return c[0] + c[5] + 7 * c[4] + len(c[1] + c[2]) + (1000 if c[3] == "f16" else 0)
+
+
+@pytest.mark.parametrize("case", TYPED, ids=[typed_id(c) for c in TYPED])
+def test_fp8_and_f16_acc_compile_and_match_numpy_on_the_interpreter(case):
+    n, at, bt, acc, a_regs, sw = case
+    k, _, _, (so, eo) = make_typed_kernel(n, at, bt, acc, a_regs, sw)
+    a, b, ref = typed_inputs(n, at, bt, acc, seed=typed_seed(case))
+    out = np.zeros(so, eo)
+    ck = k.compile(a, b, out)
+    ptx = ck.asm["ptx"]
+    assert ".target sm_90a" in ptx
+    assert ptx.count(opcode_of(n, at, bt, acc) + " ") == 2          # two K steps, nothing else emitted
+    if backend.ptxas_path() is not None:
+        assert ck.metadata["assembler"] in ("ptxas", "nvJitLink") and ck.cubin
+        assert ck.metadata.get("spill_stores", 0) == 0
+    tiledsl.jit(k.fn, interpret=True)(a, b, out)
+    np.testing.assert_array_equal(result_of(out, acc), ref)
+
+
+@pytest.mark.parametrize("kind", ["e4m3", "e5m2"])
+def test_fp8_decoders_agree_with_torch_on_every_byte(kind):
+    """The tests' decoder and the interpreter's (each its own reading of the format) against torch's float8 types
+    on all 256 codes, NaN and infinity included."""
+    torch = pytest.importorskip("torch")
+    from tiledsl.isa.wgmma.semantics import _fp8
+    codes = np.arange(256, dtype=np.uint8)
+    want = torch.from_numpy(codes).view(torch.float8_e4m3fn if kind == "e4m3" else torch.float8_e5m2)
+    want = want.double().numpy()
+    np.testing.assert_array_equal(decode_fp8(codes, kind), want)
+    np.testing.assert_array_equal(_fp8(codes, kind), want)
+    assert np.isnan(want).sum() == (2 if kind == "e4m3" else 6) and np.isinf(want).sum() == (0 if kind == "e4m3" else 2)
+
+
+def test_fp8_nan_and_inf_reach_the_accumulator_on_the_interpreter():
+    """e4m3 S.1111.111 is NaN (e4m3 has no infinity); e5m2 0.11111.00 is +inf: the interpreter decodes the bits."""
+    for kind, code, check in (("e4m3", 0x7F, np.isnan), ("e5m2", 0x7C, np.isposinf)):
+        k, _, _, (so, eo) = make_typed_kernel(8, kind, kind, "f32", False, 128, kr=1)
+        a, b, _ = typed_inputs(8, kind, kind, "f32", kr=1)
+        a[:] = 0x38 if kind == "e4m3" else 0x3C                      # 1.0
+        b[:] = 0
+        b[3, 5] = code
+        out = np.zeros(so, eo)
+        tiledsl.jit(k.fn, interpret=True)(a, b, out)
+        assert check(out[:, 3]).all() and (out[:, [0, 1, 2, 4, 5, 6, 7]] == 0).all()
+
+
+def test_fp8_descriptor_bits_for_one_byte_elements():
+    """1-byte elements: 16 K values per 16-byte core-matrix row; unswizzled K-major has the two K halves LBO = 8
+    rows x 16 bytes apart; 128B swizzle: rows of 128 bytes, SBO = 8 rows."""
+    for sw, mode, lbo, sbo in ((0, 0, 128, 256), (128, 1, 16, 1024), (32, 3, 16, 256)):
+        lay = shared_layout(64, 2, 32, 1, sw, False)
+        byte = {(r, k): lay.locate((0, 0, r, k), (1, 2, 64, 32))[0] for r in range(64) for k in range(32)}
+        f, why = DS.derive(lambda r, k: byte[(r, k)], 64, 32, 1, True, mode)
+        assert why is None and (f.mode, f.lbo, f.sbo) == (mode, lbo, sbo), (sw, f, why)

@@ -5,7 +5,7 @@ import pytest
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, warpid
 from badcase import Case, run
-from wgmma_cases import d_layout, shared_layout
+from wgmma_cases import acc_layout, d_layout, shared_layout
 
 MMA8 = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"
 LD = d_layout(8)
@@ -209,7 +209,57 @@ def k_fence_shared():
     T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], sb, scope="warpgroup")
 
 
+MMA8_E4M3 = "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"
+MMA8_F16ACC = "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16"
+LA_FP8 = shared_layout(64, 1, 32, 1, 128, False)
+LB_FP8 = shared_layout(8, 1, 32, 1, 0, False)
+LA_FP8_HALF_SWIZZLE = TileLayout(S[(1, 1, 64, 32) : (1, 1, 128, 1)], swizzle=(3, 3, 3))   # f16's 128B, on bytes
+LD16 = acc_layout(8)
+
+
+def k_fp8_half_elements():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    sa = T.alloc_shared((64 * 128,), "uint8")
+    sb = T.alloc_shared((8 * 32,), "float16")
+    d = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx[MMA8_E4M3], d.view(1, 1, 64, 8, layout=LD), sa.view(1, 1, 64, 32, layout=LA_FP8), sb.view(1, 1, 8, 32), scope="warpgroup")  # noqa: E501
+
+
+def k_fp8_half_swizzle():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    sa = T.alloc_shared((64 * 128,), "uint8")
+    sb = T.alloc_shared((8 * 32,), "uint8")
+    d = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx[MMA8_E4M3], d.view(1, 1, 64, 8, layout=LD), sa.view(1, 1, 64, 32, layout=LA_FP8_HALF_SWIZZLE), sb.view(1, 1, 8, 32, layout=LB_FP8), scope="warpgroup")  # noqa: E501
+
+
+def k_fp8_k16_view():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    sa = T.alloc_shared((64 * 128,), "uint8")
+    sb = T.alloc_shared((8 * 32,), "uint8")
+    d = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx[MMA8_E4M3], d.view(1, 1, 64, 8, layout=LD), sa.view(1, 1, 64, 16), sb.view(1, 1, 8, 32, layout=LB_FP8), scope="warpgroup")  # noqa: E501
+
+
+def k_f16acc_float32():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    sa = T.alloc_shared((64 * 64,), "float16")
+    sb = T.alloc_shared((8 * 16,), "float16")
+    d = T.alloc_local((2,), "float32")
+    T.cuda.tile.apply(T.ptx[MMA8_F16ACC], d.view(1, 1, 64, 4, layout=LD16), sa.view(1, 1, 64, 16, layout=LA), sb.view(1, 1, 8, 16, layout=LB), scope="warpgroup")  # noqa: E501
+
+
+def k_f16acc_f32_shape():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    sa = T.alloc_shared((64 * 64,), "float16")
+    sb = T.alloc_shared((8 * 16,), "float16")
+    d = T.alloc_local((4,), "uint32")
+    T.cuda.tile.apply(T.ptx[MMA8_F16ACC], d.view(1, 1, 64, 8, layout=LD), sa.view(1, 1, 64, 16, layout=LA), sb.view(1, 1, 8, 16, layout=LB), scope="warpgroup")  # noqa: E501
+
+
 APPLY = "T.cuda.tile.apply(T.ptx[MMA8]"
+APPLY8 = "T.cuda.tile.apply(T.ptx[MMA8_E4M3]"
+APPLY16 = "T.cuda.tile.apply(T.ptx[MMA8_F16ACC]"
 CASES = [
     Case("sm_90_named", k_ok, APPLY, ("needs the arch-specific target sm_90a", "the target is sm_90"),
          target="sm_90"),
@@ -245,6 +295,16 @@ CASES = [
     Case("unknown_param", k_unknown_param, APPLY, ("unknown parameter 'alpha'",)),
     Case("trans_a_registers", k_trans_a_regs, APPLY, ("trans_a=1 applies to A in shared memory only",)),
     Case("trans_fp8", k_trans_fp8, "T.cuda.tile.apply", ("trans_b=1", "no transpose")),
+    Case("fp8_half_elements", k_fp8_half_elements, APPLY8, ("operand B", "e4m3/e5m2 bytes (uint8)", "16-bit")),
+    Case("fp8_half_swizzle", k_fp8_half_swizzle, APPLY8, ("operand A", "no wgmma swizzle mode",
+                                                          "for 1-byte elements")),
+    Case("fp8_k16_view", k_fp8_k16_view, APPLY8, ("operand A", "atom", "(64, 32)")),
+    Case("fp8_k16_form", _form("wgmma.mma_async.sync.aligned.m64n8k16.f32.e4m3.e4m3"), "T.cuda.tile.apply",
+         ("K = 32",)),
+    Case("fp8_with_f16", _form("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.f16"), "T.cuda.tile.apply",
+         (".e4m3.f16",)),
+    Case("f16_acc_float32_registers", k_f16acc_float32, APPLY16, ("operand D", "holds float32", ".f16x2 slot")),
+    Case("f16_acc_f32_shape", k_f16acc_f32_shape, APPLY16, ("operand D", "(64, 4)")),
     Case("a_repeats_mismatch", k_a_repeats, APPLY, ("operand A", "M_repeat=1")),
     Case("wait_8", k_wait_eight, "T.cuda.tile.apply", ("N must be a compile-time integer 0..7",)),
     Case("wait_runtime", k_wait_runtime, "T.cuda.tile.apply", ("N must be a compile-time integer 0..7",)),
