@@ -402,3 +402,19 @@ def test_benchmark_kernel_with_two_maps_assembles():
     a = np.zeros(256, np.float32)
     ptx = mod.add3_maps.compile(a, a, a, a, target="sm_90").asm["ptx"]
     assert ptx.count(".param .align 64 .b8") == 2 and ptxas(ptx, "sm_90").returncode == 0
+
+
+def test_annotations_that_differ_only_in_fill_compile_apart(tmp_path, monkeypatch):
+    # the H200 run: a "nan"-fill copy kernel was served the "zero"-fill kernel's disk entry (its closure's
+    # annotation fingerprinted as just its type), and the GPU filled zeros
+    from tiledsl.cache.fingerprint import fingerprint_value
+    a = T.TensorMap(("M", "N"), "float16", box=(16, 32), swizzle=64, oob_fill="nan")
+    b = T.TensorMap(("M", "N"), "float16", box=(16, 32), swizzle=64)
+    assert fingerprint_value(a) and fingerprint_value(a) != fingerprint_value(b)
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path))
+    kz, pshape = copy_kernel(2, (16, 32), "float16", 64, grid=(4, 4, 1))
+    kn, _ = copy_kernel(2, (16, 32), "float16", 64, oob_fill="nan", grid=(4, 4, 1))
+    x = _data((50, 120), "float16")
+    sz = kz.compile(x, x, np.zeros(pshape, np.float16), target="sm_90").signature
+    sn = kn.compile(x, x, np.zeros(pshape, np.float16), target="sm_90").signature
+    assert sz.params[0].tensormap.oob_fill == "zero" and sn.params[0].tensormap.oob_fill == "nan"

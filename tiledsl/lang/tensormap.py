@@ -57,6 +57,11 @@ class TensorMapType:
         """What the encoded map depends on besides the tensor (a part of the host cache key)."""
         return (self.dtype.name, self.box, self.swizzle, self.oob_fill, self.l2_promotion)
 
+    def __tiledsl_fingerprint__(self, depth, fingerprint_value):
+        # every field: a kernel reading this annotation from a closure or global compiles per annotation (a
+        # "nan"-fill map once shared the "zero"-fill kernel's disk entry and signature)
+        return f"TensorMap:{self.shape!r}:{self.key()!r}"
+
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in (("swizzle", self.swizzle), ("oob_fill", self.oob_fill),
                                                      ("l2_promotion", self.l2_promotion))

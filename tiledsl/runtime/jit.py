@@ -202,6 +202,10 @@ class JITFunction:
                 deps.append((g, n, v))
                 fps.append(f"global {n}={fingerprint_value(v) or 'object:' + type(v).__name__}")
                 _helper_reads(v, deps, seen)
+        # the annotations as evaluated when the def ran: a factory's locals (a TensorMap's fill, a shape) are
+        # neither closure cells nor globals, yet decide the kernel
+        for n, v in sorted(getattr(self.fn, "__annotations__", {}).items()):
+            fps.append(f"annotation {n}={fingerprint_value(v) or repr(v)}")
         h = hashlib.sha256()
         h.update(src.text.encode())
         h.update("\n".join(fps).encode())
