@@ -1,14 +1,15 @@
 """FlashAttention forward: the tiledsl FA2-style kernel (examples/attention.py) against torch SDPA with each of its
 backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
-    python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16] [--warps 8,4]
+    python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16] [--configs default|all|8.1.1,8.2.0]
 
 Shapes: D in {64, 128}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
 TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
 timings after warm-up (benchmarks/kernels.py's `bench`); the three 64 MiB inputs exceed the L2 cache, so no
 rotation is needed. Every shape is checked: O against a float32 reference on two (batch, head) pairs, all rows
 (max abs error; the tolerance is 2e-3 in f16, plus twice the reference's own rounding error in bf16), LSE too.
-With several --warps the kernel runs with each (BM = 16 * warps query rows per block) and the best is reported.
+With several --configs the kernel runs with each (warps.mi.qreg: BM = 16 * warps * mi query rows per block) and
+the best is reported, with every configuration's figure beside it.
 """
 import argparse
 import math
@@ -46,12 +47,12 @@ def reference(torch, q, k, v, causal, scale, pairs, chunk=2048):
     return out
 
 
-def check(torch, A, q, k, v, causal, warps):
+def check(torch, A, q, k, v, causal, config):
     """Max abs errors (O, LSE) of tiledsl's result against float32 on two (batch, head) pairs, and the O
     tolerance for the dtype."""
     D = q.shape[-1]
     scale = 1.0 / math.sqrt(D)
-    o, lse = A.attention(q, k, v, causal=causal, warps=warps)
+    o, lse = A.attention(q, k, v, causal=causal, config=config)
     torch.cuda.synchronize()
     pairs = [(0, 0), (q.shape[0] - 1, q.shape[1] - 1)]
     eo = el = 0.0
@@ -64,7 +65,7 @@ def check(torch, A, q, k, v, causal, warps):
     return eo, el, tol
 
 
-def run_shape(torch, A, dtype, D, N, causal, warps_list, quick):
+def run_shape(torch, A, dtype, D, N, causal, configs, quick):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     dt = getattr(torch, dtype)
     B, H = 16384 // N, 2048 // D
@@ -75,14 +76,14 @@ def run_shape(torch, A, dtype, D, N, causal, warps_list, quick):
     reps = dict(reps=10, min_ms=50.0) if quick else {}
     row = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": f"{B}x{H}", "ok": True}
     ours = {}
-    for w in warps_list:
+    for w in configs:
         eo, el, tol = check(torch, A, q, k, v, causal, w)
         ok = eo <= tol and el <= 1e-3
         row["ok"] &= ok
         row.setdefault("err", []).append(f"{eo:.1e}/{el:.0e}" + ("" if ok else " FAIL"))
-        ours[w] = tf(bench(lambda: A.attention(q, k, v, causal=causal, warps=w), torch, **reps))
-    row["warps"] = max(ours, key=ours.get)
-    row["ours"] = ours[row["warps"]]
+        ours[w] = tf(bench(lambda: A.attention(q, k, v, causal=causal, config=w), torch, **reps))
+    row["config"] = max(ours, key=ours.get)
+    row["ours"] = ours[row["config"]]
     row["each"] = ours
     for be in BACKENDS:
         try:
@@ -102,7 +103,9 @@ def main(argv=None):
     p.add_argument("--dtypes", default="float16,bfloat16")
     p.add_argument("--dims", default="64,128")
     p.add_argument("--ns", default="1024,4096,16384")
-    p.add_argument("--warps", default="8", help="comma-separated warps per block to try (BM = 16 * warps)")
+    p.add_argument("--configs", default="default",
+                   help="kernel configurations (warps, m16 tiles per warp, Q in registers) to time: 'default' "
+                        "(attention.CONFIGS), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'")
     opts = p.parse_args(argv)
     import torch
     from tiledsl.runtime.driver import gpu_available
@@ -111,18 +114,23 @@ def main(argv=None):
         return 0
     import attention as A
     ns = [4096] if opts.quick else [int(x) for x in opts.ns.split(",")]
-    warps_list = [int(x) for x in opts.warps.split(",")]
     rows = []
     for dtype in opts.dtypes.split(","):
         for D in (int(x) for x in opts.dims.split(",")):
             for N in ns:
                 for causal in (False, True):
                     try:
-                        r = run_shape(torch, A, dtype, D, N, causal, warps_list, opts.quick)
+                        if opts.configs == "default":
+                            configs = [A.CONFIGS[D]]
+                        elif opts.configs == "all":
+                            configs = A.CANDIDATES[D]
+                        else:
+                            configs = [tuple(int(x) for x in c.split(".")) for c in opts.configs.split(",")]
+                        r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick)
                     except Exception:                # report and go on: one table per run
                         traceback.print_exc()
                         r = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": "-", "ok": False,
-                             "err": ["ERROR"], "ours": None, "warps": "-", "each": {}}
+                             "err": ["ERROR"], "ours": None, "config": "-", "each": {}}
                     rows.append(r)
                     print(_line(r), flush=True)
     name = torch.cuda.get_device_name()
@@ -136,7 +144,7 @@ def main(argv=None):
 
 
 def _header():
-    return ("| dtype | causal | D | N | B x H | warps | tiledsl | flash | cuDNN | efficient | vs flash | vs cuDNN | "
+    return ("| dtype | causal | D | N | B x H | config | tiledsl | flash | cuDNN | efficient | vs flash | vs cuDNN | "
             "vs eff | err O/LSE |\n| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
             "---: | --- |")
 
@@ -145,8 +153,10 @@ def _line(r):
     f = lambda x: "n/a" if x is None else f"{x:.0f}"  # noqa: E731
     ratio = lambda b: "n/a" if not r.get("ours") or not r.get(b) else f"{r['ours'] / r[b]:.2f}"  # noqa: E731
     each = r.get("each") or {}
-    warps = str(r["warps"]) + (" (" + ", ".join(f"{w}: {t:.0f}" for w, t in each.items()) + ")" if len(each) > 1 else "")
-    return (f"| {r['dtype']} | {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | {warps} | "
+    name = lambda c: ".".join(map(str, c)) if isinstance(c, tuple) else str(c)  # noqa: E731
+    cfg = name(r["config"]) + (" (" + ", ".join(f"{name(c)}: {t:.0f}" for c, t in each.items()) + ")"
+                               if len(each) > 1 else "")
+    return (f"| {r['dtype']} | {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | {cfg} | "
             f"{f(r.get('ours'))} | {f(r.get('flash'))} | {f(r.get('cudnn'))} | {f(r.get('eff'))} | {ratio('flash')} | "
             f"{ratio('cudnn')} | {ratio('eff')} | {', '.join(r.get('err', []))}"
             + (f" ({'; '.join(r['notes'])})" if r.get("notes") else "") + " |")

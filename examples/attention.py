@@ -36,8 +36,9 @@ BN = 64                 # key/value rows per tile
 NEG = -math.inf
 
 
-def layouts(D, warps):
-    """Shared (b32 words, XOR-swizzled 16-byte chunks) and register layouts for head dim D and `warps` warps."""
+def layouts(D, warps, mi):
+    """Shared (b32 words, XOR-swizzled 16-byte chunks) and register layouts for head dim D, `warps` warps and
+    `mi` m16 tiles (16 query rows each) per warp."""
     W = D // 2                      # words per shared row
     KD = D // 16                    # k16 steps of Q K^T
     NI = BN // 8                    # n8 tiles of S
@@ -46,45 +47,63 @@ def layouts(D, warps):
     cpr = D // 8                    # 16-byte chunks per row
     # chunk index XOR row bits: the 8 rows one ldmatrix reads land in 8 different bank groups
     sw = {8: (3, 2, 3), 16: (3, 2, 4)}[cpr]
-    bm = 16 * warps
+    bm = 16 * mi * warps
+    lane4 = (4 @ laneid, 1 @ laneid)
     L = {}
     L["cp_q"] = TileLayout(S[(bm, cpr, 4) : (W, 4, 1)], swizzle=sw)
     L["cp_kv"] = TileLayout(S[(2, BN, cpr, 4) : (BN * W, W, 4, 1)], swizzle=sw)
-    # Q as A: (warp, k step, matrix = (k half, row half), row, word)
-    L["ld_q"] = TileLayout(S[(warps, KD, 2, 2, 8, 4) : (16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
+    # Q as A: (warp, m tile, k step, matrix = (k half, row half), row, word)
+    L["ld_q"] = TileLayout(S[(warps, mi, KD, 2, 2, 8, 4) : (16 * mi * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
     # K as B (N x K rows): (stage, n-tile pair, k step, matrix = (n tile, k half), row, word)
     L["ld_k"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (BN * W, 16 * W, 8, 8 * W, 4, W, 1)], swizzle=sw)
     # V as B through .trans (K x N rows): (stage, k step, d-tile pair, matrix = (d tile, key half), row, word)
     L["ld_v"] = TileLayout(S[(2, KT, DN // 2, 2, 2, 8, 4) : (BN * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
     # registers: ldmatrix matrix i -> register i of each group of 4
-    L["r_q"] = TileLayout(S[(KD, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
-    L["r_k"] = TileLayout(S[(NI // 2, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
-    L["r_v"] = TileLayout(S[(DN // 2, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
+    L["r_q"] = TileLayout(S[(mi, KD, 4, 8, 4) : (KD * 4, 4, 1, *lane4)])        # all of Q's fragments
+    L["r_q1"] = TileLayout(S[(mi, 4, 8, 4) : (4, 1, *lane4)])                  # one k step's
+    L["r_k"] = TileLayout(S[(4, 8, 4) : (1, *lane4)])                          # one n-tile pair's
+    L["r_v"] = TileLayout(S[(4, 8, 4) : (1, *lane4)])                          # one d-tile pair's
     # mma operands: A (step, M, K, 16, 8) with register r = row half + 2 * k half; B (tile, K, 8, 8); D (M, N, 16, 8)
-    L["m_q"] = TileLayout(S[(KD, 1, 1, 2, 8, 2, 4) : (4, 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    L["m_p"] = TileLayout(S[(KT, 1, 1, 2, 8, 2, 4) : (4, 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    L["m_k"] = TileLayout(S[(NI, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
-    L["m_v"] = TileLayout(S[(DN, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
-    L["m_s"] = TileLayout(S[(1, NI, 2, 8, 4, 2) : (NI * 4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
-    L["m_o"] = TileLayout(S[(1, DN, 2, 8, 4, 2) : (DN * 4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+    L["m_q"] = TileLayout(S[(KD, mi, 1, 2, 8, 2, 4) : (4, KD * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    L["m_q1"] = TileLayout(S[(mi, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    L["m_p"] = TileLayout(S[(KT, mi, 1, 2, 8, 2, 4) : (4, NI * 2, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    L["m_k"] = TileLayout(S[(2, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
+    L["m_v"] = TileLayout(S[(2, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
+    # S by n-tile pairs (a batch axis first): the Q K^T mmas of one pair of K fragments
+    L["m_s2"] = TileLayout(S[(NI // 2, mi, 2, 2, 8, 4, 2) : (8, NI * 4, 4, 2, *lane4, 1)])
+    L["m_o"] = TileLayout(S[(mi, DN, 2, 8, 4, 2) : (DN * 4, 4, 2, *lane4, 1)])
+    # O by d-tile pairs (a batch axis first): the P V mmas of one pair of V fragments
+    L["m_o2"] = TileLayout(S[(DN // 2, mi, 2, 2, 8, 4, 2) : (8, DN * 4, 4, 2, *lane4, 1)])
     return L
 
 
 _KERNELS = {}
 
 
-def make_attention(dtype, D, causal, shape, scale, warps=8):
+# (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
+CONFIGS = {64: (8, 1, 1), 128: (8, 1, 1)}
+# what benchmarks/attention.py --configs all compares (none spills at sm_90: ptxas -v, 2026-12-01; the choice above
+# is not yet measured): two m16 tiles per warp halve the shared-memory bytes read per mma, at up to 255 registers
+CANDIDATES = {64: [(8, 1, 1), (4, 1, 1), (4, 2, 1), (8, 2, 1)], 128: [(8, 1, 1), (4, 1, 1), (8, 2, 0), (4, 2, 0)]}
+
+
+def make_attention(dtype, D, causal, shape, scale, config=None):
     """The forward kernel for element type `dtype` ("float16"/"bfloat16"), head dim D, causal or not,
-    shape = (B, H, H_kv, N, N_kv) (every stride an immediate) and softmax scale `scale`, over `warps` warps
-    (BM = 16 * warps query rows per block). Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D), O like Q,
-    LSE (B, H, N) float32."""
-    key = (dtype, D, bool(causal), tuple(shape), float(scale), warps)
+    shape = (B, H, H_kv, N, N_kv) (every stride an immediate) and softmax scale `scale`.
+
+    config = (warps, mi, qreg): `warps` warps of `mi` m16 tiles each (BM = 16 * warps * mi query rows per block);
+    qreg: Q's fragments live in registers for the whole loop (1) or are reloaded from shared memory at every
+    k16 step (0: fewer registers, which mi = 2 needs at D = 128). Default: CONFIGS[D].
+    Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D), O like Q, LSE (B, H, N) float32."""
+    if D not in (64, 128):
+        raise tiledsl.LaunchError(f"attention supports head dims 64 and 128, got {D}")
+    config = tuple(config or CONFIGS[D])
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, not {dtype}")
-    if D not in (64, 128):
-        raise tiledsl.LaunchError(f"attention supports head dims 64 and 128, got {D}")
+    warps, MI, QREG = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
@@ -95,7 +114,8 @@ def make_attention(dtype, D, causal, shape, scale, warps=8):
     COPY = "cp.async.cg.shared.global"
     CVT = f"cvt.rn.{t}x2.f32"
     THREADS = 32 * warps
-    BM = 16 * warps
+    WR = 16 * MI                    # query rows per warp
+    BM = WR * warps
     W, CPR = D // 2, D // 8
     KD, NI, KT, DN = D // 16, BN // 8, BN // 16, D // 8
     NQB = -(-N // BM)               # query blocks per head
@@ -104,23 +124,14 @@ def make_attention(dtype, D, causal, shape, scale, warps=8):
     C = float(scale) * LOG2E        # scores to the log2 domain
     CPT_Q = BM * CPR // THREADS     # 16-byte chunks each thread copies
     CPT_KV = BN * CPR // THREADS
-    if CPT_KV == 0 or (BN * CPR) % THREADS:
-        raise tiledsl.LaunchError(f"attention with {warps} warps cannot split a {BN} x {D} tile into 16-byte copies")
-    LY = layouts(D, warps)
-    L_CP_KV = LY["cp_kv"]
-    L_CP_Q = LY["cp_q"]
-    L_LD_K = LY["ld_k"]
-    L_LD_Q = LY["ld_q"]
-    L_LD_V = LY["ld_v"]
-    L_M_K = LY["m_k"]
-    L_M_O = LY["m_o"]
-    L_M_P = LY["m_p"]
-    L_M_Q = LY["m_q"]
-    L_M_S = LY["m_s"]
-    L_M_V = LY["m_v"]
-    L_R_K = LY["r_k"]
-    L_R_Q = LY["r_q"]
-    L_R_V = LY["r_v"]
+    if warps not in (1, 2, 4, 8, 16) or MI not in (1, 2) or QREG not in (0, 1) or (BN * CPR) % THREADS:
+        raise tiledsl.LaunchError(f"attention configuration {config}: warps in 1..16 (a power of two, whose "
+                                  f"threads split a {BN} x {D} tile into 16-byte copies), mi 1 or 2, qreg 0 or 1")
+    LY = layouts(D, warps, MI)
+    L_CP_KV, L_CP_Q, L_LD_K, L_LD_Q, L_LD_V = LY["cp_kv"], LY["cp_q"], LY["ld_k"], LY["ld_q"], LY["ld_v"]
+    L_R_Q, L_R_Q1, L_R_K, L_R_V = LY["r_q"], LY["r_q1"], LY["r_k"], LY["r_v"]
+    L_M_Q, L_M_Q1, L_M_P, L_M_K, L_M_V, L_M_S2, L_M_O2 = (LY[n] for n in ("m_q", "m_q1", "m_p", "m_k", "m_v", "m_s2",
+                                                                        "m_o2"))
 
     @tiledsl.inline
     def copy_kv(cp, g, stage, tile, base, tid):
@@ -131,14 +142,22 @@ def make_attention(dtype, D, causal, shape, scale, warps=8):
             T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[base + r, c % CPR, :], chunk_bytes=16)
 
     @tiledsl.inline
-    def qk_tile(s_v, q_mma, rk, rk_mma, ld_k, st):
-        """S = Q K^T for the tile in stage `st`: per k16 step, the K fragments of all NI n8 tiles, then NI mmas."""
+    def qk_tile(s_v, q, rk, rk_mma, ld_k, st):
+        """S = Q K^T for the tile in stage `st`: per k16 step, Q's fragments (held, or loaded now), then per
+        pair of n8 tiles their K fragments (one ldmatrix.x4) and MI x 2 mmas."""
+        q_mma, rq1, rq1_mma, ld_qw = q
         for kd in T.unroll(KD):
-            T.cuda.tile.apply(T.ptx[LDM], rk, ld_k[st, :, kd], scope="warp")
-            if kd == 0:
-                T.cuda.tile.apply(T.ptx[MMA], s_v, q_mma[kd], rk_mma, 0.0, scope="warp")
+            if QREG:
+                a = q_mma[kd]
             else:
-                T.cuda.tile.apply(T.ptx[MMA], s_v, q_mma[kd], rk_mma, s_v, scope="warp")
+                T.cuda.tile.apply(T.ptx[LDM], rq1, ld_qw[:, kd], scope="warp")
+                a = rq1_mma
+            for np_ in T.unroll(NI // 2):
+                T.cuda.tile.apply(T.ptx[LDM], rk, ld_k[st, np_, kd], scope="warp")
+                if kd == 0:
+                    T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, 0.0, scope="warp")
+                else:
+                    T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, s_v[np_], scope="warp")
 
     @tiledsl.jit
     def attention_fwd(Q: T.Tensor((B, H, N, D), dtype), K: T.Tensor((B, HK, NK, D), dtype),
@@ -169,7 +188,7 @@ def make_attention(dtype, D, causal, shape, scale, warps=8):
         cp_q = sq.view(BM, CPR, 4, layout=L_CP_Q)
         cp_k = sk.view(2, BN, CPR, 4, layout=L_CP_KV)
         cp_v = sv.view(2, BN, CPR, 4, layout=L_CP_KV)
-        ld_q = sq.view(warps, KD, 4, 8, 4, layout=L_LD_Q)
+        ld_q = sq.view(warps, MI, KD, 4, 8, 4, layout=L_LD_Q)
         ld_k = sk.view(2, NI // 2, KD, 4, 8, 4, layout=L_LD_K)
         ld_v = sv.view(2, KT, DN // 2, 4, 8, 4, layout=L_LD_V)
 
@@ -188,35 +207,40 @@ def make_attention(dtype, D, causal, shape, scale, warps=8):
         copy_kv(cp_v, gV, 0, 0, kvbase, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-        rq = T.alloc_local((KD * 4,), "uint32")
-        rk = T.alloc_local((NI * 2,), "uint32")
-        rv = T.alloc_local((DN * 2,), "uint32")
-        s = T.alloc_local((NI * 4,), "float32")
-        pk = T.alloc_local((NI * 2, 1), "uint32")
-        o = T.alloc_local((DN * 4,), "float32")
-        m = T.alloc_local((2, 1), "float32")     # running row max (raw scores) of rows lane/4 and lane/4 + 8
-        sh = T.alloc_local((2, 1), "float32")    # shuffle scratch
-        al = T.alloc_local((2, 1), "float32")    # rescale factor of the old O and row sum
-        lsum = T.alloc_local((2, 1), "float32")  # this lane's partial row sums
-        q_mma = rq.view(KD, 1, 1, 16, 8, layout=L_M_Q)
-        rk_ld = rk.view(NI // 2, 4, 8, 4, layout=L_R_K)
-        rk_mma = rk.view(NI, 1, 8, 8, layout=L_M_K)
-        rv_ld = rv.view(DN // 2, 4, 8, 4, layout=L_R_V)
-        rv_mma = rv.view(DN, 1, 8, 8, layout=L_M_V)
-        s_v = s.view(1, NI, 16, 8, layout=L_M_S)
-        p_mma = pk.view(KT, 1, 1, 16, 8, layout=L_M_P)
-        o_v = o.view(1, DN, 16, 8, layout=L_M_O)
-        for i in T.unroll(DN * 4):
+        rk = T.alloc_local((4,), "uint32")
+        rv = T.alloc_local((4,), "uint32")
+        s = T.alloc_local((MI * NI * 4,), "float32")
+        pk = T.alloc_local((MI * NI * 2, 1), "uint32")
+        o = T.alloc_local((MI * DN * 4,), "float32")
+        # per row this lane holds (m tile mi, row half r: index 2 * mi + r)
+        m = T.alloc_local((MI * 2, 1), "float32")     # running row max of the raw scores
+        sh = T.alloc_local((MI * 2, 1), "float32")    # shuffle scratch
+        al = T.alloc_local((MI * 2, 1), "float32")    # rescale factor of the old O and row sum
+        lsum = T.alloc_local((MI * 2, 1), "float32")  # this lane's partial row sums
+        rk_ld = rk.view(4, 8, 4, layout=L_R_K)
+        rk_mma = rk.view(2, 1, 8, 8, layout=L_M_K)
+        rv_ld = rv.view(4, 8, 4, layout=L_R_V)
+        rv_mma = rv.view(2, 1, 8, 8, layout=L_M_V)
+        s_v = s.view(NI // 2, MI, 2, 16, 8, layout=L_M_S2)
+        p_mma = pk.view(KT, MI, 1, 16, 8, layout=L_M_P)
+        o_v = o.view(DN // 2, MI, 2, 16, 8, layout=L_M_O2)
+        for i in T.unroll(MI * DN * 4):
             o[i] = 0.0
-        for r in T.unroll(2):
+        for r in T.unroll(MI * 2):
             m[r, 0] = NEG
             lsum[r, 0] = 0.0
 
         T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
         T.cuda.syncthreads()
-        T.cuda.tile.apply(T.ptx[LDM], rq.view(KD, 4, 8, 4, layout=L_R_Q), ld_q[warp], scope="warp")
+        if QREG:
+            rq = T.alloc_local((MI * KD * 4,), "uint32")
+            T.cuda.tile.apply(T.ptx[LDM], rq.view(MI, KD, 4, 8, 4, layout=L_R_Q), ld_q[warp], scope="warp")
+            qfr = (rq.view(KD, MI, 1, 16, 8, layout=L_M_Q), None, None, None)
+        else:
+            rq = T.alloc_local((MI * 4,), "uint32")
+            qfr = (None, rq.view(MI, 4, 8, 4, layout=L_R_Q1), rq.view(MI, 1, 16, 8, layout=L_M_Q1), ld_q[warp])
 
-        row0 = qb * BM + warp * 16 + lane // 4   # this lane's first query row (the second is row0 + 8)
+        row0 = qb * BM + warp * WR + lane // 4   # this lane's first query row; row (mi, r) is row0 + 16 mi + 8 r
         for jt in range(ntiles):
             st = jt % 2
             # K[jt] has landed and every warp is done with tile jt - 1: refill the other K stage
@@ -226,7 +250,7 @@ def make_attention(dtype, D, causal, shape, scale, warps=8):
                 copy_kv(cp_k, gK, 1 - st, jt + 1, kvbase, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-            qk_tile(s_v, q_mma, rk_ld, rk_mma, ld_k, st)
+            qk_tile(s_v, qfr, rk_ld, rk_mma, ld_k, st)
 
             # mask the ragged last tile and (causal) the tiles crossing the diagonal
             col0 = jt * BN + 2 * (lane % 4)
@@ -234,42 +258,49 @@ def make_attention(dtype, D, causal, shape, scale, warps=8):
             if causal:
                 need = need or (jt + 1) * BN - 1 > qb * BM
             if need:
-                for i in T.unroll(NI * 4):
-                    col = col0 + (i // 4) * 8 + i % 2
+                for i in T.unroll(MI * NI * 4):
+                    col = col0 + ((i // 4) % NI) * 8 + i % 2
                     if causal:
-                        s[i] = NEG if (col >= NK or col > row0 + 8 * ((i % 4) // 2)) else s[i]
+                        row = row0 + 16 * (i // (NI * 4)) + 8 * ((i % 4) // 2)
+                        s[i] = NEG if (col >= NK or col > row) else s[i]
                     else:
                         s[i] = NEG if col >= NK else s[i]
 
             # online softmax: new row max over the tile and the 4 lanes of the row
-            for r in T.unroll(2):
-                sh[r, 0] = m[r, 0]
+            for x in T.unroll(MI * 2):
+                mi, r = x // 2, x % 2
+                sh[x, 0] = m[x, 0]
                 for n in T.unroll(NI):
-                    sh[r, 0] = T.max(sh[r, 0], T.max(s[n * 4 + 2 * r], s[n * 4 + 2 * r + 1]))
+                    e0 = (mi * NI + n) * 4 + 2 * r
+                    sh[x, 0] = T.max(sh[x, 0], T.max(s[e0], s[e0 + 1]))
             for k in T.unroll(2):
                 T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, 0xFFFFFFFF)
-                for r in T.unroll(2):
-                    sh[r, 0] = T.max(sh[r, 0], al[r, 0])
-            for r in T.unroll(2):
+                for x in T.unroll(MI * 2):
+                    sh[x, 0] = T.max(sh[x, 0], al[x, 0])
+            for x in T.unroll(MI * 2):
+                mi, r = x // 2, x % 2
                 # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
-                mc = sh[r, 0] * C if sh[r, 0] != NEG else 0.0
-                al[r, 0] = m[r, 0] * C - mc
-                m[r, 0] = sh[r, 0]
-                sh[r, 0] = -mc
+                mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
+                al[x, 0] = m[x, 0] * C - mc
+                m[x, 0] = sh[x, 0]
+                sh[x, 0] = -mc
                 for n in T.unroll(NI):
                     for e in T.unroll(2):
-                        s[n * 4 + 2 * r + e] = s[n * 4 + 2 * r + e] * C + sh[r, 0]
-            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
+                        i = (mi * NI + n) * 4 + 2 * r + e
+                        s[i] = s[i] * C + sh[x, 0]
+            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
             T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
-            for r in T.unroll(2):
-                acc = lsum[r, 0] * al[r, 0]
+            for x in T.unroll(MI * 2):
+                mi, r = x // 2, x % 2
+                acc = lsum[x, 0] * al[x, 0]
                 for n in T.unroll(NI):
-                    acc = acc + s[n * 4 + 2 * r] + s[n * 4 + 2 * r + 1]
-                lsum[r, 0] = acc
-            for i in T.unroll(DN * 4):
-                o[i] = o[i] * al[(i % 4) // 2, 0]
-            # P to f16x2/bf16x2: words (n tile, row half), the A fragment order of P V's k16 steps
-            pairs = s.view(NI * 2, 2)
+                    e0 = (mi * NI + n) * 4 + 2 * r
+                    acc = acc + s[e0] + s[e0 + 1]
+                lsum[x, 0] = acc
+            for i in T.unroll(MI * DN * 4):
+                o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
+            # P to f16x2/bf16x2: words (m tile, n tile, row half), the A fragment order of P V's k16 steps
+            pairs = s.view(MI * NI * 2, 2)
             T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
 
             # V[jt] has landed and every warp is done with V[jt - 1]: refill the other V stage
@@ -279,29 +310,33 @@ def make_attention(dtype, D, causal, shape, scale, warps=8):
                 copy_kv(cp_v, gV, 1 - st, jt + 1, kvbase, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
             for kt in T.unroll(KT):
-                T.cuda.tile.apply(T.ptx[LDMT], rv_ld, ld_v[st, kt], scope="warp")
-                T.cuda.tile.apply(T.ptx[MMA], o_v, p_mma[kt], rv_mma, o_v, scope="warp")
+                for dp in T.unroll(DN // 2):
+                    T.cuda.tile.apply(T.ptx[LDMT], rv_ld, ld_v[st, kt, dp], scope="warp")
+                    T.cuda.tile.apply(T.ptx[MMA], o_v[dp], p_mma[kt], rv_mma, o_v[dp], scope="warp")
 
         # epilogue: the full row sums, O / l, LSE
         for k in T.unroll(2):
             T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, 0xFFFFFFFF)
-            for r in T.unroll(2):
-                lsum[r, 0] = lsum[r, 0] + sh[r, 0]
+            for x in T.unroll(MI * 2):
+                lsum[x, 0] = lsum[x, 0] + sh[x, 0]
         T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
-        for r in T.unroll(2):
-            inv = 1.0 / lsum[r, 0]
+        for x in T.unroll(MI * 2):
+            mi, r = x // 2, x % 2
+            inv = 1.0 / lsum[x, 0]
             for n in T.unroll(DN):
                 for e in T.unroll(2):
-                    o[n * 4 + 2 * r + e] = o[n * 4 + 2 * r + e] * inv
-        ow = T.alloc_local((DN * 2, 1), "uint32")
-        T.cuda.tile.apply(T.ptx[CVT], ow, o.view(DN * 2, 2)[:, 1:2], o.view(DN * 2, 2)[:, 0:1])
-        for r in T.unroll(2):
-            row = row0 + 8 * r
+                    i = (mi * DN + n) * 4 + 2 * r + e
+                    o[i] = o[i] * inv
+        ow = T.alloc_local((MI * DN * 2, 1), "uint32")
+        T.cuda.tile.apply(T.ptx[CVT], ow, o.view(MI * DN * 2, 2)[:, 1:2], o.view(MI * DN * 2, 2)[:, 0:1])
+        for x in T.unroll(MI * 2):
+            mi, r = x // 2, x % 2
+            row = row0 + 16 * mi + 8 * r
             if row < N:
                 for n in T.unroll(DN):
-                    gO[qbase + row, n * 4 + lane % 4] = ow[n * 2 + r, 0]
+                    gO[qbase + row, n * 4 + lane % 4] = ow[(mi * DN + n) * 2 + r, 0]
                 if lane % 4 == 0:
-                    LSE[b, h, row] = (m[r, 0] * C + al[r, 0]) * LN2
+                    LSE[b, h, row] = (m[x, 0] * C + al[x, 0]) * LN2
 
     _KERNELS[key] = attention_fwd
     return attention_fwd
@@ -328,7 +363,7 @@ def _check(q, k, v):
     return dt, (B, H, k.shape[1], N, k.shape[2]), D
 
 
-def attention(q, k, v, causal=False, scale=None, warps=8):
+def attention(q, k, v, causal=False, scale=None, config=None):
     """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D).
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernel on the CPU interpreter.
@@ -336,7 +371,7 @@ def attention(q, k, v, causal=False, scale=None, warps=8):
     O has q's dtype and shape, LSE is float32 (B, H, N) in natural log."""
     dt, shape, D = _check(q, k, v)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    kern = make_attention(dt, D, causal, shape, scale, warps)
+    kern = make_attention(dt, D, causal, shape, scale, config)
     B, H, _, N, _ = shape
     if isinstance(q, np.ndarray):
         q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
@@ -379,7 +414,7 @@ def main(argv=None):
     if not gpu_available():
         rng = np.random.default_rng(0)
         q, k, v = (rng.standard_normal((1, 2, 80, 64)).astype(np.float16) for _ in range(3))
-        o, lse = attention(q, k, v, causal=opts.causal, warps=4)
+        o, lse = attention(q, k, v, causal=opts.causal, config=(4, 1, 1))
         ro, rl = reference(q, k, v, causal=opts.causal)
         print(f"attention: no GPU found; ran 1x2x80x64 on the interpreter: max error O "
               f"{np.abs(o - ro).max():.1e}, LSE {np.abs(lse - rl).max():.1e}")

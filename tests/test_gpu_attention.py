@@ -95,3 +95,16 @@ def test_attention_sass_is_tensor_core_code_without_local_memory(D):
         pytest.skip("cuobjdump not installed")
     assert "HMMA" in sass and "LDSM" in sass and "LDGSTS" in sass and "MUFU.EX2" in sass
     assert not re.search(r"\b(STL|LDL)\b", sass)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_every_candidate_configuration(D, causal):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(11)
+    q, k, v = (torch.randn(2, 4, 1000, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    for config in A.CANDIDATES[D]:
+        o, lse = A.attention(q, k, v, causal=causal, config=config)
+        assert (o.float() - ro).abs().max().item() <= 2e-3, config
+        assert (lse - rl).abs().max().item() <= 1e-3, config
