@@ -283,11 +283,9 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
                 mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
                 al[x, 0] = m[x, 0] * C - mc
                 m[x, 0] = sh[x, 0]
-                sh[x, 0] = -mc
-                for n in T.unroll(NI):
-                    for e in T.unroll(2):
-                        i = (mi * NI + n) * 4 + 2 * r + e
-                        s[i] = s[i] * C + sh[x, 0]
+                # the exponent s * C - m * C as one fma per score (scalar * and + round separately: two ops)
+                srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
+                T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
             T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
             T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
             for x in T.unroll(MI * 2):
