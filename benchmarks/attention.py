@@ -3,7 +3,7 @@ backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16] [--configs default|all|8.1.1,8.2.0]
 
-Shapes: D in {64, 128}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
+Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
 TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
 timings after warm-up (benchmarks/kernels.py's `bench`); the three 64 MiB inputs exceed the L2 cache, so no
 rotation is needed. Every shape is checked: O against a float32 reference on two (batch, head) pairs, all rows
@@ -101,7 +101,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="N in {4096} only, fewer timed runs")
     p.add_argument("--dtypes", default="float16,bfloat16")
-    p.add_argument("--dims", default="64,128")
+    p.add_argument("--dims", default="64,128,256")
     p.add_argument("--ns", default="1024,4096,16384")
     p.add_argument("--configs", default="default",
                    help="kernel configurations (warps, m16 tiles per warp, Q in registers) to time: 'default' "

@@ -1,11 +1,13 @@
 """FlashAttention forward, FA2 style, written only in the kernel language (mma.sync + ldmatrix + cp.async).
 
-attention(q, k, v, causal=False, scale=None) -> (O, LSE) for (B, H, N, D) tensors, f16 or bf16, D in {64, 128},
+attention(q, k, v, causal=False, scale=None) -> (O, LSE) for (B, H, N, D) tensors, f16 or bf16, D in {64, 128, 256},
 any N, grouped-query attention (k and v with H_kv heads, H_kv dividing H). LSE is float32, natural log, the
 log-sum-exp of each query row's scaled scores (FlashAttention's softmax_lse).
 
-One block owns BM = 16 * WARPS query rows of one (batch, head); each warp owns 16 of them:
-  * Q's tile is copied to shared memory once and held for the whole loop as mma A fragments (ldmatrix.x4);
+One block owns BM = 16 * warps * mi query rows of one (batch, head); each warp owns 16 * mi of them (the
+configuration (warps, mi, qreg): CONFIGS per head dim, CANDIDATES for the benchmark to compare):
+  * Q's tile is copied to shared memory once and its mma A fragments (ldmatrix.x4) are held in registers for
+    the whole loop (qreg = 1) or reloaded at every k16 step (qreg = 0, where registers are short);
   * the key/value tiles (BN = 64 rows) stream through two shared stages each by cp.async: K[j+1] is in flight
     while S = Q K[j]^T and its softmax run, V[j+1] while P V[j] runs (two barriers per tile);
   * S = Q K^T with mma.sync m16n8k16 (K fragments by ldmatrix.x4), the online softmax in registers: a running
@@ -46,7 +48,7 @@ def layouts(D, warps, mi):
     DN = D // 8                     # n8 tiles of O
     cpr = D // 8                    # 16-byte chunks per row
     # chunk index XOR row bits: the 8 rows one ldmatrix reads land in 8 different bank groups
-    sw = {8: (3, 2, 3), 16: (3, 2, 4)}[cpr]
+    sw = {8: (3, 2, 3), 16: (3, 2, 4), 32: (3, 2, 5)}[cpr]
     bm = 16 * mi * warps
     lane4 = (4 @ laneid, 1 @ laneid)
     L = {}
@@ -81,10 +83,13 @@ _KERNELS = {}
 
 
 # (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
-CONFIGS = {64: (8, 1, 1), 128: (8, 1, 1)}
+CONFIGS = {64: (8, 1, 1), 128: (8, 1, 1), 256: (4, 1, 0)}
 # what benchmarks/attention.py --configs all compares (none spills at sm_90: ptxas -v, 2026-12-01; the choice above
 # is not yet measured): two m16 tiles per warp halve the shared-memory bytes read per mma, at up to 255 registers
-CANDIDATES = {64: [(8, 1, 1), (4, 1, 1), (4, 2, 1), (8, 2, 1)], 128: [(8, 1, 1), (4, 1, 1), (8, 2, 0), (4, 2, 0)]}
+CANDIDATES = {64: [(8, 1, 1), (4, 1, 1), (4, 2, 1), (8, 2, 1)], 128: [(8, 1, 1), (4, 1, 1), (8, 2, 0), (4, 2, 0)],
+              256: [(4, 1, 0), (8, 1, 0)]}
+# D = 256: Q is reloaded from shared memory (its 64 fragment registers would spill); 4 warps keep the shared
+# memory at 160 KiB (Q 32 + K 64 + V 64), within an A100's 163 KiB; 8 warps need 192 KiB (sm_90 only)
 
 
 def make_attention(dtype, D, causal, shape, scale, config=None):
@@ -95,8 +100,8 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
     qreg: Q's fragments live in registers for the whole loop (1) or are reloaded from shared memory at every
     k16 step (0: fewer registers, which mi = 2 needs at D = 128). Default: CONFIGS[D].
     Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D), O like Q, LSE (B, H, N) float32."""
-    if D not in (64, 128):
-        raise tiledsl.LaunchError(f"attention supports head dims 64 and 128, got {D}")
+    if D not in (64, 128, 256):
+        raise tiledsl.LaunchError(f"attention supports head dims 64, 128 and 256, got {D}")
     config = tuple(config or CONFIGS[D])
     key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
     if key in _KERNELS:

@@ -33,7 +33,7 @@ def _ptxas_v(ptx, arch):
                               capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_attention_passes_ptxas_without_spills(D, causal, arch):
@@ -47,7 +47,7 @@ def test_attention_passes_ptxas_without_spills(D, causal, arch):
     assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", r.stderr), r.stderr
 
 
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_bf16_and_benchmark_shapes_pass_ptxas(D, causal):
     # bf16, and the benchmark's N = 16384 shape (B*N = 16384 tokens, H*D = 2048)
@@ -76,6 +76,14 @@ def test_attention_on_the_interpreter(causal, config, heads, n, nk):
     assert np.abs(lse - rl).max() <= 1e-4
 
 
+def test_attention_head_dim_256_on_the_interpreter():
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((1, 1, 70, 256)).astype(np.float16) for _ in range(3))
+    o, lse = A.attention(q, k, v, causal=True, config=(2, 1, 0))
+    ro, rl = A.reference(q, k, v, causal=True)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+
+
 def test_attention_default_scale_on_the_interpreter():
     rng = np.random.default_rng(5)
     q, k = ((rng.standard_normal((1, 1, 33, 64)) * 2).astype(np.float16) for _ in range(2))   # a sharper softmax
@@ -87,7 +95,7 @@ def test_attention_default_scale_on_the_interpreter():
 
 def test_attention_refuses_what_it_does_not_support():
     z = lambda *s: np.zeros(s, np.float16)  # noqa: E731
-    with pytest.raises(tiledsl.LaunchError, match="head dims 64 and 128"):
+    with pytest.raises(tiledsl.LaunchError, match="head dims 64, 128 and 256"):
         A.attention(z(1, 1, 16, 96), z(1, 1, 16, 96), z(1, 1, 16, 96))
     with pytest.raises(tiledsl.LaunchError, match="must divide"):
         A.attention(z(1, 3, 16, 64), z(1, 2, 16, 64), z(1, 2, 16, 64))
@@ -100,7 +108,7 @@ def test_attention_refuses_what_it_does_not_support():
         A.attention(z(1, 1, 16, 64), z(1, 1, 16, 128), z(1, 1, 16, 128))
 
 
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_every_candidate_configuration_passes_ptxas_without_spills(D):
     # the configurations benchmarks/attention.py --configs all times on the GPU, at its N = 4096 shape (the
     # 255-register ones, mi = 2 at D = 128, spill 12 bytes once a ragged N adds the tail mask)

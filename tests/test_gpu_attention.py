@@ -27,7 +27,7 @@ def _reference(q, k, v, causal, scale):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N", [128, 1000, 4096])
 def test_attention_matches_sdpa(dtype, D, causal, N):
@@ -85,7 +85,7 @@ def test_attention_interpreter_agrees_with_gpu():
         assert np.abs(lg.cpu().numpy() - li).max() <= 1e-5
 
 
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_attention_sass_is_tensor_core_code_without_local_memory(D):
     torch = pytest.importorskip("torch")
     q = torch.empty(1, 4, 4096, D, dtype=torch.float16)
@@ -97,7 +97,7 @@ def test_attention_sass_is_tensor_core_code_without_local_memory(D):
     assert not re.search(r"\b(STL|LDL)\b", sass)
 
 
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_every_candidate_configuration(D, causal):
     torch = pytest.importorskip("torch")
