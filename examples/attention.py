@@ -374,6 +374,9 @@ def attention(q, k, v, causal=False, scale=None, config=None):
     O has q's dtype and shape, LSE is float32 (B, H, N) in natural log."""
     dt, shape, D = _check(q, k, v)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if not scale > 0 or math.isinf(scale):
+        # masked scores are -inf before scaling: a negative scale would turn them into +inf
+        raise tiledsl.LaunchError(f"attention needs a positive finite scale, got {scale}")
     kern = make_attention(dt, D, causal, shape, scale, config)
     B, H, _, N, _ = shape
     if isinstance(q, np.ndarray):

@@ -104,6 +104,8 @@ def test_attention_refuses_what_it_does_not_support():
     with pytest.raises(tiledsl.LaunchError, match="float16 and bfloat16"):
         f = np.zeros((1, 1, 16, 64), np.float32)
         A.attention(f, f, f)
+    with pytest.raises(tiledsl.LaunchError, match="positive finite scale"):
+        A.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), scale=-0.5)
     with pytest.raises(tiledsl.LaunchError, match="B=1 and D=64"):
         A.attention(z(1, 1, 16, 64), z(1, 1, 16, 128), z(1, 1, 16, 128))
 
