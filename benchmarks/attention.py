@@ -1,0 +1,166 @@
+"""FlashAttention forward: the tiledsl FA2-style kernel (examples/attention.py) against torch SDPA with each of its
+backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
+
+    python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16] [--configs default|all|8.1.1,8.2.0]
+
+Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
+TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
+timings after warm-up (benchmarks/kernels.py's `bench`); the three 64 MiB inputs exceed the L2 cache, so no
+rotation is needed. Every shape is checked: O against a float32 reference on two (batch, head) pairs, all rows
+(max abs error; the tolerance is 2e-3 in f16, plus twice the reference's own rounding error in bf16), LSE too.
+With several --configs the kernel runs with each (warps.mi.qreg: BM = 16 * warps * mi query rows per block) and
+the best is reported, with every configuration's figure beside it.
+"""
+import argparse
+import math
+import os
+import sys
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.dirname(os.path.abspath(__file__))]
+
+from kernels import bench  # noqa: E402
+
+BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+SHORT = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn", "EFFICIENT_ATTENTION": "eff"}
+
+
+def reference(torch, q, k, v, causal, scale, pairs, chunk=2048):
+    """float32 O and LSE of the (batch, head) pairs, computed in chunks of query rows (S of a 16384-row head
+    would be 1 GiB at once)."""
+    out = []
+    g = q.shape[1] // k.shape[1]
+    for b, h in pairs:
+        qf, kf, vf = q[b, h].float(), k[b, h // g].float(), v[b, h // g].float()
+        N = qf.shape[0]
+        os_, ls = [], []
+        for r0 in range(0, N, chunk):
+            s = (qf[r0:r0 + chunk] @ kf.T) * scale
+            if causal:
+                rows = torch.arange(r0, min(r0 + chunk, N), device=s.device)[:, None]
+                s = s.masked_fill(torch.arange(kf.shape[0], device=s.device)[None, :] > rows, float("-inf"))
+            lse = torch.logsumexp(s, dim=-1)
+            os_.append(torch.exp(s - lse[:, None]) @ vf)
+            ls.append(lse)
+        out.append((torch.cat(os_), torch.cat(ls)))
+    return out
+
+
+def check(torch, A, q, k, v, causal, config):
+    """Max abs errors (O, LSE) of tiledsl's result against float32 on two (batch, head) pairs, and the O
+    tolerance for the dtype."""
+    D = q.shape[-1]
+    scale = 1.0 / math.sqrt(D)
+    o, lse = A.attention(q, k, v, causal=causal, config=config)
+    torch.cuda.synchronize()
+    pairs = [(0, 0), (q.shape[0] - 1, q.shape[1] - 1)]
+    eo = el = 0.0
+    tol = 2e-3
+    for (b, h), (ro, rl) in zip(pairs, reference(torch, q, k, v, causal, scale, pairs)):
+        eo = max(eo, (o[b, h].float() - ro).abs().max().item())
+        el = max(el, (lse[b, h] - rl).abs().max().item())
+        if q.dtype == torch.bfloat16:
+            tol = max(tol, 2e-3 + 2 * (ro.to(q.dtype).float() - ro).abs().max().item())
+    return eo, el, tol
+
+
+def run_shape(torch, A, dtype, D, N, causal, configs, quick):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    dt = getattr(torch, dtype)
+    B, H = 16384 // N, 2048 // D
+    torch.manual_seed(N + D)
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(3))
+    flop = 4 * B * H * N * N * D / (2 if causal else 1)
+    tf = lambda ms: flop / (ms * 1e-3) / 1e12  # noqa: E731
+    reps = dict(reps=10, min_ms=50.0) if quick else {}
+    row = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": f"{B}x{H}", "ok": True}
+    ours = {}
+    for w in configs:
+        eo, el, tol = check(torch, A, q, k, v, causal, w)
+        ok = eo <= tol and el <= 1e-3
+        row["ok"] &= ok
+        row.setdefault("err", []).append(f"{eo:.1e}/{el:.0e}" + ("" if ok else " FAIL"))
+        ours[w] = tf(bench(lambda: A.attention(q, k, v, causal=causal, config=w), torch, **reps))
+    row["config"] = max(ours, key=ours.get)
+    row["ours"] = ours[row["config"]]
+    row["each"] = ours
+    for be in BACKENDS:
+        try:
+            with sdpa_kernel(getattr(SDPBackend, be)):
+                f = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+                f()
+                row[SHORT[be]] = tf(bench(f, torch, **reps))
+        except Exception as e:                      # a backend that cannot run this shape: n/a
+            row[SHORT[be]] = None
+            row.setdefault("notes", []).append(f"{SHORT[be]}: {type(e).__name__}")
+    return row
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="N in {4096} only, fewer timed runs")
+    p.add_argument("--dtypes", default="float16,bfloat16")
+    p.add_argument("--dims", default="64,128,256")
+    p.add_argument("--ns", default="1024,4096,16384")
+    p.add_argument("--configs", default="default",
+                   help="kernel configurations (warps, m16 tiles per warp, Q in registers) to time: 'default' "
+                        "(attention.CONFIGS), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'")
+    opts = p.parse_args(argv)
+    import torch
+    from tiledsl.runtime.driver import gpu_available
+    if not gpu_available():
+        print("benchmarks/attention.py needs an NVIDIA GPU (tests/test_attention.py compiles the kernels without one)")
+        return 0
+    import attention as A
+    ns = [4096] if opts.quick else [int(x) for x in opts.ns.split(",")]
+    rows = []
+    for dtype in opts.dtypes.split(","):
+        for D in (int(x) for x in opts.dims.split(",")):
+            for N in ns:
+                for causal in (False, True):
+                    try:
+                        if opts.configs == "default":
+                            configs = [A.CONFIGS[D]]
+                        elif opts.configs == "all":
+                            configs = A.CANDIDATES[D]
+                        else:
+                            configs = [tuple(int(x) for x in c.split(".")) for c in opts.configs.split(",")]
+                        r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick)
+                    except Exception:                # report and go on: one table per run
+                        traceback.print_exc()
+                        r = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": "-", "ok": False,
+                             "err": ["ERROR"], "ours": None, "config": "-", "each": {}}
+                    rows.append(r)
+                    print(_line(r), flush=True)
+    name = torch.cuda.get_device_name()
+    print(f"\n{name}, torch {torch.__version__}; forward TFLOP/s (medians); ratios are tiledsl / backend")
+    print(_header())
+    for r in rows:
+        print(_line(r))
+    bad = [r for r in rows if not r["ok"]]
+    print(f"\ncorrectness: {len(rows) - len(bad)}/{len(rows)} shapes within tolerance")
+    return 1 if bad else 0
+
+
+def _header():
+    return ("| dtype | causal | D | N | B x H | config | tiledsl | flash | cuDNN | efficient | vs flash | vs cuDNN | "
+            "vs eff | err O/LSE |\n| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+            "---: | --- |")
+
+
+def _line(r):
+    f = lambda x: "n/a" if x is None else f"{x:.0f}"  # noqa: E731
+    ratio = lambda b: "n/a" if not r.get("ours") or not r.get(b) else f"{r['ours'] / r[b]:.2f}"  # noqa: E731
+    each = r.get("each") or {}
+    name = lambda c: ".".join(map(str, c)) if isinstance(c, tuple) else str(c)  # noqa: E731
+    cfg = name(r["config"]) + (" (" + ", ".join(f"{name(c)}: {t:.0f}" for c, t in each.items()) + ")"
+                               if len(each) > 1 else "")
+    return (f"| {r['dtype']} | {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | {cfg} | "
+            f"{f(r.get('ours'))} | {f(r.get('flash'))} | {f(r.get('cudnn'))} | {f(r.get('eff'))} | {ratio('flash')} | "
+            f"{ratio('cudnn')} | {ratio('eff')} | {', '.join(r.get('err', []))}"
+            + (f" ({'; '.join(r['notes'])})" if r.get("notes") else "") + " |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,437 @@
+"""FlashAttention forward, FA2 style, written only in the kernel language (mma.sync + ldmatrix + cp.async).
+
+attention(q, k, v, causal=False, scale=None) -> (O, LSE) for (B, H, N, D) tensors, f16 or bf16, D in {64, 128, 256},
+any N, grouped-query attention (k and v with H_kv heads, H_kv dividing H). LSE is float32, natural log, the
+log-sum-exp of each query row's scaled scores (FlashAttention's softmax_lse).
+
+One block owns BM = 16 * warps * mi query rows of one (batch, head); each warp owns 16 * mi of them (the
+configuration (warps, mi, qreg): CONFIGS per head dim, CANDIDATES for the benchmark to compare):
+  * Q's tile is copied to shared memory once and its mma A fragments (ldmatrix.x4) are held in registers for
+    the whole loop (qreg = 1) or reloaded at every k16 step (qreg = 0, where registers are short);
+  * the key/value tiles (BN = 64 rows) stream through two shared stages each by cp.async: K[j+1] is in flight
+    while S = Q K[j]^T and its softmax run, V[j+1] while P V[j] runs (two barriers per tile);
+  * S = Q K^T with mma.sync m16n8k16 (K fragments by ldmatrix.x4), the online softmax in registers: a running
+    row max (reduced over the 4 lanes of a row with shfl.sync.bfly) and a per-lane partial row sum (reduced once,
+    in the epilogue), exponentials ex2.approx of s * scale * log2(e) - m * scale * log2(e) in one fma;
+  * P is packed to f16x2/bf16x2 in registers: the m16n8 accumulator of two adjacent n8 tiles is exactly the
+    m16k16 A fragment, so P V needs no shared memory; V's fragments come from ldmatrix.x4.trans;
+  * causal (top-left aligned, key j <= query i): tiles wholly above the diagonal are never visited, the tiles
+    that cross it and the ragged last tile are masked to -inf; rows >= N are computed on clamped loads and not
+    stored.
+The epilogue divides O by the row sum and writes LSE = (m * scale * log2(e) + log2(l)) * ln(2).
+
+    python examples/attention.py      # on the GPU: against torch SDPA; without one: a small case on the interpreter
+"""
+import argparse
+import math
+import sys
+
+import numpy as np
+
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+BN = 64                 # key/value rows per tile
+NEG = -math.inf
+
+
+def layouts(D, warps, mi):
+    """Shared (b32 words, XOR-swizzled 16-byte chunks) and register layouts for head dim D, `warps` warps and
+    `mi` m16 tiles (16 query rows each) per warp."""
+    W = D // 2                      # words per shared row
+    KD = D // 16                    # k16 steps of Q K^T
+    NI = BN // 8                    # n8 tiles of S
+    KT = BN // 16                   # k16 steps of P V
+    DN = D // 8                     # n8 tiles of O
+    cpr = D // 8                    # 16-byte chunks per row
+    # chunk index XOR row bits: the 8 rows one ldmatrix reads land in 8 different bank groups
+    sw = {8: (3, 2, 3), 16: (3, 2, 4), 32: (3, 2, 5)}[cpr]
+    bm = 16 * mi * warps
+    lane4 = (4 @ laneid, 1 @ laneid)
+    L = {}
+    L["cp_q"] = TileLayout(S[(bm, cpr, 4) : (W, 4, 1)], swizzle=sw)
+    L["cp_kv"] = TileLayout(S[(2, BN, cpr, 4) : (BN * W, W, 4, 1)], swizzle=sw)
+    # Q as A: (warp, m tile, k step, matrix = (k half, row half), row, word)
+    L["ld_q"] = TileLayout(S[(warps, mi, KD, 2, 2, 8, 4) : (16 * mi * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
+    # K as B (N x K rows): (stage, n-tile pair, k step, matrix = (n tile, k half), row, word)
+    L["ld_k"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (BN * W, 16 * W, 8, 8 * W, 4, W, 1)], swizzle=sw)
+    # V as B through .trans (K x N rows): (stage, k step, d-tile pair, matrix = (d tile, key half), row, word)
+    L["ld_v"] = TileLayout(S[(2, KT, DN // 2, 2, 2, 8, 4) : (BN * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
+    # registers: ldmatrix matrix i -> register i of each group of 4
+    L["r_q"] = TileLayout(S[(mi, KD, 4, 8, 4) : (KD * 4, 4, 1, *lane4)])        # all of Q's fragments
+    L["r_q1"] = TileLayout(S[(mi, 4, 8, 4) : (4, 1, *lane4)])                  # one k step's
+    L["r_k"] = TileLayout(S[(4, 8, 4) : (1, *lane4)])                          # one n-tile pair's
+    L["r_v"] = TileLayout(S[(4, 8, 4) : (1, *lane4)])                          # one d-tile pair's
+    # mma operands: A (step, M, K, 16, 8) with register r = row half + 2 * k half; B (tile, K, 8, 8); D (M, N, 16, 8)
+    L["m_q"] = TileLayout(S[(KD, mi, 1, 2, 8, 2, 4) : (4, KD * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    L["m_q1"] = TileLayout(S[(mi, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    L["m_p"] = TileLayout(S[(KT, mi, 1, 2, 8, 2, 4) : (4, NI * 2, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    L["m_k"] = TileLayout(S[(2, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
+    L["m_v"] = TileLayout(S[(2, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
+    # S by n-tile pairs (a batch axis first): the Q K^T mmas of one pair of K fragments
+    L["m_s2"] = TileLayout(S[(NI // 2, mi, 2, 2, 8, 4, 2) : (8, NI * 4, 4, 2, *lane4, 1)])
+    L["m_o"] = TileLayout(S[(mi, DN, 2, 8, 4, 2) : (DN * 4, 4, 2, *lane4, 1)])
+    # O by d-tile pairs (a batch axis first): the P V mmas of one pair of V fragments
+    L["m_o2"] = TileLayout(S[(DN // 2, mi, 2, 2, 8, 4, 2) : (8, DN * 4, 4, 2, *lane4, 1)])
+    return L
+
+
+_KERNELS = {}
+
+
+# (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
+CONFIGS = {64: (8, 1, 1), 128: (8, 1, 1), 256: (4, 1, 0)}
+# what benchmarks/attention.py --configs all compares (none spills at sm_90: ptxas -v, 2026-12-01; the choice above
+# is not yet measured): two m16 tiles per warp halve the shared-memory bytes read per mma, at up to 255 registers
+CANDIDATES = {64: [(8, 1, 1), (4, 1, 1), (4, 2, 1), (8, 2, 1)], 128: [(8, 1, 1), (4, 1, 1), (8, 2, 0), (4, 2, 0)],
+              256: [(4, 1, 0), (8, 1, 0)]}
+# D = 256: Q is reloaded from shared memory (its 64 fragment registers would spill); 4 warps keep the shared
+# memory at 160 KiB (Q 32 + K 64 + V 64), within an A100's 163 KiB; 8 warps need 192 KiB (sm_90 only)
+
+
+def make_attention(dtype, D, causal, shape, scale, config=None):
+    """The forward kernel for element type `dtype` ("float16"/"bfloat16"), head dim D, causal or not,
+    shape = (B, H, H_kv, N, N_kv) (every stride an immediate) and softmax scale `scale`.
+
+    config = (warps, mi, qreg): `warps` warps of `mi` m16 tiles each (BM = 16 * warps * mi query rows per block);
+    qreg: Q's fragments live in registers for the whole loop (1) or are reloaded from shared memory at every
+    k16 step (0: fewer registers, which mi = 2 needs at D = 128). Default: CONFIGS[D].
+    Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D), O like Q, LSE (B, H, N) float32."""
+    if D not in (64, 128, 256):
+        raise tiledsl.LaunchError(f"attention supports head dims 64, 128 and 256, got {D}")
+    config = tuple(config or CONFIGS[D])
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    if dtype not in ("float16", "bfloat16"):
+        raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, not {dtype}")
+    warps, MI, QREG = config
+    B, H, HK, N, NK = shape
+    if H % HK:
+        raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
+    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+    COPY = "cp.async.cg.shared.global"
+    CVT = f"cvt.rn.{t}x2.f32"
+    THREADS = 32 * warps
+    WR = 16 * MI                    # query rows per warp
+    BM = WR * warps
+    W, CPR = D // 2, D // 8
+    KD, NI, KT, DN = D // 16, BN // 8, BN // 16, D // 8
+    NQB = -(-N // BM)               # query blocks per head
+    NKT = -(-NK // BN)              # key tiles
+    GROUP = H // HK
+    C = float(scale) * LOG2E        # scores to the log2 domain
+    CPT_Q = BM * CPR // THREADS     # 16-byte chunks each thread copies
+    CPT_KV = BN * CPR // THREADS
+    if warps not in (1, 2, 4, 8, 16) or MI not in (1, 2) or QREG not in (0, 1) or (BN * CPR) % THREADS:
+        raise tiledsl.LaunchError(f"attention configuration {config}: warps in 1..16 (a power of two, whose "
+                                  f"threads split a {BN} x {D} tile into 16-byte copies), mi 1 or 2, qreg 0 or 1")
+    LY = layouts(D, warps, MI)
+    L_CP_KV, L_CP_Q, L_LD_K, L_LD_Q, L_LD_V = LY["cp_kv"], LY["cp_q"], LY["ld_k"], LY["ld_q"], LY["ld_v"]
+    L_R_Q, L_R_Q1, L_R_K, L_R_V = LY["r_q"], LY["r_q1"], LY["r_k"], LY["r_v"]
+    L_M_Q, L_M_Q1, L_M_P, L_M_K, L_M_V, L_M_S2, L_M_O2 = (LY[n] for n in ("m_q", "m_q1", "m_p", "m_k", "m_v", "m_s2",
+                                                                        "m_o2"))
+
+    @tiledsl.inline
+    def copy_kv(cp, g, stage, tile, base, tid):
+        """cp.async of key/value tile `tile` (rows clamped to NK - 1) of head row `base` into `stage`."""
+        for j in T.unroll(CPT_KV):
+            c = tid + THREADS * j
+            r = T.min(tile * BN + c // CPR, NK - 1)
+            T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[base + r, c % CPR, :], chunk_bytes=16)
+
+    @tiledsl.inline
+    def qk_tile(s_v, q, rk, rk_mma, ld_k, st):
+        """S = Q K^T for the tile in stage `st`: per k16 step, Q's fragments (held, or loaded now), then per
+        pair of n8 tiles their K fragments (one ldmatrix.x4) and MI x 2 mmas."""
+        q_mma, rq1, rq1_mma, ld_qw = q
+        for kd in T.unroll(KD):
+            if QREG:
+                a = q_mma[kd]
+            else:
+                T.cuda.tile.apply(T.ptx[LDM], rq1, ld_qw[:, kd], scope="warp")
+                a = rq1_mma
+            for np_ in T.unroll(NI // 2):
+                T.cuda.tile.apply(T.ptx[LDM], rk, ld_k[st, np_, kd], scope="warp")
+                if kd == 0:
+                    T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, 0.0, scope="warp")
+                else:
+                    T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, s_v[np_], scope="warp")
+
+    @tiledsl.jit
+    def attention_fwd(Q: T.Tensor((B, H, N, D), dtype), K: T.Tensor((B, HK, NK, D), dtype),
+                      V: T.Tensor((B, HK, NK, D), dtype), O: T.Tensor((B, H, N, D), dtype),
+                      LSE: T.Tensor((B, H, N), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NQB * B * H, block=THREADS))
+        tid = T.cuda.thread_id()
+        warp = T.cuda.warp_id()
+        lane = T.cuda.lane_id()
+        pid = T.cuda.block_id()
+        # the query blocks of one head are neighbours (its K and V stay in L2); causal: heaviest first
+        bh = pid // NQB
+        qb = pid % NQB
+        if causal:
+            qb = NQB - 1 - qb
+        b = bh // H
+        h = bh % H
+        qbase = bh * N                           # row of Q/O (as (B*H*N) rows) where this head starts
+        kvbase = (b * HK + h // GROUP) * NK
+        gQ = Q.view(dtype="uint32").view(B * H * N, CPR, 4)
+        gK = K.view(dtype="uint32").view(B * HK * NK, CPR, 4)
+        gV = V.view(dtype="uint32").view(B * HK * NK, CPR, 4)
+        gO = O.view(dtype="uint32").view(B * H * N, W)
+
+        sq = T.alloc_shared((BM * W,), "uint32")
+        sk = T.alloc_shared((2 * BN * W,), "uint32")
+        sv = T.alloc_shared((2 * BN * W,), "uint32")
+        cp_q = sq.view(BM, CPR, 4, layout=L_CP_Q)
+        cp_k = sk.view(2, BN, CPR, 4, layout=L_CP_KV)
+        cp_v = sv.view(2, BN, CPR, 4, layout=L_CP_KV)
+        ld_q = sq.view(warps, MI, KD, 4, 8, 4, layout=L_LD_Q)
+        ld_k = sk.view(2, NI // 2, KD, 4, 8, 4, layout=L_LD_K)
+        ld_v = sv.view(2, KT, DN // 2, 4, 8, 4, layout=L_LD_V)
+
+        # the tiles this block visits: causal stops at the one holding the block's last row's diagonal
+        ntiles = NKT
+        if causal:
+            ntiles = T.min(NKT, ((qb + 1) * BM + BN - 1) // BN)
+
+        # prologue: Q and K[0] in one group, V[0] in the next
+        for j in T.unroll(CPT_Q):
+            c = tid + THREADS * j
+            r = T.min(qb * BM + c // CPR, N - 1)
+            T.cuda.tile.apply(T.ptx[COPY], cp_q[c // CPR, c % CPR], gQ[qbase + r, c % CPR, :], chunk_bytes=16)
+        copy_kv(cp_k, gK, 0, 0, kvbase, tid)
+        T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+        copy_kv(cp_v, gV, 0, 0, kvbase, tid)
+        T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+        rk = T.alloc_local((4,), "uint32")
+        rv = T.alloc_local((4,), "uint32")
+        s = T.alloc_local((MI * NI * 4,), "float32")
+        pk = T.alloc_local((MI * NI * 2, 1), "uint32")
+        o = T.alloc_local((MI * DN * 4,), "float32")
+        # per row this lane holds (m tile mi, row half r: index 2 * mi + r)
+        m = T.alloc_local((MI * 2, 1), "float32")     # running row max of the raw scores
+        sh = T.alloc_local((MI * 2, 1), "float32")    # shuffle scratch
+        al = T.alloc_local((MI * 2, 1), "float32")    # rescale factor of the old O and row sum
+        lsum = T.alloc_local((MI * 2, 1), "float32")  # this lane's partial row sums
+        rk_ld = rk.view(4, 8, 4, layout=L_R_K)
+        rk_mma = rk.view(2, 1, 8, 8, layout=L_M_K)
+        rv_ld = rv.view(4, 8, 4, layout=L_R_V)
+        rv_mma = rv.view(2, 1, 8, 8, layout=L_M_V)
+        s_v = s.view(NI // 2, MI, 2, 16, 8, layout=L_M_S2)
+        p_mma = pk.view(KT, MI, 1, 16, 8, layout=L_M_P)
+        o_v = o.view(DN // 2, MI, 2, 16, 8, layout=L_M_O2)
+        for i in T.unroll(MI * DN * 4):
+            o[i] = 0.0
+        for r in T.unroll(MI * 2):
+            m[r, 0] = NEG
+            lsum[r, 0] = 0.0
+
+        T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+        T.cuda.syncthreads()
+        if QREG:
+            rq = T.alloc_local((MI * KD * 4,), "uint32")
+            T.cuda.tile.apply(T.ptx[LDM], rq.view(MI, KD, 4, 8, 4, layout=L_R_Q), ld_q[warp], scope="warp")
+            qfr = (rq.view(KD, MI, 1, 16, 8, layout=L_M_Q), None, None, None)
+        else:
+            rq = T.alloc_local((MI * 4,), "uint32")
+            qfr = (None, rq.view(MI, 4, 8, 4, layout=L_R_Q1), rq.view(MI, 1, 16, 8, layout=L_M_Q1), ld_q[warp])
+
+        row0 = qb * BM + warp * WR + lane // 4   # this lane's first query row; row (mi, r) is row0 + 16 mi + 8 r
+        for jt in range(ntiles):
+            st = jt % 2
+            # K[jt] has landed and every warp is done with tile jt - 1: refill the other K stage
+            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+            T.cuda.syncthreads()
+            if jt + 1 < ntiles:
+                copy_kv(cp_k, gK, 1 - st, jt + 1, kvbase, tid)
+            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+            qk_tile(s_v, qfr, rk_ld, rk_mma, ld_k, st)
+
+            # mask the ragged last tile and (causal) the tiles crossing the diagonal
+            col0 = jt * BN + 2 * (lane % 4)
+            need = (jt + 1) * BN > NK
+            if causal:
+                need = need or (jt + 1) * BN - 1 > qb * BM
+            if need:
+                for i in T.unroll(MI * NI * 4):
+                    col = col0 + ((i // 4) % NI) * 8 + i % 2
+                    if causal:
+                        row = row0 + 16 * (i // (NI * 4)) + 8 * ((i % 4) // 2)
+                        s[i] = NEG if (col >= NK or col > row) else s[i]
+                    else:
+                        s[i] = NEG if col >= NK else s[i]
+
+            # online softmax: new row max over the tile and the 4 lanes of the row
+            for x in T.unroll(MI * 2):
+                mi, r = x // 2, x % 2
+                sh[x, 0] = m[x, 0]
+                for n in T.unroll(NI):
+                    e0 = (mi * NI + n) * 4 + 2 * r
+                    sh[x, 0] = T.max(sh[x, 0], T.max(s[e0], s[e0 + 1]))
+            for k in T.unroll(2):
+                T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, 0xFFFFFFFF)
+                for x in T.unroll(MI * 2):
+                    sh[x, 0] = T.max(sh[x, 0], al[x, 0])
+            for x in T.unroll(MI * 2):
+                mi, r = x // 2, x % 2
+                # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
+                mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
+                al[x, 0] = m[x, 0] * C - mc
+                m[x, 0] = sh[x, 0]
+                # the exponent s * C - m * C as one fma per score (scalar * and + round separately: two ops)
+                srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
+                T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
+            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
+            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
+            for x in T.unroll(MI * 2):
+                mi, r = x // 2, x % 2
+                acc = lsum[x, 0] * al[x, 0]
+                for n in T.unroll(NI):
+                    e0 = (mi * NI + n) * 4 + 2 * r
+                    acc = acc + s[e0] + s[e0 + 1]
+                lsum[x, 0] = acc
+            for i in T.unroll(MI * DN * 4):
+                o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
+            # P to f16x2/bf16x2: words (m tile, n tile, row half), the A fragment order of P V's k16 steps
+            pairs = s.view(MI * NI * 2, 2)
+            T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+
+            # V[jt] has landed and every warp is done with V[jt - 1]: refill the other V stage
+            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+            T.cuda.syncthreads()
+            if jt + 1 < ntiles:
+                copy_kv(cp_v, gV, 1 - st, jt + 1, kvbase, tid)
+            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+            for kt in T.unroll(KT):
+                for dp in T.unroll(DN // 2):
+                    T.cuda.tile.apply(T.ptx[LDMT], rv_ld, ld_v[st, kt, dp], scope="warp")
+                    T.cuda.tile.apply(T.ptx[MMA], o_v[dp], p_mma[kt], rv_mma, o_v[dp], scope="warp")
+
+        # epilogue: the full row sums, O / l, LSE
+        for k in T.unroll(2):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, 0xFFFFFFFF)
+            for x in T.unroll(MI * 2):
+                lsum[x, 0] = lsum[x, 0] + sh[x, 0]
+        T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
+        for x in T.unroll(MI * 2):
+            mi, r = x // 2, x % 2
+            inv = 1.0 / lsum[x, 0]
+            for n in T.unroll(DN):
+                for e in T.unroll(2):
+                    i = (mi * DN + n) * 4 + 2 * r + e
+                    o[i] = o[i] * inv
+        ow = T.alloc_local((MI * DN * 2, 1), "uint32")
+        T.cuda.tile.apply(T.ptx[CVT], ow, o.view(MI * DN * 2, 2)[:, 1:2], o.view(MI * DN * 2, 2)[:, 0:1])
+        for x in T.unroll(MI * 2):
+            mi, r = x // 2, x % 2
+            row = row0 + 16 * mi + 8 * r
+            if row < N:
+                for n in T.unroll(DN):
+                    gO[qbase + row, n * 4 + lane % 4] = ow[(mi * DN + n) * 2 + r, 0]
+                if lane % 4 == 0:
+                    LSE[b, h, row] = (m[x, 0] * C + al[x, 0]) * LN2
+
+    _KERNELS[key] = attention_fwd
+    return attention_fwd
+
+
+DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "float16": "float16"}
+
+
+def _check(q, k, v):
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise tiledsl.LaunchError(f"q, k, v must be (B, H, N, D); got {tuple(q.shape)}, {tuple(k.shape)}, "
+                                  f"{tuple(v.shape)}")
+    B, H, N, D = q.shape
+    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
+        raise tiledsl.LaunchError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be (B, H_kv, N_kv, D) with "
+                                  f"q's B={B} and D={D}")
+    if H % k.shape[1]:
+        raise tiledsl.LaunchError(f"k/v heads ({k.shape[1]}) must divide q's heads ({H})")
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise tiledsl.LaunchError(f"q, k, v must share one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
+    dt = DTYPES.get(str(q.dtype))
+    if dt is None:
+        raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, got {q.dtype}")
+    return dt, (B, H, k.shape[1], N, k.shape[2]), D
+
+
+def attention(q, k, v, causal=False, scale=None, config=None):
+    """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D).
+
+    torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernel on the CPU interpreter.
+    scale defaults to 1/sqrt(D); causal masks key j > query i (top-left aligned, as torch's is_causal).
+    O has q's dtype and shape, LSE is float32 (B, H, N) in natural log."""
+    dt, shape, D = _check(q, k, v)
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if not scale > 0 or math.isinf(scale):
+        # masked scores are -inf before scaling: a negative scale would turn them into +inf
+        raise tiledsl.LaunchError(f"attention needs a positive finite scale, got {scale}")
+    kern = make_attention(dt, D, causal, shape, scale, config)
+    B, H, _, N, _ = shape
+    if isinstance(q, np.ndarray):
+        q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
+        o = np.zeros_like(q)
+        lse = np.zeros((B, H, N), np.float32)
+        tiledsl.jit(kern.fn, interpret=True)(q, k, v, o, lse)
+        return o, lse
+    import torch
+    q, k, v = (x.contiguous() for x in (q, k, v))
+    o = torch.empty_like(q)
+    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+    kern(q, k, v, o, lse)
+    return o, lse
+
+
+def reference(q, k, v, causal=False, scale=None):
+    """float64 numpy (O, LSE) for numpy inputs (GQA: each k/v head serves H / H_kv query heads)."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    D = q.shape[-1]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    g = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    s = np.einsum("bhnd,bhmd->bhnm", q, k) * scale
+    if causal:
+        n, mm = s.shape[-2:]
+        s = np.where(np.arange(mm)[None, :] > np.arange(n)[:, None], -np.inf, s)
+    mx = s.max(-1, keepdims=True)
+    e = np.exp(s - mx)
+    l = e.sum(-1, keepdims=True)
+    return np.einsum("bhnm,bhmd->bhnd", e / l, v), (mx + np.log(l))[..., 0]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--causal", action="store_true")
+    opts = p.parse_args(argv)
+    from tiledsl.runtime.driver import gpu_available
+    if not gpu_available():
+        rng = np.random.default_rng(0)
+        q, k, v = (rng.standard_normal((1, 2, 80, 64)).astype(np.float16) for _ in range(3))
+        o, lse = attention(q, k, v, causal=opts.causal, config=(4, 1, 1))
+        ro, rl = reference(q, k, v, causal=opts.causal)
+        print(f"attention: no GPU found; ran 1x2x80x64 on the interpreter: max error O "
+              f"{np.abs(o - ro).max():.1e}, LSE {np.abs(lse - rl).max():.1e}")
+        return
+    import torch
+    B, H = max(1, 16384 // opts.n), 2048 // opts.d
+    q, k, v = (torch.randn(B, H, opts.n, opts.d, device="cuda", dtype=torch.float16) for _ in range(3))
+    o, lse = attention(q, k, v, causal=opts.causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=opts.causal)
+    print(f"attention {B}x{H}x{opts.n}x{opts.d}: max abs error {(o.float() - ref).abs().max().item():.1e}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
