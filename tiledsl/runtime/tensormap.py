@@ -48,7 +48,7 @@ def encode(tmap, ptr: int, shape: tuple) -> bytes:
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t
     err, tm = drv.cuTensorMapEncodeTiled(
         getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{a['tensorDataType']}"), a["tensorRank"],
-        a["globalAddress"], [u64(x) for x in a["globalDim"]], [u64(x) for x in a["globalStrides"]],
+        a["globalAddress"], [u64(x) for x in a["globalDim"]], [u64(x) for x in _strides_arg(a, tmap)],
         [u32(x) for x in a["boxDim"]], [u32(x) for x in a["elementStrides"]],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{a['swizzle']}"),
@@ -60,6 +60,15 @@ def encode(tmap, ptr: int, shape: tuple) -> bytes:
         except Exception as e:       # the driver's own words, as a LaunchError (the checker's rules passed)
             raise LaunchError(f"the tensor map could not be encoded: {e}") from None
     return ctypes.string_at(tm.getPtr(), MAP_BYTES)
+
+
+def _strides_arg(a: dict, tmap) -> list:
+    """The strides array as the driver is given it: a rank-1 map has none, but an empty list reaches the driver
+    as a null pointer, which it refuses (CUDA_ERROR_INVALID_VALUE on the H200); one ignored word, a multiple of
+    16 like a real stride, stands in."""
+    if a["globalStrides"]:
+        return a["globalStrides"]
+    return [max(16, -(-a["globalDim"][0] * tmap.dtype.nbytes // 16) * 16)]
 
 
 def encoded(tmap, device: int, ptr: int, shape: tuple) -> bytes:
