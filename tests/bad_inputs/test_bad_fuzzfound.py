@@ -256,8 +256,20 @@ def k_wait_group_none(A: T.Tensor((4,), "float32")):
     T.cuda.tile.apply(T.ptx["cp.async.wait_group"], None)
 
 
+def k_class_indexed(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    A[0] = TileLayout[0]
+
+
 C = Case
 CASES = [
+    # a class indexed inside a kernel: the message named it "<class 'tiledsl.layout.TileLayout'>"
+    C("class_indexed", k_class_indexed, "TileLayout[0]", ("the class TileLayout cannot be indexed",)),
+    # T.tma_layout with a module as the box, or a float swizzle: TypeError/KeyError escaped from tiledsl
+    C("tma_layout_box_not_a_tuple", action=lambda: T.tma_layout(np, "float16", 64), err=tiledsl.TiledslError,
+      words=("box is a tuple",)),
+    C("tma_layout_float_swizzle", action=lambda: T.tma_layout((16, 32), "float16", 0.0), err=tiledsl.TiledslError,
+      words=("swizzle is None, 32, 64 or 128",)),
     # Python's int-to-text limit (ValueError from str(int)) reached inside tiledsl
     C("huge_int_launch_block", k_huge_block, "block=HUGE", ("block dimension must fit in 64 bits", "16610 bits")),
     C("huge_int_literal_launch_block", k_huge_literal_block, "block=(10**5000)",

@@ -108,6 +108,8 @@ def describe(x) -> str:
         return "a tuple"
     if is_number(x):
         return f"{type(x).__name__} {show(x)}"
+    if isinstance(x, type):                 # a class: its name, not "<class 'module.Name'>"
+        return f"the class {x.__name__}"
     return f"{type(x).__name__} {x!r}"
 
 

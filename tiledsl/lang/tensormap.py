@@ -162,6 +162,11 @@ def tma_layout(box, dtype, swizzle=None):
     d = _dt.lookup(dtype)
     if d is None:
         raise TiledslError(f"unknown dtype {shown(dtype)}")
+    if not isinstance(box, (tuple, list)) or not box or not all(
+            isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= 256 for b in box):
+        raise TiledslError(f"T.tma_layout: box is a tuple of 1 to 5 ints in 1..256 (the TMA box), got {shown(box)}")
+    if swizzle not in (None, 32, 64, 128) or isinstance(swizzle, bool):
+        raise TiledslError(f"T.tma_layout: swizzle is None, 32, 64 or 128 (bytes), got {shown(swizzle)}")
     box = tuple(box)
     strides, acc = [], 1
     for b in reversed(box):
