@@ -105,7 +105,7 @@ def main(argv=None):
     p.add_argument("--ns", default="1024,4096,16384")
     p.add_argument("--configs", default="default",
                    help="kernel configurations (warps, m16 tiles per warp, Q in registers) to time: 'default' "
-                        "(attention.CONFIGS), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'")
+                        "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'")
     opts = p.parse_args(argv)
     import torch
     from tiledsl.runtime.driver import gpu_available
@@ -121,7 +121,7 @@ def main(argv=None):
                 for causal in (False, True):
                     try:
                         if opts.configs == "default":
-                            configs = [A.CONFIGS[D]]
+                            configs = [A.default_config(D, (1, 1, 1, N, N))]
                         elif opts.configs == "all":
                             configs = A.CANDIDATES[D]
                         else:

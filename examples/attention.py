@@ -84,12 +84,26 @@ _KERNELS = {}
 
 # (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
 CONFIGS = {64: (8, 1, 1), 128: (8, 1, 1), 256: (4, 1, 0)}
+# where N and N_kv are whole tiles: measured on the H200 at D = 128, N = 4096, f16 (benchmarks/attention.py
+# --configs all): (4, 2, 0) 345 TFLOP/s against (8, 1, 1)'s 282 non-causal, 300 against 249 causal; with a ragged
+# tail its masking code spills 12 bytes (ptxas -v), so ragged shapes keep CONFIGS
+WHOLE_TILES = {128: (4, 2, 0)}
 # what benchmarks/attention.py --configs all compares (none spills at sm_90: ptxas -v, 2026-12-01; the choice above
 # is not yet measured): two m16 tiles per warp halve the shared-memory bytes read per mma, at up to 255 registers
 CANDIDATES = {64: [(8, 1, 1), (4, 1, 1), (4, 2, 1), (8, 2, 1)], 128: [(8, 1, 1), (4, 1, 1), (8, 2, 0), (4, 2, 0)],
               256: [(4, 1, 0), (8, 1, 0)]}
 # D = 256: Q is reloaded from shared memory (its 64 fragment registers would spill); 4 warps keep the shared
 # memory at 160 KiB (Q 32 + K 64 + V 64), within an A100's 163 KiB; 8 warps need 192 KiB (sm_90 only)
+
+
+def default_config(D, shape):
+    """CONFIGS[D], or WHOLE_TILES[D] when the shape (B, H, H_kv, N, N_kv) has no ragged tile."""
+    whole = WHOLE_TILES.get(D)
+    if whole is not None:
+        N, N_kv = shape[3], shape[4]
+        if N % (16 * whole[0] * whole[1]) == 0 and N_kv % BN == 0:
+            return whole
+    return CONFIGS[D]
 
 
 def make_attention(dtype, D, causal, shape, scale, config=None):
@@ -102,7 +116,7 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
     Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D), O like Q, LSE (B, H, N) float32."""
     if D not in (64, 128, 256):
         raise tiledsl.LaunchError(f"attention supports head dims 64, 128 and 256, got {D}")
-    config = tuple(config or CONFIGS[D])
+    config = tuple(config or default_config(D, shape))
     key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
     if key in _KERNELS:
         return _KERNELS[key]
