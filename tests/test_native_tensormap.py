@@ -260,14 +260,8 @@ def test_a_clustered_launch_goes_through_cuLaunchKernelEx_with_the_attribute():
 # -- through the JIT: the stub driver of tests/launch_stubs.py and tests/test_tma.py's stub encoder
 
 def _jit_setup(monkeypatch, tmp_path):
-    import launch_stubs
-    from test_tma import _stub_encoder
-    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path))
-    drv = launch_stubs.install(monkeypatch)
-    calls = []
-    _stub_encoder(drv, calls)
-    tensormap.clear()
-    return drv, calls
+    from test_tma import stub_setup
+    return stub_setup(monkeypatch, tmp_path)
 
 
 def _native_recorder(drv, monkeypatch, slots):

@@ -324,14 +324,22 @@ def _stub_encoder(drv, calls):
         setattr(drv, name, _Enum())
 
 
-def test_launch_encodes_once_and_passes_the_map_by_value(monkeypatch, tmp_path):
-    import ctypes
+def stub_setup(monkeypatch, tmp_path):
+    """The stub driver (tests/launch_stubs.py) with the stub encoder, a fresh cache dir and no encoded maps:
+    (driver, the encoder's calls)."""
     import launch_stubs
     monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path))
     drv = launch_stubs.install(monkeypatch)
     calls = []
     _stub_encoder(drv, calls)
     tensormap.clear()
+    return drv, calls
+
+
+def test_launch_encodes_once_and_passes_the_map_by_value(monkeypatch, tmp_path):
+    import ctypes
+    import launch_stubs
+    drv, calls = stub_setup(monkeypatch, tmp_path)
     packed = []
     from tiledsl.runtime.launchers import reference
     real = reference.launch
