@@ -79,7 +79,8 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     multicast: blocks run in 2-CTA clusters along M (the grid's block rows rounded up to pairs); the two blocks of
     a cluster need the same B tile, so each loads half of it and multicasts the half to both (cta_mask 0b11). A
     stage is then written into both blocks' shared memory, so every consumer releases it in both blocks (a remote
-    mbarrier arrive) and each producer waits for both blocks' consumers before refilling it.
+    mbarrier arrive, by lane 0 of each consumer warp) and each producer waits for both blocks' consumers before
+    refilling it.
 
     persistent: a grid of min(num_sms, tiles) blocks, each walking its tiles in grouped order (group_m tile rows
     at a time) with the ring running on across tiles, so the next tile's loads overlap this tile's epilogue
@@ -136,6 +137,7 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     if BNT % (8 * CL):
         raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {CL} multicast slices of 8-row groups")
     ARRIVE_C, WAIT_C = "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"
+    RELEASERS = 4 if CL > 1 else 128            # arrivals per consumer warpgroup on a stage's empty barrier
 
     @tiledsl.jit
     def hopper_gemm(A: T.TensorMap(("M", "K"), ab, box=(BM, BK), swizzle=128),
@@ -160,7 +162,7 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
         if tid == 0:
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 128 * CONS * CL)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], RELEASERS * CONS * CL)
             if TMA_STORE:
                 for q in T.unroll(CONS):
                     T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], done[q:q + 1], 128)
@@ -221,10 +223,13 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
                 if kt > 0:
                     if CL > 1:
-                        # the stage was written into every block of the cluster: release it in each
-                        for r in T.unroll(CL):
-                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
-                                              empty[(kt + STG - 1) % STG:(kt + STG - 1) % STG + 1], rank=r)
+                        # the stage was written into every block of the cluster: release it in each, one arrive
+                        # per warp (lane 0, after the warp's wait_group: its part of the group has read the
+                        # stage), not 128 remote arrives per warpgroup
+                        if tid % 32 == 0:
+                            for r in T.unroll(CL):
+                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
+                                                  empty[(kt + STG - 1) % STG:(kt + STG - 1) % STG + 1], rank=r)
                     else:
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[(kt + STG - 1) % STG:
                                                                                          (kt + STG - 1) % STG + 1])
