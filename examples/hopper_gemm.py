@@ -18,6 +18,11 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
   * optionally (multicast) the blocks run in 2-CTA clusters along M that load half of their common B tile each
     and multicast it to both (the stage's release then crosses the cluster: remote mbarrier arrives).
 
+The persistent variant (persistent=True, _make_tiled) launches min(SMs, tiles) blocks that walk their tiles in
+grouped order; its producer's ring runs on across tiles, so the next tile's loads overlap this tile's epilogue, and
+its consumers restart the accumulators with scale_d = 0. A TMA-store epilogue whose staging buffer does not fit
+beside the ring (BN = 256 with 4 stages: 192 KB of ring) stages C in parts of BN / 2 (epilogue_columns).
+
 Ragged shapes are handled, not refused: the TMA unit fills the parts of a box outside A or B with zeros (they add
 nothing to the products) and the epilogue stores only the elements inside C. K must be a multiple of 8 (the TMA
 unit needs 16-byte row strides; else a LaunchError names K).
@@ -443,11 +448,13 @@ DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float
 
 
 def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consumers: int = CONSUMERS,
-                  bn: int = BN, tma_store: bool | None = None, multicast: bool = False):
+                  bn: int = BN, tma_store: bool | None = None, multicast: bool = False, persistent: bool = False,
+                  group_m: int = GROUP_M):
     """C = a @ b.T for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on an sm_90 GPU;
     any M and N, K a multiple of 8 (16-byte rows for the TMA unit). Returns C (M, N) of `out_dtype` (default: a's
     dtype), or writes `out`. tma_store (default: where C's rows are multiples of 16 bytes) picks the TMA-store
-    epilogue, multicast the 2-CTA clusters that share B tiles (make_hopper_gemm)."""
+    epilogue, multicast the 2-CTA clusters that share B tiles, persistent a grid of one block per SM of a's device
+    walking tiles in grouped order (make_hopper_gemm)."""
     import torch
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
         raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
@@ -459,7 +466,10 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, stages: int = STAGES, consu
     ab, od = (DTYPES.get(str(x.dtype), str(x.dtype)) for x in (a, out))
     if tma_store is None:
         tma_store = (N * out.element_size()) % 16 == 0
-    kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store, multicast)
+    sms = NUM_SMS
+    if persistent and a.is_cuda:
+        sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store, multicast, persistent, sms, group_m)
     if K % 8:
         raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")
