@@ -92,6 +92,15 @@ CASES = [
     Case("hopper-gemm-named-sm90", action=_gemm_named_sm90, words=("sm_90a", "the target is sm_90")),
     Case("hopper-gemm-one-stage", action=lambda: _hopper().make_hopper_gemm("float16", stages=1),
          err=tiledsl.LaunchError, words=("1 stage(s) (at least 2)",)),
+    Case("hopper-gemm-persistent-multicast",
+         action=lambda: _hopper().make_hopper_gemm("float16", persistent=True, multicast=True),
+         err=tiledsl.LaunchError, words=("multicast", "persistent grid")),
+    Case("hopper-gemm-split-epilogue-multicast",
+         action=lambda: _hopper().make_hopper_gemm("float16", bn=256, tma_store=True, multicast=True),
+         err=tiledsl.LaunchError, words=("multicast", "split TMA-store epilogue")),
+    Case("hopper-gemm-persistent-no-sms",
+         action=lambda: _hopper().make_hopper_gemm("float16", persistent=True, num_sms=0),
+         err=tiledsl.LaunchError, words=("num_sms=0", "positive")),
 ]
 # hopper_matmul's host checks take torch tensors (CPU ones do): skipped, not failed, where torch is not installed
 TORCH_CASES = [
