@@ -14,6 +14,8 @@ from kernels import Rotating, bench  # noqa: E402
 
 VARIANTS = {"persistent BN 256 TMA store": {"persistent": True, "bn": 256, "tma_store": True},
             "persistent BN 256 plain stores": {"persistent": True, "bn": 256, "tma_store": False},
+            "persistent BN 256 TMA store + multicast": {"persistent": True, "bn": 256, "tma_store": True,
+                                                        "multicast": True},
             "persistent BN 128 TMA store": {"persistent": True, "tma_store": True},
             "BN 256 4 stages TMA store (halves)": {"bn": 256, "stages": 4, "tma_store": True},
             "BN 256 3 stages TMA store": {"bn": 256, "stages": 3, "tma_store": True},

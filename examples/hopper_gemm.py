@@ -108,12 +108,10 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
                                   f"do not tile")
     split = tma_store and epilogue_columns(64 * consumers, bn, stages, consumers, ab, out) < bn
     if persistent or split:
-        if multicast:
-            raise tiledsl.LaunchError("hopper gemm: multicast clusters are not combined with a persistent grid or "
-                                      "a split TMA-store epilogue yet")
         if persistent and (int(num_sms) < 1 or int(group_m) < 1):
             raise tiledsl.LaunchError(f"hopper gemm: num_sms={num_sms} and group_m={group_m} must be positive")
-        _KERNELS[key] = _make_tiled(ab, out, stages, consumers, bn, tma_store, persistent, num_sms, group_m)
+        _KERNELS[key] = _make_tiled(ab, out, stages, consumers, bn, tma_store, persistent, num_sms, group_m,
+                                    multicast)
         return _KERNELS[key]
     t = {"float16": "f16", "bfloat16": "bf16"}[ab]
     MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}"
@@ -286,7 +284,7 @@ def epilogue_columns(bm: int, bn: int, stages: int, consumers: int, ab: str, out
 
 
 def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_store: bool, persistent: bool,
-                num_sms: int, group_m: int):
+                num_sms: int, group_m: int, multicast: bool = False):
     """The kernel that walks tiles: a persistent grid (min(num_sms, tiles) blocks, block b taking tiles b, b +
     gridDim.x, ... in grouped order: group_m tile rows at a time, column by column within the group, so the blocks
     running together share A's rows and B's columns in L2), or one tile per block (grid = tiles) where only the
@@ -298,7 +296,11 @@ def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_sto
     after the warp's wgmma.wait_group: the warp's part of the group has read the stage; the empty barrier counts
     4 x CONSUMERS arrivals, not 128 x CONSUMERS). The TMA-store epilogue stages EPI columns at a time
     (epilogue_columns) in one buffer per consumer: a 'done' mbarrier meets the warpgroup's writes before thread 0
-    stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer."""
+    stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer.
+
+    multicast: 2-CTA clusters along x whose two blocks walk the same tile pairs (two tile rows of one tile column,
+    rank r taking row 2p + r): each loads half of the common B tile and multicasts it to both, releases stages in
+    both blocks (lane 0 of each consumer warp, remote arrives) and waits for both blocks' releases."""
     t = {"float16": "f16", "bfloat16": "bf16"}[ab]
     MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}"
     LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -311,22 +313,28 @@ def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_sto
     NACC = BNT // 2
     L = layouts(BM, BNT, BK, STG, CONS, ab)
     L_TA, L_WA, L_WB, L_ACC = L["tma_a"], L["wg_a"], L["wg_b"], L["acc"]
-    L_TB = T.tma_layout((STG, BNT, BK), ab, 128)
+    CL = 2 if multicast else 1
+    CLUSTER = (CL, 1, 1) if CL > 1 else None
+    if BNT % (8 * CL):
+        raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {CL} multicast slices of 8-row groups")
+    L_TB = T.tma_layout((STG, CL, BNT // CL, BK), ab, 128)
+    LOAD_MC = LOAD + ".multicast::cluster"
+    ARRIVE_C, WAIT_C = "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"
     TMA_STORE = bool(tma_store)
     EPI = epilogue_columns(BM, BNT, STG, CONS, ab, out) if TMA_STORE else BNT
     EH = BNT // EPI                             # staged parts of a consumer's 64 x BN tile
     C_ANN = T.TensorMap(("M", "N"), out, box=(64, EPI)) if TMA_STORE else T.Tensor(("M", "N"), out)
     L_EPI = T.tma_layout((CONS, 64, EPI), out)
-    SMS = int(num_sms) if persistent else 1 << 30
+    SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
 
     @tiledsl.jit
     def hopper_gemm_tiles(A: T.TensorMap(("M", "K"), ab, box=(BM, BK), swizzle=128),
-                          B: T.TensorMap(("N", "K"), ab, box=(BNT, BK), swizzle=128),
+                          B: T.TensorMap(("N", "K"), ab, box=(BNT // CL, BK), swizzle=128),
                           C: C_ANN):
         T.device_entry(launch=T.cuda.LaunchConfig(
-            grid=T.min(SMS, ((M + BM - 1) // BM) * ((N + BNT - 1) // BNT)),  # noqa: F821
-            block=THREADS, max_registers=CAP))
+            grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+            block=THREADS, max_registers=CAP, cluster=CLUSTER))
         tid = T.cuda.thread_id()
         wg = tid // 128
         sa = T.alloc_shared((STG * BM * BK,), ab)
@@ -334,7 +342,7 @@ def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_sto
         full = T.alloc_shared((STG,), "uint64")
         empty = T.alloc_shared((STG,), "uint64")
         ta = sa.view(STG, BM, BK, layout=L_TA)
-        tb = sb.view(STG, BNT, BK, layout=L_TB)
+        tb = sb.view(STG, CL, BNT // CL, BK, layout=L_TB)
         wa = sa.view(STG, CONS, 1, BK // 16, 64, 16, layout=L_WA)
         wb = sb.view(STG, 1, BK // 16, BNT, 16, layout=L_WB)
         if TMA_STORE:
@@ -344,18 +352,25 @@ def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_sto
         if tid == 0:
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS * CL)
             if TMA_STORE:
                 for q in T.unroll(CONS):
                     T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], done[q:q + 1], 128)
                     T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], free[q:q + 1], 1)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
-        T.cuda.syncthreads()
-        ntm = (M + BM - 1) // BM            # noqa: F821
+        if CL > 1:
+            # both blocks' barriers are initialised before either block's multicast or remote arrive reaches them
+            T.cuda.tile.apply(T.ptx[ARRIVE_C])
+            T.cuda.tile.apply(T.ptx[WAIT_C])
+            rank = T.cuda.cluster_ctarank()
+        else:
+            T.cuda.syncthreads()
+            rank = 0
+        ntm = (M + CL * BM - 1) // (CL * BM)    # noqa: F821 - rows of tile pairs with multicast
         ntn = (N + BNT - 1) // BNT          # noqa: F821
         ktiles = (K + BK - 1) // BK         # noqa: F821
-        G = T.cuda.grid_dim(0)
-        bid = T.cuda.block_id(0)
+        G = T.cuda.grid_dim(0) // CL
+        bid = T.cuda.block_id(0) // CL
         mine = (ntm * ntn - bid + G - 1) // G       # the tiles bid, bid + G, ... below ntm * ntn
         if wg == 0:
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
@@ -368,17 +383,26 @@ def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_sto
                         tile = bid + ti * G
                         first = tile // (GM * ntn) * GM
                         rows = T.min(ntm - first, GM)
-                        row0 = (first + tile % (GM * ntn) % rows) * BM
+                        row0 = ((first + tile % (GM * ntn) % rows) * CL + rank) * BM
                         col0 = tile % (GM * ntn) // rows * BNT
                         for kt in range(ktiles):
                             it = ti * ktiles + kt          # the ring runs on across tiles
                             s = it % STG
                             if it >= STG:
-                                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"],
-                                                  empty[s:s + 1], (it // STG + 1) % 2)
+                                if CL > 1:
+                                    T.cuda.tile.apply(
+                                        T.ptx["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"],
+                                        empty[s:s + 1], (it // STG + 1) % 2)
+                                else:
+                                    T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"],
+                                                      empty[s:s + 1], (it // STG + 1) % 2)
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
                             T.cuda.tile.apply(T.ptx[LOAD], ta[s], A, full[s:s + 1], coords=(row0, kt * BK))
-                            T.cuda.tile.apply(T.ptx[LOAD], tb[s], B, full[s:s + 1], coords=(col0, kt * BK))
+                            if CL > 1:
+                                T.cuda.tile.apply(T.ptx[LOAD_MC], tb[s, rank], B, full[s:s + 1],
+                                                  coords=(col0 + rank * (BNT // CL), kt * BK), cta_mask=(1 << CL) - 1)
+                            else:
+                                T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], B, full[s:s + 1], coords=(col0, kt * BK))
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
             c = wg - 1
@@ -390,7 +414,7 @@ def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_sto
                 tile = bid + ti * G
                 first = tile // (GM * ntn) * GM
                 rows = T.min(ntm - first, GM)
-                row0 = (first + tile % (GM * ntn) % rows) * BM
+                row0 = ((first + tile % (GM * ntn) % rows) * CL + rank) * BM
                 col0 = tile % (GM * ntn) // rows * BNT
                 for kt in range(ktiles):
                     it = ti * ktiles + kt
@@ -403,13 +427,23 @@ def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_sto
                     T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
                     if kt > 0 and lane == 0:
-                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"],
-                                          empty[(it + STG - 1) % STG:(it + STG - 1) % STG + 1])
+                        prev = (it + STG - 1) % STG
+                        if CL > 1:
+                            for r in T.unroll(CL):
+                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
+                                                  empty[prev:prev + 1], rank=r)
+                        else:
+                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[prev:prev + 1])
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
                 # the tile's last stage is read: the producer may refill it while this epilogue runs
                 if lane == 0:
                     last = (ti * ktiles + ktiles - 1) % STG
-                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
+                    if CL > 1:
+                        for r in T.unroll(CL):
+                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
+                                              empty[last:last + 1], rank=r)
+                    else:
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
                 if TMA_STORE:
                     for h in T.unroll(EH):
                         u = ti * EH + h              # the staging buffer's use count
@@ -439,6 +473,10 @@ def _make_tiled(ab: str, out: str, stages: int, consumers: int, bn: int, tma_sto
             if TMA_STORE:
                 if tid % 128 == 0:
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)    # the last part stays until read
+        if CL > 1:
+            # no block leaves while its peer may still multicast into it or arrive on its barriers
+            T.cuda.tile.apply(T.ptx[ARRIVE_C])
+            T.cuda.tile.apply(T.ptx[WAIT_C])
 
     hopper_gemm_tiles.tile = (BM, BNT, BK)
     return hopper_gemm_tiles
