@@ -20,7 +20,8 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
 
 The persistent variant (persistent=True, _make_tiled) launches min(SMs, tiles) blocks that walk their tiles in
 grouped order; its producer's ring runs on across tiles, so the next tile's loads overlap this tile's epilogue, and
-its consumers restart the accumulators with scale_d = 0. A TMA-store epilogue whose staging buffer does not fit
+its consumers restart the accumulators with scale_d = 0 and release a stage with one arrive per warp; with
+multicast, 2-CTA clusters walk tile pairs and share B. A TMA-store epilogue whose staging buffer does not fit
 beside the ring (BN = 256 with 4 stages: 192 KB of ring) stages C in parts of BN / 2 (epilogue_columns).
 
 Ragged shapes are handled, not refused: the TMA unit fills the parts of a box outside A or B with zeros (they add
@@ -89,7 +90,7 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
 
     persistent: a grid of min(num_sms, tiles) blocks, each walking its tiles in grouped order (group_m tile rows
     at a time) with the ring running on across tiles, so the next tile's loads overlap this tile's epilogue
-    (_make_tiled). Where the TMA-store epilogue's staging buffer does not fit beside the ring (BN = 256 with 4
+    (_make_tiled; with multicast, 2-CTA clusters walking pairs of tile rows). Where the TMA-store epilogue's staging buffer does not fit beside the ring (BN = 256 with 4
     stages), it stages C in parts of BN / 2 (epilogue_columns) through the same kernel, one tile per block."""
     out = out or ab
     key = (ab, out, stages, consumers, bn, bool(tma_store), bool(multicast))
