@@ -12,8 +12,15 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.join(ROOT, "benchm
 
 from kernels import Rotating, bench  # noqa: E402
 
-VARIANTS = {"plain stores": {}, "TMA store": {"tma_store": True}, "TMA store + multicast": {"tma_store": True,
-                                                                                         "multicast": True}}
+VARIANTS = {"persistent BN 256 TMA store": {"persistent": True, "bn": 256, "tma_store": True},
+            "persistent BN 256 plain stores": {"persistent": True, "bn": 256, "tma_store": False},
+            "persistent BN 256 TMA store + multicast": {"persistent": True, "bn": 256, "tma_store": True,
+                                                        "multicast": True},
+            "persistent BN 128 TMA store": {"persistent": True, "tma_store": True},
+            "BN 256 4 stages TMA store (halves)": {"bn": 256, "stages": 4, "tma_store": True},
+            "BN 256 3 stages TMA store": {"bn": 256, "stages": 3, "tma_store": True},
+            "plain stores": {}, "TMA store": {"tma_store": True},
+            "TMA store + multicast": {"tma_store": True, "multicast": True}}
 
 
 def main(argv=None):

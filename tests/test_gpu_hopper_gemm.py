@@ -15,7 +15,13 @@ CONFIGS = {"default": {}, "one-consumer": dict(stages=3, consumers=1, bn=64),
            "plain-stores": dict(tma_store=False), "tma-store": dict(tma_store=True),
            "one-consumer-tma-store": dict(stages=3, consumers=1, bn=64, tma_store=True),
            "multicast": dict(multicast=True, tma_store=False),
-           "multicast-tma-store": dict(multicast=True, tma_store=True)}
+           "multicast-tma-store": dict(multicast=True, tma_store=True),
+           "persistent-bn256-tma-store": dict(persistent=True, bn=256, tma_store=True),
+           "persistent-bn256-plain-stores": dict(persistent=True, bn=256, tma_store=False),
+           "persistent-tma-store": dict(persistent=True, tma_store=True),
+           "bn256-4-stages-split-tma-store": dict(bn=256, stages=4, tma_store=True),
+           "persistent-bn256-multicast-tma-store": dict(persistent=True, bn=256, tma_store=True, multicast=True),
+           "persistent-multicast-plain-stores": dict(persistent=True, tma_store=False, multicast=True)}
 
 
 def _hopper():
@@ -61,6 +67,59 @@ def test_multicast_clusters_against_torch(M, N, K, tma_store):
         c = H.hopper_matmul(a, b, multicast=True, tma_store=tma_store)
         torch.cuda.synchronize()
         assert _rel_err(torch, c, a.float() @ b.float().T) <= 1e-2
+
+
+@pytest.mark.parametrize("M,N,K", [(128, 128, 64), (256, 384, 512), (2048, 1024, 4096), (4096, 4096, 4096),
+                                   (200, 136, 136), (1000, 1504, 776), (4095, 4097, 4096)])
+@pytest.mark.parametrize("bn", [256, 128])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_persistent_against_torch(M, N, K, bn, dtype):
+    """The persistent grid (one block per SM, grouped tile order, the ring running across tiles), BN 256 with its
+    split TMA-store epilogue where C's rows allow a tensor map (plain stores at N = 4097)."""
+    torch = _hopper()
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(M + N + K + bn)
+    a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    b = torch.randn(N, K, device="cuda", dtype=dt, generator=g)
+    ref = a.float() @ b.float().T
+    for _ in range(2):
+        c = H.hopper_matmul(a, b, persistent=True, bn=bn)
+        torch.cuda.synchronize()
+        assert c.dtype == dt and c.shape == (M, N)
+        assert _rel_err(torch, c, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("M,N,K", [(128, 128, 64), (2048, 1024, 4096), (4096, 4096, 4096), (1000, 1504, 776),
+                                   (4095, 4097, 4096)])
+@pytest.mark.parametrize("bn", [256, 128])
+def test_persistent_multicast_against_torch(M, N, K, bn):
+    """The persistent grid in 2-CTA clusters walking tile pairs, B multicast (odd tile-row counts: zero fill)."""
+    torch = _hopper()
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+    for _ in range(2):
+        c = H.hopper_matmul(a, b, persistent=True, multicast=True, bn=bn)
+        torch.cuda.synchronize()
+        assert _rel_err(torch, c, a.float() @ b.float().T) <= 1e-2
+
+
+@pytest.mark.parametrize("num_sms,group_m", [(7, 8), (3, 2), (1, 1), (4, 3)])
+@pytest.mark.parametrize("tma_store", [False, True])
+@pytest.mark.parametrize("multicast", [False, True])
+def test_persistent_small_grids_walk_many_tiles(num_sms, group_m, tma_store, multicast):
+    """Few blocks, many tiles each (1000 x 1504 with BN 256: 8 x 6 tiles; ragged M and a ragged last group): the
+    ring's phase across tiles and the staging buffer's reuse by the next tile's epilogue (with multicast the grid
+    is num_sms rounded down to pairs, at least one cluster)."""
+    torch = _hopper()
+    M, N, K = 1000, 1504, 776
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.float16)
+    k = H.make_hopper_gemm("float16", "float16", bn=256, tma_store=tma_store, persistent=True,
+                           num_sms=num_sms, group_m=group_m, multicast=multicast)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    k(a, b, c)
+    torch.cuda.synchronize()
+    assert _rel_err(torch, c, a.float() @ b.float().T) <= 1e-2
 
 
 @pytest.mark.parametrize("cfg", list(CONFIGS), ids=list(CONFIGS))

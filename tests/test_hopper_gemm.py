@@ -48,7 +48,18 @@ COMPILED = [("float16", "float16", {}, 168, H.CONSUMER_REGS), ("bfloat16", "bflo
             ("bfloat16", "float32", dict(tma_store=True), 168, H.CONSUMER_REGS),
             ("float16", "float16", dict(stages=3, consumers=1, bn=64, tma_store=True), 248, 248),
             ("float16", "float16", dict(multicast=True), 168, H.CONSUMER_REGS),
-            ("bfloat16", "bfloat16", dict(multicast=True, tma_store=True), 168, H.CONSUMER_REGS)]
+            ("bfloat16", "bfloat16", dict(multicast=True, tma_store=True), 168, H.CONSUMER_REGS),
+            # the persistent grid (BN 256 first: the benchmark's lead variant), and BN 256 with 4 stages, whose
+            # TMA-store epilogue stages C in halves beside the 192 KB ring
+            ("float16", "float16", dict(persistent=True, bn=256, tma_store=True), 168, H.CONSUMER_REGS),
+            ("bfloat16", "float32", dict(persistent=True, bn=256, tma_store=True), 168, H.CONSUMER_REGS),
+            ("float16", "float16", dict(persistent=True, bn=256, tma_store=False), 168, H.CONSUMER_REGS),
+            ("float16", "float16", dict(persistent=True, tma_store=True), 168, H.CONSUMER_REGS),
+            ("float16", "float16", dict(bn=256, tma_store=True), 168, H.CONSUMER_REGS),
+            ("float16", "float16", dict(bn=256, tma_store=False), 168, H.CONSUMER_REGS),
+            ("float16", "float16", dict(persistent=True, bn=256, tma_store=True, multicast=True), 168,
+             H.CONSUMER_REGS),
+            ("bfloat16", "bfloat16", dict(persistent=True, tma_store=False, multicast=True), 168, H.CONSUMER_REGS)]
 
 
 @pytest.mark.parametrize("ab,out,cfg,cap,regs", COMPILED)
@@ -73,12 +84,23 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs
     assert ptx.count(".param .align 64 .b8") == 2 + bool(cfg.get("tma_store"))    # A, B (and C) as tensor maps
     assert (store in ptx) == bool(cfg.get("tma_store"))
     mc = bool(cfg.get("multicast"))
-    assert (".reqnctapercluster 1, 2, 1" in ptx) == mc and (".multicast::cluster" in ptx) == mc
+    cluster = ".reqnctapercluster 2, 1, 1" if cfg.get("persistent") else ".reqnctapercluster 1, 2, 1"
+    assert (cluster in ptx) == mc and (".multicast::cluster" in ptx) == mc
     assert ("mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx) == mc
     assert "__local_depot" not in ptx
     r = ptxas(ptx, "sm_90a")
     assert r.returncode == 0, r.stderr
     assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+    assert ck.metadata["dynamic_shared"] <= H.SMEM_LIMIT
+
+
+def test_bn256_with_four_stages_stages_c_in_halves():
+    """192 KB of ring leave no room for the 64 KB C tile of two consumers: the epilogue stages 128 columns twice
+    (f32: 64 columns four times); with 3 stages the whole tile still fits (the kernel is unchanged)."""
+    assert H.epilogue_columns(128, 256, 4, 2, "float16", "float16") == 128
+    assert H.epilogue_columns(128, 256, 4, 2, "float16", "float32") == 64
+    assert H.epilogue_columns(128, 256, 3, 2, "float16", "float16") == 256
+    assert H.epilogue_columns(128, 128, 4, 2, "float16", "float16") == 128
 
 
 def test_a_named_sm90_target_is_refused_naming_sm90a():
@@ -149,6 +171,47 @@ def test_multicast_ring_turns_on_the_fibered_interpreter():
     a, b, ref = _inputs(M, N, K, seed=6)
     c = _host_out(M, N, "float32")
     tiledsl.jit(H.make_hopper_gemm("float16", "float32", multicast=True).fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+
+
+@pytest.mark.parametrize("M,N,K,out,cfg", [
+    # 2 blocks walk 6 tiles (3 each) over 4 K tiles through 2 stages: the ring turns within and across tiles
+    (256, 192, 256, "float32", dict(stages=2, bn=64, tma_store=False)),
+    # 12 tiles in groups of 2 tile rows (the last group ragged: 3 tile rows), ragged M, N and K, TMA-store epilogue
+    (300, 200, 264, "float32", dict(stages=3, bn=64, tma_store=True, group_m=2)),
+    # BN 256 with 4 stages: the epilogue stages each consumer's C tile in halves, per tile; 9 K tiles
+    (200, 320, 520, "float16", dict(stages=4, bn=256, tma_store=True)),
+    # 2-CTA clusters walking tile pairs (2 clusters of 4 blocks; 330 rows: 3 tile rows, the last pair half zero
+    # fill), B multicast, stages released in both blocks, across tiles
+    (330, 200, 264, "float32", dict(stages=2, bn=64, tma_store=True, group_m=2, multicast=True)),
+    (256, 192, 256, "float32", dict(stages=3, bn=64, tma_store=False, multicast=True))],
+    ids=["plain-stores", "grouped-ragged-tma-store", "bn256-4-stages-halves", "multicast-tma-store",
+         "multicast-plain-stores"])
+def test_persistent_grid_on_the_fibered_interpreter(M, N, K, out, cfg):
+    """A persistent grid of 2 blocks (2 clusters of 2 with multicast): each walks its tiles bid, bid + 2, ...
+    with the producer's ring index and phase running on across tiles (the next tile's loads overlap this tile's
+    epilogue) and the consumers restarting their accumulators with scale_d = 0; exact against numpy (f16 C: the exact sums rounded once)."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    a, b, ref = _inputs(M, N, K, seed=7)
+    c = _host_out(M, N, out)
+    c[...] = 1
+    k = H.make_hopper_gemm("float16", out, persistent=True, num_sms=4 if cfg.get("multicast") else 2, **cfg)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c)
+    want = ref.astype(np.float16 if out == "float16" else np.float32).astype(np.float64)
+    np.testing.assert_array_equal(_as_float(c, out), want)
+
+
+def test_split_epilogue_one_tile_per_block_on_the_interpreter():
+    """BN 256, 4 stages, f32 C, not persistent: one tile per block, C staged 64 columns at a time (four parts)."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 256, 264, 136
+    a, b, ref = _inputs(M, N, K, seed=8)
+    c = np.full((M, N), -1.0, np.float32)
+    tiledsl.jit(H.make_hopper_gemm("float16", "float32", bn=256, tma_store=True).fn, interpret=True)(a, b, c)
+    np.testing.assert_array_equal(c, ref)
+    c[...] = -1.0                                   # the same with 2-CTA clusters sharing B (330 -> 200 rows)
+    tiledsl.jit(H.make_hopper_gemm("float16", "float32", bn=256, tma_store=True, multicast=True).fn,
+                interpret=True)(a, b, c)
     np.testing.assert_array_equal(c, ref)
 
 

@@ -92,6 +92,12 @@ CASES = [
     Case("hopper-gemm-named-sm90", action=_gemm_named_sm90, words=("sm_90a", "the target is sm_90")),
     Case("hopper-gemm-one-stage", action=lambda: _hopper().make_hopper_gemm("float16", stages=1),
          err=tiledsl.LaunchError, words=("1 stage(s) (at least 2)",)),
+    Case("hopper-gemm-persistent-multicast-bn-8",
+         action=lambda: _hopper().make_hopper_gemm("float16", bn=8, persistent=True, multicast=True),
+         err=tiledsl.LaunchError, words=("BN=8", "2 multicast slices")),
+    Case("hopper-gemm-persistent-no-sms",
+         action=lambda: _hopper().make_hopper_gemm("float16", persistent=True, num_sms=0),
+         err=tiledsl.LaunchError, words=("num_sms=0", "positive")),
 ]
 # hopper_matmul's host checks take torch tensors (CPU ones do): skipped, not failed, where torch is not installed
 TORCH_CASES = [
