@@ -84,10 +84,11 @@ _KERNELS = {}
 
 # (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
 CONFIGS = {64: (8, 1, 1), 128: (8, 1, 1), 256: (4, 1, 0)}
-# where N and N_kv are whole tiles: measured on the H200 at D = 128, N = 4096, f16 (benchmarks/attention.py
-# --configs all): (4, 2, 0) 345 TFLOP/s against (8, 1, 1)'s 282 non-causal, 300 against 249 causal; with a ragged
-# tail its masking code spills 12 bytes (ptxas -v), so ragged shapes keep CONFIGS
-WHOLE_TILES = {128: (4, 2, 0)}
+# where N and N_kv are whole tiles, a faster configuration may serve (none yet): measured on the H200 at D = 128,
+# N = 4096, f16 (benchmarks/attention.py --configs all), (4, 2, 0) reaches 345 TFLOP/s against (8, 1, 1)'s 282
+# non-causal and 300 against 249 causal, but its SASS reads and writes local memory (STL/LDL: at 255 registers a
+# stack frame, even where ptxas -v counts no spill bytes), which the SASS test refuses; ragged tails spill 12 bytes
+WHOLE_TILES: dict = {}
 # what benchmarks/attention.py --configs all compares (none spills at sm_90: ptxas -v, 2026-12-01; the choice above
 # is not yet measured): two m16 tiles per warp halve the shared-memory bytes read per mma, at up to 255 registers
 CANDIDATES = {64: [(8, 1, 1), (4, 1, 1), (4, 2, 1), (8, 2, 1)], 128: [(8, 1, 1), (4, 1, 1), (8, 2, 0), (4, 2, 0)],
