@@ -132,6 +132,23 @@ class Factor:
     inner: int                   # product of the later factors in the same dimension
 
 
+def _swizzled_array(sw, storage, high):
+    """The int64 arrays of storage offsets and high parts as the swizzle `sw` places them, summed (without a
+    swizzle, the storage offsets as they are): the numpy form of the per-int step in storages_int, shared by
+    storages_array and owners_array."""
+    if not sw:
+        return storage
+    import numpy as np
+    period = 1 << sum(sw)
+    bits, base, shift = sw
+    moved = (storage != 0) & (storage % period == 0)
+    high = np.where(moved, high + storage, high)
+    storage = np.where(moved, 0, storage)
+    if bits:
+        storage = storage ^ (((storage >> (base + shift)) & ((1 << bits) - 1)) << base)
+    return storage + high
+
+
 class TileLayout:
     """Where each coordinate of a view lives: `TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])`.
 
@@ -274,17 +291,7 @@ class TileLayout:
                     high += digit * stride
                 else:
                     storage += digit * stride
-        sw = self.swizzle
-        if sw:
-            period = 1 << sum(sw)
-            bits, base, shift = sw
-            moved = (storage != 0) & (storage % period == 0)
-            high = np.where(moved, high + storage, high)
-            storage = np.where(moved, 0, storage)
-            if bits:
-                storage = storage ^ (((storage >> (base + shift)) & ((1 << bits) - 1)) << base)
-            storage = storage + high
-        return storage
+        return _swizzled_array(self.swizzle, storage, high)
 
     def owners_array(self, coords, dims: tuple):
         """(slot, lane, warp) int64 arrays of an (n, len(dims)) int64 array of coordinates: `owner_static` of every
@@ -317,16 +324,7 @@ class TileLayout:
                 else:
                     offs[axis] = digit * stride
         storage = offs.pop(STORAGE, np.zeros(n, np.int64))
-        sw = self.swizzle
-        if sw:
-            period = 1 << sum(sw)
-            bits, base, shift = sw
-            moved = (storage != 0) & (storage % period == 0)
-            high = np.where(moved, high + storage, high)
-            storage = np.where(moved, 0, storage)
-            if bits:
-                storage = storage ^ (((storage >> (base + shift)) & ((1 << bits) - 1)) << base)
-            storage = storage + high
+        storage = _swizzled_array(self.swizzle, storage, high)
         zero = np.zeros(n, np.int64)
         lane = offs.get("laneid", zero) + sum((offs.get(a, zero) % 32 for a in _LANE_AXES[1:]), zero)
         warp = sum((offs.get(a, zero) for a in _WARP_AXES), zero) + \
