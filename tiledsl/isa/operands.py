@@ -78,6 +78,12 @@ class Ctx:
         b = self.block
         return b[0] * b[1] * b[2]
 
+    def thread_only(self, how: str):
+        """Refuse a scope other than `thread` for an instruction every executing thread issues; `how` says how
+        to write it instead (shown in parentheses)."""
+        if self.scope != "thread":
+            raise self.error(f"is a thread instruction: apply it with scope='thread' ({how}), not '{self.scope}'")
+
     def error(self, msg, operand: Operand | None = None) -> CompilationError:
         if operand is not None:
             return CompilationError(f"{self.opcode}: operand {operand.name}: {msg}", operand.loc or self.loc)

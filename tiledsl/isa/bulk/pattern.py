@@ -67,9 +67,7 @@ MIN_SM = 90
 
 
 def expand(form: Form, ctx: Ctx) -> list:
-    if ctx.scope != "thread":
-        raise ctx.error(f"is a thread instruction: apply it with scope='thread' (guard it with `if` for a single "
-                        f"issuer), not '{ctx.scope}'")
+    ctx.thread_only("guard it with `if` for a single issuer")
     if form.kind == "fence":
         ctx.params(set())
         ctx.operands([])

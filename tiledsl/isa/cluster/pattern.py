@@ -103,8 +103,7 @@ def arch(form: Form) -> int | None:
 # ------------------------------------------------------------------ expansion
 
 def expand(form: Form, ctx: Ctx) -> list:
-    if ctx.scope != "thread":
-        raise ctx.error(f"is a thread instruction: apply it with scope='thread' (the default), not '{ctx.scope}'")
+    ctx.thread_only("the default")
     if form.kind in ("arrive", "wait"):
         ctx.params(set())
         ctx.operands([])
