@@ -300,6 +300,10 @@ def main(argv=None):
     if maps in results and plain in results:
         bench.notes.append(f"2 tensor-map arguments vs a plain kernel: {bench.ratio(maps, plain):.2f}x the plain "
                            f"launch (target <= 1.3x)")
+    from tiledsl.runtime.launchers import torch_layout
+    lay = torch_layout.for_device(torch, 0)
+    bench.notes.append("torch tensors read from their TensorImpl (layout proved at first use): " +
+                       ("yes" if isinstance(lay, torch_layout.TorchLayout) else f"no: {lay}"))
     for k in (add3, add3_maps, getattr(bench, "cupy_kernel", None)):
         if k is not None and k.native_unsupported:
             bench.notes.append(f"no native launcher: {k.native_unsupported}")

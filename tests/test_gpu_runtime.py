@@ -119,3 +119,36 @@ def test_native_launcher_is_used_and_exact():
         k(xs[1], y, 3.0)
     s.synchronize()
     torch.testing.assert_close(y, 3.0 * xs[1] + OFFSET, rtol=0, atol=1e-5)
+
+
+def test_native_launcher_reads_torch_tensors_directly_and_exactly():
+    """On this torch the TensorImpl layout is proved on the GPU's tensors, and the native launcher then launches
+    views (offsets), Parameters and empty tensors with the right pointers, and sends strided, CPU, other-dtype,
+    subclass and copy-on-write tensors to the Python path's answer."""
+    from tiledsl.runtime import driver
+    from tiledsl.runtime.launchers import native, torch_layout
+    lay = torch_layout.for_device(torch, 0)
+    assert isinstance(lay, torch_layout.TorchLayout), lay
+    k = tiledsl.jit(axpb.fn)
+    base = torch.randn(10000, device="cuda")
+    for i in range(4):
+        x, y = base[17 + i:17 + i + 3000], torch.full((3100,), float("nan"), device="cuda")[100:]
+        k(x, y, float(i))
+        torch.testing.assert_close(y, i * x + OFFSET, rtol=0, atol=1e-5)
+    if native.available() and driver.device_count() == 1:
+        assert type(k._call).__name__ == "builtin_function_or_method"
+    with pytest.raises(tiledsl.LaunchError, match="not contiguous"):
+        k(base[:6000:2], torch.zeros(3000, device="cuda"), 1.0)
+    with pytest.raises(tiledsl.LaunchError):
+        k(base[:3000].cpu(), torch.zeros(3000, device="cuda"), 1.0)
+    if hasattr(torch, "_lazy_clone"):
+        src = torch.randn(3000, device="cuda")
+        before = src.clone()
+        try:
+            lazy = torch._lazy_clone(src)
+        except RuntimeError:
+            lazy = None
+        if lazy is not None:           # the kernel writes Y: a copy-on-write Y must be copied first, not shared
+            k(src, lazy, 2.0)
+            torch.testing.assert_close(lazy, 2.0 * src + OFFSET, rtol=0, atol=1e-5)
+            assert torch.equal(src, before)

@@ -37,6 +37,7 @@ import sysconfig
 import threading
 
 from .. import driver, tensormap
+from . import torch_layout
 from .native_ir import _DRIVER, _SLOT, MAP_WORDS, METH_FASTCALL_KEYWORDS, Unsupported, build_ir, direct, layout_problem
 
 __all__ = ["MapMemo", "Unsupported", "available", "build", "cluster_attribute", "direct", "layout_problem",
@@ -249,6 +250,8 @@ def spec_for(sig, plan, framework: str, device: int, grid, kernel_state) -> dict
         param = getattr(getattr(torch, "nn", None), "Parameter", None)
         spec["also_types"] = [param] if param is not None else []
         spec["stream_fn"] = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        layout = torch_layout.for_device(torch, device)
+        spec["torch_layout"] = layout if isinstance(layout, torch_layout.TorchLayout) else None
     elif framework == "cupy":
         import numpy as np
         cupy = sys.modules["cupy"]

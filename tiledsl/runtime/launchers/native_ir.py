@@ -324,6 +324,15 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                 ok = either
             e.check(ok)
             at = spec["array_type"]
+            lay = spec.get("torch_layout") if torch and not spec["multi"] else None
+            if lay is not None and len(shape) <= lay.inline and lay.dtype_code(dtype) is not None:
+                vals, ptr = torch_direct(e, lay, x, dtype, len(shape))
+                bind_extents(e, vals, shape, ints)
+                if kind == "tensormap":
+                    map_from_memo(e, info[3], ptr, vals, slot_ptrs[slot])
+                else:
+                    e.emit(f"store i64 {ptr}, ptr {slot_ptrs[slot]}")
+                continue
             d = attr(x, "dtype", at)
             e.call("Py_DecRef", d)
             e.check(e.cmp("eq", "ptr", d, e.obj(dtype)))
@@ -354,14 +363,7 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
                 e.call("Py_DecRef", ne)
             else:
                 vals = shape_values(x, at, len(shape))
-            for k, (v, want) in enumerate(zip(vals, shape)):
-                e.check(e.cmp("sge", "i64", v, "0"))      # -1 is also the failed conversion
-                if isinstance(want, int):
-                    e.check(e.cmp("eq", "i64", v, str(want)))
-                elif want in ints:
-                    e.check(e.cmp("eq", "i64", v, ints[want]))
-                else:
-                    ints[want] = v
+            bind_extents(e, vals, shape, ints)
             if torch:
                 ptr_o = method(x, "data_ptr", at)
             else:
@@ -511,6 +513,58 @@ def build_ir(spec: dict, drv_addrs: dict, keep: list) -> str:
     body = "\n".join(e.lines)
     return ("define ptr @launch(ptr %self, ptr %args, i64 %nargsf, ptr %kwnames) {\nentry:\n" + body + "\n}\n"
             + _INTRINSICS)
+
+
+def bind_extents(e: _IR, vals: list, shape, ints: dict) -> None:
+    """Check an array's extents against its parameter's shape: constants equal, a named size equal to where it
+    was first seen (the first sight binds it)."""
+    for v, want in zip(vals, shape):
+        e.check(e.cmp("sge", "i64", v, "0"))      # -1 is also the failed conversion
+        if isinstance(want, int):
+            e.check(e.cmp("eq", "i64", v, str(want)))
+        elif want in ints:
+            e.check(e.cmp("eq", "i64", v, ints[want]))
+        else:
+            ints[want] = v
+
+
+def torch_direct(e: _IR, lay, x: str, dtype, ndim: int) -> tuple[list, str]:
+    """A torch tensor's extents and data pointer read from its TensorImpl at the offsets torch_layout proved on
+    this torch (its module doc lists the checks): the same answers as dtype, is_cuda, is_contiguous(), shape
+    and data_ptr(), without a call. Anything unexpected takes the Python path."""
+    def load(ty, base, off, align=""):
+        p = e.let(f"getelementptr i8, ptr {base}, i64 {off}")
+        return e.let(f"load {ty}, ptr {p}{align}")
+    impl = load("ptr", x, lay.impl)
+    e.check(e.cmp("eq", "i64", load("i64", impl, 0), str(lay.vtable)))
+    e.check(e.cmp("eq", "i16", load("i16", impl, lay.dtype_at), str(lay.dtype_code(dtype))))
+    dev = e.let(f"and i32 {load('i32', impl, lay.device_at, ', align 1')}, 16777215")
+    e.check(e.cmp("eq", "i32", dev, str(lay.device_bytes)))
+    e.check(e.cmp("eq", "i64", load("i64", impl, lay.ndim), str(ndim)))
+    sizes = [load("i64", impl, lay.sizes_at() + 8 * k) for k in range(ndim)]
+    strides = [load("i64", impl, lay.strides_at() + 8 * k) for k in range(ndim)]
+    # torch's default is_contiguous: empty, or each dimension of extent != 1 has the stride of those after it
+    ok, empty, expected = "true", "false", "1"
+    for k in reversed(range(ndim)):
+        one = e.cmp("eq", "i64", sizes[k], "1")
+        same = e.cmp("eq", "i64", strides[k], expected)
+        fine = e.let(f"or i1 {one}, {same}")
+        ok = e.let(f"and i1 {ok}, {fine}")
+        zero = e.cmp("eq", "i64", sizes[k], "0")
+        empty = e.let(f"or i1 {empty}, {zero}")
+        if k:
+            grown = e.let(f"mul i64 {expected}, {sizes[k]}")
+            expected = e.let(f"select i1 {one}, i64 {expected}, i64 {grown}")
+    e.check(e.let(f"or i1 {ok}, {empty}"))
+    storage = load("ptr", impl, lay.storage)
+    e.not_null(storage)
+    if lay.cow_at is not None:
+        e.check(e.cmp("ne", "i64", load("i64", storage, lay.cow_at), str(lay.cow)))
+    data = load("i64", storage, lay.data)
+    offset = load("i64", impl, lay.storage_offset)
+    scaled = e.let(f"mul i64 {offset}, {dtype.itemsize}")
+    ptr = e.let(f"add i64 {data}, {scaled}")
+    return sizes, e.let(f"select i1 {empty}, i64 0, i64 {ptr}")     # data_ptr() of an empty tensor is null
 
 
 def map_from_memo(e: _IR, memo: tuple, ptr: str, extents: list, slot: str) -> None:
