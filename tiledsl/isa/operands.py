@@ -475,7 +475,7 @@ def check_contiguous_rows(ctx: Ctx, op: Operand, rows, align: int, what_of) -> N
     todo = [k for k in range(len(rows)) if keys[k] is None or keys[k] not in ctx.proofs]
     if not todo:
         return
-    by_pin = _pinned_offsets(view, [c for k in todo for c in rows[k]]) if static else None
+    by_pin = pinned_offsets(view, [c for k in todo for c in rows[k]]) if static else None
     pos = 0
     for k in todo:
         n = len(rows[k])
@@ -487,7 +487,7 @@ def check_contiguous_rows(ctx: Ctx, op: Operand, rows, align: int, what_of) -> N
 
 
 def _check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str, by_pin) -> None:
-    """One row, from its offsets per pin (`_pinned_offsets`), or None: then from the offset expressions."""
+    """One row, from its offsets per pin (`pinned_offsets`), or None: then from the offset expressions."""
     view = op.view
     shown = tuple(coords[0])
     if by_pin is None:
@@ -523,20 +523,23 @@ def _check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str, by_p
                             f"offset {start}{why}", op)
 
 
-def _pinned_offsets(view: View, coords):
+def pinned_offsets(view: View, coords):
     """The storage offsets of `coords` for each pin in PINS (ints), or None when a run-time part of the view cannot
     be evaluated directly. The same values as evaluating `located(view, coords)` per pin (View.storage_pinned),
     without building the expression trees: ldmatrix alone proves some 36 thousand rows in the GEMM kernel."""
-    if not all(type(c) is int for coord in coords for c in coord):
-        return None
     arr = None
-    if len(coords) >= _ARRAY_BATCH:
+    if len(coords) >= _ARRAY_BATCH and coords[0]:
         import numpy as np
-        ndim = len(coords[0])
-        if all(len(c) == ndim for c in coords):
-            arr = np.array(coords, dtype=np.int64).reshape(len(coords), ndim)
-            if ndim and int(np.abs(arr).max()) >= 1 << 24:
-                arr = None
+        try:        # ints only make an int64 array (an expression makes an object array, ragged rows fail)
+            arr = np.array(coords)
+        except ValueError:
+            arr = None
+        if arr is None or arr.dtype != np.int64 or arr.ndim != 2:
+            arr = None
+        elif int(np.abs(arr).max()) >= 1 << 24:
+            arr = None
+    if arr is None and not all(type(c) is int for coord in coords for c in coord):
+        return None
     out = []
     for pin in PINS:
         offs = None
@@ -551,7 +554,21 @@ def _pinned_offsets(view: View, coords):
     return out
 
 
-# from this many coordinates on, _pinned_offsets evaluates them as numpy arrays (an ldmatrix repeat of a
+def static_offsets_of(view: View, coords) -> list | None:
+    """`ir.eval.static_offsets(located(view, coords))` (the offsets at the first pin; None when a part cannot be
+    evaluated; ValueError when their differences change with run-time values), through `pinned_offsets` where it
+    can, so no expression tree is built."""
+    by_pin = pinned_offsets(view, coords)
+    if by_pin is None:
+        return static_offsets(located(view, coords))
+    rel = [o - by_pin[0][0] for o in by_pin[0]]
+    for other in by_pin[1:]:
+        if [o - other[0] for o in other] != rel:
+            raise ValueError("the distance between words depends on run-time values")
+    return by_pin[0]
+
+
+# from this many coordinates on, pinned_offsets evaluates them as numpy arrays (an ldmatrix repeat of a
 # 256-thread block proves 1024 words at once)
 _ARRAY_BATCH = 64
 

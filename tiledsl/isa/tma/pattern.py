@@ -27,12 +27,12 @@ from itertools import product
 from ...core import dtypes as dt
 from ...core.errors import CompilationError
 from ...ir import nodes as ir
-from ...ir.eval import PINS, evaluate_pinned, located, static_offsets
+from ...ir.eval import PINS, evaluate_pinned, located
 from ...lang.tensormap import TensorMapArg, TensorMapType, swizzle_of
 from ...layout import swizzled
 from ..bulk.pattern import _mbarrier
 from ..family import Refusal
-from ..operands import Ctx, Operand, check_scope, memory_addr, repeat_coords, split_shape
+from ..operands import Ctx, Operand, check_scope, memory_addr, repeat_coords, split_shape, static_offsets_of
 
 LOAD = re.compile(r"cp\.async\.bulk\.tensor\.([1-5])d\.shared::cluster\.global\.tile\."
                   r"mbarrier::complete_tx::bytes(\.multicast::cluster)?(\.L2::cache_hint)?")
@@ -284,7 +284,7 @@ def _check_box_layout(ctx: Ctx, op: Operand, ann: TensorMapType, rep: tuple) -> 
     for r in (repeat_coords(rep)[:1] + repeat_coords(rep)[-1:]) if rep else [()]:
         coords = [list(r) + list(c) for c in sample]
         try:
-            got = static_offsets(located(view, coords))
+            got = static_offsets_of(view, coords)
         except ValueError:
             got = None
         if got is None:

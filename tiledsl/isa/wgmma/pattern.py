@@ -35,8 +35,8 @@ from ...core.errors import CompilationError
 from ...ir import nodes as ir
 from ...ir.eval import PINS, evaluate_pinned
 from ..family import Refusal
-from ..operands import Ctx, Operand, Owners, check_bits, check_no_overlap, check_slot_type, reg, repeat_coords, \
-    split_shape
+from ..operands import Ctx, Operand, Owners, check_bits, check_no_overlap, check_slot_type, pinned_offsets, reg, \
+    repeat_coords, split_shape
 from . import descriptor as DS
 
 MMA = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k(\d+)\.(\w+)\.(\w+)\.(\w+)$")
@@ -144,8 +144,12 @@ def _sync(form: Form, ctx: Ctx) -> list:
 
 def _all_slots(ctx: Ctx, op: Operand) -> list:
     seen, out = set(), []
-    for coord in product(*(range(s) for s in op.view.shape)):
-        s, _ = op.view.locate(list(coord))
+    coords = [list(c) for c in product(*(range(s) for s in op.view.shape))]
+    # a view whose static_key is known has no run-time part: its pinned offsets are its slots
+    by_pin = pinned_offsets(op.view, coords) if op.view.static_key() is not None else None
+    slots = by_pin[0] if by_pin else None
+    for k, coord in enumerate(coords):
+        s = slots[k] if slots is not None else op.view.locate(coord)[0]
         if not isinstance(s, int):
             raise ctx.error("register slots must be compile-time constants", op)
         if s not in seen:
@@ -319,11 +323,14 @@ def _descriptor(ctx: Ctx, op: Operand, form: Form, groups, rep, rows: int, k_maj
         raise ctx.error(f"no matrix descriptor expresses {view.describe()}: {mode}", op)
     width = DS.WIDTH.get(mode, 16)
     fields, span = None, 1
+    cells = [(r, k) for r in range(rows) for k in range(kext)]
     for g, _ in groups:
-        exprs = {(r, k): view.locate(list(g) + list(rep) + [r, k])[0] for r in range(rows) for k in range(kext)}
-        for pin in PINS:
-            memo = {}
-            byte = {c: evaluate_pinned(x, pin, memo) for c, x in exprs.items()}
+        coords = [list(g) + list(rep) + [r, k] for r, k in cells]
+        by_pin = pinned_offsets(view, coords)
+        exprs = None if by_pin else [view.locate(c)[0] for c in coords]     # no integer path: the expressions
+        for p, pin in enumerate(PINS):
+            got = by_pin[p] if by_pin else [evaluate_pinned(x, pin, {}) for x in exprs]
+            byte = dict(zip(cells, got))
             if any(v is None for v in byte.values()):
                 raise ctx.error(f"the tile's offsets in {view.describe()} are not integer expressions", op)
             byte = {c: v * e for c, v in byte.items()}
