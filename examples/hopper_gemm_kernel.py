@@ -126,7 +126,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
     FUSED = bias is not None or activation is not None or IS_FP8
-    fused = make_epilogue(NACC, bias is not None, IS_FP8, activation) if FUSED else None
+    scale_of, finish = make_epilogue(bias is not None, IS_FP8, activation) if FUSED else (None, None)
 
     @tiledsl.inline
     def gemm_tiles(A, B, C, bias_t, scale_a, scale_b, M, N, K):
@@ -212,6 +212,9 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             w = (tid % 128) // 32
             acc = T.alloc_local((NACC,), "float32")
             dv = acc.view(1, 1, 64, BNT, layout=L_ACC)
+            if FUSED:
+                fin = T.alloc_local((4,), "float32")    # four finished values (scales, bias, activation)
+                sc = scale_of(scale_a, scale_b)
             for ti in range(mine):
                 tile = bid + ti * G
                 first = tile // (GM * ntn) * GM
@@ -248,9 +251,6 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                               empty[last:last + 1], rank=r)
                     else:
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
-                if FUSED:
-                    # scales, bias and activation on the f32 accumulators, in place, before either store
-                    fused(acc, bias_t, scale_a, scale_b, col0, lane, N)
                 # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
                 if TMA_STORE:
                     for h in T.unroll(EH):
@@ -262,10 +262,18 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                 T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
                             T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1],
                                               (u - 1) % 2)
-                        for j in T.unroll(NACC // EH):
-                            i = h * (NACC // EH) + j
-                            epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (j // 4) + 2 * (lane % 4) + i % 2] = \
-                                T.cast(acc[i], out)
+                        if FUSED:
+                            # scales, bias and activation on four accumulators at a time, into fin
+                            for jj in T.unroll(NACC // EH // 4):
+                                finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                                for q in T.unroll(4):
+                                    epi[c, 16 * w + lane // 4 + 8 * ((q // 2) % 2), 8 * jj + 2 * (lane % 4) + q % 2] = \
+                                        T.cast(fin[q], out)
+                        else:
+                            for j in T.unroll(NACC // EH):
+                                i = h * (NACC // EH) + j
+                                epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (j // 4) + 2 * (lane % 4) + i % 2] = \
+                                    T.cast(acc[i], out)
                         # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the
                         # warpgroup's barrier (syncthreads would wait for the producer, which has left)
                         T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
@@ -275,11 +283,20 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                             T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI))
                             T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
                 else:
-                    for i in T.unroll(NACC):
-                        row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
-                        col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                        if row < M and col < N:  # the ragged edge of C
-                            C[row, col] = T.cast(acc[i], out)
+                    if FUSED:
+                        for jj in T.unroll(NACC // 4):
+                            finish(acc, fin, 4 * jj, bias_t, sc, col0, lane, N)
+                            for q in T.unroll(4):
+                                row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((q // 2) % 2)
+                                col = col0 + 8 * jj + 2 * (lane % 4) + q % 2
+                                if row < M and col < N:  # the ragged edge of C
+                                    C[row, col] = T.cast(fin[q], out)
+                    else:
+                        for i in T.unroll(NACC):
+                            row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
+                            col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                            if row < M and col < N:  # the ragged edge of C
+                                C[row, col] = T.cast(acc[i], out)
             if TMA_STORE:
                 if tid % 128 == 0:
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)    # the last part stays until read
