@@ -244,12 +244,17 @@ FUSED = [("float16", "float16", dict(persistent=True, bn=256, tma_store=True, bi
          ("float16", "float16", dict(persistent=True, bn=256, tma_store=False, bias="float16", activation="gelu")),
          ("bfloat16", "bfloat16", dict(persistent=True, bn=256, tma_store=False, activation="silu")),
          ("float16", "float16", dict(tma_store=True, bias="float16", activation="relu")),
-         ("float16", "float16", dict(bias="float32", activation="gelu"))]
+         ("float16", "float16", dict(bias="float32", activation="gelu")),
+         ("float16", "float16", dict(persistent=True, multicast=True, bias="float16", activation="gelu")),
+         ("float16", "float32", dict(persistent=True, multicast=True, tma_store=True, bias="float32",
+                                     activation="gelu"))]
 FP8_COMPILED = [("e4m3", "e4m3", "bfloat16", {}), ("e5m2", "e5m2", "bfloat16", {}), ("e4m3", "e5m2", "float16", {}),
                 ("e4m3", "e4m3", "float32", {}), ("e4m3", "e4m3", "bfloat16", dict(bias="bfloat16")),
                 ("e4m3", "e4m3", "bfloat16", dict(bias="float32", activation="gelu")),
                 ("e4m3", "e4m3", "bfloat16", dict(tma_store=False)),
-                ("e5m2", "e4m3", "float16", dict(persistent=False, bn=128))]
+                ("e5m2", "e4m3", "float16", dict(persistent=False, bn=128)),
+                ("e4m3", "e4m3", "bfloat16", dict(multicast=True)),
+                ("e4m3", "e5m2", "float32", dict(tma_store=False, bias="float32", activation="silu"))]
 _NP_OUT = {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32}
 
 
