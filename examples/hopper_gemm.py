@@ -19,10 +19,10 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
     and multicast it to both (the stage's release then crosses the cluster: remote mbarrier arrives).
 
 Every variant is one builder (examples/hopper_gemm_kernel.py): one tile per block is the persistent walk with a
-grid of one block per tile. The persistent variant (persistent=True) launches min(SMs, tiles) blocks that walk their tiles in
-grouped order; its producer's ring runs on across tiles, so the next tile's loads overlap this tile's epilogue, and
-its consumers restart the accumulators with scale_d = 0 and release a stage with one arrive per warp; with
-multicast, 2-CTA clusters walk tile pairs and share B. A TMA-store epilogue whose staging buffer does not fit
+grid of one block per tile. The persistent variant (persistent=True) launches min(SMs, tiles) blocks that walk
+their tiles in grouped order; its producer's ring runs on across tiles, so the next tile's loads overlap this
+tile's epilogue, and its consumers restart the accumulators with scale_d = 0 and release a stage with one arrive
+per warp; with multicast, 2-CTA clusters walk tile pairs and share B. A TMA-store epilogue whose staging buffer does not fit
 beside the ring (BN = 256 with 4 stages: 192 KB of ring) stages C in parts of BN / 2 (epilogue_columns).
 
 Fused epilogues (examples/hopper_gemm_epilogue.py): the consumers add a bias per column and apply relu, gelu
@@ -31,8 +31,8 @@ Fused epilogues (examples/hopper_gemm_epilogue.py): the consumers add a bias per
 scaled by scale_a * scale_b read on the device.
 
 Ragged shapes are handled, not refused: the TMA unit fills the parts of a box outside A or B with zeros (they add
-nothing to the products) and the epilogue stores only the elements inside C. K must be a multiple of 8 (16 for fp8: the TMA
-unit needs 16-byte row strides; else a LaunchError names K).
+nothing to the products) and the epilogue stores only the elements inside C. K must be a multiple of 8 (16 for
+fp8: the TMA unit needs 16-byte row strides; else a LaunchError names K).
 
 On the interpreter the producer's and the consumers' branches run as fibers that hand over at their mbarrier waits
 (interpreter/fibers.py), so the ring turns there as on the GPU; an interpreter without fibers runs the producer's

@@ -272,8 +272,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         else:
                             for j in T.unroll(NACC // EH):
                                 i = h * (NACC // EH) + j
-                                epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (j // 4) + 2 * (lane % 4) + i % 2] = \
-                                    T.cast(acc[i], out)
+                                epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2),
+                                    8 * (j // 4) + 2 * (lane % 4) + i % 2] = T.cast(acc[i], out)
                         # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the
                         # warpgroup's barrier (syncthreads would wait for the producer, which has left)
                         T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])

@@ -2,8 +2,9 @@
 torch.matmul (relative error <= 1e-2; ragged shapes too), each configuration (consumers, stages, plain or TMA-store
 epilogue), one tile exactly equal to the interpreter's result, and the SASS shows HGMMA, UTMALDG (and UTMASTG)
 with no local-memory traffic, the PTX setmaxnreg. Fused bias + relu/gelu/silu against torch's addmm + the
-activation in fp32; FP8 (e4m3/e5m2) against torch._scaled_mm and an fp32 reference (<= 5e-2), QGMMA in its SASS. tests/test_hopper_gemm.py compiles the same configurations and
-assembles them with ptxas -arch=sm_90a on any machine."""
+activation in fp32; FP8 (e4m3/e5m2) against torch._scaled_mm and an fp32 reference (<= 5e-2), QGMMA in its
+SASS. tests/test_hopper_gemm.py compiles the same configurations and assembles them with ptxas -arch=sm_90a on
+any machine."""
 import numpy as np
 import pytest
 

@@ -190,7 +190,8 @@ def test_multicast_ring_turns_on_the_fibered_interpreter():
 def test_persistent_grid_on_the_fibered_interpreter(M, N, K, out, cfg):
     """A persistent grid of 2 blocks (2 clusters of 2 with multicast): each walks its tiles bid, bid + 2, ...
     with the producer's ring index and phase running on across tiles (the next tile's loads overlap this tile's
-    epilogue) and the consumers restarting their accumulators with scale_d = 0; exact against numpy (f16 C: the exact sums rounded once)."""
+    epilogue) and the consumers restarting their accumulators with scale_d = 0; exact against numpy (f16 C: the
+    exact sums rounded once)."""
     pytest.importorskip("tiledsl.interpreter.fibers")
     a, b, ref = _inputs(M, N, K, seed=7)
     c = _host_out(M, N, out)
@@ -285,7 +286,8 @@ def test_fused_epilogues_compile_and_assemble_without_spills(ab, out, cfg):
 
 
 @pytest.mark.parametrize("at,bt,out,cfg", FP8_COMPILED,
-                         ids=[f"{a}-{b}-{o}-" + "-".join(f"{k}={v}" for k, v in c.items()) for a, b, o, c in FP8_COMPILED])
+                         ids=[f"{a}-{b}-{o}-" + "-".join(f"{k}={v}" for k, v in c.items())
+                              for a, b, o, c in FP8_COMPILED])
 def test_fp8_compiles_and_assembles_without_spills(at, bt, out, cfg):
     """wgmma m64nNk32 e4m3/e5m2 (mixed too) from the 128-byte swizzled ring, K tiles of 128 bytes, the scales
     read in the kernel; persistent, BN 256, TMA store by default."""
