@@ -22,8 +22,9 @@ Every variant is one builder (examples/hopper_gemm_kernel.py): one tile per bloc
 grid of one block per tile. The persistent variant (persistent=True) launches min(SMs, tiles) blocks that walk
 their tiles in grouped order; its producer's ring runs on across tiles, so the next tile's loads overlap this
 tile's epilogue, and its consumers restart the accumulators with scale_d = 0 and release a stage with one arrive
-per warp; with multicast, 2-CTA clusters walk tile pairs and share B. A TMA-store epilogue whose staging buffer does not fit
-beside the ring (BN = 256 with 4 stages: 192 KB of ring) stages C in parts of BN / 2 (epilogue_columns).
+per warp; with multicast, 2-CTA clusters walk tile pairs and share B. A TMA-store epilogue whose staging buffer
+does not fit beside the ring (BN = 256 with 4 stages: 192 KB of ring) stages C in parts of BN / 2
+(epilogue_columns).
 
 Fused epilogues (examples/hopper_gemm_epilogue.py): the consumers add a bias per column and apply relu, gelu
 (erf form) or silu to the f32 accumulators before either store. FP8 (hopper_matmul_fp8): e4m3/e5m2 operands
