@@ -1,8 +1,10 @@
 """The warp-specialised Hopper GEMM (examples/hopper_gemm.py) on the H200: several sizes and dtypes against
 torch.matmul (relative error <= 1e-2; ragged shapes too), each configuration (consumers, stages, plain or TMA-store
 epilogue), one tile exactly equal to the interpreter's result, and the SASS shows HGMMA, UTMALDG (and UTMASTG)
-with no local-memory traffic, the PTX setmaxnreg. tests/test_hopper_gemm.py compiles the same configurations and
-assembles them with ptxas -arch=sm_90a on any machine."""
+with no local-memory traffic, the PTX setmaxnreg. Fused bias + relu/gelu/silu against torch's addmm + the
+activation in fp32; FP8 (e4m3/e5m2) against torch._scaled_mm and an fp32 reference (<= 5e-2), QGMMA in its
+SASS. tests/test_hopper_gemm.py compiles the same configurations and assembles them with ptxas -arch=sm_90a on
+any machine."""
 import numpy as np
 import pytest
 
@@ -184,3 +186,161 @@ def test_throughput_is_reported():
     ms = start.elapsed_time(end) / 10
     print(f"hopper gemm 4096^3 f16: {2 * n ** 3 / ms / 1e9:.0f} TFLOP/s ({ms:.3f} ms)")
     assert _rel_err(torch, c, a.float() @ b.float().T) <= 1e-2
+
+
+# ------------------------------------------------------------------ fused epilogues and FP8 (issue 17)
+
+def _act_torch(torch, x, activation):
+    F = torch.nn.functional
+    return {"relu": F.relu, "gelu": F.gelu, "silu": F.silu, None: lambda v: v}[activation](x)
+
+
+EPILOGUES = [(None, True), ("relu", False), ("gelu", True), ("silu", True), ("gelu", False)]
+
+
+@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (4095, 4097, 4096), (1000, 1504, 776)])
+@pytest.mark.parametrize("activation,with_bias", EPILOGUES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fused_epilogues_against_torch(M, N, K, activation, with_bias, dtype):
+    """act(a @ b.T + bias) against torch's addmm + relu/gelu/silu in fp32, the persistent BN 256 kernel (TMA
+    store where C's rows allow it: plain stores at N = 4097, the bias read clamped at the ragged edge)."""
+    torch = _hopper()
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(M + N + K)
+    a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    b = torch.randn(N, K, device="cuda", dtype=dt, generator=g)
+    bias = (torch.randn(N, device="cuda", dtype=dt, generator=g) * 8) if with_bias else None
+    ref = a.float() @ b.float().T
+    if with_bias:
+        ref = torch.addmm(bias.float(), a.float(), b.float().T)
+    ref = _act_torch(torch, ref, activation)
+    for _ in range(2):
+        c = H.hopper_matmul(a, b, bias=bias, activation=activation, persistent=True, bn=256)
+        torch.cuda.synchronize()
+        assert c.dtype == dt and c.shape == (M, N)
+        assert _rel_err(torch, c, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(persistent=True, bn=256, tma_store=False), dict(tma_store=True),
+                                 dict(persistent=True, multicast=True)],
+                         ids=["one-tile-plain", "persistent-plain", "one-tile-tma", "persistent-multicast"])
+@pytest.mark.parametrize("bias_dtype", ["float32", "same"])
+@pytest.mark.parametrize("out", ["float16", "float32"])
+def test_bias_gelu_configurations(cfg, bias_dtype, out):
+    """Every store path with a bias of the output's dtype or float32 and gelu, f16 / f32 C."""
+    torch = _hopper()
+    M, N, K = 512, 264, 768
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.float16)
+    odt = getattr(torch, out)
+    bias = torch.randn(N, device="cuda", dtype=torch.float32 if bias_dtype == "float32" else odt)
+    c = H.hopper_matmul(a, b, out_dtype=odt, bias=bias, activation="gelu", **cfg)
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.gelu(torch.addmm(bias.float(), a.float(), b.float().T))
+    assert _rel_err(torch, c, ref) <= 1e-2
+
+
+def _fp8_inputs(torch, M, N, K, at="e4m3", bt="e4m3", seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    ta = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+    a = (torch.randn(M, K, device="cuda", generator=g) * 2).to(ta[at])
+    b = (torch.randn(N, K, device="cuda", generator=g) * 2).to(ta[bt])
+    sa = torch.tensor(0.5, device="cuda", dtype=torch.float32)
+    sb = torch.tensor(0.25, device="cuda", dtype=torch.float32)
+    return a, b, sa, sb, (a.float() @ b.float().T) * 0.125
+
+
+@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (1024, 1024, 1024)])
+@pytest.mark.parametrize("at,bt", [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2")])
+def test_fp8_against_scaled_mm_and_fp32(M, N, K, at, bt):
+    """hopper_matmul_fp8 (persistent, BN 256, TMA store) against torch._scaled_mm and an fp32 reference of the
+    fp8 values, relative error <= 5e-2; the scales stay on the device."""
+    torch = _hopper()
+    a, b, sa, sb, ref = _fp8_inputs(torch, M, N, K, at, bt, seed=M + K)
+    for _ in range(2):
+        c = H.hopper_matmul_fp8(a, b, sa, sb)
+        torch.cuda.synchronize()
+        assert c.dtype == torch.bfloat16 and c.shape == (M, N)
+        assert _rel_err(torch, c, ref) <= 5e-2
+    if (at, bt) != ("e5m2", "e5m2"):       # _scaled_mm takes no e5m2 x e5m2
+        want = torch._scaled_mm(a, b.T, sa, sb, out_dtype=torch.bfloat16)
+        assert _rel_err(torch, c, want.float()) <= 5e-2
+
+
+@pytest.mark.parametrize("M,N,K", [(4095, 4097, 4096), (1000, 1504, 784), (200, 136, 144)])
+@pytest.mark.parametrize("out", ["bfloat16", "float16", "float32"])
+def test_fp8_ragged_against_fp32(M, N, K, out):
+    """Ragged M and N (TMA zero fill, plain stores where C's rows are not 16-byte multiples), K a multiple of 16."""
+    torch = _hopper()
+    a, b, sa, sb, ref = _fp8_inputs(torch, M, N, K, seed=M + N)
+    c = H.hopper_matmul_fp8(a, b, sa, sb, out_dtype=getattr(torch, out))
+    torch.cuda.synchronize()
+    assert _rel_err(torch, c, ref) <= 5e-2
+
+
+@pytest.mark.parametrize("activation", [None, "gelu"])
+def test_fp8_with_bias_and_activation(activation):
+    torch = _hopper()
+    M, N, K = 1024, 1024, 1024
+    a, b, sa, sb, ref = _fp8_inputs(torch, M, N, K, seed=3)
+    bias = torch.randn(N, device="cuda", dtype=torch.bfloat16) * 4
+    c = H.hopper_matmul_fp8(a, b, sa, sb, bias=bias, activation=activation)
+    torch.cuda.synchronize()
+    assert _rel_err(torch, c, _act_torch(torch, ref + bias.float(), activation)) <= 5e-2
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(tma_store=False), dict(persistent=False, bn=128),
+                                 dict(multicast=True)], ids=["default", "plain-stores", "one-tile-bn128", "multicast"])
+def test_fp8_configurations(cfg):
+    torch = _hopper()
+    a, b, sa, sb, ref = _fp8_inputs(torch, 512, 256, 768, seed=5)
+    c = H.hopper_matmul_fp8(a, b, sa, sb, **cfg)
+    torch.cuda.synchronize()
+    assert _rel_err(torch, c, ref) <= 5e-2
+
+
+def test_fp8_small_equals_the_interpreter():
+    """Halves up to 2 (every K = 128 sum within the tensor cores' fp8 accumulation precision): GPU and
+    interpreter agree bit for bit, f32 C."""
+    torch = _hopper()
+    from wgmma_cases import fp8_codes
+    rng = np.random.default_rng(12)
+    M, N, K = 128, 256, 128
+    a = rng.choice(fp8_codes("e4m3", hi=2.0), (M, K)).astype(np.uint8)
+    b = rng.choice(fp8_codes("e4m3", hi=2.0), (N, K)).astype(np.uint8)
+    sa, sb = np.array([0.5], np.float32), np.array([4.0], np.float32)
+    k = H.make_hopper_gemm_fp8("e4m3", "e4m3", "float32")
+    c = torch.zeros(M, N, dtype=torch.float32, device="cuda")
+    k(*(torch.from_numpy(x).cuda() for x in (a, b)), c, *(torch.from_numpy(x).cuda() for x in (sa, sb)))
+    torch.cuda.synchronize()
+    host = np.zeros((M, N), np.float32)
+    tiledsl.jit(k.fn, interpret=True)(a, b, host, sa, sb)
+    np.testing.assert_array_equal(c.cpu().numpy(), host)
+
+
+@pytest.mark.parametrize("at,bt,out", [("e4m3", "e4m3", "bfloat16"), ("e5m2", "e4m3", "float32")])
+def test_fp8_sass_shows_qgmma_utmaldg_and_no_local_memory(at, bt, out):
+    _hopper()
+    k = H.make_hopper_gemm_fp8(at, bt, out)
+    a = np.zeros((256, 512), np.uint8)
+    od = {"bfloat16": np.uint16, "float32": np.float32}[out]
+    ck = k.compile(a, a, np.zeros((256, 256), od), np.ones(1, np.float32), np.ones(1, np.float32))
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+    sass = ck.asm["sass"]
+    if not sass:
+        pytest.skip("no cuobjdump/nvdisasm to disassemble with")
+    assert "QGMMA" in sass and "UTMALDG" in sass and "UTMASTG" in sass, sass[:2000]
+    assert "STL" not in sass and "LDL" not in sass
+
+
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+def test_fused_sass_has_no_local_memory(activation):
+    _hopper()
+    k = H.make_hopper_gemm("float16", "float16", persistent=True, bn=256, tma_store=True, bias="float16",
+                           activation=activation)
+    a = np.zeros((256, 512), np.float16)
+    ck = k.compile(a, a, np.zeros((256, 256), np.float16), np.zeros(256, np.float16))
+    sass = ck.asm["sass"]
+    if not sass:
+        pytest.skip("no cuobjdump/nvdisasm to disassemble with")
+    assert "HGMMA" in sass and "MUFU.EX2" in sass and "STL" not in sass and "LDL" not in sass

@@ -84,8 +84,8 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs
     assert ptx.count(".param .align 64 .b8") == 2 + bool(cfg.get("tma_store"))    # A, B (and C) as tensor maps
     assert (store in ptx) == bool(cfg.get("tma_store"))
     mc = bool(cfg.get("multicast"))
-    cluster = ".reqnctapercluster 2, 1, 1" if cfg.get("persistent") else ".reqnctapercluster 1, 2, 1"
-    assert (cluster in ptx) == mc and (".multicast::cluster" in ptx) == mc
+    # one builder: clusters along the grid's x, persistent or one tile per block
+    assert (".reqnctapercluster 2, 1, 1" in ptx) == mc and (".multicast::cluster" in ptx) == mc
     assert ("mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx) == mc
     assert "__local_depot" not in ptx
     r = ptxas(ptx, "sm_90a")
@@ -190,7 +190,8 @@ def test_multicast_ring_turns_on_the_fibered_interpreter():
 def test_persistent_grid_on_the_fibered_interpreter(M, N, K, out, cfg):
     """A persistent grid of 2 blocks (2 clusters of 2 with multicast): each walks its tiles bid, bid + 2, ...
     with the producer's ring index and phase running on across tiles (the next tile's loads overlap this tile's
-    epilogue) and the consumers restarting their accumulators with scale_d = 0; exact against numpy (f16 C: the exact sums rounded once)."""
+    epilogue) and the consumers restarting their accumulators with scale_d = 0; exact against numpy (f16 C: the
+    exact sums rounded once)."""
     pytest.importorskip("tiledsl.interpreter.fibers")
     a, b, ref = _inputs(M, N, K, seed=7)
     c = _host_out(M, N, out)
@@ -228,3 +229,139 @@ def test_hopper_matmul_refuses_k_that_is_not_a_multiple_of_8():
 def test_main_compiles_without_a_gpu(capsys):
     H.main(["--size", "256"])
     assert "compiled for sm_90a" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ fused epilogues and FP8 (issue 17)
+
+from hopper_gemm_epilogue import reference as _activation_ref  # noqa: E402
+from wgmma_cases import decode_fp8, fp8_codes  # noqa: E402
+
+# (input, output, configuration) of the fused-epilogue and FP8 kernels the GPU tests run; each compiles here
+FUSED = [("float16", "float16", dict(persistent=True, bn=256, tma_store=True, bias="float16")),
+         ("float16", "float16", dict(persistent=True, bn=256, tma_store=True, bias="float16", activation="gelu")),
+         ("bfloat16", "bfloat16", dict(persistent=True, bn=256, tma_store=True, bias="float32", activation="gelu")),
+         ("float16", "float32", dict(persistent=True, bn=256, tma_store=True, bias="float32", activation="silu")),
+         ("float16", "float16", dict(persistent=True, bn=256, tma_store=True, activation="relu")),
+         ("float16", "float16", dict(persistent=True, bn=256, tma_store=False, bias="float16", activation="gelu")),
+         ("bfloat16", "bfloat16", dict(persistent=True, bn=256, tma_store=False, activation="silu")),
+         ("float16", "float16", dict(tma_store=True, bias="float16", activation="relu")),
+         ("float16", "float16", dict(bias="float32", activation="gelu")),
+         ("float16", "float16", dict(persistent=True, multicast=True, bias="float16", activation="gelu")),
+         ("float16", "float32", dict(persistent=True, multicast=True, tma_store=True, bias="float32",
+                                     activation="gelu"))]
+FP8_COMPILED = [("e4m3", "e4m3", "bfloat16", {}), ("e5m2", "e5m2", "bfloat16", {}), ("e4m3", "e5m2", "float16", {}),
+                ("e4m3", "e4m3", "float32", {}), ("e4m3", "e4m3", "bfloat16", dict(bias="bfloat16")),
+                ("e4m3", "e4m3", "bfloat16", dict(bias="float32", activation="gelu")),
+                ("e4m3", "e4m3", "bfloat16", dict(tma_store=False)),
+                ("e5m2", "e4m3", "float16", dict(persistent=False, bn=128)),
+                ("e4m3", "e4m3", "bfloat16", dict(multicast=True)),
+                ("e4m3", "e5m2", "float32", dict(tma_store=False, bias="float32", activation="silu"))]
+_NP_OUT = {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32}
+
+
+def _assemble(ck):
+    ptx = ck.asm["ptx"]
+    assert ".target sm_90a" in ptx and "__local_depot" not in ptx
+    r = ptxas(ptx, "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+    assert ck.metadata["dynamic_shared"] <= H.SMEM_LIMIT
+    return ptx
+
+
+@pytest.mark.parametrize("ab,out,cfg", FUSED, ids=[f"{a}-{o}-" + "-".join(f"{k}={v}" for k, v in c.items())
+                                                    for a, o, c in FUSED])
+def test_fused_epilogues_compile_and_assemble_without_spills(ab, out, cfg):
+    k = H.make_hopper_gemm(ab, out, **cfg)
+    a, b, _ = _inputs(256, 256, 512, ab)
+    args = [a, b, _host_out(256, 256, out)]
+    if cfg.get("bias"):
+        args.append(np.zeros(256, _NP_OUT[cfg["bias"]]))
+    ptx = _assemble(k.compile(*args))
+    act = cfg.get("activation")
+    assert ("ex2.approx.ftz.f32" in ptx) == (act in ("gelu", "silu"))
+    assert ("rcp.approx.ftz.f32" in ptx) == (act in ("gelu", "silu"))
+    assert ("max.f32" in ptx) or act != "relu"
+    assert (ptx.count(".param .u64") + ptx.count(".param .align 64 .b8")) >= 3 + bool(cfg.get("bias"))
+
+
+@pytest.mark.parametrize("at,bt,out,cfg", FP8_COMPILED,
+                         ids=[f"{a}-{b}-{o}-" + "-".join(f"{k}={v}" for k, v in c.items())
+                              for a, b, o, c in FP8_COMPILED])
+def test_fp8_compiles_and_assembles_without_spills(at, bt, out, cfg):
+    """wgmma m64nNk32 e4m3/e5m2 (mixed too) from the 128-byte swizzled ring, K tiles of 128 bytes, the scales
+    read in the kernel; persistent, BN 256, TMA store by default."""
+    k = H.make_hopper_gemm_fp8(at, bt, out, **cfg)
+    a = np.zeros((256, 512), np.uint8)
+    args = [a, a, _host_out(256, 256, out)]
+    if cfg.get("bias"):
+        args.append(np.zeros(256, _NP_OUT[cfg["bias"]]))
+    args += [np.ones(1, np.float32), np.ones(1, np.float32)]
+    ptx = _assemble(k.compile(*args))
+    bn = cfg.get("bn", 256)
+    n_mma = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.{at}.{bt}")
+    assert n_mma and n_mma % 4 == 0                             # 128-byte K tiles: four k32 steps each
+    assert "0x4000004000010000" in ptx                          # 128B swizzle, SBO 1024 bytes, as for f16
+    assert LOAD in ptx and "elect.sync" in ptx
+    store = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+    assert (store in ptx) == cfg.get("tma_store", True)
+
+
+def _round_bf16(x):
+    """float64 -> bfloat16 bits, round to nearest even through float32 (as cvt.rn.bf16.f32)."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize("tma_store", [False, True], ids=["plain-stores", "tma-store"])
+def test_bias_gelu_on_the_interpreter(tma_store):
+    """Ragged M and N (the bias read clamped, its last columns never stored), a persistent grid of 2 blocks over
+    4 tiles: the interpreter's bias + gelu (A&S erf, correctly rounded ex2/rcp) within 1e-5 of numpy's erf."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 130, 72, 128
+    a, b, ref = _inputs(M, N, K, seed=9)
+    bias = (np.random.default_rng(9).integers(-16, 17, N) / 4).astype(np.float32)
+    c = np.full((M, N), -1.0, np.float32)
+    k = H.make_hopper_gemm("float16", "float32", stages=2, bn=64, tma_store=tma_store, persistent=True, num_sms=2,
+                           bias="float32", activation="gelu")
+    tiledsl.jit(k.fn, interpret=True)(a, b, c, bias)
+    want = _activation_ref(ref + bias, "gelu")
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("act", ["relu", "silu"])
+def test_relu_and_silu_on_the_interpreter(act):
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 64, 64, 64
+    a, b, ref = _inputs(M, N, K, seed=10)
+    c = np.zeros((M, N), np.float32)
+    k = H.make_hopper_gemm("float16", "float32", stages=2, consumers=1, bn=64, activation=act)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c)
+    np.testing.assert_allclose(c, _activation_ref(ref, act), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("at,bt,out", [("e4m3", "e4m3", "float32"), ("e5m2", "e4m3", "bfloat16")])
+def test_fp8_on_the_interpreter_matches_numpy_exactly(at, bt, out):
+    """fp8 bytes whose values are halves up to 3 (every sum exact in f32), K = 256 (two 128-byte K tiles), ragged
+    M and N, scales 0.25 and 2 read on the device; f32 C exact, bf16 C the exact value rounded once."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 100, 72, 256
+    rng = np.random.default_rng(11)
+    a = rng.choice(fp8_codes(at), (M, K)).astype(np.uint8)
+    b = rng.choice(fp8_codes(bt), (N, K)).astype(np.uint8)
+    sa, sb = np.array([0.25], np.float32), np.array([2.0], np.float32)
+    ref = (decode_fp8(a, at) @ decode_fp8(b, bt).T) * 0.5
+    c = _host_out(M, N, out)
+    k = H.make_hopper_gemm_fp8(at, bt, out, stages=2, bn=64, num_sms=2)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c, sa, sb)
+    if out == "float32":
+        np.testing.assert_array_equal(c, ref)
+    else:
+        np.testing.assert_array_equal(c, _round_bf16(ref))
+
+
+def test_fp8_make_refuses_half_types():
+    with pytest.raises(tiledsl.LaunchError, match="e4m3/e5m2"):
+        H.make_hopper_gemm_fp8("float16")
+    with pytest.raises(tiledsl.LaunchError, match="activation='tanh'"):
+        H.make_hopper_gemm("float16", activation="tanh")

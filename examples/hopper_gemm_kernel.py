@@ -1,0 +1,343 @@
+"""The one builder of the Hopper GEMM kernel (examples/hopper_gemm.py has the overview and the host API).
+
+`build` makes every variant: a persistent grid (min(SMs, tiles) blocks walking tiles in grouped order) or one tile
+per block (the same walk with a grid of one block per tile), plain or TMA-store epilogue, 2-CTA clusters with B
+multicast, f16/bf16 or fp8 (e4m3/e5m2) operands, and the fused epilogue (fp8 scales, bias, activation:
+examples/hopper_gemm_epilogue.py). The kernel body is one `@tiledsl.inline` helper; the entry points differ only
+in their parameters (A, B, C, then bias, then scale_a and scale_b where used), so a kernel without bias or scales
+has exactly the parameters, and the code, it had before they existed.
+"""
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
+
+from hopper_gemm_epilogue import make_epilogue
+
+BN, BK = 128, 64          # block tile columns and K tile (BK f16/bf16 = 128 bytes: one 128-byte swizzle row)
+CONSUMERS = 2             # consumer warpgroups, 64 rows of the block tile each
+STAGES = 4                # the depth of the shared ring
+NUM_SMS = 132             # the persistent grid's default width (an H100/H200 SXM); hopper_matmul asks the device
+GROUP_M = 8               # tile rows walked together by the persistent grid (L2 reuse of B's columns)
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
+SW128 = (3, 3, 3)         # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
+SW128_FP8 = (3, 4, 3)     # the same bytes in 8-bit elements
+FULL_MASK = 0xFFFFFFFF
+ROW_BYTES = 128           # bytes of one K tile row, every element type (BK = 128 // element bytes)
+SMEM_LIMIT = 232448       # bytes of shared memory one block may use on sm_90 (227 KB)
+HALF = {"float16": "f16", "bfloat16": "bf16"}
+FP8 = ("e4m3", "e5m2")
+
+
+def k_tile(ab: str) -> int:
+    """The K tile in elements: 128 bytes (64 f16/bf16, 128 fp8), one 128-byte swizzle row."""
+    return ROW_BYTES if ab in FP8 else ROW_BYTES // 2
+
+
+def layouts(bm: int, bn: int, bk: int, stages: int, consumers: int, ab: str) -> dict:
+    """The shared ring as the TMA unit writes it and as wgmma reads it (the same bytes), and the accumulators.
+    ab: float16/bfloat16 (16-bit elements, k16 steps) or e4m3/e5m2 (bytes, k32 steps)."""
+    kk, sw, store = (32, SW128_FP8, "uint8") if ab in FP8 else (16, SW128, ab)
+    ks = bk // kk
+    L = {}
+    # TMA: stage s holds the box row-major, swizzled (T.tma_layout of the staged box)
+    L["tma_a"] = T.tma_layout((stages, bm, bk), store, 128)
+    # wgmma: (stage, consumer, M repeat, K step, 64 rows, kk) over the same elements: rows of bk elements
+    # (128 bytes), each K step kk elements (32 bytes) further along the row; the descriptor (128B swizzle, SBO =
+    # 8 rows = 1024 bytes) is derived from this layout and proven against it by the wgmma pattern
+    L["wg_a"] = TileLayout(S[(stages, consumers, 1, ks, 64, kk) : (bm * bk, 64 * bk, 1, kk, bk, 1)], swizzle=sw)
+    L["wg_b"] = TileLayout(S[(stages, 1, ks, bn, kk) : (bn * bk, 1, kk, bk, 1)], swizzle=sw)
+    # the m64nBN f32 accumulator fragment of one warpgroup, (1, 1, 64, BN): register i of thread (warp w, lane l)
+    # holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+    L["acc"] = TileLayout(S[(1, 1, 4, 2, 8, bn // 8, 4, 2) :
+                            (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+    return L
+
+
+def epilogue_columns(bm: int, bn: int, stages: int, consumers: int, ab: str, out: str) -> int:
+    """The columns of C that the TMA-store epilogue stages at a time: all BN where the staging buffer fits beside
+    the ring, else BN halved until it does (BN = 256 with 4 stages stages 128 columns twice), at least 8."""
+    ring = stages * (bm + bn) * ROW_BYTES
+    size = {"float16": 2, "bfloat16": 2, "float32": 4}[out]
+    cols = bn
+    while ring + consumers * 64 * cols * size + 1024 > SMEM_LIMIT and cols % 16 == 0 and cols > 8:
+        cols //= 2
+    return cols
+
+
+def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_store: bool, persistent: bool,
+          num_sms: int, group_m: int, multicast: bool, bias: str | None, activation: str | None):
+    """The kernel for A of type `ab` and B of type `bt` (both float16 or both bfloat16; or each of e4m3/e5m2,
+    which adds the scale_a, scale_b parameters), C of `out`, bias of dtype `bias` (None: no bias parameter) and
+    `activation` (None, relu, gelu, silu). Checked arguments (make_hopper_gemm checks them).
+
+    The walk: a persistent grid (min(num_sms, tiles) blocks, block b taking tiles b, b + gridDim.x, ... in grouped
+    order: group_m tile rows at a time, column by column within the group, so the blocks running together share
+    A's rows and B's columns in L2), or one tile per block (not persistent: grid = tiles, the same walk once).
+
+    The producer's ring index and phase run on across tiles (iteration it = (local tile) x ktiles + kt), so it
+    fills the stages of the next tile while the consumers run this tile's epilogue. The consumers restart their
+    accumulators with scale_d = 0 on each tile's first K step and release a stage by one arrive per warp (lane 0,
+    after the warp's wgmma.wait_group: the warp's part of the group has read the stage; the empty barrier counts
+    4 x CONSUMERS arrivals, not 128 x CONSUMERS). The TMA-store epilogue stages EPI columns at a time
+    (epilogue_columns) in one buffer per consumer: a 'done' mbarrier meets the warpgroup's writes before thread 0
+    stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer.
+
+    multicast: 2-CTA clusters along x whose two blocks walk the same tile pairs (two tile rows of one tile column,
+    rank r taking row 2p + r): each loads half of the common B tile and multicasts it to both, releases stages in
+    both blocks (lane 0 of each consumer warp, remote arrives) and waits for both blocks' releases."""
+    IS_FP8 = ab in FP8
+    if IS_FP8:
+        MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.{ab}.{bt}"
+        ELEM = "uint8"                              # fp8 bytes, as the TMA unit and wgmma's descriptors see them
+    else:
+        MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{HALF[ab]}.{HALF[ab]}"
+        ELEM = ab
+    LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+    BM, BNT, STG, CONS = 64 * consumers, bn, stages, consumers
+    KT = k_tile(ab)
+    KSTEPS = KT // (32 if IS_FP8 else 16)
+    THREADS = 128 * (1 + consumers)
+    # the register budget at launch: 64K registers over the block, a multiple of 8 per thread; setmaxnreg then
+    # moves them from the producer to the consumers within that budget
+    # (setmaxnreg counts are multiples of 8; .inc may not go below the launch's count, nor the total above 64K)
+    CAP = min((65536 // THREADS) // 8 * 8, 248)
+    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * consumers) // 8 * 8))
+    TX = (BM + BNT) * ROW_BYTES                 # the bytes one stage's two boxes pay to its "full" barrier
+    NACC = BNT // 2                             # f32 accumulators per consumer thread
+    L = layouts(BM, BNT, KT, STG, CONS, ab)
+    L_TA, L_WA, L_WB, L_ACC = L["tma_a"], L["wg_a"], L["wg_b"], L["acc"]
+    CL = 2 if multicast else 1
+    CLUSTER = (CL, 1, 1) if CL > 1 else None
+    if BNT % (8 * CL):
+        raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {CL} multicast slices of 8-row groups")
+    L_TB = T.tma_layout((STG, CL, BNT // CL, KT), ELEM, 128)
+    LOAD_MC = LOAD + ".multicast::cluster"
+    ARRIVE_C, WAIT_C = "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"
+    TMA_STORE = bool(tma_store)
+    EPI = epilogue_columns(BM, BNT, STG, CONS, ab, out) if TMA_STORE else BNT
+    EH = BNT // EPI                             # staged parts of a consumer's 64 x BN tile
+    C_ANN = T.TensorMap(("M", "N"), out, box=(64, EPI)) if TMA_STORE else T.Tensor(("M", "N"), out)
+    A_ANN = T.TensorMap(("M", "K"), ELEM, box=(BM, KT), swizzle=128)
+    B_ANN = T.TensorMap(("N", "K"), ELEM, box=(BNT // CL, KT), swizzle=128)
+    BIAS_ANN = T.Tensor(("N",), bias or "float32")
+    SCALE_ANN = T.Tensor((1,), "float32")
+    L_EPI = T.tma_layout((CONS, 64, EPI), out)
+    SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
+    GM = int(group_m)
+    FUSED = bias is not None or activation is not None or IS_FP8
+    scale_of, finish = make_epilogue(bias is not None, IS_FP8, activation) if FUSED else (None, None)
+
+    @tiledsl.inline
+    def gemm_tiles(A, B, C, bias_t, scale_a, scale_b, M, N, K):
+        """The kernel body: the producer warpgroup's TMA ring and the consumers' wgmma, epilogue and store (M, N,
+        K: the entry's named sizes, which a helper does not see by name)."""
+        tid = T.cuda.thread_id()
+        wg = tid // 128
+        sa = T.alloc_shared((STG * BM * KT,), ELEM)
+        sb = T.alloc_shared((STG * BNT * KT,), ELEM)
+        full = T.alloc_shared((STG,), "uint64")       # stage s holds its K tile (phase u: the u-th fill)
+        empty = T.alloc_shared((STG,), "uint64")      # stage s was read by every consumer (phase u: u-th use)
+        ta = sa.view(STG, BM, KT, layout=L_TA)
+        tb = sb.view(STG, CL, BNT // CL, KT, layout=L_TB)
+        wa = sa.view(STG, CONS, 1, KSTEPS, 64, KT // KSTEPS, layout=L_WA)
+        wb = sb.view(STG, 1, KSTEPS, BNT, KT // KSTEPS, layout=L_WB)
+        if TMA_STORE:
+            epi = T.alloc_shared((CONS, 64, EPI), out, layout=L_EPI)
+            done = T.alloc_shared((CONS,), "uint64")    # the warpgroup's 128 threads wrote the staged part
+            free = T.alloc_shared((CONS,), "uint64")    # thread 0's previous store has read the buffer
+        if tid == 0:
+            for s in T.unroll(STG):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS * CL)
+            if TMA_STORE:
+                for q in T.unroll(CONS):
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], done[q:q + 1], 128)
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], free[q:q + 1], 1)
+            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        if CL > 1:
+            # both blocks' barriers are initialised before either block's multicast or remote arrive reaches them
+            T.cuda.tile.apply(T.ptx[ARRIVE_C])
+            T.cuda.tile.apply(T.ptx[WAIT_C])
+            rank = T.cuda.cluster_ctarank()
+        else:
+            T.cuda.syncthreads()
+            rank = 0
+        ntm = (M + CL * BM - 1) // (CL * BM)    # rows of tile pairs with multicast
+        ntn = (N + BNT - 1) // BNT
+        ktiles = (K + KT - 1) // KT         # a ragged last K tile is zero-filled by the TMA unit
+        G = T.cuda.grid_dim(0) // CL
+        bid = T.cuda.block_id(0) // CL
+        mine = (ntm * ntn - bid + G - 1) // G       # the tiles bid, bid + G, ... below ntm * ntn
+        if wg == 0:
+            # the producer: few registers, one elected thread issues every copy
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
+            if T.cuda.warp_id() == 0:
+                leader = T.alloc_local((1,), "uint32")
+                elected = T.alloc_local((1,), "uint32")
+                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
+                if elected[0] == 1:
+                    for ti in range(mine):
+                        tile = bid + ti * G
+                        first = tile // (GM * ntn) * GM
+                        rows = T.min(ntm - first, GM)
+                        row0 = ((first + tile % (GM * ntn) % rows) * CL + rank) * BM
+                        col0 = tile % (GM * ntn) // rows * BNT
+                        for kt in range(ktiles):
+                            it = ti * ktiles + kt          # the ring runs on across tiles
+                            s = it % STG
+                            if it >= STG:
+                                # the (it // STG)-th refill of stage s waits for the consumers' previous use of
+                                # it (with multicast: the consumers of both blocks, which arrive at cluster scope)
+                                if CL > 1:
+                                    T.cuda.tile.apply(
+                                        T.ptx["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"],
+                                        empty[s:s + 1], (it // STG + 1) % 2)
+                                else:
+                                    T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"],
+                                                      empty[s:s + 1], (it // STG + 1) % 2)
+                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
+                            T.cuda.tile.apply(T.ptx[LOAD], ta[s], A, full[s:s + 1], coords=(row0, kt * KT))
+                            if CL > 1:
+                                # this block's slice of B lands in both blocks; the peer's slice pays this barrier
+                                T.cuda.tile.apply(T.ptx[LOAD_MC], tb[s, rank], B, full[s:s + 1],
+                                                  coords=(col0 + rank * (BNT // CL), kt * KT), cta_mask=(1 << CL) - 1)
+                            else:
+                                T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], B, full[s:s + 1], coords=(col0, kt * KT))
+        else:
+            # a consumer: 64 rows of each tile, accumulated over every K tile
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
+            c = wg - 1
+            lane = tid % 32
+            w = (tid % 128) // 32
+            acc = T.alloc_local((NACC,), "float32")
+            dv = acc.view(1, 1, 64, BNT, layout=L_ACC)
+            if FUSED:
+                fin = T.alloc_local((4,), "float32")    # four finished values (scales, bias, activation)
+                sc = scale_of(scale_a, scale_b)
+            for ti in range(mine):
+                tile = bid + ti * G
+                first = tile // (GM * ntn) * GM
+                rows = T.min(ntm - first, GM)
+                row0 = ((first + tile % (GM * ntn) % rows) * CL + rank) * BM
+                col0 = tile % (GM * ntn) // rows * BNT
+                for kt in range(ktiles):
+                    it = ti * ktiles + kt
+                    s = it % STG
+                    T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1],
+                                      (it // STG) % 2)
+                    T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
+                    # the tile's first K step overwrites the accumulators (scale_d = 0): no zeroing between tiles
+                    T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kt > 0)
+                    T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
+                    # keep this K tile's group in flight (the next one accumulates into the same registers, which
+                    # the ISA orders); once the previous K tile's group is done its stage is read: release it
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
+                    if kt > 0 and lane == 0:
+                        prev = (it + STG - 1) % STG
+                        if CL > 1:
+                            for r in T.unroll(CL):
+                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
+                                                  empty[prev:prev + 1], rank=r)
+                        else:
+                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[prev:prev + 1])
+                T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
+                # the tile's last stage is read: the producer may refill it while this epilogue runs
+                if lane == 0:
+                    last = (ti * ktiles + ktiles - 1) % STG
+                    if CL > 1:
+                        for r in T.unroll(CL):
+                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
+                                              empty[last:last + 1], rank=r)
+                    else:
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
+                # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+                if TMA_STORE:
+                    for h in T.unroll(EH):
+                        u = ti * EH + h              # the staging buffer's use count
+                        if u > 0:
+                            # thread 0's previous store read the buffer before anyone writes it again
+                            if tid % 128 == 0:
+                                T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
+                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
+                            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1],
+                                              (u - 1) % 2)
+                        if FUSED:
+                            # scales, bias and activation on four accumulators at a time, into fin
+                            for jj in T.unroll(NACC // EH // 4):
+                                finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                                for q in T.unroll(4):
+                                    epi[c, 16 * w + lane // 4 + 8 * ((q // 2) % 2), 8 * jj + 2 * (lane % 4) + q % 2] = \
+                                        T.cast(fin[q], out)
+                        else:
+                            for j in T.unroll(NACC // EH):
+                                i = h * (NACC // EH) + j
+                                epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2),
+                                    8 * (j // 4) + 2 * (lane % 4) + i % 2] = T.cast(acc[i], out)
+                        # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the
+                        # warpgroup's barrier (syncthreads would wait for the producer, which has left)
+                        T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
+                        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1], u % 2)
+                        if tid % 128 == 0:
+                            T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI))
+                            T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+                else:
+                    if FUSED:
+                        for jj in T.unroll(NACC // 4):
+                            finish(acc, fin, 4 * jj, bias_t, sc, col0, lane, N)
+                            for q in T.unroll(4):
+                                row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((q // 2) % 2)
+                                col = col0 + 8 * jj + 2 * (lane % 4) + q % 2
+                                if row < M and col < N:  # the ragged edge of C
+                                    C[row, col] = T.cast(fin[q], out)
+                    else:
+                        for i in T.unroll(NACC):
+                            row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
+                            col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                            if row < M and col < N:  # the ragged edge of C
+                                C[row, col] = T.cast(acc[i], out)
+            if TMA_STORE:
+                if tid % 128 == 0:
+                    T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)    # the last part stays until read
+        if CL > 1:
+            # no block leaves while its peer may still multicast into it or arrive on its barriers
+            T.cuda.tile.apply(T.ptx[ARRIVE_C])
+            T.cuda.tile.apply(T.ptx[WAIT_C])
+
+    # the entry points: the same body, the parameters this variant uses (M, N, K bound from A and B)
+    if IS_FP8 and bias is not None:
+        @tiledsl.jit
+        def hopper_gemm_fp8_bias(A: A_ANN, B: B_ANN, C: C_ANN, bias: BIAS_ANN, scale_a: SCALE_ANN,
+                                 scale_b: SCALE_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(
+                grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                block=THREADS, max_registers=CAP, cluster=CLUSTER))
+            gemm_tiles(A, B, C, bias, scale_a, scale_b, M, N, K)  # noqa: F821
+        kernel = hopper_gemm_fp8_bias
+    elif IS_FP8:
+        @tiledsl.jit
+        def hopper_gemm_fp8(A: A_ANN, B: B_ANN, C: C_ANN, scale_a: SCALE_ANN, scale_b: SCALE_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(
+                grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                block=THREADS, max_registers=CAP, cluster=CLUSTER))
+            gemm_tiles(A, B, C, None, scale_a, scale_b, M, N, K)  # noqa: F821
+        kernel = hopper_gemm_fp8
+    elif bias is not None:
+        @tiledsl.jit
+        def hopper_gemm_bias(A: A_ANN, B: B_ANN, C: C_ANN, bias: BIAS_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(
+                grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                block=THREADS, max_registers=CAP, cluster=CLUSTER))
+            gemm_tiles(A, B, C, bias, None, None, M, N, K)  # noqa: F821
+        kernel = hopper_gemm_bias
+    else:
+        @tiledsl.jit
+        def hopper_gemm_tiles(A: A_ANN, B: B_ANN, C: C_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(
+                grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                block=THREADS, max_registers=CAP, cluster=CLUSTER))
+            gemm_tiles(A, B, C, None, None, None, M, N, K)  # noqa: F821
+        kernel = hopper_gemm_tiles
+    kernel.tile = (BM, BNT, KT)
+    return kernel
