@@ -473,17 +473,15 @@ def _make_plan(a, b, out, config, static, tune) -> Plan:
     M, K = a.shape
     N = b.shape[0]
     ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
-    hopper_cfg = config is not None and (_is_hopper_config(config))
-    if config is not None and not hopper_cfg:
-        path = "mma"                       # an mma.sync configuration: that kernel, sizes it must tile
-    elif not static:
-        path = "mma"
+    hopper_cfg = config is not None and _is_hopper_config(config)
+    if config is not None and not hopper_cfg or not static:
+        path = "mma"                       # an mma.sync configuration (sizes it must tile), or sizes read at launch
     else:
         path = route(_capability(a), M, N, K, ab, od)
-        if hopper_cfg and path != "hopper":
-            raise tiledsl.LaunchError(f"config={dict(config) if config and isinstance(config[0], tuple) else config}"
-                                      f" is a Hopper configuration, but these operands take the {path} path "
-                                      f"(route(): sm_90, f16/bf16, K a multiple of 8)")
+    if hopper_cfg and path != "hopper":
+        shown = dict(config) if isinstance(config[0], tuple) else config
+        raise tiledsl.LaunchError(f"config={shown} is a Hopper configuration, but these operands take the mma.sync "
+                                  f"path (route(): an sm_90 GPU, f16/bf16 inputs, K a multiple of 8; static=True)")
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else NUM_SMS
     if path == "hopper":
         return _hopper_plan(a, b, out, config, tune, sms)
