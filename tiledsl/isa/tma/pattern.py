@@ -32,7 +32,7 @@ from ...lang.tensormap import TensorMapArg, TensorMapType, swizzle_of
 from ...layout import swizzled
 from ..bulk.pattern import _mbarrier
 from ..family import Refusal
-from ..operands import Ctx, Operand, _pinned_offsets, check_scope, memory_addr, repeat_coords, split_shape
+from ..operands import Ctx, Operand, check_scope, memory_addr, repeat_coords, split_shape
 
 LOAD = re.compile(r"cp\.async\.bulk\.tensor\.([1-5])d\.shared::cluster\.global\.tile\."
                   r"mbarrier::complete_tx::bytes(\.multicast::cluster)?(\.L2::cache_hint)?")
@@ -283,17 +283,10 @@ def _check_box_layout(ctx: Ctx, op: Operand, ann: TensorMapType, rep: tuple) -> 
     sw = f"swizzle={ann.swizzle}" if ann.swizzle else "no swizzle"
     for r in (repeat_coords(rep)[:1] + repeat_coords(rep)[-1:]) if rep else [()]:
         coords = [list(r) + list(c) for c in sample]
-        # the offsets per pin as ints where the view evaluates them directly (what static_offsets of the located
-        # expressions gives, without building the trees); else from the expressions
-        pinned = _pinned_offsets(view, coords)
-        if pinned is not None:
-            rel = [[o - offs[0] for o in offs] for offs in pinned]
-            got = pinned[0] if all(x == rel[0] for x in rel) else None
-        else:
-            try:
-                got = static_offsets(located(view, coords))
-            except ValueError:
-                got = None
+        try:
+            got = static_offsets(located(view, coords))
+        except ValueError:
+            got = None
         if got is None:
             raise ctx.error(f"cannot prove where {view.describe()} holds the box (its offsets depend on run-time "
                             f"values other than a whole-box stage offset)", op)

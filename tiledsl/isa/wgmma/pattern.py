@@ -37,7 +37,6 @@ from ...ir.eval import PINS, evaluate_pinned
 from ..family import Refusal
 from ..operands import Ctx, Operand, Owners, check_bits, check_no_overlap, check_slot_type, reg, repeat_coords, \
     split_shape
-from ..operands import _pinned_offsets
 from . import descriptor as DS
 
 MMA = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k(\d+)\.(\w+)\.(\w+)\.(\w+)$")
@@ -144,27 +143,14 @@ def _sync(form: Form, ctx: Ctx) -> list:
 
 
 def _all_slots(ctx: Ctx, op: Operand) -> list:
-    view = op.view
-    slots = None
-    if view.static_key() is not None and view.shape:
-        # a view with no run-time part: every coordinate's slot as one numpy evaluation (the same ints locate
-        # gives; a BN 256 accumulator has 16384 coordinates, and fence, commit and wait each list them)
-        import numpy as np
-        coords = np.indices(view.shape).reshape(len(view.shape), -1).T.astype(np.int64)
-        arr = view.storages_array(coords, PINS[0], {})
-        slots = None if arr is None else arr.tolist()
-    if slots is None:
-        slots = []
-        for coord in product(*(range(s) for s in view.shape)):
-            s, _ = view.locate(list(coord))
-            if not isinstance(s, int):
-                raise ctx.error("register slots must be compile-time constants", op)
-            slots.append(s)
     seen, out = set(), []
-    for s in slots:
+    for coord in product(*(range(s) for s in op.view.shape)):
+        s, _ = op.view.locate(list(coord))
+        if not isinstance(s, int):
+            raise ctx.error("register slots must be compile-time constants", op)
         if s not in seen:
             seen.add(s)
-            out.append(ir.Reg(view.storage, s, view.dtype, True))
+            out.append(ir.Reg(op.view.storage, s, op.view.dtype, True))
     return sorted(out, key=lambda r: r.index)
 
 
@@ -333,19 +319,11 @@ def _descriptor(ctx: Ctx, op: Operand, form: Form, groups, rep, rows: int, k_maj
         raise ctx.error(f"no matrix descriptor expresses {view.describe()}: {mode}", op)
     width = DS.WIDTH.get(mode, 16)
     fields, span = None, 1
-    cells = [(r, k) for r in range(rows) for k in range(kext)]
     for g, _ in groups:
-        # the tile's offsets per pin as ints (the same values as evaluating each located expression per pin,
-        # without building some 40 thousand expression trees for a BN 256 GEMM); else from the expressions
-        pinned = _pinned_offsets(view, [list(g) + list(rep) + [r, k] for r, k in cells])
-        if pinned is None:
-            exprs = {(r, k): view.locate(list(g) + list(rep) + [r, k])[0] for r, k in cells}
-        for i, pin in enumerate(PINS):
-            if pinned is not None:
-                byte = dict(zip(cells, pinned[i]))
-            else:
-                memo = {}
-                byte = {c: evaluate_pinned(x, pin, memo) for c, x in exprs.items()}
+        exprs = {(r, k): view.locate(list(g) + list(rep) + [r, k])[0] for r in range(rows) for k in range(kext)}
+        for pin in PINS:
+            memo = {}
+            byte = {c: evaluate_pinned(x, pin, memo) for c, x in exprs.items()}
             if any(v is None for v in byte.values()):
                 raise ctx.error(f"the tile's offsets in {view.describe()} are not integer expressions", op)
             byte = {c: v * e for c, v in byte.items()}
