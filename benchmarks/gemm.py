@@ -1,8 +1,12 @@
-"""tiledsl's mma.sync GEMM against torch (cuBLAS) and Triton's matmul, side by side in one run.
+"""tiledsl's `matmul` (examples/gemm.py: the warp-specialised TMA + wgmma kernel on an sm_90 GPU, the mma.sync
+kernel elsewhere) against torch (cuBLAS) and Triton's matmul, side by side in one run.
 
 Square 1024..8192 and two LLM shapes, f16 and bf16; median of CUDA-event timings after warm-up, inputs rotated
 and L2 evicted by a 256 MB write before each timed call (which also keeps host dispatch out of the events); every
-result checked against torch's fp32 product. A markdown table is printed last; `--plot FILE` writes a PNG chart
+result checked against torch's fp32 product; the configuration matmul chose (tuned on the first call) printed per
+row. Then FP8 e4m3 rows (4096^3, 8192^3: `matmul_fp8` against torch._scaled_mm, relative error <= 5e-2; "n/a"
+where examples/hopper_gemm.py has no FP8 kernel) and a fused bias + GELU row (4096^3 f16: matmul(bias=,
+activation="gelu") against torch.addmm + gelu). A markdown table is printed last; `--plot FILE` writes a PNG chart
 (needs matplotlib); `--power` adds the SM clock and board power of 2-second back-to-back runs.
 """
 import argparse
@@ -77,6 +81,67 @@ def triton_matmul():
     return run
 
 
+def fp8_rows(G, torch, shapes, tf):
+    """FP8 e4m3 rows: matmul_fp8 against torch._scaled_mm (b passed as b.T, the column-major operand it wants;
+    per-tensor scales as one-element float32 tensors), bf16 out; relative error <= 5e-2 against fp32. The
+    tiledsl column is None ("n/a") where examples/hopper_gemm.py has no FP8 kernel (or the device is not sm_90)."""
+    import tiledsl
+    rows = []
+    e4m3 = torch.float8_e4m3fn
+    for (M, N, K) in shapes:
+        sets = [((torch.randn(M, K, device="cuda") / 2).to(e4m3), (torch.randn(N, K, device="cuda") / 2).to(e4m3),
+                 torch.empty(M, N, device="cuda", dtype=torch.bfloat16)) for _ in range(2)]
+        sa = torch.tensor([0.75], device="cuda")
+        sb = torch.tensor([1.25], device="cuda")
+        flops = 2 * M * N * K
+        t_ref = timeit(lambda x, y, z: torch._scaled_mm(x, y.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
+                       torch, sets)
+        label = "e4m3 -> bf16 (vs torch._scaled_mm)"
+        try:
+            a, b, c = sets[0]
+            G.matmul_fp8(a, b, sa, sb, torch.bfloat16, out=c)
+        except tiledsl.LaunchError as e:
+            print(f"fp8 {M}x{N}x{K}: n/a ({e})", flush=True)
+            rows.append((label, f"{M}x{N}x{K}", None, tf(flops, t_ref), None, None, "n/a"))
+            continue
+        ref = (a.float() @ b.float().T) * (sa * sb)
+        err = ((c.float() - ref).norm() / ref.norm()).item()
+        assert err <= 5e-2, f"fp8 {M}x{N}x{K}: relative error {err}"
+        t = timeit(lambda x, y, z: G.matmul_fp8(x, y, sa, sb, torch.bfloat16, out=z), torch, sets)
+        kw = G._FP8_PLANS.get((M, N, K, a.dtype, b.dtype, torch.bfloat16, a.device, None), {})
+        rows.append((label, f"{M}x{N}x{K}", tf(flops, t), tf(flops, t_ref), None, err,
+                     "hopper fp8 " + (", ".join(f"{k}={v}" for k, v in kw.items()) or "defaults")))
+        print(rows[-1], flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    return rows
+
+
+def fused_rows(G, torch, tf):
+    """The fused bias + GELU row at 4096^3 f16: matmul(bias=, activation="gelu") against torch.addmm + gelu."""
+    F = torch.nn.functional
+    M = N = K = 4096
+    sets = [(torch.randn(M, K, device="cuda", dtype=torch.float16), torch.randn(N, K, device="cuda",
+                                                                             dtype=torch.float16),
+             torch.empty(M, N, device="cuda", dtype=torch.float16)) for _ in range(2)]
+    bias = torch.randn(N, device="cuda", dtype=torch.float16)
+    a, b, c = sets[0]
+    G.matmul(a, b, bias=bias, activation="gelu", out=c)
+    ref = F.gelu(a.float() @ b.float().T + bias.float())
+    err = ((c.float() - ref).norm() / ref.norm()).item()
+    assert err <= 1e-2, f"bias + gelu: relative error {err}"
+    flops = 2 * M * N * K
+    t = timeit(lambda x, y, z: G.matmul(x, y, bias=bias, activation="gelu", out=z), torch, sets)
+    t_ref = timeit(lambda x, y, z: F.gelu(torch.addmm(bias, x, y.T)), torch, sets)
+    fused = "fused" if G._fused_epilogue() else "torch epilogue after the kernel"
+    row = ("float16 bias + GELU (vs torch.addmm + gelu)", f"{M}x{N}x{K}", tf(flops, t), tf(flops, t_ref), None, err,
+           f"{G.plan_of(a, b, c).describe}; {fused}")
+    print(row, flush=True)
+    del sets
+    torch.cuda.empty_cache()
+    return [row]
+
+
 def sustained_str(fn, torch, n):
     from power import sustained
     tf, how = sustained(fn, torch, 2 * n ** 3)
@@ -90,6 +155,7 @@ def main(argv=None):
     p.add_argument("--shapes", default=None, help="these M,N,K instead, e.g. '4096,4096,4096;8192,8192,8192'")
     p.add_argument("--sweep", action="store_true", help="time every configuration of examples/gemm.py at 4096^3")
     p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated input types")
+    p.add_argument("--no-extras", action="store_true", help="skip the FP8 and fused bias + GELU rows")
     p.add_argument("--dynamic", action="store_true", help="sweep: also the kernels that read sizes at launch")
     p.add_argument("--power", action="store_true", help="also a 2-second back-to-back run (each swept "
                                                          "configuration, or tiledsl and cuBLAS at 4096^3), with "
@@ -114,7 +180,8 @@ def main(argv=None):
                 a0, b0, c0 = sets[0]
                 how = sustained_str(lambda: torch.matmul(a0, b0.T, out=c0), torch, n)
                 print(f"sweep {dtname} cuBLAS: {2 * n ** 3 / t_cub / 1e9:.0f} TFLOP/s; back to back {how}", flush=True)
-            configs = G.CONFIGS if not opts.configs else \
+            hopper = torch.cuda.get_device_capability() == (9, 0)
+            configs = G.CONFIGS + (G.HOPPER_CONFIGS if hopper else []) if not opts.configs else \
                 [tuple(int(x) for x in c.split(",")) for c in opts.configs.split(";")]
             for cfg in configs:
                 for static in ((True, False) if opts.dynamic else (True,)):
@@ -136,6 +203,8 @@ def main(argv=None):
     shapes = [(4096, 4096, 4096)] if opts.quick else SHAPES
     if opts.shapes:
         shapes = [tuple(int(x) for x in sh.split(",")) for sh in opts.shapes.split(";")]
+    tf = lambda flops, t: flops / (t / 1e3) / 1e12  # noqa: E731
+    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
     for dtname in opts.dtypes.split(","):
         dt = getattr(torch, dtname)
         for (M, N, K) in shapes:
@@ -144,7 +213,8 @@ def main(argv=None):
                      torch.empty(M, N, device="cuda", dtype=dt)) for _ in range(nsets)]
             a, b, c = sets[0]
             c.fill_(float("nan"))
-            G.matmul(a, b, out=c)
+            G.matmul(a, b, out=c)               # the first call routes and tunes; the plan is printed below
+            config = G.plan_of(a, b, c).describe
             ref = a.float() @ b.float().T
             err = ((c.float() - ref).norm() / ref.norm()).item()
             assert err <= 1e-2, f"{dtname} {M}x{N}x{K}: relative error {err}"
@@ -157,8 +227,8 @@ def main(argv=None):
                     t_tri = timeit(tri, torch, sets)
                 except Exception as e:  # noqa: BLE001
                     print("triton failed:", e)
-            tf = lambda t: flops / (t / 1e3) / 1e12  # noqa: E731
-            rows.append((dtname, f"{M}x{N}x{K}", tf(t_ours), tf(t_cublas), tf(t_tri) if t_tri else None, err))
+            rows.append((dtname, f"{M}x{N}x{K}", tf(flops, t_ours), tf(flops, t_cublas),
+                         tf(flops, t_tri) if t_tri else None, err, config))
             print(rows[-1], flush=True)
             if opts.power and (M, N, K) == (4096, 4096, 4096):
                 for name, run in (("tiledsl", lambda: G.matmul(a, b, out=c)),
@@ -167,14 +237,24 @@ def main(argv=None):
                 print(*power_lines[-2:], sep="\n", flush=True)
             del sets, ref
             torch.cuda.empty_cache()
-    print("\n| dtype | M x N x K | tiledsl TFLOP/s | cuBLAS TFLOP/s | Triton TFLOP/s | tiledsl / cuBLAS | rel. err |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for d, s, ours, cub, tri_tf, err in rows:
+    if not opts.no_extras:
+        rows += fp8_rows(G, torch, [(4096, 4096, 4096), (8192, 8192, 8192)] if not opts.quick else
+                         [(4096, 4096, 4096)], tf)
+        rows += fused_rows(G, torch, tf)
+    print("\n| dtype | M x N x K | tiledsl TFLOP/s | cuBLAS TFLOP/s | Triton TFLOP/s | vs cuBLAS | vs Triton | "
+          "rel. err | configuration |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for d, s, ours, cub, tri_tf, err, config in rows:
+        if ours is None:
+            print(f"| {d} | {s} | n/a | {cub:.0f} | - | n/a | - | - | {config} |")
+            continue
         t = f"{tri_tf:.0f}" if tri_tf else "-"
-        print(f"| {d} | {s} | {ours:.0f} | {cub:.0f} | {t} | {ours / cub:.2f} | {err:.1e} |")
+        vt = f"{ours / tri_tf:.2f}" if tri_tf else "-"
+        print(f"| {d} | {s} | {ours:.0f} | {cub:.0f} | {t} | {ours / cub:.2f} | {vt} | {err:.1e} | {config} |")
     if power_lines:
         print("\nSM clock and board power over 2 s of back-to-back launches (nvidia-smi; the cap is 700 W):")
         print(*power_lines, sep="\n")
+    rows = [r for r in rows if r[2] is not None]
     if opts.plot:
         import matplotlib
         matplotlib.use("Agg")

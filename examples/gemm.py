@@ -6,7 +6,9 @@ bf16 or f32. One block computes a BM×BN tile with WM×WN warps, each a (BM/WM)�
   * shared tiles are XOR-swizzled so the 8 rows one ldmatrix reads fall in 8 different bank groups;
   * ldmatrix.x4 loads the A and B fragments; mma.sync.m16n8k16 accumulates 4×8 tiles per warp;
   * blocks walk the output in column-major groups of GROUP_M rows so neighbouring blocks share A and B in L2.
-Sizes must be multiples of the block tile (BM, BN, BK); others are refused with a LaunchError naming them.
+make_gemm's kernels need sizes that are multiples of the block tile (BM, BN, BK). `matmul` routes (route()):
+on an sm_90 GPU to the warp-specialised TMA + wgmma kernel of examples/hopper_gemm.py (any M, N; K % 8 == 0),
+elsewhere to this kernel, padding operands no configuration tiles; `matmul_fp8` runs the Hopper FP8 form.
 """
 import argparse
 import sys
@@ -385,12 +387,20 @@ DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float
 def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config=None, static=True, tune=True):
     """C = a @ b.T (+ bias, then activation) for torch CUDA tensors a (M, K) and b (N, K).
 
-    The configuration (block tile, warps, stages, ...) is autotuned per (M, N, K, dtypes) over TUNE_CONFIGS by
-    `tiledsl.autotune`, the winner kept on disk (a later process reuses it); tune=False takes `choose()`'s
-    heuristic instead, and config= names one. static: compile one kernel per (M, N, K) (immediate strides, fewer
-    registers; the default, as cuBLAS picks per shape), or one kernel that reads the sizes at launch (not tuned).
-    bias (N,) and activation ("relu", "gelu", "silu" or a callable on the output) are applied by torch after
-    the kernel, in place on the output."""
+    On an sm_90 GPU (H100/H200) the product runs on the warp-specialised TMA + wgmma kernel of
+    examples/hopper_gemm.py (any M and N; K a multiple of 8), elsewhere, and for shapes that kernel cannot take, on
+    the mma.sync kernel above; `route()` is the decision. Shapes that no mma.sync block tile divides are padded with
+    zeros to one (never refused); config= naming an mma.sync tuple keeps that kernel and refuses sizes it does not
+    tile.
+
+    The configuration is autotuned per (M, N, K, dtypes) by `tiledsl.autotune` (Hopper: over HOPPER_CONFIGS,
+    pruned by shape; mma.sync: over TUNE_CONFIGS), the winner kept on disk (a later process reuses it);
+    tune=False takes the heuristic (`choose_hopper()` / `choose()`) instead, and config= names one (a Hopper
+    configuration as a dict of hopper_matmul's keywords or a HOPPER_CONFIGS tuple; an mma.sync one as a tuple of
+    CONFIGS' form). static: compile one mma.sync kernel per (M, N, K) (the default), or one that reads the sizes at
+    launch (not tuned; static=False also keeps the mma.sync path). `plan_of(a, b, out)` names the choice.
+    bias (N,) and activation ("relu", "gelu", "silu" or a callable on the output) are fused into the Hopper
+    kernel's epilogue where examples/hopper_gemm.py has one, else applied by torch after the kernel, in place."""
     import torch
     M, K = a.shape
     N, K2 = b.shape
@@ -399,24 +409,123 @@ def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config
                                   f"and (N, K) of one dtype")
     if out is None:
         out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
-    config = tuple(config) if config else None
-    key = (M, N, K, a.dtype, out.dtype, config, static, tune)
-    kernel = _PLANS.get(key)
-    if kernel is None:
-        ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
-        tunable = any(_serves(c, M, N, K, od) for c in TUNE_CONFIGS)
-        if tune and static and config is None and a.is_cuda and tunable:
-            kernel = tuned_gemm.pick(a, b, out)[0]
-        else:
-            sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
-            kernel = _plan(M, N, K, ab, od, config, static, sms)
-        _PLANS[key] = kernel
-    kernel(a, b, out)
+    if config is not None:
+        config = tuple(sorted(config.items())) if isinstance(config, dict) else tuple(config)
+    key = (M, N, K, a.dtype, out.dtype, a.device, config, static, tune)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _make_plan(a, b, out, config, static, tune)
+    plan.run(a, b, out, bias, activation)
+    return out
+
+
+def plan_of(a, b, out=None, *, config=None, static=True, tune=True):
+    """The `Plan` matmul(a, b, out=out, ...) runs (made, and tuned, on the first call of its key); `.describe`
+    names the path and configuration (the benchmark prints it)."""
+    import torch
+    if out is None:
+        out = torch.empty((a.shape[0], b.shape[0]), dtype=a.dtype, device=a.device)
+    if config is not None:
+        config = tuple(sorted(config.items())) if isinstance(config, dict) else tuple(config)
+    key = (a.shape[0], b.shape[0], a.shape[1], a.dtype, out.dtype, a.device, config, static, tune)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _make_plan(a, b, out, config, static, tune)
+    return plan
+
+
+class Plan:
+    """What matmul runs for one key: `run(a, b, out, bias, activation)`, and `describe` (path and configuration)."""
+    __slots__ = ("run", "describe", "path", "config")
+
+    def __init__(self, run, describe, path, config):
+        self.run, self.describe, self.path, self.config = run, describe, path, config
+
+    def __repr__(self) -> str:
+        return f"<matmul plan: {self.describe}>"
+
+
+def _capability(t):
+    """(major, minor) of tensor t's CUDA device, None for a host tensor."""
+    if not getattr(t, "is_cuda", False):
+        return None
+    import torch
+    return tuple(torch.cuda.get_device_capability(t.device))
+
+
+def route(capability, M: int, N: int, K: int, ab: str, out: str) -> str:
+    """Which kernel serves C (M x N, dtype `out`) = A (M x K) B^T (N x K), inputs of dtype `ab`, on a device of
+    compute capability `capability` ((major, minor), None for no GPU): "hopper" (examples/hopper_gemm.py: sm_90,
+    f16/bf16 in, f16/bf16/f32 out, K a multiple of 8 for the TMA unit's 16-byte rows), "mma" (the mma.sync kernel:
+    some configuration tiles the shape) or "mma-padded" (the mma.sync kernel on operands padded with zeros to a
+    tile multiple, the result copied back). A pure function of its arguments."""
+    if (capability is not None and tuple(capability) == (9, 0) and ab in ("float16", "bfloat16")
+            and out in ("float16", "bfloat16", "float32") and K % 8 == 0 and min(M, N, K) > 0):
+        return "hopper"
+    if any(_serves(c, M, N, K, out) for c in PREFERRED):
+        return "mma"
+    return "mma-padded"
+
+
+def _make_plan(a, b, out, config, static, tune) -> Plan:
+    """The plan of one matmul key: the route, then the configuration (given, tuned or the heuristic's)."""
+    import torch
+    M, K = a.shape
+    N = b.shape[0]
+    ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
+    hopper_cfg = config is not None and _is_hopper_config(config)
+    if config is not None and not hopper_cfg or not static:
+        path = "mma"                       # an mma.sync configuration (sizes it must tile), or sizes read at launch
+    else:
+        path = route(_capability(a), M, N, K, ab, od)
+    if hopper_cfg and path != "hopper":
+        shown = dict(config) if isinstance(config[0], tuple) else config
+        raise tiledsl.LaunchError(f"config={shown} is a Hopper configuration, but these operands take the mma.sync "
+                                  f"path (route(): an sm_90 GPU, f16/bf16 inputs, K a multiple of 8; static=True)")
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else NUM_SMS
+    if path == "hopper":
+        return _hopper_plan(a, b, out, config, tune, sms)
+    if path == "mma-padded":
+        return _padded_plan(M, N, K, ab, od, sms)
+    tunable = any(_serves(c, M, N, K, od) for c in TUNE_CONFIGS)
+    if tune and static and config is None and a.is_cuda and tunable:
+        launch, cfg = tuned_gemm.pick(a, b, out)
+        cfg = cfg.constexprs["config"]
+    else:
+        cfg = config or choose(M, N, K, od, static, sms)
+        launch = _plan(M, N, K, ab, od, cfg, static, sms)
+
+    def run(a, b, out, bias, activation):
+        launch(a, b, out)
+        _epilogue(out, bias, activation)
+    return Plan(run, f"mma.sync {cfg}{'' if static else ' dynamic'}", "mma", cfg)
+
+
+def _epilogue(out, bias, activation):
     if bias is not None:
         out += bias
     if activation is not None:
         _activate(out, activation)
-    return out
+
+
+def _padded_plan(M, N, K, ab, od, sms) -> Plan:
+    """The mma.sync kernel on zero-padded operands: A and B padded to multiples of 128 rows and 64 columns (zeros
+    add nothing to the products), C computed in a padded buffer and its M x N corner copied into out."""
+    import torch
+    Mp, Np, Kp = -(-M // 128) * 128, -(-N // 128) * 128, -(-K // 64) * 64
+    cfg = choose(Mp, Np, Kp, od, True, sms)
+    kernel = _plan(Mp, Np, Kp, ab, od, cfg, True, sms)
+
+    def run(a, b, out, bias, activation):
+        ap = a.new_zeros((Mp, Kp))
+        ap[:M, :K] = a
+        bp = b.new_zeros((Np, Kp))
+        bp[:N, :K] = b
+        cp = torch.empty((Mp, Np), dtype=out.dtype, device=out.device)
+        kernel(ap, bp, cp)
+        out.copy_(cp[:M, :N])
+        _epilogue(out, bias, activation)
+    return Plan(run, f"mma.sync {cfg} on operands padded to {Mp}x{Np}x{Kp}", "mma-padded", cfg)
 
 
 def _activate(out, activation):
@@ -482,6 +591,207 @@ def _plan(M, N, K, ab, out, config, static, sms=132):
         raise tiledsl.LaunchError(f"gemm supports M and N that are multiples of {bm} and {bn} and K a multiple of "
                                   f"{bk}; got M={M}, N={N}, K={K}")
     return make_gemm(ab, out, config, (M, N, K) if static else None)
+
+
+# ---------------------------------------------------------------- the Hopper path (examples/hopper_gemm.py)
+NUM_SMS = 132       # an H100/H200 SXM; plans ask the device
+# A Hopper configuration: (BN, consumer warpgroups (BM = 64 each), stages, persistent, TMA-store epilogue where C's
+# rows allow it, 2-CTA multicast of B). The first is the big shapes' (659 TFLOP/s at 4096^3 f16 on the H200, 0.94x
+# cuBLAS); the smaller tiles give the small shapes enough blocks for 132 SMs (1024^3 has 32 tiles of 128 x 256).
+HOPPER_FIELDS = ("bn", "consumers", "stages", "persistent", "tma_store", "multicast")
+HOPPER_CONFIGS = [(256, 2, 4, 1, 1, 0),     # persistent, 128 x 256 tiles
+                  (256, 2, 4, 1, 1, 1),     # the same in 2-CTA clusters sharing B tiles
+                  (128, 2, 6, 1, 1, 0),     # persistent, 128 x 128 tiles, a deeper ring (fits beside the epilogue)
+                  (128, 2, 4, 1, 1, 0),     # persistent, 128 x 128 tiles
+                  (128, 2, 4, 0, 1, 0),     # one 128 x 128 tile per block
+                  (64, 2, 4, 0, 1, 0),      # 128 x 64 tiles: 4x the blocks of 128 x 256
+                  (128, 1, 4, 0, 1, 0)]     # 64 x 128 tiles, one consumer warpgroup
+# choose_hopper's order: the first that gives at least 90% of a wave of tiles wins
+HOPPER_PREFERRED = [(256, 2, 4, 1, 1, 0), (128, 2, 4, 1, 1, 0), (64, 2, 4, 0, 1, 0)]
+
+
+def _hopper_module():
+    """examples/hopper_gemm.py (beside this file), imported once."""
+    try:
+        import hopper_gemm
+    except ImportError:
+        import os
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import hopper_gemm
+    return hopper_gemm
+
+
+def _is_hopper_config(config) -> bool:
+    """A matmul config= that names the Hopper kernel: a dict of hopper_matmul keywords (as sorted items) or a
+    6-field HOPPER_CONFIGS tuple (mma.sync tuples have 7 or more fields)."""
+    return bool(config) and (isinstance(config[0], tuple) or len(config) == len(HOPPER_FIELDS))
+
+
+def hopper_tiles(config, M: int, N: int) -> int:
+    """Output tiles of a Hopper configuration over an M x N product (ragged edges count as tiles)."""
+    bn, cons = config[0], config[1]
+    return -(-M // (64 * cons)) * -(-N // bn)
+
+
+def choose_hopper(M: int, N: int, K: int, out: str = "float16", sms: int = NUM_SMS) -> tuple:
+    """The Hopper configuration matmul takes without tuning: the first of HOPPER_PREFERRED (biggest tile first)
+    whose tiles fill at least 90% of a wave of `sms` blocks, else the one with the most tiles. The TMA-store field
+    stays 1: hopper_kwargs turns it off where C's rows are not multiples of 16 bytes."""
+    best = next((c for c in HOPPER_PREFERRED if hopper_tiles(c, M, N) >= 0.9 * sms), None)
+    return best or max(HOPPER_PREFERRED, key=lambda c: hopper_tiles(c, M, N))
+
+
+def hopper_kwargs(config, N: int, out_size: int) -> dict:
+    """hopper_matmul's keywords for a configuration (tuple or dict items): the TMA-store epilogue only where C's
+    rows are multiples of 16 bytes (the tensor map's stride)."""
+    kw = dict(config) if isinstance(config[0], tuple) else dict(zip(HOPPER_FIELDS, config))
+    for f in ("persistent", "tma_store", "multicast"):
+        if f in kw:
+            kw[f] = bool(kw[f])
+    if kw.get("tma_store", True) and (N * out_size) % 16:
+        kw["tma_store"] = False
+    return kw
+
+
+def describe_hopper(kw: dict) -> str:
+    H = _hopper_module()
+    bn, cons = kw.get("bn", H.BN), kw.get("consumers", H.CONSUMERS)
+    parts = [f"hopper {64 * cons}x{bn} tiles", f"{kw.get('stages', H.STAGES)} stages"]
+    parts += [name for f, name in (("persistent", "persistent"), ("tma_store", "TMA store"),
+                                   ("multicast", "2-CTA multicast")) if kw.get(f)]
+    return ", ".join(parts)
+
+
+def _sms_of(t) -> int:
+    if not getattr(t, "is_cuda", False):
+        return NUM_SMS
+    import torch
+    return torch.cuda.get_device_properties(t.device).multi_processor_count
+
+
+def _size_of(dtype: str) -> int:
+    return 4 if dtype == "float32" else 2
+
+
+def _hopper_for(A, B, C, hconfig):
+    """The kernel factory the Hopper path tunes: make_hopper_gemm for these arrays and configuration."""
+    ab, out = (DTYPES.get(str(t.dtype), str(t.dtype)) for t in (A, C))
+    kw = hopper_kwargs(hconfig, B.shape[0], _size_of(out))
+    return _hopper_module().make_hopper_gemm(ab, out, num_sms=_sms_of(A), **kw)
+
+
+def prune_hopper(configs, M: int, N: int, sms: int = NUM_SMS) -> list:
+    """The Hopper candidates worth timing for an M x N output: those with at least half a wave of tiles (or half
+    the most any candidate has), multicast only with at least 4 tile rows to pair, and where even the biggest tile
+    makes 3 waves, only the persistent ones and one non-persistent 128 x 128 (the small tiles lose there)."""
+    def cfg(c):
+        return c.constexprs["hconfig"] if hasattr(c, "constexprs") else c
+    most = max(hopper_tiles(cfg(c), M, N) for c in configs)
+    big = hopper_tiles(HOPPER_CONFIGS[0], M, N) >= 3 * sms
+    keep = []
+    for c in configs:
+        bn, cons, _, persistent, _, multicast = cfg(c)
+        if hopper_tiles(cfg(c), M, N) < 0.5 * min(sms, most):
+            continue
+        if multicast and -(-M // (64 * cons)) < 4:
+            continue
+        if big and not persistent and (bn, cons) != (128, 2):
+            continue
+        keep.append(c)
+    return keep
+
+
+def _prune_hopper_args(configs, args):
+    return prune_hopper(configs, args["A"].shape[0], args["B"].shape[0], _sms_of(args["A"]))
+
+
+tuned_hopper = tiledsl.autotune(configs=[tiledsl.Config({"hconfig": c}) for c in HOPPER_CONFIGS],
+                                key=["A", "B", "C"], prune=_prune_hopper_args)(_hopper_for)
+
+
+def _fused_epilogue() -> bool:
+    """Whether hopper_matmul fuses bias and activation into its epilogue (examples/hopper_gemm.py's newer API)."""
+    import inspect
+    params = inspect.signature(_hopper_module().hopper_matmul).parameters
+    return "bias" in params and "activation" in params
+
+
+def _hopper_plan(a, b, out, config, tune, sms) -> Plan:
+    """The Hopper kernel for one key: config= as given, else tuned (tune and a CUDA tensor), else choose_hopper."""
+    import warnings
+    H = _hopper_module()
+    M, K = a.shape
+    N = b.shape[0]
+    ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
+    how = "given"
+    if config is None and tune and a.is_cuda:
+        try:
+            config = tuned_hopper.pick(a, b, out)[1].constexprs["hconfig"]
+            how = "tuned"
+        except tiledsl.TiledslError as e:   # tuning failed: the heuristic's choice still serves the call
+            warnings.warn(f"matmul: tuning the Hopper GEMM for {M}x{N}x{K} failed ({e}); using choose_hopper",
+                          stacklevel=4)
+    if config is None:
+        config, how = choose_hopper(M, N, K, od, sms), "heuristic"
+    kw = hopper_kwargs(config, N, _size_of(od))
+    kernel = H.make_hopper_gemm(ab, od, num_sms=sms, **kw)
+    fused = _fused_epilogue()
+
+    def run(a, b, out, bias, activation):
+        if bias is None and activation is None:
+            kernel(a.contiguous(), b.contiguous(), out)
+        elif fused and (activation is None or activation in ("relu", "gelu", "silu")):
+            H.hopper_matmul(a, b, out=out, bias=bias, activation=activation, **kw)
+        else:
+            kernel(a.contiguous(), b.contiguous(), out)
+            _epilogue(out, bias, activation)
+    return Plan(run, f"{describe_hopper(kw)} ({how})", "hopper", kw)
+
+
+_FP8_PLANS = {}     # matmul_fp8's keywords per (sizes, dtypes, device, config)
+
+
+def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, config=None):
+    """C = (scale_a * scale_b) * (a @ b.T) (+ bias) for FP8 torch CUDA tensors a (M, K) and b (N, K) (e4m3 or
+    e5m2), per-tensor scales as one-element float32 tensors; C of `out_dtype` (default bfloat16). Runs the
+    Hopper kernel's FP8 form (hopper_matmul_fp8 of examples/hopper_gemm.py) on an sm_90 GPU; elsewhere, or where
+    that form is missing, a LaunchError says so. config= is a dict of its keywords (default: choose_hopper's)."""
+    import torch
+    out_dtype = out_dtype or torch.bfloat16
+    cap = _capability(a)
+    if cap != (9, 0):
+        where = f"sm_{cap[0]}{cap[1]}" if cap else "the host"
+        raise tiledsl.LaunchError(f"matmul_fp8 needs an sm_90 GPU (H100/H200: wgmma's e4m3/e5m2 forms); a is on "
+                                  f"{where}")
+    fp8 = getattr(_hopper_module(), "hopper_matmul_fp8", None)
+    if fp8 is None:
+        raise tiledsl.LaunchError("matmul_fp8: examples/hopper_gemm.py has no hopper_matmul_fp8 (the FP8 kernel)")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or "float8" not in str(a.dtype) + str(b.dtype):
+        raise tiledsl.LaunchError(f"matmul_fp8: a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: "
+                                  f"need FP8 (M, K) and (N, K)")
+    M, K = a.shape
+    N = b.shape[0]
+    cfg_key = tuple(sorted(config.items())) if isinstance(config, dict) else None
+    key = (M, N, K, a.dtype, b.dtype, out_dtype, a.device, cfg_key)
+    kw = _FP8_PLANS.get(key)
+    if kw is None:
+        import inspect
+        params = inspect.signature(fp8).parameters
+        if config is not None:
+            kw = dict(config)
+        else:
+            kw = hopper_kwargs(choose_hopper(M, N, K, "bfloat16", _sms_of(a)), N,
+                               torch.empty((), dtype=out_dtype).element_size())
+            kw = {k: v for k, v in kw.items() if k in params}
+            try:        # the FP8 form's own limits may refuse a configuration the f16 one takes: its defaults then
+                c = fp8(a, b, scale_a, scale_b, out_dtype, out=out, bias=bias, **kw)
+            except tiledsl.TiledslError:
+                kw = {}
+                c = fp8(a, b, scale_a, scale_b, out_dtype, out=out, bias=bias)
+            _FP8_PLANS[key] = kw
+            return c
+        _FP8_PLANS[key] = kw
+    return fp8(a, b, scale_a, scale_b, out_dtype, out=out, bias=bias, **kw)
 
 
 def main(argv=None):

@@ -1,0 +1,37 @@
+"""Bad calls of matmul / matmul_fp8 (examples/gemm.py): a LaunchError naming the argument, checked without a GPU on
+host torch tensors (every refusal comes before any launch)."""
+import pytest
+
+import gemm as G
+import tiledsl
+from badcase import Case, run
+
+torch = pytest.importorskip("torch")
+
+
+def z(*shape, dtype=torch.float16):
+    return torch.zeros(*shape, dtype=dtype)
+
+
+CASES = [
+    Case("matmul-k-mismatch", action=lambda: G.matmul(z(128, 64), z(128, 32)), err=tiledsl.LaunchError,
+         words=("(128, 64)", "(128, 32)", "(M, K)")),
+    Case("matmul-dtype-mismatch", action=lambda: G.matmul(z(128, 64), z(128, 64, dtype=torch.bfloat16)),
+         err=tiledsl.LaunchError, words=("torch.float16", "torch.bfloat16", "one dtype")),
+    Case("matmul-config-does-not-tile", action=lambda: G.matmul(z(100, 64), z(128, 64), config=G.PREFERRED[3]),
+         err=tiledsl.LaunchError, words=("multiples of 128", "M=100")),
+    Case("matmul-hopper-config-off-sm90", action=lambda: G.matmul(z(256, 64), z(256, 64), config=G.HOPPER_CONFIGS[0]),
+         err=tiledsl.LaunchError, words=("Hopper configuration", "mma.sync path")),
+    Case("matmul-hopper-config-dynamic", action=lambda: G.matmul(z(256, 64), z(256, 64), config=dict(bn=128),
+                                                                 static=False),
+         err=tiledsl.LaunchError, words=("Hopper configuration", "static=True")),
+    Case("matmul-activation-name", action=lambda: G._activate(z(4, 4), "tanh"), err=tiledsl.LaunchError,
+         words=("'tanh'", "relu")),
+    Case("matmul-fp8-off-sm90", action=lambda: G.matmul_fp8(z(128, 128), z(128, 128), torch.ones(1), torch.ones(1)),
+         err=tiledsl.LaunchError, words=("sm_90", "the host")),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in CASES])
+def test_bad_gemm_calls(case):
+    run(case)
