@@ -1,0 +1,556 @@
+"""FlashAttention backward, FA2 style, written only in the kernel language (mma.sync + ldmatrix + cp.async), and a
+torch.autograd.Function that trains through examples/attention.py's forward.
+
+attention_backward(q, k, v, o, lse, do, causal=False, scale=None) -> (dq, dk, dv) for the (B, H, N, D) tensors of
+attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the forward's float32 natural-log
+log-sum-exp. Four kernels:
+  * delta = rowsum(dO * O) (float32 (B, H, N)): 16-byte loads, each row's chunks summed over their lanes by
+    shfl.sync.bfly;
+  * the main kernel, one block of 4 warps per (batch, head, BK = 64 key rows), each warp owning 16 key rows.
+    K_j and V_j stay in shared memory (their A fragments reloaded per k16 step: the dK and dV accumulators,
+    2 x 16 x D floats per warp, already fill half the registers); the query tiles (BQ = 64 rows of Q and dO)
+    stream through two shared stages by cp.async, tile i + 1 in flight while tile i is computed. Per tile,
+    transposed so every product has the warp's key rows as its M dimension:
+        S^T  = K_j Q_i^T                        (B = Q_i by ldmatrix.x4)
+        P^T  = ex2(S^T * scale * log2e - LSE_i * log2e)   (one fma per score; masked scores are -inf)
+        dV_j += P^T dO_i                        (P^T packed to f16x2/bf16x2 in registers is the A fragment;
+                                                 B = dO_i by ldmatrix.x4.trans)
+        dP^T = V_j dO_i^T
+        dS^T = P^T * (dP^T - delta_i) * scale   (scale folded here once for dK and dQ)
+        dK_j += dS^T Q_i                        (B = Q_i by ldmatrix.x4.trans)
+        dQ_i += dS K_j                          (dS^T through shared memory, read back by ldmatrix.x4.trans as
+                                                 A; each warp adds its 16 query rows with red.global.add.f32)
+    dQ by atomics (FA2's choice) rather than a second pass over the key tiles per query tile: the second pass
+    would recompute S, P and dP (three more GEMMs of the five, 1.4x the tensor work) to avoid one float32
+    red per dQ element per key block, which L2 absorbs;
+  * dK, dV: without GQA stored in q's dtype at the end of the block; with GQA (H_kv < H) every query head's
+    block adds its float32 dK_j, dV_j into (B, H_kv, N_kv, D) buffers with red.global.add.f32;
+  * a cast kernel writes dq (and, with GQA, dk, dv) in q's dtype from the float32 accumulators.
+Causal (top-left aligned, key j <= query i): query tiles wholly above the diagonal are never visited; tiles crossing
+it, ragged query tails (rows >= N, loaded clamped) and ragged key tails (rows >= N_kv) are masked to -inf, so
+their P and dS are exactly 0.
+
+    python examples/attention_backward.py   # on the GPU: against torch autograd; without one: a small case on
+                                            # the interpreter against a float64 reference
+"""
+import argparse
+import math
+import sys
+
+import numpy as np
+
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid
+
+from attention import DTYPES, LN2, LOG2E, NEG, attention, layouts, _check  # noqa: F401 (LN2: the docs' pair)
+
+BK = 64                 # key rows per block (4 warps x 16)
+BQ = 64                 # query rows per tile (the forward's BN: its B-operand layouts serve Q and dO)
+WARPS = 4
+THREADS = 32 * WARPS
+
+_KERNELS = {}
+
+
+def _bwd_layouts(D):
+    """The forward's layouts for 4 warps of one m16 tile (K, V as A; Q, dO as B) plus the backward's own: K as B
+    through .trans (single stage), dS^T in shared memory (padded rows) read as dQ's A through .trans."""
+    L = layouts(D, WARPS, 1)
+    W = D // 2
+    KT, DN = BK // 16, D // 8
+    sw = {8: (3, 2, 3), 16: (3, 2, 4), 32: (3, 2, 5)}[D // 8]
+    WS = BQ // 2 + 4                # words per dS^T row: 16 bytes of padding spread ldmatrix's 8 rows over the banks
+    lane4 = (4 @ laneid, 1 @ laneid)
+    L["ld_kt"] = TileLayout(S[(KT, DN // 2, 2, 2, 8, 4) : (16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
+    # dS (queries x keys) as A from dS^T (key rows): (query m tile, key k step, matrix = (k half, row half), row, word)
+    L["ld_ds"] = TileLayout(S[(BQ // 16, KT, 2, 2, 8, 4) : (8, 16 * WS, 8 * WS, 4, WS, 1)])
+    L["st_ds"] = TileLayout(S[(BK, BQ // 2) : (WS, 1)])
+    L["r_ds"] = TileLayout(S[(KT, 4, 8, 4) : (4, 1, *lane4)])
+    L["m_ds"] = TileLayout(S[(KT, 1, 1, 2, 8, 2, 4) : (4, KT * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    # one 16 x 16 block of dQ (two n8 tiles) as the mma's accumulator
+    L["m_dq"] = TileLayout(S[(1, 1, 2, 2, 8, 4, 2) : (8, 8, 4, 2, *lane4, 1)])
+    return L, WS
+
+
+def make_delta(dtype, D, rows):
+    """delta[r] = sum_d dO[r, d] * O[r, d] in float32 for `rows` rows of head dim D (16-byte chunks, CPR lanes a
+    row, summed over the lanes by shfl.sync.bfly)."""
+    key = ("delta", dtype, D, rows)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    W, CPR = D // 2, D // 8
+    RPB = THREADS // CPR
+    LOGC = CPR.bit_length() - 1     # shuffle steps that sum a row's CPR lanes
+    NB = -(-rows // RPB)
+
+    @tiledsl.jit
+    def attention_bwd_delta(O: T.Tensor((rows, D), dtype), dO: T.Tensor((rows, D), dtype),
+                            Delta: T.Tensor((rows,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=THREADS))
+        tid = T.cuda.thread_id()
+        row = T.cuda.block_id() * RPB + tid // CPR
+        c = tid % CPR
+        r = T.min(row, rows - 1)
+        ro = T.alloc_local((1, 4), "uint32")
+        rd = T.alloc_local((1, 4), "uint32")
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], ro[0], O.view(dtype="uint32")[r, c * 4: c * 4 + 4])
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], rd[0], dO.view(dtype="uint32")[r, c * 4: c * 4 + 4])
+        ho = ro.view(dtype=dtype)
+        hd = rd.view(dtype=dtype)
+        acc = T.alloc_local((1, 1), "float32")
+        sh = T.alloc_local((1, 1), "float32")
+        s = T.float32(0)
+        for j in T.unroll(8):
+            s = s + T.cast(ho[0, j], "float32") * T.cast(hd[0, j], "float32")
+        acc[0, 0] = s
+        for k in T.unroll(LOGC):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, acc, 1 << k, 0x1F, 0xFFFFFFFF)
+            acc[0, 0] = acc[0, 0] + sh[0, 0]
+        if c == 0 and row < rows:
+            Delta[row] = acc[0, 0]
+
+    _KERNELS[key] = attention_bwd_delta
+    return attention_bwd_delta
+
+
+def make_cast(dtype, n8):
+    """Write n8 * 8 float32 values as `dtype` (round to nearest even), 8 a thread (two 16-byte loads, one store)."""
+    key = ("cast", dtype, n8)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    NB = -(-n8 // 256)
+
+    @tiledsl.jit
+    def attention_bwd_cast(X: T.Tensor((n8, 8), "float32"), Y: T.Tensor((n8, 8), dtype)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=256))
+        i = T.cuda.block_id() * 256 + T.cuda.thread_id()
+        if i < n8:
+            f = T.alloc_local((2, 4), "uint32")
+            ff = f.view(dtype="float32")
+            Xw = X.view(dtype="uint32")
+            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[0], Xw[i, 0:4])
+            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[1], Xw[i, 4:8])
+            r = T.alloc_local((1, 4), "uint32")
+            h = r.view(dtype=dtype)
+            for j in T.unroll(8):
+                h[0, j] = T.cast(ff[j // 4, j % 4], dtype)
+            T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Y.view(dtype="uint32")[i, 0:4], r[0])
+
+    _KERNELS[key] = attention_bwd_cast
+    return attention_bwd_cast
+
+
+def make_attention_backward(dtype, D, causal, shape, scale):
+    """The main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
+    (B, H, H_kv, N, N_kv) and softmax scale `scale`.
+
+    Arguments: Q, dO (B, H, N, D); K, V (B, H_kv, N_kv, D); LSE, Delta (B, H, N) float32; dQacc (B*H*N, D)
+    float32, zeroed, which the kernel adds into; dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else float32
+    zeroed accumulators (B*H_kv*N_kv, D)."""
+    if D not in (64, 128):
+        raise tiledsl.LaunchError(f"attention_backward supports head dims 64 and 128, got {D}")
+    if dtype not in ("float16", "bfloat16"):
+        raise tiledsl.LaunchError(f"attention_backward supports float16 and bfloat16, not {dtype}")
+    key = ("bwd", dtype, D, bool(causal), tuple(shape), float(scale))
+    if key in _KERNELS:
+        return _KERNELS[key]
+    B, H, HK, N, NK = shape
+    if H % HK:
+        raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
+    GROUP = H // HK
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
+    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+    COPY = "cp.async.cg.shared.global"
+    CVT = f"cvt.rn.{t}x2.f32"
+    RED = "red.global.add.f32"
+    W, CPR = D // 2, D // 8
+    KD, NI, KT, DN = D // 16, BQ // 8, BQ // 16, D // 8     # KT: k16 steps over a query tile (= over a key block)
+    MQ = BQ // 16                   # m16 tiles of dQ per query tile
+    DPW = (DN // 2) * MQ // WARPS   # d-tile pairs of dQ per warp
+    NKB = -(-NK // BK)              # key blocks per head
+    NQT = -(-N // BQ)               # query tiles
+    C = float(scale) * LOG2E
+    SC = float(scale)
+    CPT = BK * CPR // THREADS       # 16-byte chunks each thread copies per 64-row tile
+    LY, WS = _bwd_layouts(D)
+    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_q", "cp_kv", "ld_q", "ld_k", "ld_v", "ld_kt"))
+    L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
+    L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
+    L_M_S2, L_M_P, L_M_O2 = LY["m_s2"], LY["m_p"], LY["m_o2"]
+    acc_t = dtype if GROUP == 1 else "float32"
+    kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
+
+    @tiledsl.inline
+    def copy_rows(cp, g, stage, row0, nrows, base, tid):
+        """cp.async of 64 rows from row0 (clamped to nrows - 1) of head row `base` into `stage` (None: single)."""
+        for j in T.unroll(CPT):
+            c = tid + THREADS * j
+            r = T.min(row0 + c // CPR, nrows - 1)
+            if stage is None:
+                T.cuda.tile.apply(T.ptx[COPY], cp[c // CPR, c % CPR], g[base + r, c % CPR, :], chunk_bytes=16)
+            else:
+                T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[base + r, c % CPR, :],
+                                  chunk_bytes=16)
+
+    @tiledsl.inline
+    def gemm_t(acc, lda, ldb, st, ra, ra_mma, rb, rb_mma):
+        """acc (16 key rows x BQ queries) = A (this warp's 16 rows of K or V) times B^T (Q or dO in stage st):
+        per k16 step the A fragment (one ldmatrix.x4), then per pair of n8 tiles one ldmatrix.x4 and 2 mmas."""
+        for kd in T.unroll(KD):
+            T.cuda.tile.apply(T.ptx[LDM], ra, lda[:, kd], scope="warp")
+            for np_ in T.unroll(NI // 2):
+                T.cuda.tile.apply(T.ptx[LDM], rb, ldb[st, np_, kd], scope="warp")
+                if kd == 0:
+                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, 0.0, scope="warp")
+                else:
+                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, acc[np_], scope="warp")
+
+    @tiledsl.inline
+    def gemm_acc(acc, a_mma, ldbt, st, rb, rb_mma):
+        """acc (16 key rows x D) += A (16 x BQ, packed in registers) times B (Q or dO of stage st, via .trans)."""
+        for kt in T.unroll(KT):
+            for dp in T.unroll(DN // 2):
+                T.cuda.tile.apply(T.ptx[LDMT], rb, ldbt[st, kt, dp], scope="warp")
+                T.cuda.tile.apply(T.ptx[MMA], acc[dp], a_mma[kt], rb_mma, acc[dp], scope="warp")
+
+    @tiledsl.jit
+    def attention_bwd(Q: T.Tensor((B, H, N, D), dtype), K: T.Tensor((B, HK, NK, D), dtype),
+                      V: T.Tensor((B, HK, NK, D), dtype), dO: T.Tensor((B, H, N, D), dtype),
+                      LSE: T.Tensor((B, H, N), "float32"), Delta: T.Tensor((B, H, N), "float32"),
+                      dQ: T.Tensor((B * H * N, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
+                      dV: T.Tensor(kv_shape, acc_t)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS))
+        tid = T.cuda.thread_id()
+        warp = T.cuda.warp_id()
+        lane = T.cuda.lane_id()
+        pid = T.cuda.block_id()
+        # the key blocks of one head are neighbours (its Q and dO stay in L2); causal: the longest first
+        bh = pid // NKB
+        kb = pid % NKB
+        b = bh // H
+        h = bh % H
+        qbase = bh * N
+        kvrow = (b * HK + h // GROUP) * NK
+        gQ = Q.view(dtype="uint32").view(B * H * N, CPR, 4)
+        gO = dO.view(dtype="uint32").view(B * H * N, CPR, 4)
+        gK = K.view(dtype="uint32").view(B * HK * NK, CPR, 4)
+        gV = V.view(dtype="uint32").view(B * HK * NK, CPR, 4)
+
+        sk = T.alloc_shared((BK * W,), "uint32")
+        sv = T.alloc_shared((BK * W,), "uint32")
+        sq = T.alloc_shared((2 * BQ * W,), "uint32")
+        so = T.alloc_shared((2 * BQ * W,), "uint32")
+        sds = T.alloc_shared((BK * WS,), "uint32")
+        cp_k = sk.view(BK, CPR, 4, layout=L_CP1)
+        cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
+        cp_q = sq.view(2, BQ, CPR, 4, layout=L_CP2)
+        cp_o = so.view(2, BQ, CPR, 4, layout=L_CP2)
+        lda_k = sk.view(WARPS, 1, KD, 4, 8, 4, layout=L_LDA)
+        lda_v = sv.view(WARPS, 1, KD, 4, 8, 4, layout=L_LDA)
+        ldbt_k = sk.view(KT, DN // 2, 4, 8, 4, layout=L_LDKT)
+        ldb_q = sq.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
+        ldb_o = so.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
+        ldbt_q = sq.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
+        ldbt_o = so.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
+        st_ds = sds.view(BK, BQ // 2, layout=L_STDS)
+        ld_ds = sds.view(MQ, KT, 4, 8, 4, layout=L_LDDS)
+
+        # causal: the first query tile holding a query >= this block's first key
+        qt0 = 0
+        if causal:
+            qt0 = (kb * BK) // BQ
+
+        copy_rows(cp_k, gK, None, kb * BK, NK, kvrow, tid)
+        copy_rows(cp_v, gV, None, kb * BK, NK, kvrow, tid)
+        copy_rows(cp_q, gQ, 0, qt0 * BQ, N, qbase, tid)
+        copy_rows(cp_o, gO, 0, qt0 * BQ, N, qbase, tid)
+        T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+        ra = T.alloc_local((4,), "uint32")
+        rb = T.alloc_local((4,), "uint32")
+        s = T.alloc_local((NI * 4,), "float32")       # S^T, then P^T
+        dp_ = T.alloc_local((NI * 4,), "float32")     # dP^T, then dS^T
+        pk = T.alloc_local((NI * 2, 1), "uint32")     # P^T, then dS^T, packed
+        dk = T.alloc_local((DN * 4,), "float32")
+        dv = T.alloc_local((DN * 4,), "float32")
+        rds = T.alloc_local((KT * 4,), "uint32")
+        dq = T.alloc_local((8,), "float32")
+        cl = T.alloc_local((NI * 2,), "float32")      # LSE * log2e, then delta, of this lane's query columns
+        ra_ld = ra.view(1, 4, 8, 4, layout=L_R_A1)
+        ra_mma = ra.view(1, 1, 16, 8, layout=L_M_A1)
+        rb_ld = rb.view(4, 8, 4, layout=L_R_B)
+        rb_mma = rb.view(2, 1, 8, 8, layout=L_M_B)
+        rbt_ld = rb.view(4, 8, 4, layout=L_R_BT)
+        rbt_mma = rb.view(2, 1, 8, 8, layout=L_M_BT)
+        s_v = s.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
+        dp_v = dp_.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
+        p_mma = pk.view(KT, 1, 1, 16, 8, layout=L_M_P)
+        dk_v = dk.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
+        dv_v = dv.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
+        rds_ld = rds.view(KT, 4, 8, 4, layout=L_RDS)
+        rds_mma = rds.view(KT, 1, 1, 16, 8, layout=L_MDS)
+        dq_v = dq.view(1, 1, 2, 16, 8, layout=L_MDQ)
+        for i in T.unroll(DN * 4):
+            dk[i] = 0.0
+            dv[i] = 0.0
+
+        key0 = kb * BK + warp * 16 + lane // 4         # this lane's key rows: key0 and key0 + 8
+        mq = warp % MQ                                  # dQ: this warp's m16 tile of the query tile ...
+        dp0 = (warp // MQ) * DPW                        # ... and its first d-tile pair
+        for qt in range(qt0, NQT):
+            st = (qt - qt0) % 2
+            # Q/dO[qt] have landed and every warp is done with tile qt - 1 (its stage and dS^T): prefetch qt + 1
+            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 0)
+            T.cuda.syncthreads()
+            if qt + 1 < NQT:
+                copy_rows(cp_q, gQ, 1 - st, (qt + 1) * BQ, N, qbase, tid)
+                copy_rows(cp_o, gO, 1 - st, (qt + 1) * BQ, N, qbase, tid)
+            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+            gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
+            # this lane's query columns: qt * BQ + 8 n + 2 (lane % 4) + e (element i: n = i // 4, e = i % 2)
+            col0 = qt * BQ + 2 * (lane % 4)
+            for c in T.unroll(NI * 2):
+                cl[c] = LSE[b, h, T.min(col0 + (c // 2) * 8 + c % 2, N - 1)] * LOG2E
+            # mask ragged query columns, ragged key rows and (causal) keys after the query
+            need = (qt + 1) * BQ > N or (kb + 1) * BK > NK
+            if causal:
+                need = need or kb * BK + BK - 1 > qt * BQ
+            if need:
+                for i in T.unroll(NI * 4):
+                    col = col0 + (i // 4) * 8 + i % 2
+                    krow = key0 + 8 * ((i % 4) // 2)
+                    if causal:
+                        s[i] = NEG if (col >= N or krow >= NK or krow > col) else s[i]
+                    else:
+                        s[i] = NEG if (col >= N or krow >= NK) else s[i]
+            for i in T.unroll(NI * 4):
+                s[i] = s[i] * C - cl[(i // 4) * 2 + i % 2]
+            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
+            pairs = s.view(NI * 2, 2)
+            T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+            gemm_acc(dv_v, p_mma, ldbt_o, st, rbt_ld, rbt_mma)
+
+            gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
+            for c in T.unroll(NI * 2):
+                cl[c] = Delta[b, h, T.min(col0 + (c // 2) * 8 + c % 2, N - 1)]
+            for i in T.unroll(NI * 4):
+                dp_[i] = s[i] * (dp_[i] - cl[(i // 4) * 2 + i % 2]) * SC
+            dpairs = dp_.view(NI * 2, 2)
+            T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
+            gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
+
+            # dS^T to shared memory (word (n, row half) of pk: key row 16 warp + lane / 4 + 8 half, word 4 n + lane % 4)
+            for x in T.unroll(NI * 2):
+                st_ds[warp * 16 + lane // 4 + 8 * (x % 2), 4 * (x // 2) + lane % 4] = pk[x, 0]
+            T.cuda.syncthreads()
+            # dQ[16 rows of m tile mq, d pairs dp0 ..] = dS K_j, added to the float32 accumulator
+            T.cuda.tile.apply(T.ptx[LDMT], rds_ld, ld_ds[mq], scope="warp")
+            qrow = qt * BQ + mq * 16 + lane // 4
+            for d in T.unroll(DPW):
+                for kt in T.unroll(KT):
+                    T.cuda.tile.apply(T.ptx[LDMT], rbt_ld, ldbt_k[kt, dp0 + d], scope="warp")
+                    if kt == 0:
+                        T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, 0.0, scope="warp")
+                    else:
+                        T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, dq_v[0], scope="warp")
+                for i in T.unroll(8):
+                    row = qrow + 8 * ((i % 4) // 2)
+                    dcol = (dp0 + d) * 16 + (i // 4) * 8 + 2 * (lane % 4) + i % 2
+                    T.cuda.tile.apply(T.ptx[RED], dQ[qbase + T.min(row, N - 1), dcol:dcol + 1], dq[i],
+                                      pred=row < N)
+
+        # epilogue: this warp's 16 key rows of dK and dV
+        for r in T.unroll(2):
+            krow = key0 + 8 * r
+            if krow < NK:
+                if GROUP == 1:
+                    kw = T.alloc_local((DN, 1), "uint32")
+                    vw = T.alloc_local((DN, 1), "uint32")
+                    kp = dk.view(DN, 2, 2)[:, r]
+                    vp = dv.view(DN, 2, 2)[:, r]
+                    T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
+                    T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
+                    gdk = dK.view(dtype="uint32").view(B * HK * NK, W)
+                    gdv = dV.view(dtype="uint32").view(B * HK * NK, W)
+                    for n in T.unroll(DN):
+                        gdk[kvrow + krow, n * 4 + lane % 4] = kw[n, 0]
+                        gdv[kvrow + krow, n * 4 + lane % 4] = vw[n, 0]
+                else:
+                    for n in T.unroll(DN):
+                        for e in T.unroll(2):
+                            dcol = n * 8 + 2 * (lane % 4) + e
+                            T.cuda.tile.apply(T.ptx[RED], dK[kvrow + krow, dcol:dcol + 1], dk[n * 4 + 2 * r + e])
+                            T.cuda.tile.apply(T.ptx[RED], dV[kvrow + krow, dcol:dcol + 1], dv[n * 4 + 2 * r + e])
+
+    _KERNELS[key] = attention_bwd
+    return attention_bwd
+
+
+def _check_grads(q, k, v, o, lse, do):
+    dt, shape, D = _check(q, k, v)
+    B, H, HK, N, NK = shape
+    if tuple(o.shape) != tuple(q.shape) or tuple(do.shape) != tuple(q.shape):
+        raise tiledsl.LaunchError(f"o {tuple(o.shape)} and do {tuple(do.shape)} must have q's shape {tuple(q.shape)}")
+    if o.dtype != q.dtype or do.dtype != q.dtype:
+        raise tiledsl.LaunchError(f"o and do must have q's dtype {q.dtype}; got {o.dtype}, {do.dtype}")
+    if tuple(lse.shape) != (B, H, N) or "float32" not in str(lse.dtype):
+        raise tiledsl.LaunchError(f"lse must be float32 (B, H, N) = {(B, H, N)}; got {lse.dtype} "
+                                  f"{tuple(lse.shape)}")
+    if D not in (64, 128):
+        raise tiledsl.LaunchError(f"attention_backward supports head dims 64 and 128, got {D}")
+    return dt, shape, D
+
+
+def attention_backward(q, k, v, o, lse, do, causal=False, scale=None):
+    """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
+
+    torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernels on the CPU interpreter. dq has
+    q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype."""
+    dt, shape, D = _check_grads(q, k, v, o, lse, do)
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if not scale > 0 or math.isinf(scale):
+        raise tiledsl.LaunchError(f"attention_backward needs a positive finite scale, got {scale}")
+    B, H, HK, N, NK = shape
+    main = make_attention_backward(dt, D, causal, shape, scale)
+    delta_k = make_delta(dt, D, B * H * N)
+    cast_q = make_cast(dt, B * H * N * D // 8)
+    cast_kv = make_cast(dt, B * HK * NK * D // 8)
+    gqa = H != HK
+    if isinstance(q, np.ndarray):
+        run = lambda kern, *a: tiledsl.jit(kern.fn, interpret=True)(*a)  # noqa: E731
+        q, k, v, o, do = (np.ascontiguousarray(x) for x in (q, k, v, o, do))
+        lse = np.ascontiguousarray(lse, np.float32)
+        delta = np.zeros((B, H, N), np.float32)
+        run(delta_k, o.reshape(-1, D), do.reshape(-1, D), delta.reshape(-1))
+        dqa = np.zeros((B * H * N, D), np.float32)
+        if gqa:
+            dka, dva = (np.zeros((B * HK * NK, D), np.float32) for _ in range(2))
+        else:
+            dka, dva = np.zeros_like(k), np.zeros_like(k)
+        run(main, q, k, v, do, lse, delta, dqa, dka, dva)
+        dq = np.zeros_like(q)
+        run(cast_q, dqa.reshape(-1, 8), dq.reshape(-1, 8))
+        if not gqa:
+            return dq, dka, dva
+        dk, dv = np.zeros_like(k), np.zeros_like(k)
+        run(cast_kv, dka.reshape(-1, 8), dk.reshape(-1, 8))
+        run(cast_kv, dva.reshape(-1, 8), dv.reshape(-1, 8))
+        return dq, dk, dv
+    import torch
+    q, k, v, o, do, lse = (x.contiguous() for x in (q, k, v, o, do, lse))
+    delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+    delta_k(o.view(-1, D), do.view(-1, D), delta.view(-1))
+    dqa = torch.zeros((B * H * N, D), dtype=torch.float32, device=q.device)
+    if gqa:
+        dka, dva = (torch.zeros((B * HK * NK, D), dtype=torch.float32, device=q.device) for _ in range(2))
+    else:
+        dka, dva = torch.empty_like(k), torch.empty_like(k)
+    main(q, k, v, do, lse, delta, dqa, dka, dva)
+    dq = torch.empty_like(q)
+    cast_q(dqa.view(-1, 8), dq.view(-1, 8))
+    if not gqa:
+        return dq, dka, dva
+    dk, dv = torch.empty_like(k), torch.empty_like(k)
+    cast_kv(dka.view(-1, 8), dk.view(-1, 8))
+    cast_kv(dva.view(-1, 8), dv.view(-1, 8))
+    return dq, dk, dv
+
+
+def reference_backward(q, k, v, do, causal=False, scale=None):
+    """float64 numpy (dq, dk, dv) of softmax(scale q k^T [causal]) v for numpy inputs (GQA summed per k/v head)."""
+    q, k, v, do = (np.asarray(x, np.float64) for x in (q, k, v, do))
+    D = q.shape[-1]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    HK = k.shape[1]
+    g = q.shape[1] // HK
+    ke, ve = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    s = np.einsum("bhnd,bhmd->bhnm", q, ke) * scale
+    if causal:
+        n, mm = s.shape[-2:]
+        s = np.where(np.arange(mm)[None, :] > np.arange(n)[:, None], -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dv = np.einsum("bhnm,bhnd->bhmd", p, do)
+    dp = np.einsum("bhnd,bhmd->bhnm", do, ve)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) * scale
+    dq = np.einsum("bhnm,bhmd->bhnd", ds, ke)
+    dk = np.einsum("bhnm,bhnd->bhmd", ds, q)
+    B, H, N, _ = q.shape
+    fold = lambda x: x.reshape(B, HK, g, *x.shape[2:]).sum(2)  # noqa: E731
+    return dq, fold(dk), fold(dv)
+
+
+def _function():
+    import torch
+
+    class FlashAttention(torch.autograd.Function):
+        """O = softmax(scale q k^T [causal]) v with examples/attention.py's forward (saving O and LSE) and
+        attention_backward as its backward."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, causal=False, scale=None):
+            o, lse = attention(q, k, v, causal=causal, scale=scale)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.causal, ctx.scale = causal, scale
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, o, lse = ctx.saved_tensors
+            dq, dk, dv = attention_backward(q, k, v, o, lse, do.contiguous(), causal=ctx.causal, scale=ctx.scale)
+            return dq, dk, dv, None, None
+
+    return FlashAttention
+
+
+def __getattr__(name):
+    # the autograd Function is built on first use: importing this module does not import torch
+    if name == "FlashAttention":
+        fn = _function()
+        globals()["FlashAttention"] = fn
+        return fn
+    raise AttributeError(name)
+
+
+def flash_attention(q, k, v, causal=False, scale=None):
+    """softmax(scale q k^T [causal mask]) v for torch CUDA tensors, differentiable in q, k and v (FlashAttention)."""
+    return __getattr__("FlashAttention").apply(q, k, v, causal, scale)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--causal", action="store_true")
+    opts = p.parse_args(argv)
+    from tiledsl.runtime.driver import gpu_available
+    if not gpu_available():
+        rng = np.random.default_rng(0)
+        q, k, v, do = (rng.standard_normal((1, 2, 40, 64)).astype(np.float16) for _ in range(4))
+        o, lse = attention(q, k, v, causal=opts.causal, config=(4, 1, 1))
+        got = attention_backward(q, k, v, o, lse, do, causal=opts.causal)
+        ref = reference_backward(q, k, v, do, causal=opts.causal)
+        err = [np.linalg.norm(g.astype(np.float64) - r) / np.linalg.norm(r) for g, r in zip(got, ref)]
+        print("attention_backward: no GPU found; ran 1x2x40x64 on the interpreter: relative error dq %.1e, "
+              "dk %.1e, dv %.1e" % tuple(err))
+        return
+    import torch
+    B, H = max(1, 16384 // opts.n), 2048 // opts.d
+    q, k, v, do = (torch.randn(B, H, opts.n, opts.d, device="cuda", dtype=torch.float16) for _ in range(4))
+    q, k, v = (x.requires_grad_() for x in (q, k, v))
+    o = flash_attention(q, k, v, causal=opts.causal)
+    got = torch.autograd.grad(o, (q, k, v), do)
+    qf, kf, vf = (x.detach().float().requires_grad_() for x in (q, k, v))
+    of = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=opts.causal)
+    ref = torch.autograd.grad(of, (qf, kf, vf), do.float())
+    err = [((g.float() - r).norm() / r.norm()).item() for g, r in zip(got, ref)]
+    print(f"attention_backward {B}x{H}x{opts.n}x{opts.d}: relative error dq {err[0]:.1e}, dk {err[1]:.1e}, "
+          f"dv {err[2]:.1e}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
