@@ -46,52 +46,67 @@ from tiledsl.layout import S, TileLayout, laneid
 from attention import DTYPES, LN2, LOG2E, NEG, attention, layouts, _check  # noqa: F401 (LN2: the docs' pair)
 
 BK = 64                 # key rows per block (4 warps x 16)
-BQ = 64                 # query rows per tile (the forward's BN: its B-operand layouts serve Q and dO)
+# query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
+# 64-row tile's S^T and dP^T (64 more) spill (ptxas -v sm_90: 104 bytes); 32 rows fit
+QTILE = {64: 64, 128: 32}
 WARPS = 4
 THREADS = 32 * WARPS
 
 _KERNELS = {}
 
 
-def _bwd_layouts(D):
-    """The forward's layouts for 4 warps of one m16 tile (K, V as A; Q, dO as B) plus the backward's own: K as B
-    through .trans (single stage), dS^T in shared memory (padded rows) read as dQ's A through .trans."""
+def _bwd_layouts(D, bq):
+    """Layouts for 4 warps of one m16 tile of key rows each and query tiles of `bq` rows: the forward's for K and V
+    as A operands and its register forms, the Q/dO stages sized for bq, K as B through .trans (single stage), and
+    dS^T in shared memory (padded rows) read back as dQ's A operand through .trans."""
     L = layouts(D, WARPS, 1)
     W = D // 2
-    KT, DN = BK // 16, D // 8
+    KD, NI, KTQ, KTK, DN = D // 16, bq // 8, bq // 16, BK // 16, D // 8
     sw = {8: (3, 2, 3), 16: (3, 2, 4), 32: (3, 2, 5)}[D // 8]
-    WS = BQ // 2 + 4                # words per dS^T row: 16 bytes of padding spread ldmatrix's 8 rows over the banks
+    WS = bq // 2 + 4                # words per dS^T row: 16 bytes of padding spread ldmatrix's 8 rows over the banks
     lane4 = (4 @ laneid, 1 @ laneid)
-    L["ld_kt"] = TileLayout(S[(KT, DN // 2, 2, 2, 8, 4) : (16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
+    # Q and dO: two stages of bq rows; as B (N x K rows: S^T = K Q^T, dP^T = V dO^T) and as B through .trans
+    # (K x N rows: dK += dS^T Q, dV += P^T dO), the forward's forms for its K and V tiles
+    L["cp_qo"] = TileLayout(S[(2, bq, W // 4, 4) : (bq * W, W, 4, 1)], swizzle=sw)
+    L["ld_b"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (bq * W, 16 * W, 8, 8 * W, 4, W, 1)], swizzle=sw)
+    L["ld_bt"] = TileLayout(S[(2, KTQ, DN // 2, 2, 2, 8, 4) : (bq * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
+    L["ld_kt"] = TileLayout(S[(KTK, DN // 2, 2, 2, 8, 4) : (16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
     # dS (queries x keys) as A from dS^T (key rows): (query m tile, key k step, matrix = (k half, row half), row, word)
-    L["ld_ds"] = TileLayout(S[(BQ // 16, KT, 2, 2, 8, 4) : (8, 16 * WS, 8 * WS, 4, WS, 1)])
-    L["st_ds"] = TileLayout(S[(BK, BQ // 2) : (WS, 1)])
-    L["r_ds"] = TileLayout(S[(KT, 4, 8, 4) : (4, 1, *lane4)])
-    L["m_ds"] = TileLayout(S[(KT, 1, 1, 2, 8, 2, 4) : (4, KT * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    L["ld_ds"] = TileLayout(S[(bq // 16, KTK, 2, 2, 8, 4) : (8, 16 * WS, 8 * WS, 4, WS, 1)])
+    L["st_ds"] = TileLayout(S[(BK, bq // 2) : (WS, 1)])
+    L["r_ds"] = TileLayout(S[(KTK, 4, 8, 4) : (4, 1, *lane4)])
+    L["m_ds"] = TileLayout(S[(KTK, 1, 1, 2, 8, 2, 4) : (4, KTK * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    # S^T and dP^T (16 key rows x bq) by n-tile pairs; P^T/dS^T packed as the A fragments of bq / 16 k16 steps
+    L["m_s2"] = TileLayout(S[(NI // 2, 1, 2, 2, 8, 4, 2) : (8, NI * 4, 4, 2, *lane4, 1)])
+    L["m_p"] = TileLayout(S[(KTQ, 1, 1, 2, 8, 2, 4) : (4, NI * 2, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
     # one 16 x 16 block of dQ (two n8 tiles) as the mma's accumulator
     L["m_dq"] = TileLayout(S[(1, 1, 2, 2, 8, 4, 2) : (8, 8, 4, 2, *lane4, 1)])
     return L, WS
 
 
-def make_delta(dtype, D, rows):
-    """delta[r] = sum_d dO[r, d] * O[r, d] in float32 for `rows` rows of head dim D (16-byte chunks, CPR lanes a
-    row, summed over the lanes by shfl.sync.bfly)."""
-    key = ("delta", dtype, D, rows)
+def make_delta(dtype, D, BH, N, NP):
+    """The preprocessing kernel over BH heads of N rows of head dim D: Delta2[bh, n] = sum_d dO * O (float32) and
+    LSE2[bh, n] = LSE * log2(e), both padded with zeros to NP rows a head (whole query tiles: the main kernel
+    then reads its columns without clamping). 16-byte chunks, CPR lanes a row summed by shfl.sync.bfly."""
+    key = ("delta", dtype, D, BH, N, NP)
     if key in _KERNELS:
         return _KERNELS[key]
-    W, CPR = D // 2, D // 8
+    CPR = D // 8
     RPB = THREADS // CPR
     LOGC = CPR.bit_length() - 1     # shuffle steps that sum a row's CPR lanes
-    NB = -(-rows // RPB)
+    NB = -(-(BH * NP) // RPB)
 
     @tiledsl.jit
-    def attention_bwd_delta(O: T.Tensor((rows, D), dtype), dO: T.Tensor((rows, D), dtype),
-                            Delta: T.Tensor((rows,), "float32")):
+    def attention_bwd_delta(O: T.Tensor((BH * N, D), dtype), dO: T.Tensor((BH * N, D), dtype),
+                            LSE: T.Tensor((BH * N,), "float32"), Delta2: T.Tensor((BH * NP,), "float32"),
+                            LSE2: T.Tensor((BH * NP,), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=THREADS))
         tid = T.cuda.thread_id()
-        row = T.cuda.block_id() * RPB + tid // CPR
+        p = T.cuda.block_id() * RPB + tid // CPR      # padded row
         c = tid % CPR
-        r = T.min(row, rows - 1)
+        n = p % NP
+        r = (p // NP) * N + T.min(n, N - 1)           # its row of O (clamped: pad rows compute and drop)
+        r = T.min(r, BH * N - 1)
         ro = T.alloc_local((1, 4), "uint32")
         rd = T.alloc_local((1, 4), "uint32")
         T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], ro[0], O.view(dtype="uint32")[r, c * 4: c * 4 + 4])
@@ -107,8 +122,9 @@ def make_delta(dtype, D, rows):
         for k in T.unroll(LOGC):
             T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, acc, 1 << k, 0x1F, 0xFFFFFFFF)
             acc[0, 0] = acc[0, 0] + sh[0, 0]
-        if c == 0 and row < rows:
-            Delta[row] = acc[0, 0]
+        if c == 0 and p < BH * NP:
+            Delta2[p] = acc[0, 0] if n < N else 0.0
+            LSE2[p] = LSE[r] * LOG2E if n < N else 0.0
 
     _KERNELS[key] = attention_bwd_delta
     return attention_bwd_delta
@@ -145,7 +161,8 @@ def make_attention_backward(dtype, D, causal, shape, scale):
     """The main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`.
 
-    Arguments: Q, dO (B, H, N, D); K, V (B, H_kv, N_kv, D); LSE, Delta (B, H, N) float32; dQacc (B*H*N, D)
+    Arguments: Q, dO (B, H, N, D); K, V (B, H_kv, N_kv, D); LSE2 (LSE * log2 e), Delta (B * H, NP) float32
+    (NP: N rounded up to whole query tiles, make_delta's); dQacc (B*H*N, D)
     float32, zeroed, which the kernel adds into; dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else float32
     zeroed accumulators (B*H_kv*N_kv, D)."""
     if D not in (64, 128):
@@ -167,16 +184,17 @@ def make_attention_backward(dtype, D, causal, shape, scale):
     CVT = f"cvt.rn.{t}x2.f32"
     RED = "red.global.add.f32"
     W, CPR = D // 2, D // 8
-    KD, NI, KT, DN = D // 16, BQ // 8, BQ // 16, D // 8     # KT: k16 steps over a query tile (= over a key block)
+    BQ = QTILE[D]
+    KD, NI, KT, KTK, DN = D // 16, BQ // 8, BQ // 16, BK // 16, D // 8   # KT, KTK: k16 steps of a query tile, key block
     MQ = BQ // 16                   # m16 tiles of dQ per query tile
     DPW = (DN // 2) * MQ // WARPS   # d-tile pairs of dQ per warp
     NKB = -(-NK // BK)              # key blocks per head
     NQT = -(-N // BQ)               # query tiles
+    NP = NQT * BQ                   # LSE2 and Delta rows a head (padded)
     C = float(scale) * LOG2E
     SC = float(scale)
-    CPT = BK * CPR // THREADS       # 16-byte chunks each thread copies per 64-row tile
-    LY, WS = _bwd_layouts(D)
-    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_q", "cp_kv", "ld_q", "ld_k", "ld_v", "ld_kt"))
+    LY, WS = _bwd_layouts(D, BQ)
+    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_q", "cp_qo", "ld_q", "ld_b", "ld_bt", "ld_kt"))
     L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
     L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
     L_M_S2, L_M_P, L_M_O2 = LY["m_s2"], LY["m_p"], LY["m_o2"]
@@ -184,9 +202,10 @@ def make_attention_backward(dtype, D, causal, shape, scale):
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
 
     @tiledsl.inline
-    def copy_rows(cp, g, stage, row0, nrows, base, tid):
-        """cp.async of 64 rows from row0 (clamped to nrows - 1) of head row `base` into `stage` (None: single)."""
-        for j in T.unroll(CPT):
+    def copy_rows(cp, g, stage, rows, row0, nrows, base, tid):
+        """cp.async of `rows` rows from row0 (clamped to nrows - 1) of head row `base` into `stage` (None: the
+        single-stage K or V)."""
+        for j in T.unroll(rows * CPR // THREADS):
             c = tid + THREADS * j
             r = T.min(row0 + c // CPR, nrows - 1)
             if stage is None:
@@ -219,7 +238,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
     @tiledsl.jit
     def attention_bwd(Q: T.Tensor((B, H, N, D), dtype), K: T.Tensor((B, HK, NK, D), dtype),
                       V: T.Tensor((B, HK, NK, D), dtype), dO: T.Tensor((B, H, N, D), dtype),
-                      LSE: T.Tensor((B, H, N), "float32"), Delta: T.Tensor((B, H, N), "float32"),
+                      LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
                       dQ: T.Tensor((B * H * N, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
                       dV: T.Tensor(kv_shape, acc_t)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS))
@@ -250,23 +269,23 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         cp_o = so.view(2, BQ, CPR, 4, layout=L_CP2)
         lda_k = sk.view(WARPS, 1, KD, 4, 8, 4, layout=L_LDA)
         lda_v = sv.view(WARPS, 1, KD, 4, 8, 4, layout=L_LDA)
-        ldbt_k = sk.view(KT, DN // 2, 4, 8, 4, layout=L_LDKT)
+        ldbt_k = sk.view(KTK, DN // 2, 4, 8, 4, layout=L_LDKT)
         ldb_q = sq.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
         ldb_o = so.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
         ldbt_q = sq.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
         ldbt_o = so.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
         st_ds = sds.view(BK, BQ // 2, layout=L_STDS)
-        ld_ds = sds.view(MQ, KT, 4, 8, 4, layout=L_LDDS)
+        ld_ds = sds.view(MQ, KTK, 4, 8, 4, layout=L_LDDS)
 
         # causal: the first query tile holding a query >= this block's first key
         qt0 = 0
         if causal:
             qt0 = (kb * BK) // BQ
 
-        copy_rows(cp_k, gK, None, kb * BK, NK, kvrow, tid)
-        copy_rows(cp_v, gV, None, kb * BK, NK, kvrow, tid)
-        copy_rows(cp_q, gQ, 0, qt0 * BQ, N, qbase, tid)
-        copy_rows(cp_o, gO, 0, qt0 * BQ, N, qbase, tid)
+        copy_rows(cp_k, gK, None, BK, kb * BK, NK, kvrow, tid)
+        copy_rows(cp_v, gV, None, BK, kb * BK, NK, kvrow, tid)
+        copy_rows(cp_q, gQ, 0, BQ, qt0 * BQ, N, qbase, tid)
+        copy_rows(cp_o, gO, 0, BQ, qt0 * BQ, N, qbase, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
         ra = T.alloc_local((4,), "uint32")
@@ -276,7 +295,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         pk = T.alloc_local((NI * 2, 1), "uint32")     # P^T, then dS^T, packed
         dk = T.alloc_local((DN * 4,), "float32")
         dv = T.alloc_local((DN * 4,), "float32")
-        rds = T.alloc_local((KT * 4,), "uint32")
+        rds = T.alloc_local((KTK * 4,), "uint32")
         dq = T.alloc_local((8,), "float32")
         cl = T.alloc_local((NI * 2,), "float32")      # LSE * log2e, then delta, of this lane's query columns
         ra_ld = ra.view(1, 4, 8, 4, layout=L_R_A1)
@@ -290,8 +309,8 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         p_mma = pk.view(KT, 1, 1, 16, 8, layout=L_M_P)
         dk_v = dk.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
         dv_v = dv.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        rds_ld = rds.view(KT, 4, 8, 4, layout=L_RDS)
-        rds_mma = rds.view(KT, 1, 1, 16, 8, layout=L_MDS)
+        rds_ld = rds.view(KTK, 4, 8, 4, layout=L_RDS)
+        rds_mma = rds.view(KTK, 1, 1, 16, 8, layout=L_MDS)
         dq_v = dq.view(1, 1, 2, 16, 8, layout=L_MDQ)
         for i in T.unroll(DN * 4):
             dk[i] = 0.0
@@ -306,27 +325,32 @@ def make_attention_backward(dtype, D, causal, shape, scale):
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 0)
             T.cuda.syncthreads()
             if qt + 1 < NQT:
-                copy_rows(cp_q, gQ, 1 - st, (qt + 1) * BQ, N, qbase, tid)
-                copy_rows(cp_o, gO, 1 - st, (qt + 1) * BQ, N, qbase, tid)
+                copy_rows(cp_q, gQ, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
+                copy_rows(cp_o, gO, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
             gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
             # this lane's query columns: qt * BQ + 8 n + 2 (lane % 4) + e (element i: n = i // 4, e = i % 2)
             col0 = qt * BQ + 2 * (lane % 4)
             for c in T.unroll(NI * 2):
-                cl[c] = LSE[b, h, T.min(col0 + (c // 2) * 8 + c % 2, N - 1)] * LOG2E
+                cl[c] = LSE2[bh, col0 + (c // 2) * 8 + c % 2]
             # mask ragged query columns, ragged key rows and (causal) keys after the query
             need = (qt + 1) * BQ > N or (kb + 1) * BK > NK
             if causal:
                 need = need or kb * BK + BK - 1 > qt * BQ
             if need:
+                # element i sits at column col0 + off, key row key0 + 8 rh: three lane-wide bounds, then one
+                # compile-time offset against each (fewer live values than per-element indices)
+                cn = N - col0
+                kn = NK - key0
+                kd_ = key0 - col0
                 for i in T.unroll(NI * 4):
-                    col = col0 + (i // 4) * 8 + i % 2
-                    krow = key0 + 8 * ((i % 4) // 2)
+                    off = (i // 4) * 8 + i % 2
+                    rh8 = 8 * ((i % 4) // 2)
                     if causal:
-                        s[i] = NEG if (col >= N or krow >= NK or krow > col) else s[i]
+                        s[i] = NEG if (off >= cn or rh8 >= kn or off - rh8 < kd_) else s[i]
                     else:
-                        s[i] = NEG if (col >= N or krow >= NK) else s[i]
+                        s[i] = NEG if (off >= cn or rh8 >= kn) else s[i]
             for i in T.unroll(NI * 4):
                 s[i] = s[i] * C - cl[(i // 4) * 2 + i % 2]
             T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
@@ -336,7 +360,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
 
             gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
             for c in T.unroll(NI * 2):
-                cl[c] = Delta[b, h, T.min(col0 + (c // 2) * 8 + c % 2, N - 1)]
+                cl[c] = Delta[bh, col0 + (c // 2) * 8 + c % 2]
             for i in T.unroll(NI * 4):
                 dp_[i] = s[i] * (dp_[i] - cl[(i // 4) * 2 + i % 2]) * SC
             dpairs = dp_.view(NI * 2, 2)
@@ -351,7 +375,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
             T.cuda.tile.apply(T.ptx[LDMT], rds_ld, ld_ds[mq], scope="warp")
             qrow = qt * BQ + mq * 16 + lane // 4
             for d in T.unroll(DPW):
-                for kt in T.unroll(KT):
+                for kt in T.unroll(KTK):
                     T.cuda.tile.apply(T.ptx[LDMT], rbt_ld, ldbt_k[kt, dp0 + d], scope="warp")
                     if kt == 0:
                         T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, 0.0, scope="warp")
@@ -416,7 +440,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None):
         raise tiledsl.LaunchError(f"attention_backward needs a positive finite scale, got {scale}")
     B, H, HK, N, NK = shape
     main = make_attention_backward(dt, D, causal, shape, scale)
-    delta_k = make_delta(dt, D, B * H * N)
+    NP = -(-N // QTILE[D]) * QTILE[D]
+    delta_k = make_delta(dt, D, B * H, N, NP)
     cast_q = make_cast(dt, B * H * N * D // 8)
     cast_kv = make_cast(dt, B * HK * NK * D // 8)
     gqa = H != HK
@@ -424,14 +449,14 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None):
         run = lambda kern, *a: tiledsl.jit(kern.fn, interpret=True)(*a)  # noqa: E731
         q, k, v, o, do = (np.ascontiguousarray(x) for x in (q, k, v, o, do))
         lse = np.ascontiguousarray(lse, np.float32)
-        delta = np.zeros((B, H, N), np.float32)
-        run(delta_k, o.reshape(-1, D), do.reshape(-1, D), delta.reshape(-1))
+        delta, lse2 = (np.zeros((B * H, NP), np.float32) for _ in range(2))
+        run(delta_k, o.reshape(-1, D), do.reshape(-1, D), lse.reshape(-1), delta.reshape(-1), lse2.reshape(-1))
         dqa = np.zeros((B * H * N, D), np.float32)
         if gqa:
             dka, dva = (np.zeros((B * HK * NK, D), np.float32) for _ in range(2))
         else:
             dka, dva = np.zeros_like(k), np.zeros_like(k)
-        run(main, q, k, v, do, lse, delta, dqa, dka, dva)
+        run(main, q, k, v, do, lse2, delta, dqa, dka, dva)
         dq = np.zeros_like(q)
         run(cast_q, dqa.reshape(-1, 8), dq.reshape(-1, 8))
         if not gqa:
@@ -442,14 +467,14 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None):
         return dq, dk, dv
     import torch
     q, k, v, o, do, lse = (x.contiguous() for x in (q, k, v, o, do, lse))
-    delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-    delta_k(o.view(-1, D), do.view(-1, D), delta.view(-1))
+    delta, lse2 = (torch.empty((B * H, NP), dtype=torch.float32, device=q.device) for _ in range(2))
+    delta_k(o.view(-1, D), do.view(-1, D), lse.view(-1), delta.view(-1), lse2.view(-1))
     dqa = torch.zeros((B * H * N, D), dtype=torch.float32, device=q.device)
     if gqa:
         dka, dva = (torch.zeros((B * HK * NK, D), dtype=torch.float32, device=q.device) for _ in range(2))
     else:
         dka, dva = torch.empty_like(k), torch.empty_like(k)
-    main(q, k, v, do, lse, delta, dqa, dka, dva)
+    main(q, k, v, do, lse2, delta, dqa, dka, dva)
     dq = torch.empty_like(q)
     cast_q(dqa.view(-1, 8), dq.view(-1, 8))
     if not gqa:
