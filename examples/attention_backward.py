@@ -56,21 +56,27 @@ _KERNELS = {}
 
 
 def _bwd_layouts(D, bq):
-    """Layouts for 4 warps of one m16 tile of key rows each and query tiles of `bq` rows: the forward's for K and V
-    as A operands and its register forms, the Q/dO stages sized for bq, K as B through .trans (single stage), and
-    dS^T in shared memory (padded rows) read back as dQ's A operand through .trans."""
+    """Layouts for 4 warps of one m16 tile of key rows each and query tiles of `bq` rows: the forward's register
+    forms, and the backward's shared ones. Shared rows are padded by 16 bytes (WP = D / 2 + 4 words) instead of
+    the forward's XOR swizzle: ldmatrix's 8 rows still fall in 8 different bank groups, and every fragment's
+    address is one per-lane base plus a compile-time offset (swizzled addresses are per-lane values for each k
+    step, and with ~100 of them hoisted out of the query loop the D = 128 kernel ran out of registers)."""
     L = layouts(D, WARPS, 1)
-    W = D // 2
+    WP = D // 2 + 4
+    CPR = D // 8
     KD, NI, KTQ, KTK, DN = D // 16, bq // 8, bq // 16, BK // 16, D // 8
-    sw = {8: (3, 2, 3), 16: (3, 2, 4), 32: (3, 2, 5)}[D // 8]
-    WS = bq // 2 + 4                # words per dS^T row: 16 bytes of padding spread ldmatrix's 8 rows over the banks
+    WS = bq // 2 + 4                # words per dS^T row, padded alike
     lane4 = (4 @ laneid, 1 @ laneid)
-    # Q and dO: two stages of bq rows; as B (N x K rows: S^T = K Q^T, dP^T = V dO^T) and as B through .trans
-    # (K x N rows: dK += dS^T Q, dV += P^T dO), the forward's forms for its K and V tiles
-    L["cp_qo"] = TileLayout(S[(2, bq, W // 4, 4) : (bq * W, W, 4, 1)], swizzle=sw)
-    L["ld_b"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (bq * W, 16 * W, 8, 8 * W, 4, W, 1)], swizzle=sw)
-    L["ld_bt"] = TileLayout(S[(2, KTQ, DN // 2, 2, 2, 8, 4) : (bq * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
-    L["ld_kt"] = TileLayout(S[(KTK, DN // 2, 2, 2, 8, 4) : (16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
+    # K and V (BK rows, one stage): copies, and as A operands (warp, m tile, k step, matrix = (k half, row half))
+    L["cp_kv1"] = TileLayout(S[(BK, CPR, 4) : (WP, 4, 1)])
+    L["ld_a"] = TileLayout(S[(WARPS, 1, KD, 2, 2, 8, 4) : (16 * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
+    # K as B through .trans for dQ = dS K (K x N rows): (k step, d-tile pair, matrix = (d tile, key half))
+    L["ld_kt"] = TileLayout(S[(KTK, DN // 2, 2, 2, 8, 4) : (16 * WP, 8, 4, 8 * WP, WP, 1)])
+    # Q and dO: two stages of bq rows; as B (N x K rows: S^T = K Q^T, dP^T = V dO^T; matrix = (n tile, k half))
+    # and as B through .trans (K x N rows: dK += dS^T Q, dV += P^T dO; matrix = (d tile, k half))
+    L["cp_qo"] = TileLayout(S[(2, bq, CPR, 4) : (bq * WP, WP, 4, 1)])
+    L["ld_b"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (bq * WP, 16 * WP, 8, 8 * WP, 4, WP, 1)])
+    L["ld_bt"] = TileLayout(S[(2, KTQ, DN // 2, 2, 2, 8, 4) : (bq * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
     # dS (queries x keys) as A from dS^T (key rows): (query m tile, key k step, matrix = (k half, row half), row, word)
     L["ld_ds"] = TileLayout(S[(bq // 16, KTK, 2, 2, 8, 4) : (8, 16 * WS, 8 * WS, 4, WS, 1)])
     L["st_ds"] = TileLayout(S[(BK, bq // 2) : (WS, 1)])
@@ -81,7 +87,7 @@ def _bwd_layouts(D, bq):
     L["m_p"] = TileLayout(S[(KTQ, 1, 1, 2, 8, 2, 4) : (4, NI * 2, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
     # one 16 x 16 block of dQ (two n8 tiles) as the mma's accumulator
     L["m_dq"] = TileLayout(S[(1, 1, 2, 2, 8, 4, 2) : (8, 8, 4, 2, *lane4, 1)])
-    return L, WS
+    return L, WP, WS
 
 
 def make_delta(dtype, D, BH, N, NP):
@@ -193,8 +199,8 @@ def make_attention_backward(dtype, D, causal, shape, scale):
     NP = NQT * BQ                   # LSE2 and Delta rows a head (padded)
     C = float(scale) * LOG2E
     SC = float(scale)
-    LY, WS = _bwd_layouts(D, BQ)
-    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_q", "cp_qo", "ld_q", "ld_b", "ld_bt", "ld_kt"))
+    LY, WP, WS = _bwd_layouts(D, BQ)
+    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_kv1", "cp_qo", "ld_a", "ld_b", "ld_bt", "ld_kt"))
     L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
     L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
     L_M_S2, L_M_P, L_M_O2 = LY["m_s2"], LY["m_p"], LY["m_o2"]
@@ -258,10 +264,10 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         gK = K.view(dtype="uint32").view(B * HK * NK, CPR, 4)
         gV = V.view(dtype="uint32").view(B * HK * NK, CPR, 4)
 
-        sk = T.alloc_shared((BK * W,), "uint32")
-        sv = T.alloc_shared((BK * W,), "uint32")
-        sq = T.alloc_shared((2 * BQ * W,), "uint32")
-        so = T.alloc_shared((2 * BQ * W,), "uint32")
+        sk = T.alloc_shared((BK * WP,), "uint32")
+        sv = T.alloc_shared((BK * WP,), "uint32")
+        sq = T.alloc_shared((2 * BQ * WP,), "uint32")
+        so = T.alloc_shared((2 * BQ * WP,), "uint32")
         sds = T.alloc_shared((BK * WS,), "uint32")
         cp_k = sk.view(BK, CPR, 4, layout=L_CP1)
         cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
