@@ -303,7 +303,6 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         dv = T.alloc_local((DN * 4,), "float32")
         rds = T.alloc_local((KTK * 4,), "uint32")
         dq = T.alloc_local((8,), "float32")
-        cl = T.alloc_local((NI * 2,), "float32")      # LSE * log2e, then delta, of this lane's query columns
         ra_ld = ra.view(1, 4, 8, 4, layout=L_R_A1)
         ra_mma = ra.view(1, 1, 16, 8, layout=L_M_A1)
         rb_ld = rb.view(4, 8, 4, layout=L_R_B)
@@ -325,73 +324,76 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         key0 = kb * BK + warp * 16 + lane // 4         # this lane's key rows: key0 and key0 + 8
         mq = warp % MQ                                  # dQ: this warp's m16 tile of the query tile ...
         dp0 = (warp // MQ) * DPW                        # ... and its first d-tile pair
-        for qt in range(qt0, NQT):
-            st = (qt - qt0) % 2
-            # Q/dO[qt] have landed and every warp is done with tile qt - 1 (its stage and dS^T): prefetch qt + 1
-            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 0)
-            T.cuda.syncthreads()
-            if qt + 1 < NQT:
-                copy_rows(cp_q, gQ, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
-                copy_rows(cp_o, gO, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
-            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+        # causal: the tiles crossing the diagonal (phase 0, always masked) apart from the rest (phase 1, masked
+        # only where ragged), so neither loop carries the other's mask code
+        qtm = qt0
+        if causal:
+            qtm = T.min(NQT, (kb * BK + BK - 1 + BQ - 1) // BQ)
+        for ph in T.unroll(2 if causal else 1):
+            lo = qt0 if ph == 0 else qtm
+            hi = qtm if causal and ph == 0 else NQT
+            for qt in range(lo, hi):
+                st = (qt - qt0) % 2
+                # Q/dO[qt] have landed and every warp is done with tile qt - 1 (its stage and dS^T): prefetch qt + 1
+                T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 0)
+                T.cuda.syncthreads()
+                if qt + 1 < NQT:
+                    copy_rows(cp_q, gQ, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
+                    copy_rows(cp_o, gO, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
+                T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-            gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
-            # this lane's query columns: qt * BQ + 8 n + 2 (lane % 4) + e (element i: n = i // 4, e = i % 2)
-            col0 = qt * BQ + 2 * (lane % 4)
-            for c in T.unroll(NI * 2):
-                cl[c] = LSE2[bh, col0 + (c // 2) * 8 + c % 2]
-            # mask ragged query columns, ragged key rows and (causal) keys after the query
-            need = (qt + 1) * BQ > N or (kb + 1) * BK > NK
-            if causal:
-                need = need or kb * BK + BK - 1 > qt * BQ
-            if need:
+                gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
+                # this lane's query columns: qt * BQ + 8 n + 2 (lane % 4) + e (element i: n = i // 4, e = i % 2)
+                col0 = qt * BQ + 2 * (lane % 4)
+                # mask ragged query columns, ragged key rows and (causal) keys after the query
                 # element i sits at column col0 + off, key row key0 + 8 rh: three lane-wide bounds, then one
                 # compile-time offset against each (fewer live values than per-element indices)
                 cn = N - col0
                 kn = NK - key0
                 kd_ = key0 - col0
-                for i in T.unroll(NI * 4):
-                    off = (i // 4) * 8 + i % 2
-                    rh8 = 8 * ((i % 4) // 2)
-                    if causal:
+                if causal and ph == 0:
+                    for i in T.unroll(NI * 4):
+                        off = (i // 4) * 8 + i % 2
+                        rh8 = 8 * ((i % 4) // 2)
                         s[i] = NEG if (off >= cn or rh8 >= kn or off - rh8 < kd_) else s[i]
-                    else:
+                elif (qt + 1) * BQ > N or (kb + 1) * BK > NK:
+                    for i in T.unroll(NI * 4):
+                        off = (i // 4) * 8 + i % 2
+                        rh8 = 8 * ((i % 4) // 2)
                         s[i] = NEG if (off >= cn or rh8 >= kn) else s[i]
-            for i in T.unroll(NI * 4):
-                s[i] = s[i] * C - cl[(i // 4) * 2 + i % 2]
-            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
-            pairs = s.view(NI * 2, 2)
-            T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
-            gemm_acc(dv_v, p_mma, ldbt_o, st, rbt_ld, rbt_mma)
+                for i in T.unroll(NI * 4):
+                    s[i] = s[i] * C - LSE2[bh, col0 + (i // 4) * 8 + i % 2]
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
+                pairs = s.view(NI * 2, 2)
+                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+                gemm_acc(dv_v, p_mma, ldbt_o, st, rbt_ld, rbt_mma)
 
-            gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
-            for c in T.unroll(NI * 2):
-                cl[c] = Delta[bh, col0 + (c // 2) * 8 + c % 2]
-            for i in T.unroll(NI * 4):
-                dp_[i] = s[i] * (dp_[i] - cl[(i // 4) * 2 + i % 2]) * SC
-            dpairs = dp_.view(NI * 2, 2)
-            T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
-            gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
+                gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
+                for i in T.unroll(NI * 4):
+                    dp_[i] = s[i] * (dp_[i] - Delta[bh, col0 + (i // 4) * 8 + i % 2]) * SC
+                dpairs = dp_.view(NI * 2, 2)
+                T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
+                gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
 
-            # dS^T to shared memory (word (n, row half) of pk: key row 16 warp + lane / 4 + 8 half, word 4 n + lane % 4)
-            for x in T.unroll(NI * 2):
-                st_ds[warp * 16 + lane // 4 + 8 * (x % 2), 4 * (x // 2) + lane % 4] = pk[x, 0]
-            T.cuda.syncthreads()
-            # dQ[16 rows of m tile mq, d pairs dp0 ..] = dS K_j, added to the float32 accumulator
-            T.cuda.tile.apply(T.ptx[LDMT], rds_ld, ld_ds[mq], scope="warp")
-            qrow = qt * BQ + mq * 16 + lane // 4
-            for d in T.unroll(DPW):
-                for kt in T.unroll(KTK):
-                    T.cuda.tile.apply(T.ptx[LDMT], rbt_ld, ldbt_k[kt, dp0 + d], scope="warp")
-                    if kt == 0:
-                        T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, 0.0, scope="warp")
-                    else:
-                        T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, dq_v[0], scope="warp")
-                for i in T.unroll(8):
-                    row = qrow + 8 * ((i % 4) // 2)
-                    dcol = (dp0 + d) * 16 + (i // 4) * 8 + 2 * (lane % 4) + i % 2
-                    T.cuda.tile.apply(T.ptx[RED], dQ[qbase + T.min(row, N - 1), dcol:dcol + 1], dq[i],
-                                      pred=row < N)
+                # dS^T to shared memory (word (n, row half) of pk: key row 16 warp + lane / 4 + 8 half, word 4 n + lane % 4)
+                for x in T.unroll(NI * 2):
+                    st_ds[warp * 16 + lane // 4 + 8 * (x % 2), 4 * (x // 2) + lane % 4] = pk[x, 0]
+                T.cuda.syncthreads()
+                # dQ[16 rows of m tile mq, d pairs dp0 ..] = dS K_j, added to the float32 accumulator
+                T.cuda.tile.apply(T.ptx[LDMT], rds_ld, ld_ds[mq], scope="warp")
+                qrow = qt * BQ + mq * 16 + lane // 4
+                for d in T.unroll(DPW):
+                    for kt in T.unroll(KTK):
+                        T.cuda.tile.apply(T.ptx[LDMT], rbt_ld, ldbt_k[kt, dp0 + d], scope="warp")
+                        if kt == 0:
+                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, 0.0, scope="warp")
+                        else:
+                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, dq_v[0], scope="warp")
+                    for i in T.unroll(8):
+                        row = qrow + 8 * ((i % 4) // 2)
+                        dcol = (dp0 + d) * 16 + (i // 4) * 8 + 2 * (lane % 4) + i % 2
+                        T.cuda.tile.apply(T.ptx[RED], dQ[qbase + T.min(row, N - 1), dcol:dcol + 1], dq[i],
+                                          pred=row < N)
 
         # epilogue: this warp's 16 key rows of dK and dV
         for r in T.unroll(2):
