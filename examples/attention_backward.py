@@ -221,6 +221,16 @@ def make_attention_backward(dtype, D, causal, shape, scale):
                                   chunk_bytes=16)
 
     @tiledsl.inline
+    def copy_stats(sl, gL, gD, stage, qt, bh, tid):
+        """cp.async of query tile qt's LSE * log2e and delta (BQ floats each) into `stage`."""
+        if tid < BQ // 2:
+            c = tid % (BQ // 4)
+            if tid < BQ // 4:
+                T.cuda.tile.apply(T.ptx[COPY], sl[stage, 0, c], gL[bh, qt * (BQ // 4) + c, :], chunk_bytes=16)
+            else:
+                T.cuda.tile.apply(T.ptx[COPY], sl[stage, 1, c], gD[bh, qt * (BQ // 4) + c, :], chunk_bytes=16)
+
+    @tiledsl.inline
     def gemm_t(acc, lda, ldb, st, ra, ra_mma, rb, rb_mma):
         """acc (16 key rows x BQ queries) = A (this warp's 16 rows of K or V) times B^T (Q or dO in stage st):
         per k16 step the A fragment (one ldmatrix.x4), then per pair of n8 tiles one ldmatrix.x4 and 2 mmas."""
@@ -246,7 +256,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
                       V: T.Tensor((B, HK, NK, D), dtype), dO: T.Tensor((B, H, N, D), dtype),
                       LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
                       dQ: T.Tensor((B * H * N, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
-                      dV: T.Tensor(kv_shape, acc_t)):
+                      dV: T.Tensor(kv_shape, acc_t), nq: T.int32):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS))
         tid = T.cuda.thread_id()
         warp = T.cuda.warp_id()
@@ -269,6 +279,12 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         sq = T.alloc_shared((2 * BQ * WP,), "uint32")
         so = T.alloc_shared((2 * BQ * WP,), "uint32")
         sds = T.alloc_shared((BK * WS,), "uint32")
+        # the query tile's LSE * log2e and delta (two stages), by cp.async with Q and dO and read where used:
+        # per-lane global addresses of them would be hoisted out of the loop, 2 registers each
+        sl = T.alloc_shared((2, 2, BQ // 4, 4), "uint32")
+        sl_f = sl.view(dtype="float32").view(2, 2, BQ)
+        gL = LSE2.view(dtype="uint32").view(B * H, NP // 4, 4)
+        gD = Delta.view(dtype="uint32").view(B * H, NP // 4, 4)
         cp_k = sk.view(BK, CPR, 4, layout=L_CP1)
         cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
         cp_q = sq.view(2, BQ, CPR, 4, layout=L_CP2)
@@ -292,6 +308,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         copy_rows(cp_v, gV, None, BK, kb * BK, NK, kvrow, tid)
         copy_rows(cp_q, gQ, 0, BQ, qt0 * BQ, N, qbase, tid)
         copy_rows(cp_o, gO, 0, BQ, qt0 * BQ, N, qbase, tid)
+        copy_stats(sl, gL, gD, 0, qt0, bh, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
         ra = T.alloc_local((4,), "uint32")
@@ -340,6 +357,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
                 if qt + 1 < NQT:
                     copy_rows(cp_q, gQ, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
                     copy_rows(cp_o, gO, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
+                    copy_stats(sl, gL, gD, 1 - st, qt + 1, bh, tid)
                 T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
                 gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
@@ -362,7 +380,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
                         rh8 = 8 * ((i % 4) // 2)
                         s[i] = NEG if (off >= cn or rh8 >= kn) else s[i]
                 for i in T.unroll(NI * 4):
-                    s[i] = s[i] * C - LSE2[bh, col0 + (i // 4) * 8 + i % 2]
+                    s[i] = s[i] * C - sl_f[st, 0, 2 * (lane % 4) + (i // 4) * 8 + i % 2]
                 T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
                 pairs = s.view(NI * 2, 2)
                 T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
@@ -370,7 +388,7 @@ def make_attention_backward(dtype, D, causal, shape, scale):
 
                 gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
                 for i in T.unroll(NI * 4):
-                    dp_[i] = s[i] * (dp_[i] - Delta[bh, col0 + (i // 4) * 8 + i % 2]) * SC
+                    dp_[i] = s[i] * (dp_[i] - sl_f[st, 1, 2 * (lane % 4) + (i // 4) * 8 + i % 2]) * SC
                 dpairs = dp_.view(NI * 2, 2)
                 T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
                 gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
@@ -392,8 +410,8 @@ def make_attention_backward(dtype, D, causal, shape, scale):
                     for i in T.unroll(8):
                         row = qrow + 8 * ((i % 4) // 2)
                         dcol = (dp0 + d) * 16 + (i // 4) * 8 + 2 * (lane % 4) + i % 2
-                        T.cuda.tile.apply(T.ptx[RED], dQ[qbase + T.min(row, N - 1), dcol:dcol + 1], dq[i],
-                                          pred=row < N)
+                        T.cuda.tile.apply(T.ptx[RED], dQ[qbase + T.min(row, nq - 1), dcol:dcol + 1], dq[i],
+                                          pred=row < nq)
 
         # epilogue: this warp's 16 key rows of dK and dV
         for r in T.unroll(2):
@@ -464,7 +482,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None):
             dka, dva = (np.zeros((B * HK * NK, D), np.float32) for _ in range(2))
         else:
             dka, dva = np.zeros_like(k), np.zeros_like(k)
-        run(main, q, k, v, do, lse2, delta, dqa, dka, dva)
+        run(main, q, k, v, do, lse2, delta, dqa, dka, dva, N)
         dq = np.zeros_like(q)
         run(cast_q, dqa.reshape(-1, 8), dq.reshape(-1, 8))
         if not gqa:
@@ -482,7 +500,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None):
         dka, dva = (torch.zeros((B * HK * NK, D), dtype=torch.float32, device=q.device) for _ in range(2))
     else:
         dka, dva = torch.empty_like(k), torch.empty_like(k)
-    main(q, k, v, do, lse2, delta, dqa, dka, dva)
+    main(q, k, v, do, lse2, delta, dqa, dka, dva, N)
     dq = torch.empty_like(q)
     cast_q(dqa.view(-1, 8), dq.view(-1, 8))
     if not gqa:
