@@ -569,7 +569,8 @@ def __getattr__(name):
 
 def flash_attention(q, k, v, causal=False, scale=None):
     """softmax(scale q k^T [causal mask]) v for torch CUDA tensors, differentiable in q, k and v (FlashAttention)."""
-    return __getattr__("FlashAttention").apply(q, k, v, causal, scale)
+    fn = globals().get("FlashAttention") or __getattr__("FlashAttention")
+    return fn.apply(q, k, v, causal, scale)
 
 
 def main(argv=None):

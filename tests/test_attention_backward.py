@@ -52,7 +52,7 @@ NO_SPILL = r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_backward_passes_ptxas_without_spills(dtype, D, causal, arch):
     # the GPU tests' shapes: GQA with a ragged N, and whole tiles without GQA
-    for shape in ((1, 4, 2, 1000, 1000), (2, 4, 4, 1024, 1024)):
+    for shape in ((2, 4, 4, 1000, 1000), (2, 4, 4, 1024, 1024)):
         ptx = _kernel_ptx(dtype, D, causal, shape, arch)
         for op in ("mma.sync.aligned.m16n8k16", "ldmatrix.sync.aligned.m8n8.x4.trans", "cp.async.cg.shared.global",
                    "ex2.approx.ftz.f32", "red.global.add.f32", f"cvt.rn.{'f16' if dtype == 'float16' else 'bf16'}x2"):
@@ -62,17 +62,24 @@ def test_backward_passes_ptxas_without_spills(dtype, D, causal, arch):
         assert re.search(NO_SPILL, r.stderr), (shape, r.stderr)
 
 
-@pytest.mark.parametrize("D", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
-def test_backward_benchmark_and_gqa_shapes_pass_ptxas(D, causal):
-    # the benchmark's shapes (B*N = 16384 tokens, H*D = 2048) and the GPU tests' other GQA/ragged ones
-    shapes = [(16384 // n, 2048 // D, 2048 // D, n, n) for n in (1024, 4096, 16384)]
-    shapes += [(2, 8, 1, 1000, 1000), (1, 4, 2, 300, 1234)]
-    for shape in shapes:
-        for dtype in ("float16", "bfloat16"):
-            r = _ptxas_v(_kernel_ptx(dtype, D, causal, shape, "sm_90"), "sm_90")
-            assert r.returncode == 0, r.stderr
-            assert re.search(NO_SPILL, r.stderr), (shape, dtype, r.stderr)
+# tests/test_gpu_attention_backward.py's other kernels (dtype, D, causal, (B, H, H_kv, N, N_kv)), and the benchmark's
+# shapes (B*N = 16384 tokens, H*D = 2048; whole-tile shapes differ only in constants: one dtype each)
+OTHER_SHAPES = [(dt, 128, c, (2, 8, hk, 1000, 1000)) for dt in ("float16", "bfloat16") for c in (False, True)
+                for hk in (2, 1)]
+OTHER_SHAPES += [("float16", d, False, (1, 4, 2, 300, 1234)) for d in (64, 128)]
+OTHER_SHAPES += [("bfloat16", 128, True, (4, 16, 16, 4096, 4096)), ("float16", 64, False, (2, 4, 2, 333, 333)),
+                 ("float16", 64, True, (2, 4, 2, 333, 333)), ("float16", 64, True, (1, 2, 2, 200, 200)),
+                 ("float16", 64, False, (1, 2, 1, 40, 40)), ("float16", 64, True, (1, 2, 1, 40, 40))]
+OTHER_SHAPES += [(dt, d, c, (16384 // n, 2048 // d, 2048 // d, n, n)) for d in (64, 128) for c in (False, True)
+                 for dt, n in (("float16", 16384), ("bfloat16", 1024))]
+OTHER_SHAPES += [("float16", d, c, (1, 4, 4, 4096, 4096)) for d in (64, 128) for c in (False, True)]   # the SASS test's
+
+
+@pytest.mark.parametrize("dtype, D, causal, shape", OTHER_SHAPES)
+def test_backward_other_gpu_and_benchmark_shapes_pass_ptxas(dtype, D, causal, shape):
+    r = _ptxas_v(_kernel_ptx(dtype, D, causal, shape, "sm_90"), "sm_90")
+    assert r.returncode == 0, r.stderr
+    assert re.search(NO_SPILL, r.stderr), r.stderr
 
 
 def test_helper_kernels_pass_ptxas():
