@@ -196,7 +196,8 @@ def plot(path, fwd_rows, bwd_rows, title):
                                                       4.5 * len(panels)), squeeze=False)
     series = (("ours", "tiledsl"), ("flash", "flash"), ("cudnn", "cuDNN"), ("eff", "efficient"))
     for ax, (name, rows) in zip(axes[:, 0], panels):
-        labels = [f"{SHORT_DT.get(r['dtype'], r['dtype'])} D{r['D']} N{r['N']}{' c' if r['causal'] else ''}" for r in rows]
+        labels = [f"{SHORT_DT.get(r['dtype'], r['dtype'])} D{r['D']} N{r['N']}{' c' if r['causal'] else ''}"
+                  for r in rows]
         width = 0.8 / len(series)
         for i, (key, label) in enumerate(series):
             xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(rows))]

@@ -4,31 +4,33 @@ torch.autograd.Function that trains through examples/attention.py's forward.
 attention_backward(q, k, v, o, lse, do, causal=False, scale=None) -> (dq, dk, dv) for the (B, H, N, D) tensors of
 attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the forward's float32 natural-log
 log-sum-exp. Four kernels:
-  * delta = rowsum(dO * O) (float32 (B, H, N)): 16-byte loads, each row's chunks summed over their lanes by
-    shfl.sync.bfly;
+  * preprocessing: delta = rowsum(dO * O) and LSE * log2(e), float32, per head padded with zeros to whole query
+    tiles (16-byte loads, each row's chunks summed over their lanes by shfl.sync.bfly);
   * the main kernel, one block of 4 warps per (batch, head, BK = 64 key rows), each warp owning 16 key rows.
     K_j and V_j stay in shared memory (their A fragments reloaded per k16 step: the dK and dV accumulators,
-    2 x 16 x D floats per warp, already fill half the registers); the query tiles (BQ = 64 rows of Q and dO)
-    stream through two shared stages by cp.async, tile i + 1 in flight while tile i is computed. Per tile,
-    transposed so every product has the warp's key rows as its M dimension:
+    2 x 16 x D floats per warp, already take D registers a thread); the query tiles (BQ = 64 rows of Q and dO at
+    D = 64, 32 at D = 128, with their LSE and delta) stream through two shared stages by cp.async, tile i + 1 in
+    flight while tile i is computed. Per tile, transposed so every product has the warp's key rows as its M
+    dimension:
         S^T  = K_j Q_i^T                        (B = Q_i by ldmatrix.x4)
-        P^T  = ex2(S^T * scale * log2e - LSE_i * log2e)   (one fma per score; masked scores are -inf)
+        P^T  = ex2(S^T * scale * log2e - LSE_i * log2e)   (ex2.approx; masked scores are -inf, so P is 0)
         dV_j += P^T dO_i                        (P^T packed to f16x2/bf16x2 in registers is the A fragment;
                                                  B = dO_i by ldmatrix.x4.trans)
         dP^T = V_j dO_i^T
         dS^T = P^T * (dP^T - delta_i) * scale   (scale folded here once for dK and dQ)
         dK_j += dS^T Q_i                        (B = Q_i by ldmatrix.x4.trans)
         dQ_i += dS K_j                          (dS^T through shared memory, read back by ldmatrix.x4.trans as
-                                                 A; each warp adds its 16 query rows with red.global.add.f32)
-    dQ by atomics (FA2's choice) rather than a second pass over the key tiles per query tile: the second pass
-    would recompute S, P and dP (three more GEMMs of the five, 1.4x the tensor work) to avoid one float32
-    red per dQ element per key block, which L2 absorbs;
+                                                 A; each warp adds its share of the tile with red.global.add.f32)
+    dQ by atomics (FA2's choice) rather than a second pass over the key tiles per query tile: that pass would
+    recompute S, P and dP (three more GEMMs beside the main kernel's five, 1.4x the tensor work) to save one
+    float32 red per dQ element per key block, which L2 absorbs;
   * dK, dV: without GQA stored in q's dtype at the end of the block; with GQA (H_kv < H) every query head's
     block adds its float32 dK_j, dV_j into (B, H_kv, N_kv, D) buffers with red.global.add.f32;
   * a cast kernel writes dq (and, with GQA, dk, dv) in q's dtype from the float32 accumulators.
-Causal (top-left aligned, key j <= query i): query tiles wholly above the diagonal are never visited; tiles crossing
-it, ragged query tails (rows >= N, loaded clamped) and ragged key tails (rows >= N_kv) are masked to -inf, so
-their P and dS are exactly 0.
+Causal (top-left aligned, key j <= query i): query tiles wholly above the diagonal are never visited, the tiles
+crossing it run in a loop of their own with the causal mask, the rest unmasked; ragged query tails (rows >= N,
+loaded clamped) and ragged key tails (rows >= N_kv) are masked to -inf, so their P and dS are exactly 0.
+D = 256 is not supported: its dK and dV accumulators alone would be 256 registers a thread.
 
     python examples/attention_backward.py   # on the GPU: against torch autograd; without one: a small case on
                                             # the interpreter against a float64 reference
@@ -43,7 +45,7 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
-from attention import DTYPES, LN2, LOG2E, NEG, attention, layouts, _check  # noqa: F401 (LN2: the docs' pair)
+from attention import LOG2E, NEG, _check, attention, layouts
 
 BK = 64                 # key rows per block (4 warps x 16)
 # query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
@@ -222,7 +224,9 @@ def make_attention_backward(dtype, D, causal, shape, scale):
 
     @tiledsl.inline
     def copy_stats(sl, gL, gD, stage, qt, bh, tid):
-        """cp.async of query tile qt's LSE * log2e and delta (BQ floats each) into `stage`."""
+        """cp.async of query tile qt's LSE * log2e and delta (BQ floats each) into `stage` (qt clamped: a causal
+        key block past the last query has no tile to walk, but its prologue still loads one)."""
+        qt = T.min(qt, NQT - 1)
         if tid < BQ // 2:
             c = tid % (BQ // 4)
             if tid < BQ // 4:
@@ -262,7 +266,8 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         warp = T.cuda.warp_id()
         lane = T.cuda.lane_id()
         pid = T.cuda.block_id()
-        # the key blocks of one head are neighbours (its Q and dO stay in L2); causal: the longest first
+        # the key blocks of one head are neighbours (its Q and dO stay in L2); causal: key block 0, which walks
+        # every query tile, first
         bh = pid // NKB
         kb = pid % NKB
         b = bh // H
@@ -393,7 +398,8 @@ def make_attention_backward(dtype, D, causal, shape, scale):
                 T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
                 gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
 
-                # dS^T to shared memory (word (n, row half) of pk: key row 16 warp + lane / 4 + 8 half, word 4 n + lane % 4)
+                # dS^T to shared memory (word (n, row half) of pk: key row 16 warp + lane / 4 + 8 half,
+                # word 4 n + lane % 4)
                 for x in T.unroll(NI * 2):
                     st_ds[warp * 16 + lane // 4 + 8 * (x % 2), 4 * (x // 2) + lane % 4] = pk[x, 0]
                 T.cuda.syncthreads()

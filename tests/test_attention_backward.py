@@ -66,7 +66,7 @@ def test_backward_passes_ptxas_without_spills(dtype, D, causal, arch):
 # shapes (B*N = 16384 tokens, H*D = 2048; whole-tile shapes differ only in constants: one dtype each)
 OTHER_SHAPES = [(dt, 128, c, (2, 8, hk, 1000, 1000)) for dt in ("float16", "bfloat16") for c in (False, True)
                 for hk in (2, 1)]
-OTHER_SHAPES += [("float16", d, False, (1, 4, 2, 300, 1234)) for d in (64, 128)]
+OTHER_SHAPES += [("float16", d, c, (1, 4, 2, 300, 1234)) for d in (64, 128) for c in (False, True)]
 OTHER_SHAPES += [("bfloat16", 128, True, (4, 16, 16, 4096, 4096)), ("float16", 64, False, (2, 4, 2, 333, 333)),
                  ("float16", 64, True, (2, 4, 2, 333, 333)), ("float16", 64, True, (1, 2, 2, 200, 200)),
                  ("float16", 64, False, (1, 2, 1, 40, 40)), ("float16", 64, True, (1, 2, 1, 40, 40))]
@@ -130,6 +130,7 @@ def test_backward_on_the_interpreter(causal, heads):
     (True, (4, 2), 150, 150, 64),      # three key blocks and query tiles: the diagonal's tiles, phase 1 tiles
     (False, (2, 1), 70, 130, 128),     # D = 128 (32-row query tiles), more keys than queries, GQA
     (True, (2, 2), 40, 40, 128),
+    (True, (2, 1), 40, 100, 64),       # causal with more keys than queries: key block 1 walks no query tile
 ])
 def test_backward_on_the_interpreter_more_tiles(causal, heads, n, nk, D):
     _case(*heads, n, nk, D, causal, 0.3, n + nk + D)

@@ -66,8 +66,10 @@ def test_backward_grouped_query(dtype, causal, heads):
 
 
 @pytest.mark.parametrize("D", [64, 128])
-def test_backward_keys_longer_than_queries(D):
-    _check("float16", 1, 4, 2, 300, 1234, D, False, seed=3)
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_keys_longer_than_queries(D, causal):
+    # causal is top-left aligned (as torch's is_causal): the key blocks past the last query get zero dK, dV
+    _check("float16", 1, 4, 2, 300, 1234, D, causal, seed=3)
 
 
 def test_backward_benchmark_shape():
