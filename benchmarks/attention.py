@@ -2,6 +2,7 @@
 backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16] [--configs default|all|8.1.1,8.2.0]
+                                   [--backward [--backward-only]] [--plot FILE.png]
 
 Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
 TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
@@ -10,6 +11,14 @@ rotation is needed. Every shape is checked: O against a float32 reference on two
 (max abs error; the tolerance is 2e-3 in f16, plus twice the reference's own rounding error in bf16), LSE too.
 With several --configs the kernel runs with each (warps.mi.qreg: BM = 16 * warps * mi query rows per block) and
 the best is reported, with every configuration's figure beside it.
+
+--backward adds a second table: the tiledsl backward (examples/attention_backward.py: delta, the main kernel and the
+dQ cast; the forward excluded) against torch's backward through SDPA with each backend, at D in {128, 64} (those of
+--dims). torch's backward is timed as torch.autograd.grad(out, (q, k, v), do, retain_graph=True) on a graph whose
+forward ran once outside the timing. TFLOP/s count 2.5x the forward's: 10*B*H*N*N*D (halved for causal); the ratio
+is tiledsl / the fastest backend. Every shape's dq, dk, dv are checked against float32 torch autograd on two
+(batch, head) pairs: relative error ||d - ref|| / ||ref|| <= 1e-2. --plot FILE writes a PNG bar chart of the
+tables (matplotlib).
 """
 import argparse
 import math
@@ -97,6 +106,116 @@ def run_shape(torch, A, dtype, D, N, causal, configs, quick):
     return row
 
 
+BWD_TOL = 1e-2
+SHORT_DT = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def backward_reference(torch, q, k, v, do, causal, scale, pairs):
+    """float32 (dq, dk, dv) of the (batch, head) pairs by torch autograd through SDPA on float32 inputs (heads are
+    independent without GQA: one head at a time keeps a 16384-row head's memory bounded)."""
+    out = []
+    for b, h in pairs:
+        qf, kf, vf = (x[b:b + 1, h:h + 1].detach().float().requires_grad_() for x in (q, k, v))
+        o = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, scale=scale)
+        out.append(torch.autograd.grad(o, (qf, kf, vf), do[b:b + 1, h:h + 1].float()))
+    return out
+
+
+def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick):
+    """One row of the backward table: TFLOP/s of tiledsl's backward and of torch's per backend, and the largest
+    relative gradient error."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    dt = getattr(torch, dtype)
+    B, H = 16384 // N, 2048 // D
+    torch.manual_seed(N + D + 1)
+    q, k, v, do = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(4))
+    scale = 1.0 / math.sqrt(D)
+    flop = 10 * B * H * N * N * D / (2 if causal else 1)
+    tf = lambda ms: flop / (ms * 1e-3) / 1e12  # noqa: E731
+    reps = dict(reps=10, min_ms=50.0) if quick else {}
+    row = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": f"{B}x{H}"}
+    o, lse = A.attention(q, k, v, causal=causal)
+    grads = AB.attention_backward(q, k, v, o, lse, do, causal=causal)
+    torch.cuda.synchronize()
+    pairs = [(0, 0), (B - 1, H - 1)]
+    err = 0.0
+    for (b, h), ref in zip(pairs, backward_reference(torch, q, k, v, do, causal, scale, pairs)):
+        for g, r in zip(grads, ref):
+            err = max(err, ((g[b:b + 1, h:h + 1].float() - r).norm() / r.norm()).item())
+    del grads
+    row["err"] = err
+    row["ok"] = err <= BWD_TOL
+    row["ours"] = tf(bench(lambda: AB.attention_backward(q, k, v, o, lse, do, causal=causal), torch, **reps))
+    for be in BACKENDS:
+        try:
+            with sdpa_kernel(getattr(SDPBackend, be)):
+                qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
+                out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, is_causal=causal)
+                f = lambda: torch.autograd.grad(out, (qq, kk, vv), do, retain_graph=True)  # noqa: E731
+                f()
+                row[SHORT[be]] = tf(bench(f, torch, **reps))
+                del out, qq, kk, vv
+        except Exception as e:                      # a backend that cannot run this shape: n/a
+            row[SHORT[be]] = None
+            row.setdefault("notes", []).append(f"{SHORT[be]}: {type(e).__name__}")
+    return row
+
+
+def _bwd_header():
+    return ("| dtype | causal | D | N | B x H | tiledsl | flash | cuDNN | efficient | best torch | vs best | "
+            "max rel err dq/dk/dv |\n| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | --- |")
+
+
+def _bwd_line(r):
+    f = lambda x: "n/a" if x is None else f"{x:.0f}"  # noqa: E731
+    have = {b: r.get(b) for b in ("flash", "cudnn", "eff") if r.get(b)}
+    best = max(have, key=have.get) if have else None
+    ratio = "n/a" if not r.get("ours") or best is None else f"{r['ours'] / have[best]:.2f}"
+    err = r.get("err")
+    err = "ERROR" if err is None else f"{err:.1e}" + ("" if r["ok"] else " FAIL")
+    return (f"| {r['dtype']} | {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | "
+            f"{f(r.get('ours'))} | {f(r.get('flash'))} | {f(r.get('cudnn'))} | {f(r.get('eff'))} | {best or 'n/a'} | "
+            f"{ratio} | {err}" + (f" ({'; '.join(r['notes'])})" if r.get("notes") else "") + " |")
+
+
+def plot(path, fwd_rows, bwd_rows, title):
+    """A PNG of grouped bars (TFLOP/s of tiledsl and each torch backend per shape), one panel per table; False (with
+    a message) where matplotlib is not importable."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"--plot {path}: matplotlib is not installed (pip install matplotlib); no chart written")
+        return False
+    panels = [(n, rows) for n, rows in (("forward", fwd_rows), ("backward", bwd_rows)) if rows]
+    if not panels:
+        print(f"--plot {path}: no rows to plot")
+        return False
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, 0.9 * max(len(r) for _, r in panels) + 2),
+                                                      4.5 * len(panels)), squeeze=False)
+    series = (("ours", "tiledsl"), ("flash", "flash"), ("cudnn", "cuDNN"), ("eff", "efficient"))
+    for ax, (name, rows) in zip(axes[:, 0], panels):
+        labels = [f"{SHORT_DT.get(r['dtype'], r['dtype'])} D{r['D']} N{r['N']}{' c' if r['causal'] else ''}"
+                  for r in rows]
+        width = 0.8 / len(series)
+        for i, (key, label) in enumerate(series):
+            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(rows))]
+            ax.bar(xs, [r.get(key) or 0.0 for r in rows], width, label=label)
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title(f"attention {name}: TFLOP/s (c: causal)")
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"wrote {path}")
+    return True
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="N in {4096} only, fewer timed runs")
@@ -106,6 +225,10 @@ def main(argv=None):
     p.add_argument("--configs", default="default",
                    help="kernel configurations (warps, m16 tiles per warp, Q in registers) to time: 'default' "
                         "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'")
+    p.add_argument("--backward", action="store_true",
+                   help="also time the backward (D = 128 and 64 of --dims) against torch's, in a second table")
+    p.add_argument("--backward-only", action="store_true", help="with --backward: skip the forward table")
+    p.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of the tables (needs matplotlib)")
     opts = p.parse_args(argv)
     import torch
     from tiledsl.runtime.driver import gpu_available
@@ -115,7 +238,7 @@ def main(argv=None):
     import attention as A
     ns = [4096] if opts.quick else [int(x) for x in opts.ns.split(",")]
     rows = []
-    for dtype in opts.dtypes.split(","):
+    for dtype in ([] if opts.backward and opts.backward_only else opts.dtypes.split(",")):
         for D in (int(x) for x in opts.dims.split(",")):
             for N in ns:
                 for causal in (False, True):
@@ -133,13 +256,39 @@ def main(argv=None):
                              "err": ["ERROR"], "ours": None, "config": "-", "each": {}}
                     rows.append(r)
                     print(_line(r), flush=True)
+    brows = []
+    if opts.backward:
+        import attention_backward as AB
+        dims = [d for d in (128, 64) if str(d) in opts.dims.split(",")]
+        for dtype in opts.dtypes.split(","):
+            for D in dims:
+                for N in ns:
+                    for causal in (False, True):
+                        try:
+                            r = run_backward_shape(torch, A, AB, dtype, D, N, causal, opts.quick)
+                        except Exception:            # report and go on: one table per run
+                            traceback.print_exc()
+                            r = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": "-", "ok": False,
+                                 "err": None, "ours": None}
+                        brows.append(r)
+                        print(_bwd_line(r), flush=True)
+                        torch.cuda.empty_cache()
     name = torch.cuda.get_device_name()
-    print(f"\n{name}, torch {torch.__version__}; forward TFLOP/s (medians); ratios are tiledsl / backend")
-    print(_header())
-    for r in rows:
-        print(_line(r))
-    bad = [r for r in rows if not r["ok"]]
-    print(f"\ncorrectness: {len(rows) - len(bad)}/{len(rows)} shapes within tolerance")
+    if rows:
+        print(f"\n{name}, torch {torch.__version__}; forward TFLOP/s (medians); ratios are tiledsl / backend")
+        print(_header())
+        for r in rows:
+            print(_line(r))
+    if brows:
+        print(f"\n{name}, torch {torch.__version__}; backward TFLOP/s (medians, 10*B*H*N*N*D, halved for causal); "
+              f"'vs best' is tiledsl / the fastest torch backend")
+        print(_bwd_header())
+        for r in brows:
+            print(_bwd_line(r))
+    bad = [r for r in rows + brows if not r["ok"]]
+    print(f"\ncorrectness: {len(rows) + len(brows) - len(bad)}/{len(rows) + len(brows)} shapes within tolerance")
+    if opts.plot:
+        plot(opts.plot, rows, brows, f"{name}, torch {torch.__version__}")
     return 1 if bad else 0
 
 
