@@ -23,8 +23,10 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
         wgmma's A fragment (the "rs" form), so O += P V needs no shared memory for P;
       - O += P V: wgmma m64nDk16 with V from shared memory as B. V's tile is (BN keys, D) row-major: MN-major
         for B, which the transpose bit (trans_b) reads directly;
-      - with OVERLAP (the default), S of the next tile (Q K_{j+1}^T) is issued before the softmax of this one and
-        runs on the tensor cores while the softmax runs (wgmma.wait_group 1 keeps it in flight);
+      - with overlap (config[3] = 1, the default) the loop runs, for tile j: issue S_{j+1} = Q K_{j+1}^T, rescale
+        O, issue O += P_j V_j, wait for S_{j+1} only (wgmma.wait_group 1: groups retire in order) and run its
+        softmax while P_j V_j is on the tensor cores, then wait for P_j V_j and convert P_{j+1}; without it every
+        wgmma group is waited for at once;
   * causal: tiles above the diagonal are never loaded, the crossing tiles masked; ragged N_kv: the zero-filled
     keys are masked to -inf; rows past N are computed on zeros and not stored;
   * the epilogue divides O by the row sum, stores O (st.global of f16x2/bf16x2 words) and LSE.
@@ -144,6 +146,59 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             T.cuda.tile.apply(T.ptx[MMA_S], sv, wq[dh, c], wk[st, dh], scope="warpgroup", scale_d=dh > 0)
         T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], sv, scope="warpgroup")
 
+    @tiledsl.inline
+    def issue_pv(oacc, ov, pv, wv, al, fullv, st, j):
+        """O = O * al + P V of tile j (stage st) as one commit group, once V has landed (the previous P V has
+        retired, so O may be rescaled in registers first)."""
+        for i in T.unroll(NO):
+            oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
+        T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
+        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
+        T.cuda.tile.apply(T.ptx[MMA_O], ov, pv, wv[st], scope="warpgroup", trans_b=1)
+        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
+
+    @tiledsl.inline
+    def softmax(sacc, m, sh, al, lsum, j, row0, lane, first_row):
+        """The online softmax of S (tile j) in place: mask, new row max m, exponentials, the rescale factor al of
+        the old O and row sums, and this lane's partial row sums lsum."""
+        # mask the ragged last tile and (causal) the tiles crossing this consumer's diagonal
+        col0 = j * BN + 2 * (lane % 4)
+        need = (j + 1) * BN > NK
+        if causal:
+            need = need or (j + 1) * BN - 1 > first_row
+        if need:
+            for i in T.unroll(NS):
+                col = col0 + 8 * (i // 4) + i % 2
+                if causal:
+                    row = row0 + 8 * ((i // 2) % 2)
+                    sacc[i] = NEG if (col >= NK or col > row) else sacc[i]
+                else:
+                    sacc[i] = NEG if col >= NK else sacc[i]
+        # the new row max over the tile and the 4 lanes of the row
+        for r in T.unroll(2):
+            sh[r, 0] = m[r, 0]
+            for n in T.unroll(BN // 8):
+                sh[r, 0] = T.max(sh[r, 0], T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1]))
+        for k in T.unroll(2):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, FULL_MASK)
+            for r in T.unroll(2):
+                sh[r, 0] = T.max(sh[r, 0], al[r, 0])
+        for r in T.unroll(2):
+            # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
+            mc = sh[r, 0] * C if sh[r, 0] != NEG else 0.0
+            al[r, 0] = m[r, 0] * C - mc
+            m[r, 0] = sh[r, 0]
+            # the exponent s * C - m * C as one fma per score
+            srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
+            T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
+        for r in T.unroll(2):
+            acc = lsum[r, 0] * al[r, 0]
+            for n in T.unroll(BN // 8):
+                acc = acc + sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
+            lsum[r, 0] = acc
+
     @tiledsl.jit
     def attention_fa3(Q: T.TensorMap((B, H, N, D), dtype, box=(1, 1, BM, 64), swizzle=128),
                       K: T.TensorMap((B, HK, NK, D), dtype, box=(1, 1, BN, 64), swizzle=128),
@@ -228,83 +283,45 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                 m[r, 0] = NEG
                 lsum[r, 0] = 0.0
             row0 = qb * BM + 64 * c + 16 * w + lane // 4     # this lane's first row; the other is row0 + 8
+            # prologue: S of tile 0 and its softmax, so the loop always holds P of the tile it multiplies by V
             T.cuda.tile.apply(T.ptx[WAIT], qbar, 0)
-            if OVERLAP:
-                T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
-                issue_s(sv, wq, wk, c, 0)
-            for j in range(ntiles):
+            T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
+            issue_s(sv, wq, wk, c, 0)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+            softmax(sacc, m, sh, al, lsum, 0, row0, lane, qb * BM + 64 * c)
+            T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
+            # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
+            # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
+            for j in range(ntiles - 1):
                 st = j % STG
+                s1 = (j + 1) % STG
                 if OVERLAP:
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-                else:
-                    T.cuda.tile.apply(T.ptx[WAIT], fullk[st:st + 1], (j // STG) % 2)
-                    issue_s(sv, wq, wk, c, st)
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-
-                # mask the ragged last tile and (causal) the tiles crossing this consumer's diagonal
-                col0 = j * BN + 2 * (lane % 4)
-                need = (j + 1) * BN > NK
-                if causal:
-                    need = need or (j + 1) * BN - 1 > qb * BM + 64 * c
-                if need:
-                    for i in T.unroll(NS):
-                        col = col0 + 8 * (i // 4) + i % 2
-                        if causal:
-                            row = row0 + 8 * ((i // 2) % 2)
-                            sacc[i] = NEG if (col >= NK or col > row) else sacc[i]
-                        else:
-                            sacc[i] = NEG if col >= NK else sacc[i]
-
-                # online softmax: the new row max over the tile and the 4 lanes of the row
-                for r in T.unroll(2):
-                    sh[r, 0] = m[r, 0]
-                    for n in T.unroll(BN // 8):
-                        sh[r, 0] = T.max(sh[r, 0], T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1]))
-                for k in T.unroll(2):
-                    T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, FULL_MASK)
-                    for r in T.unroll(2):
-                        sh[r, 0] = T.max(sh[r, 0], al[r, 0])
-                for r in T.unroll(2):
-                    # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
-                    mc = sh[r, 0] * C if sh[r, 0] != NEG else 0.0
-                    al[r, 0] = m[r, 0] * C - mc
-                    m[r, 0] = sh[r, 0]
-                    # the exponent s * C - m * C as one fma per score
-                    srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
-                    T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
-                for r in T.unroll(2):
-                    acc = lsum[r, 0] * al[r, 0]
-                    for n in T.unroll(BN // 8):
-                        acc = acc + sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
-                    lsum[r, 0] = acc
-                # P to f16x2/bf16x2: S's register pairs in order are the words of P's A fragments
-                pairs = sacc.view(NS // 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+                    # S of the next tile goes to the tensor cores first (S's registers are free: P holds tile j)
+                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                    issue_s(sv, wq, wk, c, s1)
+                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
                 if OVERLAP:
-                    # S of the next tile runs on the tensor cores while this tile's O is rescaled and P V issued
-                    if j + 1 < ntiles:
-                        T.cuda.tile.apply(T.ptx[WAIT], fullk[(j + 1) % STG:(j + 1) % STG + 1], ((j + 1) // STG) % 2)
-                        issue_s(sv, wq, wk, c, (j + 1) % STG)
-                # the previous P V has retired (its wait below), so O may be rescaled now
-                for i in T.unroll(NO):
-                    oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
-
-                # O += P V once V has landed
-                T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
-                T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[MMA_O], ov, pv, wv[st], scope="warpgroup", trans_b=1)
-                T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
-                if OVERLAP and j + 1 < ntiles:
-                    # the groups retire in order: waiting for all but the newest would leave P V pending
-                    # behind S; wait for both, the S of the next tile included
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, sv, scope="warpgroup")
+                    # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
+                    # while P V is on the tensor cores
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
+                    softmax(sacc, m, sh, al, lsum, j + 1, row0, lane, qb * BM + 64 * c)
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+                    # the warp's wgmmas have read stage st: release it (one arrive per warp)
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
                 else:
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
-                # the warp's wgmmas have read stage st: release it (one arrive per warp)
-                if lane == 0:
-                    T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                    issue_s(sv, wq, wk, c, s1)
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+                    softmax(sacc, m, sh, al, lsum, j + 1, row0, lane, qb * BM + 64 * c)
+                # P V has read P: the next tile's P may overwrite it
+                T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
+            last = ntiles - 1
+            issue_pv(oacc, ov, pv, wv, al, fullv, last % STG, last)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
 
             # epilogue: the full row sums, O / l, LSE
             for k in T.unroll(2):
