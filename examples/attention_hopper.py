@@ -57,6 +57,12 @@ SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 
 # (consumers, BN, stages, overlap) per head dim: BM = 64 * consumers query rows per block
 CONFIGS = {64: (2, 128, 2, 1), 128: (2, 128, 2, 1), 256: (2, 64, 2, 1)}
 SUPPORTED_D = tuple(CONFIGS)
+# what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py; none
+# measured yet): 3 consumers (BM = 192) fit D = 64's registers only (D = 128 spills at 160 per thread); BN = 176 /
+# 192 at D = 128 and 80 at D = 256 are FA3's published tile shapes; overlap = 0 is the serial schedule
+CANDIDATES = {64: [(2, 128, 2, 1), (3, 128, 2, 1), (2, 128, 4, 1), (2, 176, 2, 1), (2, 128, 2, 0)],
+              128: [(2, 128, 2, 1), (2, 176, 2, 1), (2, 192, 2, 1), (2, 128, 3, 1), (2, 128, 2, 0)],
+              256: [(2, 64, 2, 1), (2, 80, 2, 1), (2, 64, 2, 0)]}
 
 _KERNELS = {}
 
@@ -111,10 +117,11 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
-    if CONS not in (1, 2) or BN not in (64, 128, 192, 256) or STG < 2 or OVERLAP not in (0, 1) or \
+    if CONS not in (1, 2, 3) or BN % 16 or not 16 <= BN <= 256 or STG < 2 or OVERLAP not in (0, 1) or \
             smem_bytes(D, CONS, BN, STG) + 2048 > SMEM_LIMIT:
-        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: 1 or 2 consumers, BN in 64/128/192/256, "
-                                  f"at least 2 stages, overlap 0 or 1, within {SMEM_LIMIT} bytes of shared memory")
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: 1 to 3 consumers, BN a multiple of "
+                                  f"16 up to 256, at least 2 stages, overlap 0 or 1, within {SMEM_LIMIT} bytes of "
+                                  f"shared memory")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"

@@ -142,3 +142,11 @@ def test_attention_path_dispatch_on_the_interpreter():
     assert not A._fa3_fits(q, k, v)
     with pytest.raises(tiledsl.LaunchError, match="path"):
         A.attention(q, k, v, path="fa4")
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_every_candidate_configuration_assembles(D):
+    # what a benchmark may compare (AH.CANDIDATES): the GPU's ragged shape, causal (the most masking code)
+    for config in AH.CANDIDATES[D]:
+        ptx, _ = kernel_ptx("bfloat16", D, True, GPU_SHAPES[1000], config=config)
+        check_assembles(ptx)

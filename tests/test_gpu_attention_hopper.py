@@ -147,3 +147,16 @@ def test_attention_path_none_takes_fa3_on_sm90(monkeypatch):
     ro, rl = _reference(q, k, v, True, 1.0 / math.sqrt(128))
     for out, l in ((o, lse), (o2, lse2)):
         assert (out.float() - ro).abs().max().item() <= 2e-3 and (l - rl).abs().max().item() <= 1e-3
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_every_candidate_configuration(D, causal):
+    torch = _sm90()
+    torch.manual_seed(11)
+    q, k, v = (torch.randn(*GPU_SHAPES[1000][:2], 1000, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    for config in AH.CANDIDATES[D]:
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
+        assert (o.float() - ro).abs().max().item() <= _tolerance(ro, torch.bfloat16, "bfloat16"), config
+        assert (lse - rl).abs().max().item() <= 1e-3, config
