@@ -10,8 +10,9 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
   * warpgroup 0 is the producer: it gives registers back (`setmaxnreg.dec`) and one thread of its first warp
     (`elect.sync`) loads Q once, then the key and value tiles (BN rows) through the TMA unit into a STAGES-deep
     ring. Each stage has a "full" mbarrier for K and another for V (so S = Q K^T starts before V lands) and one
-    "empty" mbarrier the consumers release once P V of the stage is done. The tensors are 4-d tensor maps
-    (B, H, N, D): a box never crosses into the next head, so the rows past N arrive as the unit's zero fill.
+    "empty" mbarrier the consumers release once P V of the stage is done. The tensors are 3-d tensor maps
+    (B * H, N, D) (the launcher passes q.reshape(B * H, N, D)): a box never crosses into the next head, so the
+    rows past N arrive as the unit's zero fill.
     A row of 128 bytes is the widest the 128-byte swizzle takes, so D is loaded as D / 64 boxes of 64 columns;
   * warpgroups 1..CONSUMERS are consumers (`setmaxnreg.inc`), 64 query rows each:
       - S = Q K^T: wgmma m64nBNk16 with Q and K both from shared memory, both K-major (D / 64 calls of 4 K steps,
@@ -72,8 +73,8 @@ def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -
     fragments. Q is (D/64 boxes, BM rows, 64 columns); K and V are (stage, D/64 boxes, BN rows, 64 columns)."""
     dh, kr = D // 64, bn // 16
     L = {}
-    L["tma_q"] = T.tma_layout((dh, 1, 1, bm, 64), dtype, 128)
-    L["tma_kv"] = T.tma_layout((stages, dh, 1, 1, bn, 64), dtype, 128)
+    L["tma_q"] = T.tma_layout((dh, 1, bm, 64), dtype, 128)
+    L["tma_kv"] = T.tma_layout((stages, dh, 1, bn, 64), dtype, 128)
     # Q as A (ss, K-major): (box, consumer, M rep, K step, 64 rows, 16 k)
     L["wg_q"] = TileLayout(S[(dh, consumers, 1, 4, 64, 16) : (bm * 64, 64 * 64, 1, 16, 64, 1)], swizzle=SW128)
     # K as B (K-major): (stage, box, N rep, K step, BN keys, 16 k)
@@ -102,7 +103,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
 
     config = (consumers, BN, stages, overlap): consumer warpgroups (BM = 64 each), key/value rows per tile, ring
     depth, and whether S of the next tile is issued before the softmax of this one. Default: CONFIGS[D].
-    Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D) (tensor maps), O like Q, LSE (B, H, N) float32."""
+    Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
+    (B, H, N, D), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     config = tuple(config or CONFIGS[D])
@@ -125,7 +127,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
-    LOAD = "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
     WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
     ARRIVE = "mbarrier.arrive.shared::cta.b64"
     CVT = f"cvt.rn.{t}x2.f32"
@@ -143,7 +145,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     LY = layouts(D, BM, BN, STG, CONS, dtype)
     L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
     L_S, L_O, L_P = LY["acc_s"], LY["acc_o"], LY["p"]
-    STEP = ((0, 0, 0, 64),)             # the D / 64 boxes of a tile: 64 columns apart
+    STEP = ((0, 0, 64),)             # the D / 64 boxes of a tile: 64 columns apart
 
     @tiledsl.inline
     def issue_s(sv, wq, wk, c, st):
@@ -207,9 +209,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             lsum[r, 0] = acc
 
     @tiledsl.jit
-    def attention_fa3(Q: T.TensorMap((B, H, N, D), dtype, box=(1, 1, BM, 64), swizzle=128),
-                      K: T.TensorMap((B, HK, NK, D), dtype, box=(1, 1, BN, 64), swizzle=128),
-                      V: T.TensorMap((B, HK, NK, D), dtype, box=(1, 1, BN, 64), swizzle=128),
+    def attention_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                      K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
+                      V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
                       O: T.Tensor((B, H, N, D), dtype), LSE: T.Tensor((B, H, N), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NQB * B * H, block=THREADS, max_registers=CAP))
         tid = T.cuda.thread_id()
@@ -230,9 +232,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
         fullk = T.alloc_shared((STG,), "uint64")      # stage s holds K of its tile (phase u: the u-th fill)
         fullv = T.alloc_shared((STG,), "uint64")      # ... and V
         empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
-        tq = sq.view(DH, 1, 1, BM, 64, layout=L_TQ)
-        tk = sk.view(STG, DH, 1, 1, BN, 64, layout=L_TKV)
-        tv = sv_.view(STG, DH, 1, 1, BN, 64, layout=L_TKV)
+        tq = sq.view(DH, 1, BM, 64, layout=L_TQ)
+        tk = sk.view(STG, DH, 1, BN, 64, layout=L_TKV)
+        tv = sv_.view(STG, DH, 1, BN, 64, layout=L_TKV)
         wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
         wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
         wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
@@ -257,17 +259,17 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                 T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
                 if elected[0] == 1:
                     T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], qbar, TXQ)
-                    T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(b, h, qb * BM, 0), coord_steps=STEP)
+                    T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=STEP)
                     for j in range(ntiles):
                         s = j % STG
                         if j >= STG:
                             # the (j // STG)-th refill of stage s waits for the consumers' previous use of it
                             T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullk[s:s + 1], TXKV)
-                        T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b, hk, j * BN, 0),
+                        T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b * HK + hk, j * BN, 0),
                                           coord_steps=STEP)
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullv[s:s + 1], TXKV)
-                        T.cuda.tile.apply(T.ptx[LOAD], tv[s], V, fullv[s:s + 1], coords=(b, hk, j * BN, 0),
+                        T.cuda.tile.apply(T.ptx[LOAD], tv[s], V, fullv[s:s + 1], coords=(b * HK + hk, j * BN, 0),
                                           coord_steps=STEP)
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
@@ -377,14 +379,19 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None):
         q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
         o = np.zeros_like(q)
         lse = np.zeros((B, H, N), np.float32)
-        tiledsl.jit(kern.fn, interpret=True)(q, k, v, o, lse)
+        tiledsl.jit(kern.fn, interpret=True)(*_flat(q, k, v), o, lse)
         return o, lse
     import torch
     q, k, v = (x.contiguous() for x in (q, k, v))
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-    kern(q, k, v, o, lse)
+    kern(*_flat(q, k, v), o, lse)
     return o, lse
+
+
+def _flat(q, k, v):
+    """q, k, v as the kernel's 3-d tensor maps take them: (B * H, N, D) (a view of the contiguous tensors)."""
+    return tuple(x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3]) for x in (q, k, v))
 
 
 def main(argv=None):
