@@ -145,7 +145,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     LY = layouts(D, BM, BN, STG, CONS, dtype)
     L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
     L_S, L_O, L_P = LY["acc_s"], LY["acc_o"], LY["p"]
-    STEP = ((0, 0, 64),)             # the D / 64 boxes of a tile: 64 columns apart
+    STEP = ((0, 0, 64),)
+    NP = min(4, BN // 8)                # independent partial reductions per row in the softmax             # the D / 64 boxes of a tile: 64 columns apart
 
     @tiledsl.inline
     def issue_s(sv, wq, wk, c, st):
@@ -167,7 +168,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
         T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
 
     @tiledsl.inline
-    def softmax(sacc, m, sh, al, lsum, j, row0, lane, first_row):
+    def softmax(sacc, m, sh, al, lsum, part, j, row0, lane, first_row):
         """The online softmax of S (tile j) in place: mask, new row max m, exponentials, the rescale factor al of
         the old O and row sums, and this lane's partial row sums lsum."""
         # mask the ragged last tile and (causal) the tiles crossing this consumer's diagonal
@@ -184,10 +185,14 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                 else:
                     sacc[i] = NEG if col >= NK else sacc[i]
         # the new row max over the tile and the 4 lanes of the row
+        # (NP independent chains per row, not one chain of BN / 4 dependent maxima)
         for r in T.unroll(2):
-            sh[r, 0] = m[r, 0]
             for n in T.unroll(BN // 8):
-                sh[r, 0] = T.max(sh[r, 0], T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1]))
+                pair = T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1])
+                part[r, n % NP] = pair if n < NP else T.max(part[r, n % NP], pair)
+            sh[r, 0] = m[r, 0]
+            for q in T.unroll(NP):
+                sh[r, 0] = T.max(sh[r, 0], part[r, q])
         for k in T.unroll(2):
             T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, FULL_MASK)
             for r in T.unroll(2):
@@ -203,9 +208,12 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
         T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
         T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
         for r in T.unroll(2):
-            acc = lsum[r, 0] * al[r, 0]
             for n in T.unroll(BN // 8):
-                acc = acc + sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
+                pair = sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
+                part[r, n % NP] = pair if n < NP else part[r, n % NP] + pair
+            acc = lsum[r, 0] * al[r, 0]
+            for q in T.unroll(NP):
+                acc = acc + part[r, q]
             lsum[r, 0] = acc
 
     @tiledsl.jit
@@ -283,6 +291,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             sh = T.alloc_local((2, 1), "float32")     # shuffle scratch
             al = T.alloc_local((2, 1), "float32")     # rescale factor of the old O and row sum
             lsum = T.alloc_local((2, 1), "float32")   # this lane's partial row sums
+            part = T.alloc_local((2, NP), "float32")  # the softmax's partial row maxima and sums
             sv = sacc.view(1, 1, 64, BN, layout=L_S)
             ov = oacc.view(1, 1, 64, D, layout=L_O)
             pv = pk.view(1, KR, 64, 8, layout=L_P)
@@ -297,7 +306,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
             issue_s(sv, wq, wk, c, 0)
             T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-            softmax(sacc, m, sh, al, lsum, 0, row0, lane, qb * BM + 64 * c)
+            softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c)
             T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
             # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
             # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
@@ -313,7 +322,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                     # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
                     # while P V is on the tensor cores
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
-                    softmax(sacc, m, sh, al, lsum, j + 1, row0, lane, qb * BM + 64 * c)
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
                     # the warp's wgmmas have read stage st: release it (one arrive per warp)
                     if lane == 0:
@@ -325,7 +334,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                     T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
                     issue_s(sv, wq, wk, c, s1)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-                    softmax(sacc, m, sh, al, lsum, j + 1, row0, lane, qb * BM + 64 * c)
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
                 # P V has read P: the next tile's P may overwrite it
                 T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
             last = ntiles - 1
