@@ -381,12 +381,22 @@ def _check(q, k, v):
     return dt, (B, H, k.shape[1], N, k.shape[2]), D
 
 
-def attention(q, k, v, causal=False, scale=None, config=None):
+def attention(q, k, v, causal=False, scale=None, config=None, path=None):
     """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D).
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernel on the CPU interpreter.
     scale defaults to 1/sqrt(D); causal masks key j > query i (top-left aligned, as torch's is_causal).
-    O has q's dtype and shape, LSE is float32 (B, H, N) in natural log."""
+    O has q's dtype and shape, LSE is float32 (B, H, N) in natural log.
+
+    path: "fa2" (this module's kernel), "fa3" (examples/attention_hopper.py: TMA + wgmma, sm_90a) or None: fa3
+    for CUDA tensors on an sm_90 device with D in its supported set (and no fa2 config given), else fa2."""
+    if path is None:
+        path = "fa3" if config is None and _fa3_fits(q, k, v) else "fa2"
+    if path == "fa3":
+        from attention_hopper import attention_hopper
+        return attention_hopper(q, k, v, causal=causal, scale=scale, config=config)
+    if path != "fa2":
+        raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
     dt, shape, D = _check(q, k, v)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):
@@ -406,6 +416,17 @@ def attention(q, k, v, causal=False, scale=None, config=None):
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
     kern(q, k, v, o, lse)
     return o, lse
+
+
+def _fa3_fits(q, k, v) -> bool:
+    """Whether path=None takes the FA3 kernel: CUDA tensors on an sm_90 device, a head dim it supports, 16-byte
+    aligned bases (the TMA unit's tensor maps need them)."""
+    if isinstance(q, np.ndarray) or not getattr(q, "is_cuda", False) or getattr(q, "ndim", 0) != 4:
+        return False
+    import torch
+    from attention_hopper import SUPPORTED_D
+    return (torch.cuda.get_device_capability(q.device) == (9, 0) and q.shape[-1] in SUPPORTED_D
+            and all(x.data_ptr() % 16 == 0 for x in (q, k, v)))
 
 
 def reference(q, k, v, causal=False, scale=None):

@@ -1,0 +1,431 @@
+"""FlashAttention forward, FA3 style, on Hopper (sm_90a), written only in the kernel language: TMA + wgmma +
+an mbarrier ring + warp specialisation (the idioms of examples/hopper_gemm.py).
+
+attention_hopper(q, k, v, causal=False, scale=None) -> (O, LSE), the contract of examples/attention.py's
+`attention`: (B, H, N, D) tensors, f16 or bf16, D in {64, 128, 256}, any N (ragged tails masked), grouped-query
+attention (k and v with H_kv heads, H_kv dividing H), causal top-left aligned, LSE float32 in natural log.
+
+One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CONSUMERS warpgroups:
+
+  * warpgroup 0 is the producer: it gives registers back (`setmaxnreg.dec`) and one thread of its first warp
+    (`elect.sync`) loads Q once, then the key and value tiles (BN rows) through the TMA unit into a STAGES-deep
+    ring. Each stage has a "full" mbarrier for K and another for V (so S = Q K^T starts before V lands) and one
+    "empty" mbarrier the consumers release once P V of the stage is done. The tensors are 3-d tensor maps
+    (B * H, N, D) (the launcher passes q.reshape(B * H, N, D)): a box never crosses into the next head, so the
+    rows past N arrive as the unit's zero fill.
+    A row of 128 bytes is the widest the 128-byte swizzle takes, so D is loaded as D / 64 boxes of 64 columns;
+  * warpgroups 1..CONSUMERS are consumers (`setmaxnreg.inc`), 64 query rows each:
+      - S = Q K^T: wgmma m64nBNk16 with Q and K both from shared memory, both K-major (D / 64 calls of 4 K steps,
+        one per 64-column box), f32 accumulators in registers;
+      - the online softmax on the accumulator layout (register i of a thread holds row 16w + l//4 + 8((i//2)%2),
+        column 8(i//4) + 2(l%4) + i%2): the row max over the thread's registers and the 4 lanes of the row
+        (shfl.sync.bfly), exponentials ex2.approx of s * scale * log2(e) - m * scale * log2(e) in one fma;
+      - P converted to f16x2/bf16x2 in registers: the pairs of S's accumulators are, in order, the words of
+        wgmma's A fragment (the "rs" form), so O += P V needs no shared memory for P;
+      - O += P V: wgmma m64nDk16 with V from shared memory as B. V's tile is (BN keys, D) row-major: MN-major
+        for B, which the transpose bit (trans_b) reads directly;
+      - with overlap (config[3] = 1, the default) the loop runs, for tile j: issue S_{j+1} = Q K_{j+1}^T, rescale
+        O, issue O += P_j V_j, wait for S_{j+1} only (wgmma.wait_group 1: groups retire in order) and run its
+        softmax while P_j V_j is on the tensor cores, then wait for P_j V_j and convert P_{j+1}; without it every
+        wgmma group is waited for at once;
+  * causal: tiles above the diagonal are never loaded, the crossing tiles masked; ragged N_kv: the zero-filled
+    keys are masked to -inf; rows past N are computed on zeros and not stored;
+  * the epilogue divides O by the row sum, stores O (st.global of f16x2/bf16x2 words) and LSE.
+
+On the interpreter the producer and the consumers run as fibers (interpreter/fibers.py) that hand over at their
+mbarrier waits, so the ring turns there as on the GPU.
+
+    python examples/attention_hopper.py   # on an H200/H100: against torch SDPA; else a small interpreter case
+"""
+import argparse
+import math
+import sys
+
+import numpy as np
+
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+NEG = -math.inf
+SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
+FULL_MASK = 0xFFFFFFFF
+PRODUCER_REGS, CONSUMER_REGS = 24, 240
+SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
+
+# (consumers, BN, stages, overlap) per head dim: BM = 64 * consumers query rows per block
+CONFIGS = {64: (2, 128, 2, 1), 128: (2, 128, 2, 1), 256: (2, 64, 2, 1)}
+SUPPORTED_D = tuple(CONFIGS)
+# what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py; none
+# measured yet): 3 consumers (BM = 192) fit D = 64's registers only (D = 128 spills at 160 per thread); BN = 176 /
+# 192 at D = 128 and 80 at D = 256 are FA3's published tile shapes; overlap = 0 is the serial schedule
+CANDIDATES = {64: [(2, 128, 2, 1), (3, 128, 2, 1), (2, 128, 4, 1), (2, 176, 2, 1), (2, 128, 2, 0)],
+              128: [(2, 128, 2, 1), (2, 176, 2, 1), (2, 192, 2, 1), (2, 128, 3, 1), (2, 128, 2, 0)],
+              256: [(2, 64, 2, 1), (2, 80, 2, 1), (2, 64, 2, 0)]}
+
+_KERNELS = {}
+
+
+def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -> dict:
+    """Shared memory as the TMA unit writes it and as wgmma reads it (the same bytes), and the register
+    fragments. Q is (D/64 boxes, BM rows, 64 columns); K and V are (stage, D/64 boxes, BN rows, 64 columns)."""
+    dh, kr = D // 64, bn // 16
+    L = {}
+    L["tma_q"] = T.tma_layout((dh, 1, bm, 64), dtype, 128)
+    L["tma_kv"] = T.tma_layout((stages, dh, 1, bn, 64), dtype, 128)
+    # Q as A (ss, K-major): (box, consumer, M rep, K step, 64 rows, 16 k)
+    L["wg_q"] = TileLayout(S[(dh, consumers, 1, 4, 64, 16) : (bm * 64, 64 * 64, 1, 16, 64, 1)], swizzle=SW128)
+    # K as B (K-major): (stage, box, N rep, K step, BN keys, 16 k)
+    L["wg_k"] = TileLayout(S[(stages, dh, 1, 4, bn, 16) : (dh * bn * 64, bn * 64, 1, 16, 64, 1)], swizzle=SW128)
+    # V as B (MN-major, trans_b): (stage, N rep, key step, D = (box, 64 columns), 16 keys)
+    L["wg_v"] = TileLayout(S[(stages, 1, kr, dh, 64, 16) : (dh * bn * 64, 1, 16 * 64, bn * 64, 1, 64)],
+                           swizzle=SW128)
+    # f32 accumulators of m64nN: register i -> row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+    for name, n in (("acc_s", bn), ("acc_o", D)):
+        L[name] = TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) :
+                               (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+    # P as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of key step kk; this is
+    # S's register pair (2p, 2p + 1) for p = 4 kk + r
+    L["p"] = TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
+    return L
+
+
+def smem_bytes(D: int, consumers: int, bn: int, stages: int) -> int:
+    """Shared memory of the Q tile and the K/V ring (the barriers and alignment add under 2 KB)."""
+    return 2 * (64 * consumers * D + 2 * stages * bn * D)
+
+
+def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
+    """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
+    (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
+
+    config = (consumers, BN, stages, overlap): consumer warpgroups (BM = 64 each), key/value rows per tile, ring
+    depth, and whether S of the next tile is issued before the softmax of this one. Default: CONFIGS[D].
+    Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
+    (B, H, N, D), LSE (B, H, N) float32."""
+    if D not in SUPPORTED_D:
+        raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
+    config = tuple(config or CONFIGS[D])
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    if dtype not in ("float16", "bfloat16"):
+        raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
+    if len(config) != 4:
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap)")
+    CONS, BN, STG, OVERLAP = config
+    B, H, HK, N, NK = shape
+    if H % HK:
+        raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
+    if CONS not in (1, 2, 3) or BN % 16 or not 16 <= BN <= 256 or STG < 2 or OVERLAP not in (0, 1) or \
+            smem_bytes(D, CONS, BN, STG) + 2048 > SMEM_LIMIT:
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: 1 to 3 consumers, BN a multiple of "
+                                  f"16 up to 256, at least 2 stages, overlap 0 or 1, within {SMEM_LIMIT} bytes of "
+                                  f"shared memory")
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
+    MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
+    LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
+    ARRIVE = "mbarrier.arrive.shared::cta.b64"
+    CVT = f"cvt.rn.{t}x2.f32"
+    BM = 64 * CONS
+    THREADS = 128 * (1 + CONS)
+    DH, KR = D // 64, BN // 16
+    NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
+    NQB = -(-N // BM)                   # query blocks per head
+    NKT = -(-NK // BN)                  # key tiles
+    GROUP = H // HK
+    C = float(scale) * LOG2E            # scores to the log2 domain
+    TXQ, TXKV = BM * D * 2, BN * D * 2  # bytes the boxes pay to their barriers
+    CAP = min((65536 // THREADS) // 8 * 8, 248)
+    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8))
+    LY = layouts(D, BM, BN, STG, CONS, dtype)
+    L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
+    L_S, L_O, L_P = LY["acc_s"], LY["acc_o"], LY["p"]
+    STEP = ((0, 0, 64),)
+    NP = min(4, BN // 8)                # independent partial reductions per row in the softmax             # the D / 64 boxes of a tile: 64 columns apart
+
+    @tiledsl.inline
+    def issue_s(sv, wq, wk, c, st):
+        """S = Q K^T of the tile in stage `st` as one commit group (D / 64 calls of 4 K steps each)."""
+        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], sv, scope="warpgroup")
+        for dh in T.unroll(DH):
+            T.cuda.tile.apply(T.ptx[MMA_S], sv, wq[dh, c], wk[st, dh], scope="warpgroup", scale_d=dh > 0)
+        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], sv, scope="warpgroup")
+
+    @tiledsl.inline
+    def issue_pv(oacc, ov, pv, wv, al, fullv, st, j):
+        """O = O * al + P V of tile j (stage st) as one commit group, once V has landed (the previous P V has
+        retired, so O may be rescaled in registers first)."""
+        for i in T.unroll(NO):
+            oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
+        T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
+        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
+        T.cuda.tile.apply(T.ptx[MMA_O], ov, pv, wv[st], scope="warpgroup", trans_b=1)
+        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
+
+    @tiledsl.inline
+    def softmax(sacc, m, sh, al, lsum, part, j, row0, lane, first_row):
+        """The online softmax of S (tile j) in place: mask, new row max m, exponentials, the rescale factor al of
+        the old O and row sums, and this lane's partial row sums lsum."""
+        # mask the ragged last tile and (causal) the tiles crossing this consumer's diagonal
+        col0 = j * BN + 2 * (lane % 4)
+        need = (j + 1) * BN > NK
+        if causal:
+            need = need or (j + 1) * BN - 1 > first_row
+        if need:
+            for i in T.unroll(NS):
+                col = col0 + 8 * (i // 4) + i % 2
+                if causal:
+                    row = row0 + 8 * ((i // 2) % 2)
+                    sacc[i] = NEG if (col >= NK or col > row) else sacc[i]
+                else:
+                    sacc[i] = NEG if col >= NK else sacc[i]
+        # the new row max over the tile and the 4 lanes of the row
+        # (NP independent chains per row, not one chain of BN / 4 dependent maxima)
+        for r in T.unroll(2):
+            for n in T.unroll(BN // 8):
+                pair = T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1])
+                part[r, n % NP] = pair if n < NP else T.max(part[r, n % NP], pair)
+            sh[r, 0] = m[r, 0]
+            for q in T.unroll(NP):
+                sh[r, 0] = T.max(sh[r, 0], part[r, q])
+        for k in T.unroll(2):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, FULL_MASK)
+            for r in T.unroll(2):
+                sh[r, 0] = T.max(sh[r, 0], al[r, 0])
+        for r in T.unroll(2):
+            # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
+            mc = sh[r, 0] * C if sh[r, 0] != NEG else 0.0
+            al[r, 0] = m[r, 0] * C - mc
+            m[r, 0] = sh[r, 0]
+            # the exponent s * C - m * C as one fma per score
+            srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
+            T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
+        for r in T.unroll(2):
+            for n in T.unroll(BN // 8):
+                pair = sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
+                part[r, n % NP] = pair if n < NP else part[r, n % NP] + pair
+            acc = lsum[r, 0] * al[r, 0]
+            for q in T.unroll(NP):
+                acc = acc + part[r, q]
+            lsum[r, 0] = acc
+
+    @tiledsl.jit
+    def attention_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                      K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
+                      V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
+                      O: T.Tensor((B, H, N, D), dtype), LSE: T.Tensor((B, H, N), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NQB * B * H, block=THREADS, max_registers=CAP))
+        tid = T.cuda.thread_id()
+        wg = tid // 128
+        pid = T.cuda.block_id()
+        # the query blocks of one head are neighbours (its K and V stay in L2); causal: heaviest first
+        bh = pid // NQB
+        qb = pid % NQB
+        if causal:
+            qb = NQB - 1 - qb
+        b = bh // H
+        h = bh % H
+        hk = h // GROUP
+        sq = T.alloc_shared((DH * BM * 64,), dtype)
+        sk = T.alloc_shared((STG * DH * BN * 64,), dtype)
+        sv_ = T.alloc_shared((STG * DH * BN * 64,), dtype)
+        qbar = T.alloc_shared((1,), "uint64")         # Q has landed
+        fullk = T.alloc_shared((STG,), "uint64")      # stage s holds K of its tile (phase u: the u-th fill)
+        fullv = T.alloc_shared((STG,), "uint64")      # ... and V
+        empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
+        tq = sq.view(DH, 1, BM, 64, layout=L_TQ)
+        tk = sk.view(STG, DH, 1, BN, 64, layout=L_TKV)
+        tv = sv_.view(STG, DH, 1, BN, 64, layout=L_TKV)
+        wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
+        wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
+        wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
+            for s in T.unroll(STG):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        T.cuda.syncthreads()
+        # the key tiles this block visits: causal stops at the one holding the block's last row's diagonal
+        ntiles = NKT
+        if causal:
+            ntiles = T.min(NKT, ((qb + 1) * BM + BN - 1) // BN)
+        if wg == 0:
+            # the producer: few registers, one elected thread issues every copy
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
+            if T.cuda.warp_id() == 0:
+                leader = T.alloc_local((1,), "uint32")
+                elected = T.alloc_local((1,), "uint32")
+                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
+                if elected[0] == 1:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], qbar, TXQ)
+                    T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=STEP)
+                    for j in range(ntiles):
+                        s = j % STG
+                        if j >= STG:
+                            # the (j // STG)-th refill of stage s waits for the consumers' previous use of it
+                            T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullk[s:s + 1], TXKV)
+                        T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b * HK + hk, j * BN, 0),
+                                          coord_steps=STEP)
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullv[s:s + 1], TXKV)
+                        T.cuda.tile.apply(T.ptx[LOAD], tv[s], V, fullv[s:s + 1], coords=(b * HK + hk, j * BN, 0),
+                                          coord_steps=STEP)
+        else:
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
+            c = wg - 1
+            lane = tid % 32
+            w = (tid % 128) // 32
+            sacc = T.alloc_local((NS,), "float32")
+            oacc = T.alloc_local((NO,), "float32")
+            pk = T.alloc_local((NS // 2, 1), "uint32")
+            m = T.alloc_local((2, 1), "float32")      # running row max of the raw scores (row half r)
+            sh = T.alloc_local((2, 1), "float32")     # shuffle scratch
+            al = T.alloc_local((2, 1), "float32")     # rescale factor of the old O and row sum
+            lsum = T.alloc_local((2, 1), "float32")   # this lane's partial row sums
+            part = T.alloc_local((2, NP), "float32")  # the softmax's partial row maxima and sums
+            sv = sacc.view(1, 1, 64, BN, layout=L_S)
+            ov = oacc.view(1, 1, 64, D, layout=L_O)
+            pv = pk.view(1, KR, 64, 8, layout=L_P)
+            for i in T.unroll(NO):
+                oacc[i] = 0.0
+            for r in T.unroll(2):
+                m[r, 0] = NEG
+                lsum[r, 0] = 0.0
+            row0 = qb * BM + 64 * c + 16 * w + lane // 4     # this lane's first row; the other is row0 + 8
+            # prologue: S of tile 0 and its softmax, so the loop always holds P of the tile it multiplies by V
+            T.cuda.tile.apply(T.ptx[WAIT], qbar, 0)
+            T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
+            issue_s(sv, wq, wk, c, 0)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+            softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c)
+            T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
+            # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
+            # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
+            for j in range(ntiles - 1):
+                st = j % STG
+                s1 = (j + 1) % STG
+                if OVERLAP:
+                    # S of the next tile goes to the tensor cores first (S's registers are free: P holds tile j)
+                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                    issue_s(sv, wq, wk, c, s1)
+                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
+                if OVERLAP:
+                    # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
+                    # while P V is on the tensor cores
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+                    # the warp's wgmmas have read stage st: release it (one arrive per warp)
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                else:
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                    issue_s(sv, wq, wk, c, s1)
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
+                # P V has read P: the next tile's P may overwrite it
+                T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
+            last = ntiles - 1
+            issue_pv(oacc, ov, pv, wv, al, fullv, last % STG, last)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+
+            # epilogue: the full row sums, O / l, LSE
+            for k in T.unroll(2):
+                T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, FULL_MASK)
+                for r in T.unroll(2):
+                    lsum[r, 0] = lsum[r, 0] + sh[r, 0]
+            T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
+            for r in T.unroll(2):
+                inv = 1.0 / lsum[r, 0]
+                for n in T.unroll(D // 8):
+                    for e in T.unroll(2):
+                        oacc[4 * n + 2 * r + e] = oacc[4 * n + 2 * r + e] * inv
+            ow = T.alloc_local((NO // 2, 1), "uint32")
+            T.cuda.tile.apply(T.ptx[CVT], ow, oacc.view(NO // 2, 2)[:, 1:2], oacc.view(NO // 2, 2)[:, 0:1])
+            gO = O.view(dtype="uint32").view(B * H * N, D // 2)
+            for r in T.unroll(2):
+                row = row0 + 8 * r
+                if row < N:
+                    for n in T.unroll(D // 8):
+                        gO[bh * N + row, 4 * n + lane % 4] = ow[2 * n + r, 0]
+                    if lane % 4 == 0:
+                        LSE[b, h, row] = (m[r, 0] * C + al[r, 0]) * LN2
+
+    attention_fa3.tile = (BM, BN)
+    _KERNELS[key] = attention_fa3
+    return attention_fa3
+
+
+def attention_hopper(q, k, v, causal=False, scale=None, config=None):
+    """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D) on an
+    sm_90 GPU (torch CUDA tensors), or, for numpy float16 arrays, the same kernel on the CPU interpreter.
+
+    scale defaults to 1/sqrt(D); causal masks key j > query i (top-left aligned, as torch's is_causal). O has q's
+    dtype and shape, LSE is float32 (B, H, N) in natural log. D must be one of SUPPORTED_D."""
+    from attention import _check
+    dt, shape, D = _check(q, k, v)
+    if D not in SUPPORTED_D:
+        raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if not scale > 0 or math.isinf(scale):
+        # masked scores are -inf before scaling: a negative scale would turn them into +inf
+        raise tiledsl.LaunchError(f"attention needs a positive finite scale, got {scale}")
+    kern = make_attention_hopper(dt, D, causal, shape, scale, config)
+    B, H, _, N, _ = shape
+    if isinstance(q, np.ndarray):
+        q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
+        o = np.zeros_like(q)
+        lse = np.zeros((B, H, N), np.float32)
+        tiledsl.jit(kern.fn, interpret=True)(*_flat(q, k, v), o, lse)
+        return o, lse
+    import torch
+    q, k, v = (x.contiguous() for x in (q, k, v))
+    o = torch.empty_like(q)
+    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+    kern(*_flat(q, k, v), o, lse)
+    return o, lse
+
+
+def _flat(q, k, v):
+    """q, k, v as the kernel's 3-d tensor maps take them: (B * H, N, D) (a view of the contiguous tensors)."""
+    return tuple(x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3]) for x in (q, k, v))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--causal", action="store_true")
+    opts = p.parse_args(argv)
+    from attention import reference
+    from tiledsl.runtime.driver import gpu_available
+    if not gpu_available():
+        rng = np.random.default_rng(0)
+        q, k, v = (rng.standard_normal((1, 1, 130, 64)).astype(np.float16) for _ in range(3))
+        o, lse = attention_hopper(q, k, v, causal=opts.causal)
+        ro, rl = reference(q, k, v, causal=opts.causal)
+        print(f"attention_hopper: no GPU found; ran 1x1x130x64 on the interpreter: max error O "
+              f"{np.abs(o - ro).max():.1e}, LSE {np.abs(lse - rl).max():.1e}")
+        return
+    import torch
+    B, H = max(1, 16384 // opts.n), 2048 // opts.d
+    q, k, v = (torch.randn(B, H, opts.n, opts.d, device="cuda", dtype=torch.float16) for _ in range(3))
+    o, lse = attention_hopper(q, k, v, causal=opts.causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=opts.causal)
+    print(f"attention_hopper {B}x{H}x{opts.n}x{opts.d}: max abs error {(o.float() - ref).abs().max().item():.1e}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The FA3-style Hopper attention forward (examples/attention_hopper.py) without a GPU: every (dtype, D, causal)
+kernel compiles for sm_90a with no target named and ptxas -arch=sm_90a assembles it with no spills and its wgmma
+groups kept asynchronous (no C7514 serialization), the PTX holds the producer/consumer structure; small cases
+(ragged N = 130, GQA, causal, the ring turning over more tiles than stages) run on the fibered interpreter within
+2e-3 of the float64 reference; attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
+H200 (GPU_SHAPES below are its shapes, compiled here in the slow test)."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+import attention as A
+import attention_hopper as AH
+import tiledsl
+
+# the GPU tests' shapes (B, H, H_kv, N, N_kv) per N; every one is also compiled through ptxas below (slow)
+GPU_SHAPES = {1024: (2, 4, 4, 1024, 1024), 4096: (1, 4, 4, 4096, 4096), 1000: (2, 4, 4, 1000, 1000)}
+GQA_SHAPES = [(2, 8, 2, 1000, 1000), (2, 8, 1, 1000, 1000)]
+GQA_SCALE = 0.05
+
+
+def kernel_ptx(dtype, D, causal, shape, scale=None, config=None):
+    """The kernel's compiled PTX (no target named: sm_90a) and its metadata."""
+    torch = pytest.importorskip("torch")       # bfloat16 arguments for compile() (the CPU build suffices)
+    B, H, HK, N, NK = shape
+    q = torch.empty((B * H, N, D), dtype=getattr(torch, dtype))
+    kv = torch.empty((B * HK, NK, D), dtype=getattr(torch, dtype))
+    k = AH.make_attention_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, config)
+    ck = k.compile(q, kv, kv, q.view(B, H, N, D), torch.empty((B, H, N)))
+    return ck.asm["ptx"], ck.metadata
+
+
+def ptxas_v(ptx):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.ptx")
+        with open(path, "w") as f:
+            f.write(ptx)
+        exe = shutil.which("ptxas")
+        assert exe is not None, "ptxas must be on PATH for the compile-only tests"
+        return subprocess.run([exe, "-arch=sm_90a", "-v", path, "-o", os.path.join(d, "k.o")],
+                              capture_output=True, text=True)
+
+
+def check_assembles(ptx):
+    r = ptxas_v(ptx)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", r.stderr), r.stderr
+    # ptxas serializes wgmma when other instructions touch in-flight accumulators: the pipeline must not
+    assert "C7514" not in r.stderr and "serialized" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiles_for_sm90a_and_assembles_without_spills(dtype, D, causal):
+    # ragged N and GQA: the masks and the per-head tensor maps are all in this kernel
+    ptx, meta = kernel_ptx(dtype, D, causal, (1, 4, 2, 1000, 1000))
+    assert ".target sm_90a" in ptx
+    cons, bn, _, _ = AH.CONFIGS[D]
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}" in ptx          # S = Q K^T
+    assert f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}" in ptx           # O += P V
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx                                # S_{j+1} under P_j V_j
+    assert f"setmaxnreg.dec.sync.aligned.u32 {AH.PRODUCER_REGS};" in ptx and "setmaxnreg.inc" in ptx
+    assert "elect.sync" in ptx and "cp.async.bulk.tensor.3d.shared::cluster.global.tile" in ptx
+    assert ptx.count(".param .align 64 .b8") == 3                                  # Q, K, V as tensor maps
+    for op in ("mbarrier.arrive.expect_tx.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64",
+               "shfl.sync.bfly.b32", "ex2.approx.ftz.f32", f"cvt.rn.{t}x2.f32"):
+        assert op in ptx, op
+    assert "__local_depot" not in ptx
+    assert meta["dynamic_shared"] <= AH.SMEM_LIMIT
+    check_assembles(ptx)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_gpu_test_kernel_assembles(D, causal):
+    """The kernels tests/test_gpu_attention_hopper.py launches (their strides are immediates: one per shape)."""
+    for dtype in ("float16", "bfloat16"):
+        for shape in GPU_SHAPES.values():
+            check_assembles(kernel_ptx(dtype, D, causal, shape)[0])
+    for shape in GQA_SHAPES:
+        check_assembles(kernel_ptx("float16", 128, causal, shape, GQA_SCALE)[0])
+
+
+def test_the_serial_configuration_assembles():
+    # overlap = 0: every wgmma group waited for at once (the simpler schedule, kept for comparison)
+    ptx, _ = kernel_ptx("float16", 128, True, (1, 4, 2, 1000, 1000), config=(2, 128, 2, 0))
+    assert "wgmma.wait_group.sync.aligned 1;" not in ptx
+    check_assembles(ptx)
+
+
+def _inputs(H, HK, n, nk, seed, D=64):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((1, H, n, D)).astype(np.float16)
+    k = rng.standard_normal((1, HK, nk, D)).astype(np.float16)
+    v = rng.standard_normal((1, HK, nk, D)).astype(np.float16)
+    return q, k, v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads", [(1, 1), (2, 1)], ids=["mha", "gqa"])
+def test_on_the_interpreter_against_the_reference(causal, heads):
+    """The brief's case: N = 130 (one full 128-row block and a ragged one; two key tiles, the second ragged)."""
+    H, HK = heads
+    q, k, v = _inputs(H, HK, 130, 130, seed=H + causal)
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    assert o.dtype == np.float16 and lse.dtype == np.float32 and lse.shape == (1, H, 130)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
+@pytest.mark.parametrize("causal, heads, n, nk, config", [
+    (True, (2, 1), 300, 300, None),             # three key tiles through two stages: the ring turns over
+    (False, (1, 1), 70, 400, None),             # more keys than queries, one ragged query block
+    (False, (1, 1), 70, 70, None),              # one key tile: the loop body never runs, only the peeled tile
+    (True, (2, 1), 300, 300, (2, 64, 2, 0)),    # BN = 64, the serial schedule
+    (True, (1, 1), 200, 200, (1, 64, 3, 1)),    # one consumer warpgroup, three stages
+])
+def test_ring_and_configurations_on_the_interpreter(causal, heads, n, nk, config):
+    H, HK = heads
+    q, k, v = _inputs(H, HK, n, nk, seed=n + nk)
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
+def test_attention_path_dispatch_on_the_interpreter():
+    q, k, v = _inputs(1, 1, 40, 40, seed=9)
+    ro, rl = A.reference(q, k, v)
+    o3, l3 = A.attention(q, k, v, path="fa3")                  # the FA3 kernel on the interpreter
+    o2, l2 = A.attention(q, k, v)                              # numpy: path None is fa2
+    for o, lse in ((o3, l3), (o2, l2)):
+        assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+    assert not A._fa3_fits(q, k, v)
+    with pytest.raises(tiledsl.LaunchError, match="path"):
+        A.attention(q, k, v, path="fa4")
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_every_candidate_configuration_assembles(D):
+    # what a benchmark may compare (AH.CANDIDATES): the GPU's ragged shape, causal (the most masking code)
+    for config in AH.CANDIDATES[D]:
+        ptx, _ = kernel_ptx("bfloat16", D, True, GPU_SHAPES[1000], config=config)
+        check_assembles(ptx)

@@ -1,0 +1,162 @@
+"""The FA3-style Hopper attention forward on the GPU (an sm_90 device): O against an fp32 reference (torch SDPA on
+float32 inputs; max abs error <= 2e-3 for f16, plus bf16's own rounding for bf16), LSE against a float32
+log-sum-exp, over D 64/128, N 1024/4096 and a ragged 1000, causal or not, f16/bf16, grouped-query attention; the
+interpreter agrees with the GPU on the CI case; the SASS is HGMMA + UTMALDG code without local memory;
+attention(path=None) takes this kernel on sm_90. (tests/test_attention_hopper.py compiles these kernels through
+ptxas on CPU CI: GPU_SHAPES and GQA_SHAPES there are the shapes used here.)"""
+import math
+import re
+
+import numpy as np
+import pytest
+
+import attention as A
+import attention_hopper as AH
+from test_attention_hopper import GPU_SHAPES, GQA_SCALE, GQA_SHAPES
+
+pytestmark = pytest.mark.gpu
+
+
+def _sm90():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the FA3 kernel needs an sm_90 GPU (wgmma, setmaxnreg)")
+    return torch
+
+
+def _reference(q, k, v, causal, scale):
+    """float32 O (torch SDPA, math on float32 inputs) and LSE for (B, H, N, D) q and GQA k, v."""
+    import torch
+    g = q.shape[1] // k.shape[1]
+    qf, kf, vf = q.float(), k.float().repeat_interleave(g, 1), v.float().repeat_interleave(g, 1)
+    o = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, scale=scale)
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    if causal:
+        n, m = s.shape[-2:]
+        s = s.masked_fill(torch.ones(n, m, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return o, torch.logsumexp(s, dim=-1)
+
+
+def _tolerance(ro, dt, dtype):
+    tol = 2e-3
+    if dtype == "bfloat16":
+        # rounding the exact O to bf16 alone errs by up to half a bf16 ulp: allow twice the reference's own
+        # rounding error on top of the f16 budget (as tests/test_gpu_attention.py does)
+        tol += 2 * (ro.to(dt).float() - ro).abs().max().item()
+    return tol
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N", sorted(GPU_SHAPES))
+def test_fa3_matches_fp32_reference(dtype, D, causal, N):
+    torch = _sm90()
+    torch.manual_seed(N + D + causal)
+    dt = getattr(torch, dtype)
+    B, H, _, _, _ = GPU_SHAPES[N]
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(3))
+    o, lse = AH.attention_hopper(q, k, v, causal=causal)
+    torch.cuda.synchronize()
+    assert o.dtype == dt and o.shape == q.shape and lse.dtype == torch.float32 and lse.shape == (B, H, N)
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    assert (o.float() - ro).abs().max().item() <= _tolerance(ro, dt, dtype)
+    assert (lse - rl).abs().max().item() <= 1e-3
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", GQA_SHAPES, ids=["gqa4", "mqa"])
+def test_fa3_grouped_query(causal, shape):
+    torch = _sm90()
+    torch.manual_seed(7)
+    B, H, HK, N, NK = shape
+    q = torch.randn(B, H, N, 128, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(B, HK, NK, 128, device="cuda", dtype=torch.float16) for _ in range(2))
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=GQA_SCALE)
+    ro, rl = _reference(q, k, v, causal, GQA_SCALE)
+    assert (o.float() - ro).abs().max().item() <= 2e-3
+    assert (lse - rl).abs().max().item() <= 1e-3
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_head_dim_256(causal):
+    torch = _sm90()
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(1, 4, 1000, 256, device="cuda", dtype=torch.float16) for _ in range(3))
+    o, lse = AH.attention_hopper(q, k, v, causal=causal)
+    ro, rl = _reference(q, k, v, causal, 1.0 / 16)
+    assert (o.float() - ro).abs().max().item() <= 2e-3
+    assert (lse - rl).abs().max().item() <= 1e-3
+
+
+def test_fa3_keys_longer_than_queries():
+    torch = _sm90()
+    torch.manual_seed(3)
+    q = torch.randn(1, 4, 300, 64, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(1, 2, 1234, 64, device="cuda", dtype=torch.float16) for _ in range(2))
+    o, lse = AH.attention_hopper(q, k, v)
+    ro, rl = _reference(q, k, v, False, 0.125)
+    assert (o.float() - ro).abs().max().item() <= 2e-3 and (lse - rl).abs().max().item() <= 1e-3
+
+
+def test_fa3_interpreter_agrees_with_gpu():
+    # the CI case (N = 130, D = 64, GQA): the same kernel on the interpreter and on the GPU; they differ only where
+    # ex2.approx/lg2.approx do (the interpreter rounds correctly, the GPU within the ISA's bound)
+    torch = _sm90()
+    rng = np.random.default_rng(0)
+    for causal in (False, True):
+        q = rng.standard_normal((1, 2, 130, 64)).astype(np.float16)
+        k, v = (rng.standard_normal((1, 1, 130, 64)).astype(np.float16) for _ in range(2))
+        oi, li = AH.attention_hopper(q, k, v, causal=causal, scale=0.3)
+        og, lg = AH.attention_hopper(*(torch.from_numpy(x).cuda() for x in (q, k, v)), causal=causal, scale=0.3)
+        assert np.abs(og.cpu().numpy().astype(np.float32) - oi.astype(np.float32)).max() <= 1e-3
+        assert np.abs(lg.cpu().numpy() - li).max() <= 1e-5
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_fa3_sass_is_hgmma_and_tma_without_local_memory(D):
+    torch = _sm90()
+    shape = GPU_SHAPES[4096]
+    B, H, HK, N, NK = shape
+    q = torch.empty(B * H, N, D, dtype=torch.float16)
+    k = AH.make_attention_hopper("float16", D, True, shape, 1.0 / math.sqrt(D))
+    sass = k.compile(q, q, q, q.view(B, H, N, D), torch.empty(B, H, N)).asm.get("sass")
+    if sass is None:
+        pytest.skip("cuobjdump not installed")
+    assert "HGMMA" in sass and "UTMALDG" in sass and "MUFU.EX2" in sass
+    assert not re.search(r"\b(STL|LDL)\b", sass)
+
+
+def test_attention_path_none_takes_fa3_on_sm90(monkeypatch):
+    torch = _sm90()
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    assert A._fa3_fits(q, k, v)
+    calls = []
+    real = AH.attention_hopper
+
+    def spy(*args, **kw):
+        calls.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(AH, "attention_hopper", spy)
+    o, lse = A.attention(q, k, v, causal=True)
+    assert len(calls) == 1
+    o2, lse2 = A.attention(q, k, v, causal=True, path="fa2")
+    assert len(calls) == 1
+    ro, rl = _reference(q, k, v, True, 1.0 / math.sqrt(128))
+    for out, l in ((o, lse), (o2, lse2)):
+        assert (out.float() - ro).abs().max().item() <= 2e-3 and (l - rl).abs().max().item() <= 1e-3
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_every_candidate_configuration(D, causal):
+    torch = _sm90()
+    torch.manual_seed(11)
+    q, k, v = (torch.randn(*GPU_SHAPES[1000][:2], 1000, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    for config in AH.CANDIDATES[D]:
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
+        assert (o.float() - ro).abs().max().item() <= _tolerance(ro, torch.bfloat16, "bfloat16"), config
+        assert (lse - rl).abs().max().item() <= 1e-3, config
