@@ -150,3 +150,12 @@ def test_every_candidate_configuration_assembles(D):
     for config in AH.CANDIDATES[D]:
         ptx, _ = kernel_ptx("bfloat16", D, True, GPU_SHAPES[1000], config=config)
         check_assembles(ptx)
+
+
+def test_an_fa3_configuration_picks_fa3():
+    # path None with a 4-entry configuration: the FA3 kernel (an FA2 configuration has 3 entries)
+    q, k, v = _inputs(1, 1, 40, 40, seed=10)
+    o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
+    ro, rl = A.reference(q, k, v, causal=True)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1) for key in AH._KERNELS)
