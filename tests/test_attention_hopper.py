@@ -144,9 +144,11 @@ def test_attention_path_dispatch_on_the_interpreter():
         A.attention(q, k, v, path="fa4")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_every_candidate_configuration_assembles(D):
-    # what a benchmark may compare (AH.CANDIDATES): the GPU's ragged shape, causal (the most masking code)
+    # what a benchmark may compare (AH.CANDIDATES): the GPU's ragged shape, causal (the most masking code); slow
+    # (13 kernels; .ci/run runs it), as is the GPU shapes' test above
     for config in AH.CANDIDATES[D]:
         ptx, _ = kernel_ptx("bfloat16", D, True, GPU_SHAPES[1000], config=config)
         check_assembles(ptx)
