@@ -389,9 +389,13 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None):
     O has q's dtype and shape, LSE is float32 (B, H, N) in natural log.
 
     path: "fa2" (this module's kernel), "fa3" (examples/attention_hopper.py: TMA + wgmma, sm_90a) or None: fa3
-    for CUDA tensors on an sm_90 device with D in its supported set (and no fa2 config given), else fa2."""
+    for CUDA tensors on an sm_90 device with D in its supported set, or where config is an fa3 configuration
+    (4 entries: attention_hopper.CONFIGS), else fa2."""
     if path is None:
-        path = "fa3" if config is None and _fa3_fits(q, k, v) else "fa2"
+        if config is not None:
+            path = "fa3" if isinstance(config, (tuple, list)) and len(config) == 4 else "fa2"
+        else:
+            path = "fa3" if _fa3_fits(q, k, v) else "fa2"
     if path == "fa3":
         from attention_hopper import attention_hopper
         return attention_hopper(q, k, v, causal=causal, scale=scale, config=config)

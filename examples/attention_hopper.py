@@ -145,8 +145,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     LY = layouts(D, BM, BN, STG, CONS, dtype)
     L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
     L_S, L_O, L_P = LY["acc_s"], LY["acc_o"], LY["p"]
-    STEP = ((0, 0, 64),)
-    NP = min(4, BN // 8)                # independent partial reductions per row in the softmax             # the D / 64 boxes of a tile: 64 columns apart
+    STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
+    NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
 
     @tiledsl.inline
     def issue_s(sv, wq, wk, c, st):

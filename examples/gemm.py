@@ -645,6 +645,10 @@ def hopper_kwargs(config, N: int, out_size: int) -> dict:
     """hopper_matmul's keywords for a configuration (tuple or dict items): the TMA-store epilogue only where C's
     rows are multiples of 16 bytes (the tensor map's stride)."""
     kw = dict(config) if isinstance(config[0], tuple) else dict(zip(HOPPER_FIELDS, config))
+    unknown = sorted(set(kw) - set(HOPPER_FIELDS) - {"group_m"})
+    if unknown:
+        raise tiledsl.LaunchError(f"a Hopper configuration takes {', '.join(HOPPER_FIELDS)} and group_m, not "
+                                  f"{', '.join(unknown)}")
     for f in ("persistent", "tma_store", "multicast"):
         if f in kw:
             kw[f] = bool(kw[f])

@@ -141,16 +141,20 @@ DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float
 
 
 def _bias_of(bias, N, out, a):
-    """The bias tensor's dtype name for make_hopper_gemm (None: no bias), after the host checks."""
+    """The bias as the kernel takes it (C's dtype or float32; another of f16/bf16 converted to float32, exactly)
+    and its dtype name for make_hopper_gemm, after the host checks; (None, None) without a bias."""
     if bias is None:
-        return None
+        return None, None
+    torch = _torch()
     if bias.dim() != 1 or bias.shape[0] != N:
         raise tiledsl.LaunchError(f"bias is {tuple(bias.shape)}: need ({N},), one value per column of C")
-    if bias.dtype not in (out.dtype, _torch().float32):
+    if bias.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise tiledsl.LaunchError(f"bias is {bias.dtype}: need C's dtype ({out.dtype}) or torch.float32")
     if bias.device != a.device:
         raise tiledsl.LaunchError(f"bias is on {bias.device}, a on {a.device}")
-    return DTYPES[str(bias.dtype)]
+    if bias.dtype not in (out.dtype, torch.float32):
+        bias = bias.float()
+    return bias.contiguous(), DTYPES[str(bias.dtype)]
 
 
 def _torch():
@@ -177,7 +181,8 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
                   persistent: bool = False, group_m: int = GROUP_M):
     """C = act(a @ b.T + bias) for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on
     an sm_90 GPU; any M and N, K a multiple of 8 (16-byte rows for the TMA unit). Returns C (M, N) of `out_dtype`
-    (default: a's dtype), or writes `out`. bias: None or (N,) of C's dtype or float32, added per column in f32;
+    (default: a's dtype), or writes `out`. bias: None or (N,) of C's dtype or float32 (another of f16/bf16 is
+    converted to float32 first), added per column in f32;
     activation: None, "relu", "gelu" (erf form, as torch's default) or "silu", on the f32 values. tma_store
     (default: where C's rows are multiples of 16 bytes) picks the TMA-store epilogue, multicast the 2-CTA clusters
     that share B tiles, persistent a grid of one block per SM of a's device walking tiles in grouped order
@@ -191,14 +196,13 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     ab, od = (DTYPES.get(str(x.dtype), str(x.dtype)) for x in (a, out))
     if tma_store is None:
         tma_store = (N * out.element_size()) % 16 == 0
+    bias, bias_dt = _bias_of(bias, N, out, a)
     kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store, multicast, persistent,
-                              _grid_width(persistent, a), group_m, bias=_bias_of(bias, N, out, a),
-                              activation=activation)
+                              _grid_width(persistent, a), group_m, bias=bias_dt, activation=activation)
     if K % 8:
         raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")
-    args = (a.contiguous(), b.contiguous(), out) + (() if bias is None else (bias.contiguous(),))
-    kernel(*args)
+    kernel(*(a.contiguous(), b.contiguous(), out) + (() if bias is None else (bias,)))
     return out
 
 
@@ -229,14 +233,15 @@ def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=
     od = DTYPES.get(str(out.dtype), str(out.dtype))
     if tma_store is None:
         tma_store = (N * out.element_size()) % 16 == 0
+    bias, bias_dt = _bias_of(bias, N, out, a)
     kernel = make_hopper_gemm_fp8(DTYPES[str(a.dtype)], DTYPES[str(b.dtype)], od, stages, consumers, bn, tma_store,
-                                  multicast, persistent, _grid_width(persistent, a), group_m,
-                                  bias=_bias_of(bias, N, out, a), activation=activation)
+                                  multicast, persistent, _grid_width(persistent, a), group_m, bias=bias_dt,
+                                  activation=activation)
     if K % 16:
         raise tiledsl.LaunchError(f"hopper fp8 gemm needs K a multiple of 16 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")
     args = (a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8), out)
-    args += (() if bias is None else (bias.contiguous(),)) + tuple(scales)
+    args += (() if bias is None else (bias,)) + tuple(scales)
     kernel(*args)
     return out
 

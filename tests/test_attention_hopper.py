@@ -144,9 +144,20 @@ def test_attention_path_dispatch_on_the_interpreter():
         A.attention(q, k, v, path="fa4")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_every_candidate_configuration_assembles(D):
-    # what a benchmark may compare (AH.CANDIDATES): the GPU's ragged shape, causal (the most masking code)
+    # what a benchmark may compare (AH.CANDIDATES): the GPU's ragged shape, causal (the most masking code); slow
+    # (13 kernels; .ci/run runs it), as is the GPU shapes' test above
     for config in AH.CANDIDATES[D]:
         ptx, _ = kernel_ptx("bfloat16", D, True, GPU_SHAPES[1000], config=config)
         check_assembles(ptx)
+
+
+def test_an_fa3_configuration_picks_fa3():
+    # path None with a 4-entry configuration: the FA3 kernel (an FA2 configuration has 3 entries)
+    q, k, v = _inputs(1, 1, 40, 40, seed=10)
+    o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
+    ro, rl = A.reference(q, k, v, causal=True)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1) for key in AH._KERNELS)

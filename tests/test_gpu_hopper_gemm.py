@@ -224,16 +224,17 @@ def test_fused_epilogues_against_torch(M, N, K, activation, with_bias, dtype):
 @pytest.mark.parametrize("cfg", [dict(), dict(persistent=True, bn=256, tma_store=False), dict(tma_store=True),
                                  dict(persistent=True, multicast=True)],
                          ids=["one-tile-plain", "persistent-plain", "one-tile-tma", "persistent-multicast"])
-@pytest.mark.parametrize("bias_dtype", ["float32", "same"])
+@pytest.mark.parametrize("bias_dtype", ["float32", "same", "bfloat16"])
 @pytest.mark.parametrize("out", ["float16", "float32"])
 def test_bias_gelu_configurations(cfg, bias_dtype, out):
-    """Every store path with a bias of the output's dtype or float32 and gelu, f16 / f32 C."""
+    """Every store path with a bias of the output's dtype or float32 and gelu, f16 / f32 C (a bf16 bias is
+    converted to float32 on the host)."""
     torch = _hopper()
     M, N, K = 512, 264, 768
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(N, K, device="cuda", dtype=torch.float16)
     odt = getattr(torch, out)
-    bias = torch.randn(N, device="cuda", dtype=torch.float32 if bias_dtype == "float32" else odt)
+    bias = torch.randn(N, device="cuda", dtype=odt if bias_dtype == "same" else getattr(torch, bias_dtype))
     c = H.hopper_matmul(a, b, out_dtype=odt, bias=bias, activation="gelu", **cfg)
     torch.cuda.synchronize()
     ref = torch.nn.functional.gelu(torch.addmm(bias.float(), a.float(), b.float().T))

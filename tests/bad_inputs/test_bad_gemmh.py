@@ -25,6 +25,8 @@ CASES = [
     Case("matmul-hopper-config-dynamic", action=lambda: G.matmul(z(256, 64), z(256, 64), config=dict(bn=128),
                                                                  static=False),
          err=tiledsl.LaunchError, words=("Hopper configuration", "static=True")),
+    Case("matmul-hopper-config-keyword", action=lambda: G.hopper_kwargs((("bn", 128), ("num_sms", 8)), 256, 2),
+         err=tiledsl.LaunchError, words=("num_sms", "group_m")),
     Case("matmul-activation-name", action=lambda: G._activate(z(4, 4), "tanh"), err=tiledsl.LaunchError,
          words=("'tanh'", "relu")),
     Case("matmul-fp8-off-sm90", action=lambda: G.matmul_fp8(z(128, 128), z(128, 128), torch.ones(1), torch.ones(1)),
