@@ -223,8 +223,10 @@ def main(argv=None):
     p.add_argument("--dims", default="64,128,256")
     p.add_argument("--ns", default="1024,4096,16384")
     p.add_argument("--configs", default="default",
-                   help="kernel configurations (warps, m16 tiles per warp, Q in registers) to time: 'default' "
-                        "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'")
+                   help="kernel configurations to time: FA2's (warps, m16 tiles per warp, Q in registers): 'default' "
+                        "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'; FA3's "
+                        "(consumers, BN, stages, overlap; examples/attention_hopper.py, sm_90): 'fa3' (its "
+                        "CONFIGS), 'fa3all' (its CANDIDATES), e.g. '2.128.2.1'; 'both': the FA2 and FA3 defaults")
     p.add_argument("--backward", action="store_true",
                    help="also time the backward (D = 128 and 64 of --dims) against torch's, in a second table")
     p.add_argument("--backward-only", action="store_true", help="with --backward: skip the forward table")
@@ -247,6 +249,10 @@ def main(argv=None):
                             configs = [A.default_config(D, (1, 1, 1, N, N))]
                         elif opts.configs == "all":
                             configs = A.CANDIDATES[D]
+                        elif opts.configs in ("fa3", "fa3all", "both"):     # 4-entry configs take the fa3 path
+                            import attention_hopper as AH
+                            configs = {"fa3": [AH.CONFIGS[D]], "fa3all": AH.CANDIDATES[D],
+                                       "both": [A.default_config(D, (1, 1, 1, N, N)), AH.CONFIGS[D]]}[opts.configs]
                         else:
                             configs = [tuple(int(x) for x in c.split(".")) for c in opts.configs.split(",")]
                         r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick)
