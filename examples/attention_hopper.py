@@ -56,14 +56,18 @@ PRODUCER_REGS, CONSUMER_REGS = 24, 240
 SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
 
 # (consumers, BN, stages, overlap) per head dim: BM = 64 * consumers query rows per block
-CONFIGS = {64: (2, 128, 2, 1), 128: (2, 128, 2, 1), 256: (2, 64, 2, 1)}
+# measured on the H200 (benchmarks/attention.py --configs fa3all, f16, N = 4096, 2026-12-01): the serial schedule
+# (overlap = 0) is the faster one at D = 128 (463 vs 357 TFLOP/s non-causal, 402 vs 373 causal) and D = 256 (347 vs
+# 235, 287 vs 182); at D = 64 four stages with overlap (382 vs 310 non-causal, 303 vs 295 causal)
+CONFIGS = {64: (2, 128, 4, 1), 128: (2, 128, 2, 0), 256: (2, 64, 2, 0)}
 SUPPORTED_D = tuple(CONFIGS)
-# what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py; none
-# measured yet): 3 consumers (BM = 192) fit D = 64's registers only (D = 128 spills at 160 per thread); BN = 176 /
-# 192 at D = 128 and 80 at D = 256 are FA3's published tile shapes; overlap = 0 is the serial schedule
-CANDIDATES = {64: [(2, 128, 2, 1), (3, 128, 2, 1), (2, 128, 4, 1), (2, 176, 2, 1), (2, 128, 2, 0)],
-              128: [(2, 128, 2, 1), (2, 176, 2, 1), (2, 192, 2, 1), (2, 128, 3, 1), (2, 128, 2, 0)],
-              256: [(2, 64, 2, 1), (2, 80, 2, 1), (2, 64, 2, 0)]}
+# what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py): 3
+# consumers (BM = 192) fit D = 64's registers only (D = 128 spills at 160 per thread); BN = 176 / 192 at D = 128 and
+# 80 at D = 256 are FA3's published tile shapes (here 170-200 TFLOP/s at D = 128: slower); overlap = 0 is the serial
+# schedule
+CANDIDATES = {64: [(2, 128, 4, 1), (2, 128, 2, 1), (3, 128, 2, 1), (2, 176, 2, 1), (2, 128, 2, 0), (2, 128, 4, 0)],
+              128: [(2, 128, 2, 0), (2, 128, 2, 1), (2, 176, 2, 1), (2, 192, 2, 1), (2, 128, 3, 1), (2, 128, 3, 0)],
+              256: [(2, 64, 2, 0), (2, 64, 2, 1), (2, 80, 2, 1), (2, 80, 2, 0)]}
 
 _KERNELS = {}
 

@@ -124,7 +124,11 @@ def test_fa3_sass_is_hgmma_and_tma_without_local_memory(D):
     if sass is None:
         pytest.skip("cuobjdump not installed")
     assert "HGMMA" in sass and "UTMALDG" in sass and "MUFU.EX2" in sass
-    assert not re.search(r"\b(STL|LDL)\b", sass)
+    # the kernel's own code; the precise division's slow-path subroutine (__cuda_sm20_rcp_rn_f32_slowpath, taken
+    # only for denormal or huge divisors: the row sum is >= 1 here) keeps its own small stack frame
+    own = [part for part in sass.split("Function : ")[1:] if not part.startswith("__cuda_")]
+    assert len(own) == 1 and "HGMMA" in own[0]
+    assert not re.search(r"\b(STL|LDL)\b", own[0])
 
 
 def test_attention_path_none_takes_fa3_on_sm90(monkeypatch):
