@@ -381,7 +381,10 @@ def _check(q, k, v):
     return dt, (B, H, k.shape[1], N, k.shape[2]), D
 
 
-def attention(q, k, v, causal=False, scale=None, config=None, path=None):
+_TARGETED = {}       # (kernel, target) -> the same kernel compiled for another target (attention(target=...))
+
+
+def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=None):
     """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D).
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernel on the CPU interpreter.
@@ -390,7 +393,8 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None):
 
     path: "fa2" (this module's kernel), "fa3" (examples/attention_hopper.py: TMA + wgmma, sm_90a) or None: fa3
     for CUDA tensors on an sm_90 device with D in its supported set, or where config is an fa3 configuration
-    (4 entries: attention_hopper.CONFIGS), else fa2."""
+    (4 entries: attention_hopper.CONFIGS), else fa2. target: the fa2 kernel compiled for this target instead of
+    the device's (e.g. "sm_80" on an H200: the code an A100 would run)."""
     if path is None:
         if config is not None:
             path = "fa3" if isinstance(config, (tuple, list)) and len(config) == 4 else "fa2"
@@ -415,6 +419,8 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None):
         tiledsl.jit(kern.fn, interpret=True)(q, k, v, o, lse)
         return o, lse
     import torch
+    if target is not None:
+        kern = _TARGETED.get((kern, target)) or _TARGETED.setdefault((kern, target), tiledsl.jit(kern.fn, target=target))
     q, k, v = (x.contiguous() for x in (q, k, v))
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
