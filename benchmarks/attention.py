@@ -2,7 +2,7 @@
 backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16] [--configs default|all|8.1.1,8.2.0]
-                                   [--backward [--backward-only]] [--plot FILE.png]
+                                   [--backward [--backward-only] [--bwd-warps 4,8]] [--plot FILE.png]
 
 Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
 TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
@@ -122,9 +122,9 @@ def backward_reference(torch, q, k, v, do, causal, scale, pairs):
     return out
 
 
-def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick):
-    """One row of the backward table: TFLOP/s of tiledsl's backward and of torch's per backend, and the largest
-    relative gradient error."""
+def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,)):
+    """One row of the backward table: TFLOP/s of tiledsl's backward (the best of `warps`, each checked) and of
+    torch's per backend, and the largest relative gradient error."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     dt = getattr(torch, dtype)
     B, H = 16384 // N, 2048 // D
@@ -136,17 +136,25 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick):
     reps = dict(reps=10, min_ms=50.0) if quick else {}
     row = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": f"{B}x{H}"}
     o, lse = A.attention(q, k, v, causal=causal)
-    grads = AB.attention_backward(q, k, v, o, lse, do, causal=causal)
-    torch.cuda.synchronize()
     pairs = [(0, 0), (B - 1, H - 1)]
+    refs = backward_reference(torch, q, k, v, do, causal, scale, pairs)
     err = 0.0
-    for (b, h), ref in zip(pairs, backward_reference(torch, q, k, v, do, causal, scale, pairs)):
-        for g, r in zip(grads, ref):
-            err = max(err, ((g[b:b + 1, h:h + 1].float() - r).norm() / r.norm()).item())
-    del grads
+    ours = {}
+    for w in warps:
+        grads = AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w)
+        torch.cuda.synchronize()
+        for (b, h), ref in zip(pairs, refs):
+            for g, r in zip(grads, ref):
+                err = max(err, ((g[b:b + 1, h:h + 1].float() - r).norm() / r.norm()).item())
+        del grads
+        ours[w or AB.WARPS] = tf(bench(lambda: AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w),
+                                       torch, **reps))
+    del refs
     row["err"] = err
     row["ok"] = err <= BWD_TOL
-    row["ours"] = tf(bench(lambda: AB.attention_backward(q, k, v, o, lse, do, causal=causal), torch, **reps))
+    row["warps"] = max(ours, key=ours.get)
+    row["ours"] = ours[row["warps"]]
+    row["each"] = ours
     for be in BACKENDS:
         try:
             with sdpa_kernel(getattr(SDPBackend, be)):
@@ -163,8 +171,9 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick):
 
 
 def _bwd_header():
-    return ("| dtype | causal | D | N | B x H | tiledsl | flash | cuDNN | efficient | best torch | vs best | "
-            "max rel err dq/dk/dv |\n| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | --- |")
+    return ("| dtype | causal | D | N | B x H | warps | tiledsl | flash | cuDNN | efficient | best torch | vs best | "
+            "max rel err dq/dk/dv |\n| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | "
+            "--- |")
 
 
 def _bwd_line(r):
@@ -174,7 +183,10 @@ def _bwd_line(r):
     ratio = "n/a" if not r.get("ours") or best is None else f"{r['ours'] / have[best]:.2f}"
     err = r.get("err")
     err = "ERROR" if err is None else f"{err:.1e}" + ("" if r["ok"] else " FAIL")
-    return (f"| {r['dtype']} | {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | "
+    each = r.get("each") or {}
+    warps = str(r.get("warps", "-")) + (" (" + ", ".join(f"{w}: {t:.0f}" for w, t in each.items()) + ")"
+                                        if len(each) > 1 else "")
+    return (f"| {r['dtype']} | {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | {warps} | "
             f"{f(r.get('ours'))} | {f(r.get('flash'))} | {f(r.get('cudnn'))} | {f(r.get('eff'))} | {best or 'n/a'} | "
             f"{ratio} | {err}" + (f" ({'; '.join(r['notes'])})" if r.get("notes") else "") + " |")
 
@@ -233,6 +245,9 @@ def main(argv=None):
     p.add_argument("--backward", action="store_true",
                    help="also time the backward (D = 128 and 64 of --dims) against torch's, in a second table")
     p.add_argument("--backward-only", action="store_true", help="with --backward: skip the forward table")
+    p.add_argument("--bwd-warps", default="default",
+                   help="the backward's warps a block to time, best reported: 'default' (attention_backward.WARPS) "
+                        "or e.g. '4,8'")
     p.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of the tables (needs matplotlib)")
     opts = p.parse_args(argv)
     import torch
@@ -274,7 +289,9 @@ def main(argv=None):
                 for N in ns:
                     for causal in (False, True):
                         try:
-                            r = run_backward_shape(torch, A, AB, dtype, D, N, causal, opts.quick)
+                            warps = ((None,) if opts.bwd_warps == "default"
+                                     else tuple(int(w) for w in opts.bwd_warps.split(",")))
+                            r = run_backward_shape(torch, A, AB, dtype, D, N, causal, opts.quick, warps)
                         except Exception:            # report and go on: one table per run
                             traceback.print_exc()
                             r = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": "-", "ok": False,

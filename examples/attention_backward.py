@@ -6,7 +6,7 @@ attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the 
 log-sum-exp. Four kernels:
   * preprocessing: delta = rowsum(dO * O) and LSE * log2(e), float32, per head padded with zeros to whole query
     tiles (16-byte loads, each row's chunks summed over their lanes by shfl.sync.bfly);
-  * the main kernel, one block of 4 warps per (batch, head, BK = 64 key rows), each warp owning 16 key rows.
+  * the main kernel, one block of 8 warps per (batch, head, BK = 128 key rows), each warp owning 16 key rows.
     K_j and V_j stay in shared memory (their A fragments reloaded per k16 step: the dK and dV accumulators,
     2 x 16 x D floats per warp, already take D registers a thread); the query tiles (BQ = 64 rows of Q and dO at
     D = 64, 32 at D = 128, with their LSE and delta) stream through two shared stages by cp.async, tile i + 1 in
@@ -47,23 +47,27 @@ from tiledsl.layout import S, TileLayout, laneid
 
 from attention import LOG2E, NEG, _check, attention, layouts
 
-BK = 64                 # key rows per block (4 warps x 16)
 # query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
 # 64-row tile's S^T and dP^T (64 more) spill (ptxas -v sm_90: 104 bytes); 32 rows fit
 QTILE = {64: 64, 128: 32}
-WARPS = 4
-THREADS = 32 * WARPS
+# warps per block of the main kernel (each owns 16 key rows: BK = 16 * warps key rows a block), 4 or 8. 8 is FA2's
+# choice (128 key rows: half the dQ atomics and half the Q/dO reads of 64) at the same 8 warps an SM as two
+# 4-warp blocks (~250 registers a thread); not yet measured against 4 (benchmarks/attention.py --backward
+# --bwd-warps 4,8 compares them)
+WARPS = 8
+DELTA_THREADS = 128
 
 _KERNELS = {}
 
 
-def _bwd_layouts(D, bq):
-    """Layouts for 4 warps of one m16 tile of key rows each and query tiles of `bq` rows: the forward's register
+def _bwd_layouts(D, bq, warps):
+    """Layouts for `warps` warps of one m16 tile of key rows each and query tiles of `bq` rows: the forward's register
     forms, and the backward's shared ones. Shared rows are padded by 16 bytes (WP = D / 2 + 4 words) instead of
     the forward's XOR swizzle: ldmatrix's 8 rows still fall in 8 different bank groups, and every fragment's
     address is one per-lane base plus a compile-time offset (swizzled addresses are per-lane values for each k
     step, and with ~100 of them hoisted out of the query loop the D = 128 kernel ran out of registers)."""
-    L = layouts(D, WARPS, 1)
+    L = layouts(D, warps, 1)
+    BK = 16 * warps
     WP = D // 2 + 4
     CPR = D // 8
     KD, NI, KTQ, KTK, DN = D // 16, bq // 8, bq // 16, BK // 16, D // 8
@@ -71,7 +75,7 @@ def _bwd_layouts(D, bq):
     lane4 = (4 @ laneid, 1 @ laneid)
     # K and V (BK rows, one stage): copies, and as A operands (warp, m tile, k step, matrix = (k half, row half))
     L["cp_kv1"] = TileLayout(S[(BK, CPR, 4) : (WP, 4, 1)])
-    L["ld_a"] = TileLayout(S[(WARPS, 1, KD, 2, 2, 8, 4) : (16 * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
+    L["ld_a"] = TileLayout(S[(warps, 1, KD, 2, 2, 8, 4) : (16 * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
     # K as B through .trans for dQ = dS K (K x N rows): (k step, d-tile pair, matrix = (d tile, key half))
     L["ld_kt"] = TileLayout(S[(KTK, DN // 2, 2, 2, 8, 4) : (16 * WP, 8, 4, 8 * WP, WP, 1)])
     # Q and dO: two stages of bq rows; as B (N x K rows: S^T = K Q^T, dP^T = V dO^T; matrix = (n tile, k half))
@@ -100,7 +104,7 @@ def make_delta(dtype, D, BH, N, NP):
     if key in _KERNELS:
         return _KERNELS[key]
     CPR = D // 8
-    RPB = THREADS // CPR
+    RPB = DELTA_THREADS // CPR
     LOGC = CPR.bit_length() - 1     # shuffle steps that sum a row's CPR lanes
     NB = -(-(BH * NP) // RPB)
 
@@ -108,7 +112,7 @@ def make_delta(dtype, D, BH, N, NP):
     def attention_bwd_delta(O: T.Tensor((BH * N, D), dtype), dO: T.Tensor((BH * N, D), dtype),
                             LSE: T.Tensor((BH * N,), "float32"), Delta2: T.Tensor((BH * NP,), "float32"),
                             LSE2: T.Tensor((BH * NP,), "float32")):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=THREADS))
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=DELTA_THREADS))
         tid = T.cuda.thread_id()
         p = T.cuda.block_id() * RPB + tid // CPR      # padded row
         c = tid % CPR
@@ -165,9 +169,9 @@ def make_cast(dtype, n8):
     return attention_bwd_cast
 
 
-def make_attention_backward(dtype, D, causal, shape, scale):
+def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
     """The main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
-    (B, H, H_kv, N, N_kv) and softmax scale `scale`.
+    (B, H, H_kv, N, N_kv), softmax scale `scale` and `warps` (4 or 8, default WARPS) warps a block.
 
     Arguments: Q, dO (B, H, N, D); K, V (B, H_kv, N_kv, D); LSE2 (LSE * log2 e), Delta (B * H, NP) float32
     (NP: N rounded up to whole query tiles, make_delta's); dQacc (B*H*N, D)
@@ -177,7 +181,10 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         raise tiledsl.LaunchError(f"attention_backward supports head dims 64 and 128, got {D}")
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention_backward supports float16 and bfloat16, not {dtype}")
-    key = ("bwd", dtype, D, bool(causal), tuple(shape), float(scale))
+    warps = warps or WARPS
+    if warps not in (4, 8):
+        raise tiledsl.LaunchError(f"attention_backward runs 4 or 8 warps a block, got {warps}")
+    key = ("bwd", dtype, D, bool(causal), tuple(shape), float(scale), warps)
     if key in _KERNELS:
         return _KERNELS[key]
     B, H, HK, N, NK = shape
@@ -193,15 +200,16 @@ def make_attention_backward(dtype, D, causal, shape, scale):
     RED = "red.global.add.f32"
     W, CPR = D // 2, D // 8
     BQ = QTILE[D]
-    KD, NI, KT, KTK, DN = D // 16, BQ // 8, BQ // 16, BK // 16, D // 8   # KT, KTK: k16 steps of a query tile, key block
+    BK, THREADS = 16 * warps, 32 * warps   # key rows, threads a block
+    KD, NI, KT, KTK, DN = D // 16, BQ // 8, BQ // 16, BK // 16, D // 8   # KT, KTK: k16 steps of a tile, a block
     MQ = BQ // 16                   # m16 tiles of dQ per query tile
-    DPW = (DN // 2) * MQ // WARPS   # d-tile pairs of dQ per warp
+    DPW = (DN // 2) * MQ // warps   # d-tile pairs of dQ per warp
     NKB = -(-NK // BK)              # key blocks per head
     NQT = -(-N // BQ)               # query tiles
     NP = NQT * BQ                   # LSE2 and Delta rows a head (padded)
     C = float(scale) * LOG2E
     SC = float(scale)
-    LY, WP, WS = _bwd_layouts(D, BQ)
+    LY, WP, WS = _bwd_layouts(D, BQ, warps)
     L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_kv1", "cp_qo", "ld_a", "ld_b", "ld_bt", "ld_kt"))
     L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
     L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
@@ -294,8 +302,8 @@ def make_attention_backward(dtype, D, causal, shape, scale):
         cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
         cp_q = sq.view(2, BQ, CPR, 4, layout=L_CP2)
         cp_o = so.view(2, BQ, CPR, 4, layout=L_CP2)
-        lda_k = sk.view(WARPS, 1, KD, 4, 8, 4, layout=L_LDA)
-        lda_v = sv.view(WARPS, 1, KD, 4, 8, 4, layout=L_LDA)
+        lda_k = sk.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
+        lda_v = sv.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
         ldbt_k = sk.view(KTK, DN // 2, 4, 8, 4, layout=L_LDKT)
         ldb_q = sq.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
         ldb_o = so.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
@@ -461,17 +469,18 @@ def _check_grads(q, k, v, o, lse, do):
     return dt, shape, D
 
 
-def attention_backward(q, k, v, o, lse, do, causal=False, scale=None):
+def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None):
     """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernels on the CPU interpreter. dq has
-    q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype."""
+    q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype.
+    warps: the main kernel's warps a block, 4 or 8 (default WARPS)."""
     dt, shape, D = _check_grads(q, k, v, o, lse, do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):
         raise tiledsl.LaunchError(f"attention_backward needs a positive finite scale, got {scale}")
     B, H, HK, N, NK = shape
-    main = make_attention_backward(dt, D, causal, shape, scale)
+    main = make_attention_backward(dt, D, causal, shape, scale, warps)
     NP = -(-N // QTILE[D]) * QTILE[D]
     delta_k = make_delta(dt, D, B * H, N, NP)
     cast_q = make_cast(dt, B * H * N * D // 8)

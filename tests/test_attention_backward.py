@@ -29,8 +29,8 @@ def _args(dtype, D, shape):
     return q, kv, kv, q, stats, stats, torch.empty((B * H * N, D)), kvacc, kvacc, N
 
 
-def _kernel_ptx(dtype, D, causal, shape, arch):
-    k = AB.make_attention_backward(dtype, D, causal, shape, 1.0 / D ** 0.5)
+def _kernel_ptx(dtype, D, causal, shape, arch, warps=None):
+    k = AB.make_attention_backward(dtype, D, causal, shape, 1.0 / D ** 0.5, warps)
     return k.compile(*_args(dtype, D, shape), target=arch).asm["ptx"]
 
 
@@ -75,6 +75,16 @@ OTHER_SHAPES += [(dt, d, c, (16384 // n, 2048 // d, 2048 // d, n, n)) for d in (
 OTHER_SHAPES += [("float16", d, c, (1, 4, 4, 4096, 4096)) for d in (64, 128) for c in (False, True)]   # the SASS test's
 
 
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_with_4_warps_passes_ptxas_without_spills(D, causal):
+    # the other block size benchmarks/attention.py --bwd-warps 4,8 times (64 key rows a block)
+    for dtype, shape in (("float16", (2, 4, 4, 1024, 1024)), ("bfloat16", (1, 4, 2, 1000, 1000))):
+        r = _ptxas_v(_kernel_ptx(dtype, D, causal, shape, "sm_90", warps=4), "sm_90")
+        assert r.returncode == 0, r.stderr
+        assert re.search(NO_SPILL, r.stderr), (shape, r.stderr)
+
+
 @pytest.mark.parametrize("dtype, D, causal, shape", OTHER_SHAPES)
 def test_backward_other_gpu_and_benchmark_shapes_pass_ptxas(dtype, D, causal, shape):
     r = _ptxas_v(_kernel_ptx(dtype, D, causal, shape, "sm_90"), "sm_90")
@@ -104,14 +114,14 @@ def _rel(got, ref):
     return np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref)
 
 
-def _case(H, HK, N, NK, D, causal, scale, seed):
+def _case(H, HK, N, NK, D, causal, scale, seed, warps=None):
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((1, H, N, D)).astype(np.float16)
     k = rng.standard_normal((1, HK, NK, D)).astype(np.float16)
     v = rng.standard_normal((1, HK, NK, D)).astype(np.float16)
     do = rng.standard_normal((1, H, N, D)).astype(np.float16)
     o, lse = A.attention(q, k, v, causal=causal, scale=scale, config=(4, 1, 1))
-    got = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale)
+    got = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps)
     ref = AB.reference_backward(q, k, v, do, causal=causal, scale=scale)
     for g, r, x in zip(got, ref, (q, k, v)):
         assert g.dtype == np.float16 and g.shape == x.shape
@@ -134,6 +144,12 @@ def test_backward_on_the_interpreter(causal, heads):
 ])
 def test_backward_on_the_interpreter_more_tiles(causal, heads, n, nk, D):
     _case(*heads, n, nk, D, causal, 0.3, n + nk + D)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_backward_with_4_warps_on_the_interpreter(D):
+    # 64 key rows a block: three key blocks, the causal diagonal crossing them, GQA
+    _case(4, 2, 150, 150, D, True, 0.3, D, warps=4)
 
 
 def test_reference_backward_matches_finite_differences():
@@ -166,9 +182,9 @@ def test_benchmark_backward_table_and_plot_without_a_gpu(tmp_path, capsys):
     finally:                    # its path setup puts benchmarks/ first (benchmarks/gemm.py would shadow examples/')
         sys.path[:] = saved
     row = {"dtype": "bfloat16", "causal": True, "D": 128, "N": 4096, "BH": "4x16", "ours": 400.0, "flash": 200.0,
-           "cudnn": 500.0, "eff": None, "ok": True, "err": 3e-3}
+           "cudnn": 500.0, "eff": None, "ok": True, "err": 3e-3, "warps": 8, "each": {4: 300.0, 8: 400.0}}
     line = bench._bwd_line(row)
-    assert "| cudnn | 0.80 | 3.0e-03 |" in line and "| n/a |" in line
+    assert "| cudnn | 0.80 | 3.0e-03 |" in line and "| n/a |" in line and "| 8 (4: 300, 8: 400) |" in line
     assert "FAIL" in bench._bwd_line(dict(row, ok=False, err=2e-2))
     path = tmp_path / "chart.png"
     wrote = bench.plot(str(path), [], [row], "test")

@@ -32,7 +32,7 @@ def _rel(got, ref):
     return ((got.float() - ref).norm() / ref.norm()).item()
 
 
-def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0):
+def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None):
     torch = pytest.importorskip("torch")
     torch.manual_seed(seed)
     dt = getattr(torch, dtype)
@@ -40,7 +40,7 @@ def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0):
     k, v = (torch.randn(B, HK, NK, D, device="cuda", dtype=dt) for _ in range(2))
     do = torch.randn(B, H, N, D, device="cuda", dtype=dt)
     o, lse = A.attention(q, k, v, causal=causal, scale=scale)
-    dq, dk, dv = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale)
+    dq, dk, dv = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps)
     sc = 1.0 / math.sqrt(D) if scale is None else scale
     ref = _reference_grads(q, k, v, do, causal, sc)
     for name, g, r, x in zip("qkv", (dq, dk, dv), ref, (q, k, v)):
@@ -63,6 +63,14 @@ def test_backward_matches_torch_autograd(dtype, D, causal, N):
 def test_backward_grouped_query(dtype, causal, heads):
     # dk/dv of a k/v head summed over its query heads (float32 red.global.add, then the cast kernel)
     _check(dtype, 2, *heads, 1000, 1000, 128, causal, scale=0.05, seed=7)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_with_4_warps(D, causal):
+    # the other block size (64 key rows) that benchmarks/attention.py --bwd-warps 4,8 times
+    _check("bfloat16", 1, 4, 2, 1000, 1000, D, causal, seed=13, warps=4)
+    _check("float16", 2, 4, 4, 1024, 1024, D, causal, seed=14, warps=4)
 
 
 @pytest.mark.parametrize("D", [64, 128])

@@ -52,6 +52,7 @@ CASES = [
          words=("head dims 64 and 128", "32")),
     Case("kernel_dtype", action=make("float32", 64, False, (1, 1, 1, 16, 16), 0.1), err=tiledsl.LaunchError,
          words=("float16 and bfloat16", "float32")),
+    Case("warps_16", action=call(warps=16), err=tiledsl.LaunchError, words=("4 or 8 warps", "16")),
     Case("kernel_heads", action=make("float16", 64, False, (1, 3, 2, 16, 16), 0.1), err=tiledsl.LaunchError,
          words=("does not divide",)),
 ]
