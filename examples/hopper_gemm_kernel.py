@@ -80,7 +80,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     after the warp's wgmma.wait_group: the warp's part of the group has read the stage; the empty barrier counts
     4 x CONSUMERS arrivals, not 128 x CONSUMERS). The TMA-store epilogue stages EPI columns at a time
     (epilogue_columns) in one buffer per consumer: a 'done' mbarrier meets the warpgroup's writes before thread 0
-    stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer.
+    stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer. A half C
+    (f16/bf16) is packed to half2 words (cvt.rn.f16x2/bf16x2.f32, or the fused epilogue's four values at a time)
+    and written by stmatrix.x4, one 16 x 16 block per instruction, into 64 x 64 boxes swizzled as the TMA unit
+    swizzles 128-byte rows (each matrix's 8 row addresses in 8 distinct 16-byte bank groups: no bank conflicts);
+    the part goes out as EPI / 64 box stores. f32 C keeps the scalar writes into a row-major buffer.
 
     multicast: 2-CTA clusters along x whose two blocks walk the same tile pairs (two tile rows of one tile column,
     rank r taking row 2p + r): each loads half of the common B tile and multicasts it to both, releases stages in
