@@ -128,17 +128,23 @@ def test_one_tile_on_the_interpreter_matches_numpy(ab, out):
 
 
 @pytest.mark.parametrize("ab,cfg", [("float16", dict(tma_store=True)),
-                                    ("bfloat16", dict(stages=3, consumers=1, bn=64, tma_store=True))],
-                         ids=["f16-two-consumers", "bf16-one-consumer-bn64"])
+                                    ("bfloat16", dict(stages=3, consumers=1, bn=64, tma_store=True)),
+                                    ("bfloat16", dict(bn=192, tma_store=True, multicast=True)),
+                                    ("float16", dict(bn=96, tma_store=True))],
+                         ids=["f16-two-consumers", "bf16-one-consumer-bn64", "bf16-multicast-bn192-three-boxes",
+                              "f16-bn96-scalar-fallback"])
 def test_stmatrix_epilogue_on_the_interpreter(ab, cfg):
     """A half C through the TMA store: the half2 words that stmatrix.x4 writes into the 128-byte swizzled staging
     boxes are exactly where the TMA unit reads them (the store's layout proof and the interpreter's swizzled
-    bytes agree with the word view stmatrix addresses); ragged M and N clip at C's edge."""
+    bytes agree with the word view stmatrix addresses); ragged M and N clip at C's edge. A part that is not a
+    whole number of 64-column boxes (BN 96) keeps the scalar writes into a row-major buffer."""
     M, N, K = 136, 72, 128
     a, b, ref = _inputs(M, N, K, ab, seed=12)
     c = _host_out(M, N, ab)
     c[...] = 1
-    tiledsl.jit(H.make_hopper_gemm(ab, ab, **cfg).fn, interpret=True)(a, b, c)
+    k = H.make_hopper_gemm(ab, ab, **cfg)
+    assert (STMX4 in k.compile(a, b, c).asm["ptx"]) == (cfg.get("bn", H.BN) % 64 == 0)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c)
     want = ref.astype(np.float16).astype(np.float64) if ab == "float16" else \
         _as_float(_round_bf16(ref), "bfloat16")
     np.testing.assert_array_equal(_as_float(c, ab), want)
