@@ -410,3 +410,24 @@ def test_fp8_make_refuses_half_types():
         H.make_hopper_gemm_fp8("float16")
     with pytest.raises(tiledsl.LaunchError, match="activation='tanh'"):
         H.make_hopper_gemm("float16", activation="tanh")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ab,cfg", [("float16", dict(persistent=True, bn=256, tma_store=True)),
+                                    ("bfloat16", dict(persistent=True, bn=256, tma_store=True, bias="float32",
+                                                      activation="gelu"))], ids=["f16", "bf16-bias-gelu"])
+def test_gpu_sass_of_the_half_tma_store_epilogue_shows_stsm(ab, cfg):
+    """On the H200 (where a disassembler comes with the toolkit): the half C staging is written by STSM (the
+    stmatrix above), not by 16-bit STS, and leaves through UTMASTG. The PTX side runs everywhere in
+    test_compiles_for_sm90a_and_assembles_without_spills / test_fused_epilogues_compile_and_assemble_without_spills."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Hopper GEMM needs sm_90 (sm_90a): an H100/H200")
+    a, b, _ = _inputs(256, 256, 512, ab)
+    args = [a, b, _host_out(256, 256, ab)] + ([np.zeros(256, np.float32)] if cfg.get("bias") else [])
+    ck = H.make_hopper_gemm(ab, ab, **cfg).compile(*args)
+    sass = ck.asm["sass"]
+    if not sass:
+        pytest.skip("no cuobjdump/nvdisasm to disassemble with")
+    assert "STSM" in sass and "UTMASTG" in sass, sass[:2000]
+    assert "STS.U16" not in sass
