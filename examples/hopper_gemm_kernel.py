@@ -122,8 +122,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     EPI = epilogue_columns(BM, BNT, STG, CONS, ab, out) if TMA_STORE else BNT
     EH = BNT // EPI                             # staged parts of a consumer's 64 x BN tile
     # f16/bf16 C through the TMA store: the accumulators packed to half2 words and written by stmatrix into a
-    # 128-byte swizzled staging buffer (boxes of 64 x 64 halves, one 128-byte row each), which the TMA store reads
-    # back unswizzled; f32 C (and a part narrower than one box) keeps the scalar stores into a row-major buffer
+    # 128-byte swizzled staging buffer (boxes of 64 x 64 halves, 128-byte rows), which the TMA store un-swizzles;
+    # f32 C (and a part that is not whole boxes) keeps the scalar stores into a row-major buffer
     STM = TMA_STORE and out in HALF and EPI % 64 == 0
     if STM:
         C_ANN = T.TensorMap(("M", "N"), out, box=(64, 64), swizzle=128)
@@ -145,8 +145,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         # row; block b in box b // 4), XOR-swizzled as above in word units
         L_EPIW = TileLayout(S[(CONS, 4, EPI // 64, 4, 2, 2, 8, 4) :
                               (32 * EPI, 512, 2048, 8, 4, 256, 32, 1)], swizzle=(3, 2, 3))
-        # the packed words: word 4b + i of lane 4r + x is stmatrix register i of n16 block b (the f32 fragment's
-        # registers 4j..4j+3 of n8 block j = 2b + i // 2, rows 8(i % 2) + r, pack to word 2j + i % 2 = 4b + i)
+        # the packed words: word 4b + i of lane 4r + x, the pair (acc[8b + 2i], acc[8b + 2i + 1]) (n8 block
+        # 2b + i // 2, row 8(i % 2) + r, columns 2x, 2x + 1), is stmatrix register i of n16 block b
         L_PK = TileLayout(S[(EPI // 16, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
     SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
