@@ -9,22 +9,27 @@ ROUNDS = 4                 # rounds per consumer warpgroup of the ping-pong kern
 
 
 @tiledsl.jit
-def partial(A: T.Tensor((256,), "uint32"), Out: T.Tensor((256,), "uint32")):
-    """Warps 0..3 exchange values through shared memory behind barrier 1 (128 threads); warps 4..7 never touch it."""
+def partial(A: T.Tensor((256,), "uint32"), Out: T.Tensor((2, 256), "uint32")):
+    """Warps 0..3 exchange values through shared memory behind barrier 1 (128 threads); warps 4..7 never touch it.
+    Two blocks, so the barrier state is per block."""
     T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=256))
     tid = T.cuda.thread_id()
+    b = T.cuda.block_id()
     buf = T.alloc_shared((128,), "uint32")
     if tid < 128:
-        buf[tid] = A[tid] * 2 + T.cuda.block_id()
+        buf[tid] = A[tid] * 2 + T.cast(b, "uint32")
         T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128)
-        Out[tid] = buf[(tid + 32) % 128]
+        Out[b, tid] = buf[(tid + 32) % 128]
     else:
-        Out[tid] = A[tid] + 1
+        Out[b, tid] = A[tid] + 1
 
 
 def partial_expected(a):
-    lo = (a[:128] * 2 + 1)[(np.arange(128) + 32) % 128]       # the last block's values (block id 1)
-    return np.concatenate([lo, a[128:] + 1]).astype(np.uint32)
+    rows = []
+    for b in range(2):
+        lo = (a[:128] * 2 + b)[(np.arange(128) + 32) % 128]
+        rows.append(np.concatenate([lo, a[128:] + 1]))
+    return np.array(rows, np.uint32)
 
 
 @tiledsl.jit
@@ -127,3 +132,10 @@ def stalemate(Out: T.Tensor((256,), "uint32")):
 
 
 GPU_KERNELS = [partial, halves, pingpong]          # run on the GPU too (tests/test_gpu_barrier.py)
+
+
+def args_of(kernel) -> list:
+    """Arrays to compile (or run) `kernel` with."""
+    z = np.zeros(256, np.uint32)
+    return {partial: [z, np.zeros((2, 256), np.uint32)], halves: [z, z.copy()], pingpong: list(pingpong_inputs()),
+            too_few: [z], stalemate: [z]}[kernel]

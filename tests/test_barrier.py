@@ -70,7 +70,7 @@ def ptx_of(kernel, *args, target="sm_90"):
 
 def test_ptx_text():
     a = np.zeros(256, np.uint32)
-    assert re.search(r"\tbar\.sync 1, 128;", ptx_of(K.partial, a, a))
+    assert re.search(r"\tbar\.sync 1, 128;", ptx_of(K.partial, a, np.zeros((2, 256), np.uint32)))
     # a run-time id is a u32 register, the count stays an immediate
     assert re.search(r"\tbarrier\.sync\.aligned %r\d+, 128;", ptx_of(K.halves, a, a))
     text = ptx_of(K.pingpong, *K.pingpong_inputs())
@@ -102,9 +102,7 @@ def test_the_whole_cta_form_and_every_spelling_assemble(form):
 
 @pytest.mark.parametrize("kernel", K.GPU_KERNELS + [K.too_few, K.stalemate], ids=lambda k: k.fn.__name__)
 def test_ptxas_sm90(kernel):
-    args = K.pingpong_inputs() if kernel is K.pingpong else \
-        [np.zeros(256, np.uint32)] * (1 if kernel in (K.too_few, K.stalemate) else 2)
-    r = ptxas(ptx_of(kernel, *args), "sm_90")
+    r = ptxas(ptx_of(kernel, *K.args_of(kernel)), "sm_90")
     assert r.returncode == 0, r.stderr
 
 
@@ -116,7 +114,7 @@ def interpret(kernel, *arrays):
 
 def test_partial_cta_sync_on_the_interpreter():
     a = np.arange(256, dtype=np.uint32) * 5
-    _, out = interpret(K.partial, a, np.zeros_like(a))
+    _, out = interpret(K.partial, a, np.zeros((2, 256), np.uint32))
     np.testing.assert_array_equal(out, K.partial_expected(a))
 
 
