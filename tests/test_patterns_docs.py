@@ -17,7 +17,7 @@ import pytest
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "patterns"
 PAGES = ["mma", "register", "memory", "ldmatrix", "cp_async", "bulk", "policy", "atomic", "warp", "wgmma", "tma",
-         "mbarrier", "cluster"]
+         "mbarrier", "cluster", "barrier"]
 SECTIONS = ["## Call parameters", "## Data representation", "## Operand specification", "## Legality conditions",
             "## Code generation", "## Example"]
 GPU_MARK = "# needs a GPU"

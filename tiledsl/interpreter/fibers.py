@@ -19,8 +19,8 @@ import threading
 
 from ..ir import nodes as ir
 
-# opcodes whose semantics may wait for another thread's progress (the mbarrier waits)
-WAITS = ("mbarrier.try_wait", "mbarrier.test_wait")
+# opcodes whose semantics may wait for another thread's progress (the mbarrier waits, named-barrier syncs)
+WAITS = ("mbarrier.try_wait", "mbarrier.test_wait", "bar.sync", "bar.cta.sync", "barrier.sync", "barrier.cta.sync")
 _STACK = 256 << 20          # a fiber runs the same deep closures as the main thread (depth.py raises its limit)
 
 

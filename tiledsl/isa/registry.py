@@ -11,6 +11,7 @@ from ..core.target import Target
 from ..ir import nodes as ir
 from .family import Family, Refusal
 from .atomic import FAMILY as atomic
+from .barrier import FAMILY as barrier
 from .bulk import FAMILY as bulk
 from .tma import FAMILY as tma
 from .cluster import FAMILY as cluster
@@ -23,7 +24,8 @@ from .register import FAMILY as register
 from .warp import FAMILY as warp
 from .wgmma import FAMILY as wgmma
 
-FAMILIES: list[Family] = [mma, ldmatrix, tma, bulk, cp_async, cluster, memory, policy, register, atomic, warp, wgmma]
+FAMILIES: list[Family] = [mma, ldmatrix, tma, bulk, cp_async, cluster, memory, policy, register, atomic, warp, wgmma,
+                          barrier]
 
 
 def lookup(opcode: str, loc=None, target: Target | None = None) -> tuple:

@@ -1,0 +1,141 @@
+"""Kernels with named barriers (tiledsl/isa/barrier/), shared by tests/test_barrier.py (compile, ptxas, interpreter)
+and tests/test_gpu_barrier.py (the same kernels on the GPU, compared with the interpreter)."""
+import numpy as np
+
+import tiledsl
+from tiledsl import T
+
+ROUNDS = 4                 # rounds per consumer warpgroup of the ping-pong kernel
+
+
+@tiledsl.jit
+def partial(A: T.Tensor((256,), "uint32"), Out: T.Tensor((2, 256), "uint32")):
+    """Warps 0..3 exchange values through shared memory behind barrier 1 (128 threads); warps 4..7 never touch it.
+    Two blocks, so the barrier state is per block."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=256))
+    tid = T.cuda.thread_id()
+    b = T.cuda.block_id()
+    buf = T.alloc_shared((128,), "uint32")
+    if tid < 128:
+        buf[tid] = A[tid] * 2 + T.cast(b, "uint32")
+        T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128)
+        Out[b, tid] = buf[(tid + 32) % 128]
+    else:
+        Out[b, tid] = A[tid] + 1
+
+
+def partial_expected(a):
+    rows = []
+    for b in range(2):
+        lo = (a[:128] * 2 + b)[(np.arange(128) + 32) % 128]
+        rows.append(np.concatenate([lo, a[128:] + 1]))
+    return np.array(rows, np.uint32)
+
+
+@tiledsl.jit
+def halves(A: T.Tensor((256,), "uint32"), Out: T.Tensor((256,), "uint32")):
+    """Each half of the block syncs on its own barrier, chosen at run time (1 for warps 0..3, 2 for 4..7), with
+    barrier.sync.aligned, and reads a neighbour's value in its half."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+    tid = T.cuda.thread_id()
+    buf = T.alloc_shared((256,), "uint32")
+    buf[tid] = A[tid] + 7
+    T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], 1 + tid // 128, 128)
+    Out[tid] = buf[tid // 128 * 128 + (tid + 64) % 128]
+
+
+def halves_expected(a):
+    i = np.arange(256)
+    return (a + 7)[i // 128 * 128 + (i + 64) % 128].astype(np.uint32)
+
+
+@tiledsl.jit
+def pingpong(A: T.Tensor((2 * ROUNDS, 128), "uint32"), Out: T.Tensor((2 * ROUNDS, 128), "uint32"),
+             Log: T.Tensor((2 * ROUNDS,), "uint32")):
+    """A producer warpgroup fills shared memory and completes an mbarrier; two consumer warpgroups take turns
+    (ping-pong) through named barriers 1 and 2 (256 threads: one syncs, the other arrives), each appending to `Log`
+    at a shared position it reads in its turn; barriers 3 and 4 are warpgroup-local (128 threads)."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=384))
+    tid = T.cuda.thread_id()
+    wg = tid // 128
+    t = tid % 128
+    data = T.alloc_shared((2 * ROUNDS, 128), "uint32")
+    full = T.alloc_shared((1,), "uint64")
+    cnt = T.alloc_shared((1,), "uint32")
+    if tid == 0:
+        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[0:1], 128)
+        T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        cnt[0] = 0
+    T.cuda.syncthreads()
+    if wg == 0:                                           # the producer
+        for r in range(2 * ROUNDS):
+            data[r, t] = A[r, t] * 3
+        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], full[0:1])
+    else:
+        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[0:1], 0)
+        if wg == 1:                                       # consumer 1 goes first
+            for i in range(ROUNDS):
+                T.cuda.tile.apply(T.ptx["bar.sync"], 1, 256)         # my turn (consumer 2 arrived)
+                pos = cnt[0]
+                T.cuda.tile.apply(T.ptx["bar.sync"], 3, 128)         # every thread read pos before it moves
+                if t == 0:
+                    Log[pos] = T.cast(100 + i, "uint32")
+                    cnt[0] = pos + 1
+                Out[2 * i, t] = data[2 * i, t] + pos
+                T.cuda.tile.apply(T.ptx["bar.arrive"], 2, 256)       # consumer 2's turn
+        else:
+            T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)           # consumer 1 may start
+            for i in range(ROUNDS):
+                T.cuda.tile.apply(T.ptx["bar.sync"], 2, 256)
+                pos = cnt[0]
+                T.cuda.tile.apply(T.ptx["bar.sync"], 4, 128)
+                if t == 0:
+                    Log[pos] = T.cast(200 + i, "uint32")
+                    cnt[0] = pos + 1
+                Out[2 * i + 1, t] = data[2 * i + 1, t] + pos
+                if i < ROUNDS - 1:
+                    T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
+
+
+def pingpong_inputs():
+    a = (np.arange(2 * ROUNDS * 128, dtype=np.uint32) * 7 % 1000).reshape(2 * ROUNDS, 128)
+    return a, np.zeros_like(a), np.zeros(2 * ROUNDS, np.uint32)
+
+
+def pingpong_expected(a):
+    log = np.array([v for i in range(ROUNDS) for v in (100 + i, 200 + i)], np.uint32)
+    return (a * 3 + np.arange(2 * ROUNDS, dtype=np.uint32)[:, None]).astype(np.uint32), log
+
+
+@tiledsl.jit
+def too_few(Out: T.Tensor((256,), "uint32")):
+    """Only 4 warps reach a barrier that waits for 8: a hang on the GPU, a KernelFault on the interpreter."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+    tid = T.cuda.thread_id()
+    if tid < 128:
+        T.cuda.tile.apply(T.ptx["bar.sync"], 1, 256)
+    Out[tid] = T.cast(tid, "uint32")
+
+
+@tiledsl.jit
+def stalemate(Out: T.Tensor((256,), "uint32")):
+    """Two warpgroups each wait for the other's arrival first: neither part of the if/else can go on."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+    tid = T.cuda.thread_id()
+    if tid < 128:
+        T.cuda.tile.apply(T.ptx["bar.sync"], 1, 256)
+        T.cuda.tile.apply(T.ptx["bar.arrive"], 2, 256)
+    else:
+        T.cuda.tile.apply(T.ptx["bar.sync"], 2, 256)
+        T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
+    Out[tid] = T.cast(tid, "uint32")
+
+
+GPU_KERNELS = [partial, halves, pingpong]          # run on the GPU too (tests/test_gpu_barrier.py)
+
+
+def args_of(kernel) -> list:
+    """Arrays to compile (or run) `kernel` with."""
+    z = np.zeros(256, np.uint32)
+    return {partial: [z, np.zeros((2, 256), np.uint32)], halves: [z, z.copy()], pingpong: list(pingpong_inputs()),
+            too_few: [z], stalemate: [z]}[kernel]
