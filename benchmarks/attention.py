@@ -240,8 +240,6 @@ def main(argv=None):
                         "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'; FA3's "
                         "(consumers, BN, stages, overlap; examples/attention_hopper.py, sm_90): 'fa3' (its "
                         "CONFIGS), 'fa3all' (its CANDIDATES), e.g. '2.128.2.1'; 'both': the FA2 and FA3 defaults")
-    p.add_argument("--fa2-target", default=None, help="compile the FA2 configurations for this target (e.g. "
-                                                       "sm_80: the code an A100 runs) instead of the device's")
     p.add_argument("--backward", action="store_true",
                    help="also time the backward (D = 128 and 64 of --dims) against torch's, in a second table")
     p.add_argument("--backward-only", action="store_true", help="with --backward: skip the forward table")
@@ -273,7 +271,7 @@ def main(argv=None):
                                        "both": [A.default_config(D, (1, 1, 1, N, N)), AH.CONFIGS[D]]}[opts.configs]
                         else:
                             configs = [tuple(int(x) for x in c.split(".")) for c in opts.configs.split(",")]
-                        r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick, opts.fa2_target)
+                        r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick)
                     except Exception:                # report and go on: one table per run
                         traceback.print_exc()
                         r = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": "-", "ok": False,
