@@ -37,7 +37,6 @@ mbarrier waits, so the ring turns there as on the GPU.
 
     python examples/attention_hopper.py   # on an H200/H100: against torch SDPA; else a small interpreter case
 """
-import argparse
 import math
 import sys
 
@@ -408,27 +407,9 @@ def _flat(q, k, v):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--n", type=int, default=4096)
-    p.add_argument("--d", type=int, default=128)
-    p.add_argument("--causal", action="store_true")
-    opts = p.parse_args(argv)
-    from attention import reference
-    from tiledsl.runtime.driver import gpu_available
-    if not gpu_available():
-        rng = np.random.default_rng(0)
-        q, k, v = (rng.standard_normal((1, 1, 130, 64)).astype(np.float16) for _ in range(3))
-        o, lse = attention_hopper(q, k, v, causal=opts.causal)
-        ro, rl = reference(q, k, v, causal=opts.causal)
-        print(f"attention_hopper: no GPU found; ran 1x1x130x64 on the interpreter: max error O "
-              f"{np.abs(o - ro).max():.1e}, LSE {np.abs(lse - rl).max():.1e}")
-        return
-    import torch
-    B, H = max(1, 16384 // opts.n), 2048 // opts.d
-    q, k, v = (torch.randn(B, H, opts.n, opts.d, device="cuda", dtype=torch.float16) for _ in range(3))
-    o, lse = attention_hopper(q, k, v, causal=opts.causal)
-    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=opts.causal)
-    print(f"attention_hopper {B}x{H}x{opts.n}x{opts.d}: max abs error {(o.float() - ref).abs().max().item():.1e}")
+    """examples/attention.py's main on this path (on the GPU against SDPA, else a small case on the interpreter)."""
+    from attention import main as attention_main
+    return attention_main(argv, path="fa3")
 
 
 if __name__ == "__main__":
