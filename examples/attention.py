@@ -407,10 +407,7 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=
     if path != "fa2":
         raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
     dt, shape, D = _check(q, k, v)
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    if not scale > 0 or math.isinf(scale):
-        # masked scores are -inf before scaling: a negative scale would turn them into +inf
-        raise tiledsl.LaunchError(f"attention needs a positive finite scale, got {scale}")
+    scale = softmax_scale(scale, D)
     kern = make_attention(dt, D, causal, shape, scale, config)
     B, H, _, N, _ = shape
     if isinstance(q, np.ndarray):
@@ -427,6 +424,15 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
     kern(q, k, v, o, lse)
     return o, lse
+
+
+def softmax_scale(scale, D: int) -> float:
+    """The scale attention applies to q k^T: 1/sqrt(D) by default, else `scale`, which must be positive and finite
+    (masked scores are -inf before scaling: a negative scale would turn them into +inf)."""
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if not scale > 0 or math.isinf(scale):
+        raise tiledsl.LaunchError(f"attention needs a positive finite scale, got {scale}")
+    return scale
 
 
 def _fa3_fits(q, k, v) -> bool:

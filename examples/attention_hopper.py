@@ -377,14 +377,11 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None):
 
     scale defaults to 1/sqrt(D); causal masks key j > query i (top-left aligned, as torch's is_causal). O has q's
     dtype and shape, LSE is float32 (B, H, N) in natural log. D must be one of SUPPORTED_D."""
-    from attention import _check
+    from attention import _check, softmax_scale
     dt, shape, D = _check(q, k, v)
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    if not scale > 0 or math.isinf(scale):
-        # masked scores are -inf before scaling: a negative scale would turn them into +inf
-        raise tiledsl.LaunchError(f"attention needs a positive finite scale, got {scale}")
+    scale = softmax_scale(scale, D)
     kern = make_attention_hopper(dt, D, causal, shape, scale, config)
     B, H, _, N, _ = shape
     if isinstance(q, np.ndarray):

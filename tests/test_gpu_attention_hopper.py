@@ -13,6 +13,7 @@ import pytest
 import attention as A
 import attention_hopper as AH
 from test_attention_hopper import GPU_SHAPES, GQA_SCALE, GQA_SHAPES
+from test_gpu_attention import _reference
 
 pytestmark = pytest.mark.gpu
 
@@ -22,19 +23,6 @@ def _sm90():
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the FA3 kernel needs an sm_90 GPU (wgmma, setmaxnreg)")
     return torch
-
-
-def _reference(q, k, v, causal, scale):
-    """float32 O (torch SDPA, math on float32 inputs) and LSE for (B, H, N, D) q and GQA k, v."""
-    import torch
-    g = q.shape[1] // k.shape[1]
-    qf, kf, vf = q.float(), k.float().repeat_interleave(g, 1), v.float().repeat_interleave(g, 1)
-    o = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, scale=scale)
-    s = (qf @ kf.transpose(-1, -2)) * scale
-    if causal:
-        n, m = s.shape[-2:]
-        s = s.masked_fill(torch.ones(n, m, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    return o, torch.logsumexp(s, dim=-1)
 
 
 def _tolerance(ro, dt, dtype):
