@@ -164,6 +164,9 @@ class TileLayout:
             if not (isinstance(swizzle, tuple) and len(swizzle) == 3 and
                     all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in swizzle)):
                 raise LayoutError("swizzle=(bits, base, shift): three non-negative ints")
+            if sum(swizzle) > 63:     # (also keeps absurd values out of every message and repr that prints them)
+                raise LayoutError("swizzle=(bits, base, shift) must fit a 64-bit storage offset: bits + base + shift "
+                                  "is at most 63")
             if swizzle[0] and swizzle[2] < swizzle[0]:
                 raise LayoutError("swizzle shift must be at least its bits, so the xor reads higher bits only")
         self.shape = shape
