@@ -93,6 +93,19 @@ def test_sm_90a_assembles_with_ptxas_arch_specific(monkeypatch):
     assert tool == "ptxas" and cubin and "-arch=sm_90a" in calls[0]
 
 
+@pytest.mark.skipif(backend.ptxas_path() is None, reason="needs ptxas")
+def test_ptxas_comes_before_nvjitlink(monkeypatch):
+    # nvJitLink assembles PTX as relocatable code (ptxas -c), which spilled the Hopper GEMM on the H200: the
+    # whole-program ptxas must be asked first, and nvJitLink only where there is no ptxas
+    asked = []
+    monkeypatch.setattr(backend, "_nvjitlink", lambda: asked.append("nvJitLink"))
+    _, ptx = backend.llvm_to_ptx(_tiny_llvm(), Target.parse("sm_90a"))
+    cubin, _, tool = backend.ptx_to_cubin(ptx, Target.parse("sm_90a"))
+    assert tool == "ptxas" and cubin and asked == []
+    monkeypatch.setattr(backend, "ptxas_path", lambda: None)
+    assert backend.ptx_to_cubin(ptx, Target.parse("sm_90a")) == (None, {}, "driver") and asked == ["nvJitLink"]
+
+
 def _tiny_llvm():
     return ('target triple = "nvptx64-nvidia-cuda"\n'
             'define ptx_kernel void @k() {\n  ret void\n}\n')

@@ -1,4 +1,4 @@
-"""LLVM IR -> PTX with llvmlite's NVPTX target; PTX -> cubin with nvJitLink, else ptxas, else none (driver JIT).
+"""LLVM IR -> PTX with llvmlite's NVPTX target; PTX -> cubin with ptxas, else nvJitLink, else none (driver JIT).
 
 The PTX ISA version is pinned per target (`Target.ptx_version`) so the installed driver accepts it; an
 arch-specific target (sm_90a) is named as such to LLVM (`.target sm_90a`) and to the assembler (`-arch=sm_90a`). Optimisation is LLVM's O3 pipeline
@@ -136,19 +136,34 @@ def _link(nj, ptx: str, target: Target):
 
 
 def ptx_to_cubin(ptx: str, target: Target, name: str = "kernel") -> tuple[bytes | None, dict, str]:
-    """(cubin or None, metadata from the assembler, which tool made it): nvJitLink in-process, else ptxas."""
+    """(cubin or None, metadata from the assembler, which tool made it): ptxas, else nvJitLink, else none.
+
+    The ptxas command comes first although nvJitLink runs in-process: nvJitLink is a linker and assembles PTX as
+    relocatable code (ptxas -c), which must keep to the separate-compilation ABI. On the H200 (CUDA 13.0, both
+    tools the same build) that gave the Hopper GEMM 24-48 bytes of stack and spills that the whole-program ptxas
+    does not, at the same 168-register cap (`ptxas -c` reproduces them)."""
+    exe = ptxas_path()
+    if exe is not None:
+        cubin, log, err = _ptxas(exe, ptx, target)
+        if cubin is not None:
+            return cubin, parse_ptxas_info(log), "ptxas"
     nj = _nvjitlink()
     if nj is not None:
         try:
             cubin, log = _link(nj, ptx, target)
             return cubin, parse_ptxas_info(log), "nvJitLink"
         except CompilationError:
-            raise
+            if exe is None:
+                raise
         except Exception:
-            pass                                  # an nvJitLink too old for this target: use ptxas
-    exe = ptxas_path()
-    if exe is None:
-        return None, {}, "driver"
+            pass                                  # an nvJitLink too old for this target
+    if exe is not None:
+        raise CompilationError(f"ptxas rejected the generated PTX for {target.name}:\n{err}")
+    return None, {}, "driver"
+
+
+def _ptxas(exe: str, ptx: str, target: Target) -> tuple[bytes | None, str, str]:
+    """(cubin or None, ptxas's -v report, its error text) of a whole-program `ptxas -O3` run."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="tiledsl-") as d:
         src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
@@ -158,10 +173,9 @@ def ptx_to_cubin(ptx: str, target: Target, name: str = "kernel") -> tuple[bytes 
         r = subprocess.run([exe, f"-arch={target.name}", "-v", "-O3", src, "-o", out], capture_output=True,
                            text=True)
         if r.returncode != 0:
-            raise CompilationError(f"ptxas rejected the generated PTX for {target.name}:\n{r.stderr.strip()}")
+            return None, "", r.stderr.strip()
         with open(out, "rb") as f:
-            cubin = f.read()
-    return cubin, parse_ptxas_info(r.stderr), "ptxas"
+            return f.read(), r.stderr, ""
 
 
 def parse_ptxas_info(text: str) -> dict:
