@@ -17,7 +17,9 @@ activation:
 Register fragment (wgmma m64nN, f32): register i of lane l holds column 8(i//4) + 2(l%4) + i%2, so registers
 4j + e and 4j + 2 + e share a column: one bias value each. The epilogue runs four registers at a time, just
 before they are stored, into a 4-register buffer (and two 4-register scratch buffers for the fast math), so it
-adds a handful of live registers, not a second copy of the accumulators (BN 256 keeps 128 of them per thread)."""
+adds a handful of live registers, not a second copy of the accumulators (BN 256 keeps 128 of them per thread).
+A half C through the TMA store packs each buffer into two half2 words (v[0], v[1]: rows l//4; v[2], v[3]: rows
+l//4 + 8) for stmatrix (examples/hopper_gemm_kernel.py)."""
 import tiledsl
 from tiledsl import T
 

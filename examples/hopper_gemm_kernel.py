@@ -80,7 +80,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     after the warp's wgmma.wait_group: the warp's part of the group has read the stage; the empty barrier counts
     4 x CONSUMERS arrivals, not 128 x CONSUMERS). The TMA-store epilogue stages EPI columns at a time
     (epilogue_columns) in one buffer per consumer: a 'done' mbarrier meets the warpgroup's writes before thread 0
-    stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer.
+    stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer. A half C
+    (f16/bf16) is packed to half2 words (cvt.rn.f16x2/bf16x2.f32, or the fused epilogue's four values at a time)
+    and written by stmatrix.x4, one 16 x 16 block per instruction, into 64 x 64 boxes swizzled as the TMA unit
+    swizzles 128-byte rows (each matrix's 8 row addresses in 8 distinct 16-byte bank groups: no bank conflicts);
+    the part goes out as EPI / 64 box stores. f32 C keeps the scalar writes into a row-major buffer.
 
     multicast: 2-CTA clusters along x whose two blocks walk the same tile pairs (two tile rows of one tile column,
     rank r taking row 2p + r): each loads half of the common B tile and multicasts it to both, releases stages in
@@ -117,12 +121,33 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     TMA_STORE = bool(tma_store)
     EPI = epilogue_columns(BM, BNT, STG, CONS, ab, out) if TMA_STORE else BNT
     EH = BNT // EPI                             # staged parts of a consumer's 64 x BN tile
-    C_ANN = T.TensorMap(("M", "N"), out, box=(64, EPI)) if TMA_STORE else T.Tensor(("M", "N"), out)
+    # f16/bf16 C through the TMA store: the accumulators packed to half2 words and written by stmatrix into a
+    # 128-byte swizzled staging buffer (boxes of 64 x 64 halves, 128-byte rows), which the TMA store un-swizzles;
+    # f32 C (and a part that is not whole boxes) keeps the scalar stores into a row-major buffer
+    STM = TMA_STORE and out in HALF and EPI % 64 == 0
+    if STM:
+        C_ANN = T.TensorMap(("M", "N"), out, box=(64, 64), swizzle=128)
+    else:
+        C_ANN = T.TensorMap(("M", "N"), out, box=(64, EPI)) if TMA_STORE else T.Tensor(("M", "N"), out)
     A_ANN = T.TensorMap(("M", "K"), ELEM, box=(BM, KT), swizzle=128)
     B_ANN = T.TensorMap(("N", "K"), ELEM, box=(BNT // CL, KT), swizzle=128)
     BIAS_ANN = T.Tensor(("N",), bias or "float32")
     SCALE_ANN = T.Tensor((1,), "float32")
     L_EPI = T.tma_layout((CONS, 64, EPI), out)
+    if STM:
+        STMX4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
+        CVT = f"cvt.rn.{HALF[out]}x2.f32"
+        NW = NACC // EH // 2                    # half2 words of one staged part per thread
+        # (consumer, box, 64 rows, 64 halves): the boxes of one part side by side, each as the TMA unit swizzles it
+        L_EPI = TileLayout(S[(CONS, EPI // 64, 64, 64) : (64 * EPI, 4096, 64, 1)], swizzle=SW128)
+        # the same bytes as b32 words, as stmatrix.x4 of warp w sees them: (consumer, warp, n16 block b, matrix i,
+        # row j, word x) -> row 16w + 8(i % 2) + j, word 8b + 4(i // 2) + x of the part's rows (32 words per box
+        # row; block b in box b // 4), XOR-swizzled as above in word units
+        L_EPIW = TileLayout(S[(CONS, 4, EPI // 64, 4, 2, 2, 8, 4) :
+                              (32 * EPI, 512, 2048, 8, 4, 256, 32, 1)], swizzle=(3, 2, 3))
+        # the packed words: word 4b + i of lane 4r + x, the pair (acc[8b + 2i], acc[8b + 2i + 1]) (n8 block
+        # 2b + i // 2, row 8(i % 2) + r, columns 2x, 2x + 1), is stmatrix register i of n16 block b
+        L_PK = TileLayout(S[(EPI // 16, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
     SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
     FUSED = bias is not None or activation is not None or IS_FP8
@@ -142,8 +167,13 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         tb = sb.view(STG, CL, BNT // CL, KT, layout=L_TB)
         wa = sa.view(STG, CONS, 1, KSTEPS, 64, KT // KSTEPS, layout=L_WA)
         wb = sb.view(STG, 1, KSTEPS, BNT, KT // KSTEPS, layout=L_WB)
-        if TMA_STORE:
+        if STM:
+            stg = T.alloc_shared((CONS * 64 * EPI,), out)
+            epi = stg.view(CONS, EPI // 64, 64, 64, layout=L_EPI)
+            epw = stg.view(dtype="uint32").view(CONS, 4, EPI // 16, 4, 8, 4, layout=L_EPIW)
+        elif TMA_STORE:
             epi = T.alloc_shared((CONS, 64, EPI), out, layout=L_EPI)
+        if TMA_STORE:
             done = T.alloc_shared((CONS,), "uint64")    # the warpgroup's 128 threads wrote the staged part
             free = T.alloc_shared((CONS,), "uint64")    # thread 0's previous store has read the buffer
         if tid == 0:
@@ -262,7 +292,22 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                 T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
                             T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1],
                                               (u - 1) % 2)
-                        if FUSED:
+                        if STM:
+                            pk = T.alloc_local((NW, 1), "uint32")
+                            if FUSED:
+                                # four finished values at a time, packed to two words (low half: the even column)
+                                for jj in T.unroll(NW // 2):
+                                    finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                                    fp = fin.view(2, 2)
+                                    T.cuda.tile.apply(T.ptx[CVT], pk[2 * jj:2 * jj + 2], fp[:, 1:2], fp[:, 0:1])
+                            else:
+                                pairs = acc.view(NACC // 2, 2)
+                                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[h * NW:(h + 1) * NW, 1:2],
+                                                  pairs[h * NW:(h + 1) * NW, 0:1])
+                            # one stmatrix.x4 per 16 x 16 block: each 8-row matrix's rows in 8 distinct bank groups
+                            T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK),
+                                              scope="warp")
+                        elif FUSED:
                             # scales, bias and activation on four accumulators at a time, into fin
                             for jj in T.unroll(NACC // EH // 4):
                                 finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
@@ -280,7 +325,12 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
                         T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1], u % 2)
                         if tid % 128 == 0:
-                            T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI))
+                            if STM:
+                                # the part's boxes, 64 columns apart
+                                T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI),
+                                                  coord_steps=((0, 64),))
+                            else:
+                                T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI))
                             T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
                 else:
                     if FUSED:

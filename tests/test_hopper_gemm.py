@@ -11,6 +11,8 @@ import tiledsl
 from helpers import ptxas
 
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+STMX4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
+_HALF = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
 
 
 def _bits(x: np.ndarray, ab: str) -> np.ndarray:
@@ -83,6 +85,11 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs
     store = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
     assert ptx.count(".param .align 64 .b8") == 2 + bool(cfg.get("tma_store"))    # A, B (and C) as tensor maps
     assert (store in ptx) == bool(cfg.get("tma_store"))
+    # f16/bf16 C through the TMA store: half2 words by stmatrix.x4 (one per 16 x 16 block), no scalar st.shared
+    stm = bool(cfg.get("tma_store")) and out != "float32"
+    assert (STMX4 in ptx) == stm and (f"cvt.rn.{_HALF[out]}x2.f32" in ptx if stm else True)
+    if stm:
+        assert "st.shared.b16" not in ptx and "st.shared.u16" not in ptx
     mc = bool(cfg.get("multicast"))
     # one builder: clusters along the grid's x, persistent or one tile per block
     assert (".reqnctapercluster 2, 1, 1" in ptx) == mc and (".multicast::cluster" in ptx) == mc
@@ -118,6 +125,29 @@ def test_one_tile_on_the_interpreter_matches_numpy(ab, out):
     c = _host_out(M, N, out)
     tiledsl.jit(H.make_hopper_gemm(ab, out).fn, interpret=True)(a, b, c)
     np.testing.assert_array_equal(_as_float(c, out), ref)
+
+
+@pytest.mark.parametrize("ab,cfg", [("float16", dict(tma_store=True)),
+                                    ("bfloat16", dict(stages=3, consumers=1, bn=64, tma_store=True)),
+                                    ("bfloat16", dict(bn=192, tma_store=True, multicast=True)),
+                                    ("float16", dict(bn=96, tma_store=True))],
+                         ids=["f16-two-consumers", "bf16-one-consumer-bn64", "bf16-multicast-bn192-three-boxes",
+                              "f16-bn96-scalar-fallback"])
+def test_stmatrix_epilogue_on_the_interpreter(ab, cfg):
+    """A half C through the TMA store: the half2 words that stmatrix.x4 writes into the 128-byte swizzled staging
+    boxes are exactly where the TMA unit reads them (the store's layout proof and the interpreter's swizzled
+    bytes agree with the word view stmatrix addresses); ragged M and N clip at C's edge. A part that is not a
+    whole number of 64-column boxes (BN 96) keeps the scalar writes into a row-major buffer."""
+    M, N, K = 136, 72, 128
+    a, b, ref = _inputs(M, N, K, ab, seed=12)
+    c = _host_out(M, N, ab)
+    c[...] = 1
+    k = H.make_hopper_gemm(ab, ab, **cfg)
+    assert (STMX4 in k.compile(a, b, c).asm["ptx"]) == (cfg.get("bn", H.BN) % 64 == 0)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c)
+    want = ref.astype(np.float16).astype(np.float64) if ab == "float16" else \
+        _as_float(_round_bf16(ref), "bfloat16")
+    np.testing.assert_array_equal(_as_float(c, ab), want)
 
 
 def test_two_blocks_of_one_consumer_on_the_interpreter():
@@ -329,6 +359,21 @@ def test_bias_gelu_on_the_interpreter(tma_store):
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
+def test_fused_stmatrix_epilogue_on_the_interpreter():
+    """bias + relu packed four values at a time into half2 words for stmatrix (f16 C, TMA store): a persistent
+    grid of 2 blocks over 4 tiles of BN 64, ragged M and N; exact against numpy rounded once to f16."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 130, 72, 128
+    a, b, ref = _inputs(M, N, K, seed=13)
+    bias = (np.random.default_rng(13).integers(-16, 17, N) / 4).astype(np.float16)
+    c = np.full((M, N), 1, np.float16)
+    k = H.make_hopper_gemm("float16", "float16", stages=2, bn=64, tma_store=True, persistent=True, num_sms=2,
+                           bias="float16", activation="relu")
+    tiledsl.jit(k.fn, interpret=True)(a, b, c, bias)
+    want = np.maximum(ref + bias.astype(np.float64), 0.0).astype(np.float16)
+    np.testing.assert_array_equal(c, want)
+
+
 @pytest.mark.parametrize("act", ["relu", "silu"])
 def test_relu_and_silu_on_the_interpreter(act):
     pytest.importorskip("tiledsl.interpreter.fibers")
@@ -365,3 +410,24 @@ def test_fp8_make_refuses_half_types():
         H.make_hopper_gemm_fp8("float16")
     with pytest.raises(tiledsl.LaunchError, match="activation='tanh'"):
         H.make_hopper_gemm("float16", activation="tanh")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ab,cfg", [("float16", dict(persistent=True, bn=256, tma_store=True)),
+                                    ("bfloat16", dict(persistent=True, bn=256, tma_store=True, bias="float32",
+                                                      activation="gelu"))], ids=["f16", "bf16-bias-gelu"])
+def test_gpu_sass_of_the_half_tma_store_epilogue_shows_stsm(ab, cfg):
+    """On the H200 (where a disassembler comes with the toolkit): the half C staging is written by STSM (the
+    stmatrix above), not by 16-bit STS, and leaves through UTMASTG. The PTX side runs everywhere in
+    test_compiles_for_sm90a_and_assembles_without_spills / test_fused_epilogues_compile_and_assemble_without_spills."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Hopper GEMM needs sm_90 (sm_90a): an H100/H200")
+    a, b, _ = _inputs(256, 256, 512, ab)
+    args = [a, b, _host_out(256, 256, ab)] + ([np.zeros(256, np.float32)] if cfg.get("bias") else [])
+    ck = H.make_hopper_gemm(ab, ab, **cfg).compile(*args)
+    sass = ck.asm["sass"]
+    if not sass:
+        pytest.skip("no cuobjdump/nvdisasm to disassemble with")
+    assert "STSM" in sass and "UTMASTG" in sass, sass[:2000]
+    assert "STS.U16" not in sass
