@@ -246,6 +246,9 @@ def main(argv=None):
     p.add_argument("--bwd-warps", default="default",
                    help="the backward's warps a block to time, best reported: 'default' (attention_backward.WARPS) "
                         "or e.g. '4,8'")
+    p.add_argument("--fa2-target", metavar="SM", default=None,
+                   help="compile the FA2 configurations for this target, e.g. sm_80 (on a newer GPU the driver "
+                        "compiles its PTX for the device)")
     p.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of the tables (needs matplotlib)")
     opts = p.parse_args(argv)
     import torch
@@ -271,7 +274,7 @@ def main(argv=None):
                                        "both": [A.default_config(D, (1, 1, 1, N, N)), AH.CONFIGS[D]]}[opts.configs]
                         else:
                             configs = [tuple(int(x) for x in c.split(".")) for c in opts.configs.split(",")]
-                        r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick)
+                        r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick, opts.fa2_target)
                     except Exception:                # report and go on: one table per run
                         traceback.print_exc()
                         r = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": "-", "ok": False,

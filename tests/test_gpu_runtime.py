@@ -152,3 +152,17 @@ def test_native_launcher_reads_torch_tensors_directly_and_exactly():
             k(src, lazy, 2.0)
             torch.testing.assert_close(lazy, 2.0 * src + OFFSET, rtol=0, atol=1e-5)
             assert torch.equal(src, before)
+
+
+def test_older_target_runs_through_its_ptx_and_newer_is_refused():
+    # an sm_80 cubin is no machine code for an sm_90 device: the driver compiles the PTX instead (as a fat
+    # binary's PTX); a kernel for an SM newer than the device's is a LaunchError, not a driver error
+    k80 = tiledsl.jit(axpb.fn, target="sm_80")
+    x = torch.randn(5000, device="cuda")
+    y = torch.empty_like(x)
+    k80(x, y, 2.0)
+    torch.testing.assert_close(y, 2.0 * x + 1.0, rtol=0, atol=1e-6)
+    major, minor = torch.cuda.get_device_capability()
+    newer = tiledsl.jit(axpb.fn, target=f"sm_{major * 10 + minor + 10}")
+    with pytest.raises(tiledsl.LaunchError, match="compile it for"):
+        newer(x, y, 2.0)

@@ -10,7 +10,7 @@ import threading
 
 from ...abi.arrays import current_stream, stream_handle
 from ...abi.check import check_call, launch_dims
-from ...core.errors import KernelFault
+from ...core.errors import KernelFault, LaunchError
 from .. import driver, tensormap
 from .base import Launcher
 
@@ -34,6 +34,19 @@ class TensorMapSlot(ctypes.Structure):
         ctypes.memmove(ctypes.addressof(self), b, 128)
 
 
+def module_image(ck, device: int) -> bytes:
+    """What the driver loads for `ck` on `device`: the cubin where its machine code runs there (the same major
+    SM, no newer minor), else the PTX, which the driver compiles for the device (an sm_80 kernel on an H200, as
+    a fat binary's PTX would be). A kernel for a newer SM than the device's cannot run there at all."""
+    sm = driver.compute_capability(device)
+    if ck.sm > sm:
+        raise LaunchError(f"kernel '{ck.name}' was compiled for sm_{ck.sm}, but device {device} is sm_{sm}: "
+                          f"compile it for sm_{sm} or an older target")
+    if ck.cubin is not None and ck.sm // 10 == sm // 10:
+        return ck.cubin
+    return ck.asm["ptx"].encode() + b"\0"
+
+
 class Plan:
     """A compiled kernel bound to a device: its parameter block (one ctypes slot per signature slot), packed in
     place under `lock` on every call."""
@@ -42,7 +55,7 @@ class Plan:
         self.ck = ck
         self.sig = ck.signature
         self.device = device
-        image = ck.cubin if ck.cubin is not None else ck.asm["ptx"].encode() + b"\0"
+        image = module_image(ck, device)
         self.fn = driver.LoadedFunction(device, image, ck.name, ck.metadata.get("dynamic_shared", 0))
         self.slots = []
         self.debug_buf = None
