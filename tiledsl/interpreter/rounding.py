@@ -91,7 +91,8 @@ def _encode_fp8(fmt: Fmt, vals) -> np.ndarray:
     normal = a >= fmt.minnormal
     man = np.where(normal, a / np.ldexp(1.0, e) - 1.0, a / fmt.minnormal) * 2.0 ** (fmt.P - 1)
     efield = np.where(normal, e - fmt.emin + 1, 0)
-    out = sign | ((efield.astype(np.int64) << (fmt.P - 1)) | np.where(np.isfinite(man), man, 0).astype(np.int64)).astype(np.uint8)
+    bits = (efield.astype(np.int64) << (fmt.P - 1)) | np.where(np.isfinite(man), man, 0).astype(np.int64)
+    out = sign | bits.astype(np.uint8)
     out = np.where(np.isinf(vals), sign | np.uint8(0x7C), out)       # e5m2 only (e4m3 has no infinity)
     return np.where(np.isnan(vals), np.uint8(fmt.nan), out).astype(np.uint8)
 
