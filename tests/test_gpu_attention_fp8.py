@@ -92,9 +92,9 @@ def test_fp8_interpreter_agrees_with_gpu():
         oi, li = F.attention_fp8(q8, k8, v8, dq, dk, dv, causal=causal, scale=0.3)
         t = [torch.from_numpy(x).cuda().view(torch.float8_e4m3fn) for x in (q8, k8, v8)]
         og, lg = F.attention_fp8(*t, dq, dk, dv, causal=causal, scale=0.3, out_dtype=torch.float16)
-        # ex2.approx may move a probability across an e4m3 rounding boundary: one P step (2^-4 relative) of one
-        # key at most, in practice far less
-        assert np.abs(og.cpu().numpy().astype(np.float32) - oi.astype(np.float32)).max() <= 2e-2
+        # ex2.approx (2 ulp) may move a probability across an e4m3 rounding midpoint: one P step (2^-4 relative)
+        # for a rare key, p / l |v| < 1 times that; a wrong fragment or key order errs by O(1)
+        assert np.abs(og.cpu().numpy().astype(np.float32) - oi.astype(np.float32)).max() <= 5e-2
         assert np.abs(lg.cpu().numpy() - li).max() <= 1e-5
 
 
