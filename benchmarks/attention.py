@@ -3,6 +3,7 @@ backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16] [--configs default|all|8.1.1,8.2.0]
                                    [--backward [--backward-only] [--bwd-warps 4,8]] [--plot FILE.png]
+    python benchmarks/attention.py --fp8 [--quick] [--dims 128] [--ns 4096,16384] [--configs fa3all]
 
 Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
 TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
@@ -19,6 +20,9 @@ forward ran once outside the timing. TFLOP/s count 2.5x the forward's: 10*B*H*N*
 is tiledsl / the fastest backend. Every shape's dq, dk, dv are checked against float32 torch autograd on two
 (batch, head) pairs: relative error ||d - ref|| / ||ref|| <= 1e-2. --plot FILE writes a PNG bar chart of the
 tables (matplotlib).
+
+--fp8 prints only the FP8 table instead (benchmarks/attention_fp8_bench.py): examples/attention_fp8.py, e4m3 inputs,
+against the f16 FA3-style kernel and cuDNN (f16) at D = 128 and N in {4096, 16384} unless --dims/--ns say otherwise.
 """
 import argparse
 import math
@@ -250,12 +254,21 @@ def main(argv=None):
                    help="compile the FA2 configurations for this target, e.g. sm_80 (on a newer GPU the driver "
                         "compiles its PTX for the device)")
     p.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of the tables (needs matplotlib)")
+    p.add_argument("--fp8", action="store_true",
+                   help="the FP8 (e4m3) forward against the f16 FA3 kernel and cuDNN instead (default D = 128, N "
+                        "4096 and 16384; --configs: the FP8 kernel's, 'fa3all' for its CANDIDATES)")
     opts = p.parse_args(argv)
     import torch
     from tiledsl.runtime.driver import gpu_available
     if not gpu_available():
         print("benchmarks/attention.py needs an NVIDIA GPU (tests/test_attention.py compiles the kernels without one)")
         return 0
+    if opts.fp8:
+        from attention_fp8_bench import main_fp8
+        dims = [128] if opts.dims == p.get_default("dims") else [int(x) for x in opts.dims.split(",")]
+        ns = ([4096] if opts.quick else [4096, 16384]) if opts.ns == p.get_default("ns") else \
+            [int(x) for x in opts.ns.split(",")]
+        return 1 if main_fp8(torch, reference, bench, dims, ns, opts.configs, opts.quick) else 0
     import attention as A
     ns = [4096] if opts.quick else [int(x) for x in opts.ns.split(",")]
     rows = []

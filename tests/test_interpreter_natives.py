@@ -379,6 +379,19 @@ def test_mov_pack_and_cvt_forms():
             assert int(r[k]) == ref_round_bits(Fraction(v), "f32", mode), (mode, v)
 
 
+def test_cvt_fp8x2_packs_two_saturated_bytes():
+    # a -> the upper byte, b -> the lower; nearest-even on e4m3's 3 mantissa bits, .satfinite clamps overflow
+    # (and inf) to +-448 (e4m3 has no infinity) or +-57344 (e5m2); NaN is 0x7F; subnormals are kept
+    a = np.array([1.0, 470.0, -np.inf, 0.3, 2.0 ** -9, 1.0625, np.nan, 1e6], np.float32)
+    b = np.array([-0.0, 449.0, 3.5, 0.0, 2.0 ** -10, 1.1875, 2.0 ** -7, -1e6], np.float32)
+    out = run_reg("cvt.rn.satfinite.e4m3x2.f32", [a.view(np.uint32), b.view(np.uint32)], 16)
+    assert [hex(v) for v in out] == ["0x3880", "0x7e7e", "0xfe46", "0x2a00", "0x100", "0x383a", "0x7f04", "0x7efe"]
+    relu = run_reg("cvt.rn.relu.satfinite.e4m3x2.f32", [a.view(np.uint32), b.view(np.uint32)], 16)
+    assert [hex(v) for v in relu][:3] == ["0x3800", "0x7e7e", "0x46"]
+    e5 = run_reg("cvt.rn.satfinite.e5m2x2.f32", [a.view(np.uint32), b.view(np.uint32)], 16)
+    assert [hex(v) for v in e5][:3] == ["0x3c80", "0x5f5f", "0xfb43"]
+
+
 def test_register_pred_poison_and_preserve():
     a = np.arange(32, dtype=np.float32)
     pred = ir.Compare(dt.bool_, LOC, "lt", TID, C(16))

@@ -391,7 +391,7 @@ def claimed_register_forms():
                     if isinstance(f, R.Form):
                         forms.append(f)
     types = sorted(R.INTS | R.FLOATS)
-    for d in types + ["f16x2", "bf16x2"]:
+    for d in types + ["f16x2", "bf16x2", "e4m3x2", "e5m2x2"]:
         for s in types:
             for rnd in [None] + sorted(R.RND | R.IRND):
                 for n in range(3):
@@ -446,7 +446,8 @@ def test_claimed_register_forms_cover_the_issue_list():
                    "fma.rn.f16", "fma.rn.f16x2", "fma.rn.relu.bf16x2", "fma.rn.bf16", "add.rn.bf16x2",
                    "add.s32", "add.sat.s32", "mul.lo.u32", "mul.wide.s16", "min.NaN.f16x2", "max.relu.s32",
                    "neg.bf16x2", "abs.ftz.f32", "cvt.rn.f16x2.f32", "cvt.rn.relu.bf16x2.f32", "cvt.rzi.s32.f32",
-                   "cvt.f32.f16", "cvt.rn.bf16.f32", "cvt.sat.u16.s32", "fma.rn.f32x2"):
+                   "cvt.f32.f16", "cvt.rn.bf16.f32", "cvt.sat.u16.s32", "fma.rn.f32x2",
+                   "cvt.rn.satfinite.e4m3x2.f32", "cvt.rn.relu.satfinite.e5m2x2.f32"):
         assert opcode in names, opcode
     assert len(FORMS) > 900
 

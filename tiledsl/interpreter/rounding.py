@@ -27,7 +27,7 @@ class Fmt:
         self.qmin = emin - (P - 1)                       # exponent of the smallest subnormal
         self.maxval = (2.0 - 2.0 ** (1 - P)) * 2.0 ** emax
         self.minnormal = 2.0 ** emin
-        self.uint = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
+        self.uint = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
 
     def __repr__(self):
         return self.name
@@ -38,6 +38,13 @@ BF16 = Fmt("bf16", 8, -126, 127, 16, 0x7FFF)
 F32 = Fmt("f32", 24, -126, 127, 32, 0x7FFFFFFF)
 F64 = Fmt("f64", 53, -1022, 1023, 64, 0x7FFFFFFFFFFFFFFF)
 FMTS = {"f16": F16, "bf16": BF16, "f32": F32, "f64": F64}
+# the 8-bit formats of cvt.{e4m3x2,e5m2x2}.f32 (sm_89) and of fp8 wgmma: e5m2 is IEEE-like (inf, NaNs); e4m3 (the
+# "fn" variant) has no infinity and spends only S.1111.111 on NaN, so its largest value is 1.75 * 2**8 = 448, not
+# the IEEE formula's 480; round_to then overflows past 448 (to inf, which .satfinite clamps back to 448)
+E4M3 = Fmt("e4m3", 4, -6, 8, 8, 0x7F)
+E4M3.maxval = 448.0
+E5M2 = Fmt("e5m2", 3, -14, 15, 8, 0x7F)
+FP8_FMTS = {"e4m3": E4M3, "e5m2": E5M2}
 
 
 # ---------------------------------------------------------------- bits <-> values
@@ -57,6 +64,8 @@ def decode(fmt: Fmt, bits) -> np.ndarray:
 def encode(fmt: Fmt, vals, canonical_nan=True) -> np.ndarray:
     """float64 values already representable in `fmt` (or inf/NaN) -> bit patterns; NaN becomes canonical."""
     vals = np.asarray(vals, np.float64)
+    if fmt in (E4M3, E5M2):
+        return _encode_fp8(fmt, vals)
     if fmt is F16:
         out = vals.astype(np.float16).view(np.uint16)
     elif fmt is BF16:
@@ -70,6 +79,36 @@ def encode(fmt: Fmt, vals, canonical_nan=True) -> np.ndarray:
         if nan.any():
             out = np.where(nan, fmt.uint(fmt.nan), out).astype(fmt.uint)
     return out
+
+
+def _encode_fp8(fmt: Fmt, vals) -> np.ndarray:
+    """float64 values representable in e4m3/e5m2 (or +-inf for e5m2, NaN) -> bytes (numpy has no 8-bit floats):
+    sign, biased exponent (0 for subnormals), P - 1 mantissa bits; NaN is the canonical 0x7F."""
+    a = np.abs(vals)
+    sign = np.signbit(vals).astype(np.uint8) << np.uint8(7)
+    _, ex = np.frexp(np.where(np.isfinite(a) & (a > 0), a, 1.0))
+    e = np.maximum(ex - 1, fmt.emin)                      # unbiased exponent; subnormals sit at emin
+    normal = a >= fmt.minnormal
+    man = np.where(normal, a / np.ldexp(1.0, e) - 1.0, a / fmt.minnormal) * 2.0 ** (fmt.P - 1)
+    efield = np.where(normal, e - fmt.emin + 1, 0)
+    bits = (efield.astype(np.int64) << (fmt.P - 1)) | np.where(np.isfinite(man), man, 0).astype(np.int64)
+    out = sign | bits.astype(np.uint8)
+    out = np.where(np.isinf(vals), sign | np.uint8(0x7C), out)       # e5m2 only (e4m3 has no infinity)
+    return np.where(np.isnan(vals), np.uint8(fmt.nan), out).astype(np.uint8)
+
+
+def decode_fp8(fmt: Fmt, bits) -> np.ndarray:
+    """Bytes of e4m3/e5m2 -> float64 values (exact)."""
+    b = np.asarray(bits).astype(np.int64) & 0xFF
+    m = fmt.P - 1
+    e = (b >> m) & ((1 << (7 - m)) - 1)
+    f = (b & ((1 << m) - 1)).astype(np.float64) / (1 << m)
+    v = np.where(e == 0, f * fmt.minnormal, (1.0 + f) * np.ldexp(1.0, e + fmt.emin - 1))
+    v = np.where(b >> 7, -v, v)
+    top = (1 << (7 - m)) - 1                              # the all-ones exponent
+    if fmt is E4M3:
+        return np.where((e == top) & ((b & 7) == 7), np.nan, v)
+    return np.where(e == top, np.where(b & 3, np.nan, np.where(b >> 7, -np.inf, np.inf)), v)
 
 
 # ---------------------------------------------------------------- error-free transformations

@@ -21,12 +21,14 @@ TYPES = {
     "s16": (16, dt.int16), "s32": (32, dt.int32), "s64": (64, dt.int64),
     "f16": (16, dt.float16), "bf16": (16, dt.bfloat16), "f32": (32, dt.float32), "f64": (64, dt.float64),
     "f16x2": (32, dt.uint32), "bf16x2": (32, dt.uint32), "f32x2": (64, dt.uint64),
+    "e4m3x2": (16, dt.uint16), "e5m2x2": (16, dt.uint16),
 }
 RND = {"rn", "rz", "rm", "rp"}
 IRND = {"rni", "rzi", "rmi", "rpi"}
 INTS = {"u16", "u32", "u64", "s16", "s32", "s64"}
 FLOATS = {"f16", "bf16", "f32", "f64"}
 HALF = {"f16", "f16x2", "bf16", "bf16x2"}
+FP8X2 = {"e4m3x2", "e5m2x2"}    # cvt destinations only: two fp8 bytes packed in a 16-bit register
 # Qualifiers are written in PTX's order; at most one of each exclusive set.
 ORDER = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "approx", "full", "hi", "lo", "wide",
          "ftz", "sat", "relu", "NaN", "abs", "satfinite")
@@ -167,9 +169,9 @@ def _match_cvt(opcode, parts):
         return Refusal("cvt needs a destination and a source type, e.g. cvt.rn.f16.f32")
     d, s = parts[-2], parts[-1]
     quals = tuple(parts[1:-2])
-    if d not in INTS | FLOATS | {"f16x2", "bf16x2"}:
-        return Refusal(f"cvt: '{d}' is not a destination type (types: "
-                       f"{', '.join(sorted(INTS | FLOATS | {'f16x2', 'bf16x2'}))})")
+    dests = INTS | FLOATS | {"f16x2", "bf16x2"} | FP8X2
+    if d not in dests:
+        return Refusal(f"cvt: '{d}' is not a destination type (types: {', '.join(sorted(dests))})")
     if s not in INTS | FLOATS:
         return Refusal(f"cvt: '{s}' is not a source type (types: {', '.join(sorted(INTS | FLOATS))})")
     if d.endswith("x2") and s != "f32":
@@ -193,6 +195,9 @@ def _match_cvt(opcode, parts):
             return Refusal(f"cvt.{d}.{s}: .relu and .satfinite need .rn or .rz")
         if {"ftz", "sat"} & set(rest):
             return Refusal(f"cvt.{d}.{s}: .relu/.satfinite cannot be combined with .ftz or .sat")
+    if d in FP8X2 and "satfinite" not in rest:
+        return Refusal(f"cvt.rn.{d}.f32 needs .satfinite: PTX has only the saturating fp8 conversion "
+                       f"(cvt.rn{{.relu}}.satfinite.{d}.f32)")
     names = ("dst", "a", "b") if d.endswith("x2") else ("dst", "a")
     return Form(opcode, "cvt", quals, d, s, names)
 
@@ -213,6 +218,8 @@ def _cvt_rule(d, s):
     f32 = "f32" in (d, s)
     sat = set() if bf else {"sat"}
     ftz = {"ftz"} if f32 and not (bf and s == "bf16") else set()
+    if d in FP8X2:
+        return {"rn"}, set(), {"relu", "satfinite"}
     if d.endswith("x2"):
         return {"rn", "rz"}, set(), {"relu", "satfinite"}
     if d in INTS and s in INTS:
@@ -240,6 +247,8 @@ def min_sm(form: Form) -> int:
     if types & {"f16", "f16x2"}:
         sm = 53
     if form.op == "cvt":
+        if form.type in FP8X2:
+            return 89                                            # PTX ISA 7.8: cvt to .e4m3x2/.e5m2x2
         if types & {"bf16", "bf16x2"}:
             sm = 80 if "f32" in types and types <= {"bf16", "bf16x2", "f32"} else 90
         if "f16x2" in types or "relu" in q:

@@ -27,6 +27,7 @@ from . import fastmath as FM
 from .pattern import IRND, RND, Form
 
 CVT_PACKED = {"f16x2": R.F16, "bf16x2": R.BF16}
+CVT_FP8X2 = {"e4m3x2": R.E4M3, "e5m2x2": R.E5M2}
 DT_OF = {"s8": dt.int8, "s16": dt.int16, "s32": dt.int32, "s64": dt.int64, "u8": dt.uint8, "u16": dt.uint16,
          "u32": dt.uint32, "u64": dt.uint64, "b8": dt.uint8, "b16": dt.uint16, "b32": dt.uint32,
          "b64": dt.uint64}
@@ -359,6 +360,20 @@ def _cvt(n, form: Form, groups):
     rmode = next((q for q in RND if q in quals), None)
     imode = next((q for q in IRND if q in quals), None)
     ftz, sat, relu, satfinite = "ftz" in quals, "sat" in quals, "relu" in quals, "satfinite" in quals
+
+    if dty in CVT_FP8X2:                                 # cvt.rn.satfinite.e4m3x2.f32 d, a, b: a -> upper byte
+        if len(groups) != 3:
+            raise native_error(n, "packed cvt takes d, a, b")
+        fmt = CVT_FP8X2[dty]
+        a, b = groups[1][0], groups[2][0]
+
+        def byte(bits):
+            v = R.decode(R.F32, bits)
+            return _to_float(v, None, fmt, "rn", False, False, relu, True).astype(np.uint16)
+
+        def core(m, idx):
+            d.store(m, idx, (byte(a.read(m, idx)) << np.uint16(8)) | byte(b.read(m, idx)))
+        return core, dsts
 
     if dty in CVT_PACKED:                                # cvt.rn.f16x2.f32 d, a, b: a -> upper half, b -> lower
         if len(groups) != 3:

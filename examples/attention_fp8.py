@@ -1,0 +1,504 @@
+"""FlashAttention forward in FP8 (e4m3) on Hopper (sm_90a), FA3 style, written only in the kernel language: the
+producer/consumer schedule of examples/attention_hopper.py (read its docstring first) with both matrix products on
+e4m3 wgmma (k32 steps, f32 accumulators).
+
+attention_fp8(q, k, v, scale_q=1.0, scale_k=1.0, scale_v=1.0, causal=False, scale=None, out_dtype=bfloat16)
+-> (O, LSE): q (B, H, N, D), k and v (B, H_kv, N_kv, D) in float8_e4m3fn, with per-tensor DEscale factors as
+torch._scaled_mm and FA3 take them (the real values are scale_q * q, ...; floats or 1-element float32 tensors, > 0).
+D in {64, 128, 256}, any N, grouped-query attention and causal (top-left) as attention_hopper. O is out_dtype
+(bfloat16 or float16), LSE float32 (B, H, N) in natural log of the real scores.
+
+What differs from the f16/bf16 kernel, and why:
+  * e4m3 wgmma reads both shared operands K-major only (no transpose bit). S = Q K^T is K-major as stored (rows
+    of D bytes); the TMA boxes are 128 bytes wide (64 at D = 64, with the 64-byte swizzle) and 32-byte K steps;
+  * O += P V needs V K-major, i.e. V^T (D, N_kv) with the keys contiguous. THE HOST WRAPPER TRANSPOSES V ONCE with
+    torch (numpy on the interpreter), one pass over V that the benchmark times as part of attention_fp8;
+  * P goes through registers as wgmma's A fragment. The fp8 fragment gives thread (l % 4 = t) the 4 consecutive
+    keys 16q + 4t .. 16q + 4t + 3 of each 16-key block q (row half r % 2), but S's accumulators give it keys
+    16q + 2t, +1, 16q + 8 + 2t, +1. Instead of permuting bytes across lanes in the loop (FA3's byte permute), the
+    host's transpose also permutes the keys inside every 16-key block: column 4t + 2a + b of the block in V^T holds
+    key 8a + 2t + b, so A position 4t + j meets exactly the key whose probability the thread holds. P V sums over
+    keys, so the order is free; the masks and LSE still see true key indices (K is not permuted);
+  * P: the f32 probabilities (in [0, 1] after the online softmax's max subtraction) become e4m3 pairs with
+    cvt.rn.satfinite.e4m3x2.f32 (16-bit halves) and two halves one A word with mov.b32 {lo, hi}. The row sums use
+    the f32 values (as FA3), so O carries P's rounding (3 mantissa bits: up to 2^-4 relative per probability);
+  * the descales: scores are scaled by scale * scale_q * scale_k (folded into the softmax's one fma per score,
+    read from a 3-element float32 tensor at run time so new descales do not recompile), and O by scale_v / l.
+
+    python examples/attention_fp8.py   # on an H200/H100: against an fp32 reference; else a small interpreter case
+"""
+import math
+import sys
+
+import numpy as np
+
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
+
+from attention_hopper import CONSUMER_REGS, FULL_MASK, LN2, LOG2E, NEG, PRODUCER_REGS, SMEM_LIMIT, _flat
+
+SWIZZLE = {64: (2, 4, 3), 128: (3, 4, 3)}   # 16-byte chunk c of a 64/128-byte row r at c ^ (r % 4 or 8), in bytes
+KEY_BLOCK = 16                              # V^T's keys are permuted within blocks of 16 (the P fragment's period)
+
+# (consumers, BN, stages, overlap) per head dim, as attention_hopper.CONFIGS; BN is 64 or 128 (one V^T box of 64
+# or 128 bytes of keys per row). Not yet measured on the H200: the f16 kernel's choices (serial schedule at D >= 128)
+CONFIGS = {64: (2, 128, 4, 1), 128: (2, 128, 2, 0), 256: (2, 64, 2, 0)}
+SUPPORTED_D = tuple(CONFIGS)
+# what a benchmark may compare (each assembles without spills: tests/test_attention_fp8.py)
+CANDIDATES = {64: [(2, 128, 4, 1), (2, 128, 2, 0), (3, 128, 2, 1)],
+              128: [(2, 128, 2, 0), (2, 128, 2, 1), (2, 128, 3, 1), (2, 128, 4, 0)],
+              256: [(2, 64, 2, 0), (2, 64, 2, 1), (2, 128, 2, 0)]}
+OUT_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+
+_KERNELS = {}
+
+
+def layouts(D: int, bm: int, bn: int, stages: int, consumers: int) -> dict:
+    """Shared memory as the TMA unit writes it and as wgmma reads it (bytes), and the register fragments. Q is (D/BC
+    boxes, BM rows, BC bytes) and K (stage, D/BC boxes, BN rows, BC bytes), BC = min(D, 128); V^T is (stage, D rows,
+    BN keys)."""
+    bc = min(D, 128)
+    dh, ks, kr = D // bc, bc // 32, bn // 32
+    L = {}
+    L["tma_q"] = T.tma_layout((dh, 1, bm, bc), "uint8", bc)
+    L["tma_k"] = T.tma_layout((stages, dh, 1, bn, bc), "uint8", bc)
+    L["tma_v"] = T.tma_layout((stages, 1, D, bn), "uint8", bn)
+    # Q as A (ss, K-major): (box, consumer, M rep, K step, 64 rows, 32 k)
+    L["wg_q"] = TileLayout(S[(dh, consumers, 1, ks, 64, 32) : (bm * bc, 64 * bc, 1, 32, bc, 1)],
+                           swizzle=SWIZZLE[bc])
+    # K as B (K-major): (stage, box, N rep, K step, BN keys, 32 k)
+    L["wg_k"] = TileLayout(S[(stages, dh, 1, ks, bn, 32) : (dh * bn * bc, bn * bc, 1, 32, bc, 1)],
+                           swizzle=SWIZZLE[bc])
+    # V^T as B (K-major over the keys): (stage, N rep, key step, D rows, 32 keys)
+    L["wg_v"] = TileLayout(S[(stages, 1, kr, D, 32) : (D * bn, 1, 32, bn, 1)], swizzle=SWIZZLE[bn])
+    # f32 accumulators of m64nN: register i -> row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+    for name, n in (("acc_s", bn), ("acc_o", D)):
+        L[name] = TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) :
+                               (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+    # P as A (rs, e4m3): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of key step kk
+    L["p"] = TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
+    # the e4m3 halves h[4q + 2s + a] (16-key block q, row half s, a: keys 8a + ..) as the cvt writes them, indexed
+    # like S's registers (q, a, s): S register 8q + 4a + 2s + b
+    L["halves"] = TileLayout(S[(bn // 16, 2, 2, 1) : (4, 1, 2, 1)])
+    return L
+
+
+def smem_bytes(D: int, consumers: int, bn: int, stages: int) -> int:
+    """Shared memory of the Q tile and the K/V ring in bytes (the barriers and alignment add under 2 KB)."""
+    return 64 * consumers * D + 2 * stages * bn * D
+
+
+def make_attention_fp8(out, D, causal, shape, scale, config=None):
+    """The FP8 forward kernel for output dtype `out` ("bfloat16"/"float16"), head dim D, causal or not, shape =
+    (B, H, H_kv, N, N_kv) and softmax scale `scale` (the descales come at run time); sm_90a only.
+
+    config = (consumers, BN, stages, overlap) as attention_hopper's (BN 64 or 128). Arguments: Q (B * H, N, D) and
+    K (B * H_kv, N_kv, D) as uint8 (e4m3 bytes; tensor maps), VT (B * H_kv, D, N_kv rounded up to 16) the
+    key-permuted V^T (vt_permuted), O (B, H, N, D), LSE (B, H, N) float32, DESCALE (3,) float32: q, k, v."""
+    if D not in SUPPORTED_D:
+        raise tiledsl.LaunchError(f"attention_fp8 supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
+    config = tuple(config or CONFIGS[D])
+    key = (out, D, bool(causal), tuple(shape), float(scale), config)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    if out not in OUT_TYPES:
+        raise tiledsl.LaunchError(f"attention_fp8 writes O as bfloat16 or float16, not {out}")
+    if len(config) != 4:
+        raise tiledsl.LaunchError(f"attention_fp8 configuration {config}: (consumers, BN, stages, overlap)")
+    CONS, BN, STG, OVERLAP = config
+    B, H, HK, N, NK = shape
+    if H % HK:
+        raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
+    if CONS not in (1, 2, 3) or BN not in (64, 128) or STG < 2 or OVERLAP not in (0, 1) or \
+            smem_bytes(D, CONS, BN, STG) + 2048 > SMEM_LIMIT:
+        raise tiledsl.LaunchError(f"attention_fp8 configuration {config}: 1 to 3 consumers, BN 64 or 128, at "
+                                  f"least 2 stages, overlap 0 or 1, within {SMEM_LIMIT} bytes of shared memory")
+    MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k32.f32.e4m3.e4m3"
+    MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k32.f32.e4m3.e4m3"
+    LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
+    ARRIVE = "mbarrier.arrive.shared::cta.b64"
+    CVT_P = "cvt.rn.satfinite.e4m3x2.f32"
+    CVT_O = f"cvt.rn.{OUT_TYPES[out]}x2.f32"
+    BM = 64 * CONS
+    THREADS = 128 * (1 + CONS)
+    BC = min(D, 128)                    # bytes (e4m3 columns) of one Q/K box
+    DH, KR = D // BC, BN // 32
+    NKP = -(-NK // KEY_BLOCK) * KEY_BLOCK
+    NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
+    NQB = -(-N // BM)                   # query blocks per head
+    NKT = -(-NK // BN)                  # key tiles
+    GROUP = H // HK
+    C0 = float(scale) * LOG2E           # scores to the log2 domain (times the q and k descales at run time)
+    TXQ, TXK, TXV = BM * D, BN * D, BN * D
+    CAP = min((65536 // THREADS) // 8 * 8, 248)
+    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8))
+    LY = layouts(D, BM, BN, STG, CONS)
+    L_TQ, L_TK, L_TV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_k"], LY["tma_v"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
+    L_S, L_O, L_P, L_H = LY["acc_s"], LY["acc_o"], LY["p"], LY["halves"]
+    STEP = ((0, 0, BC),)                # the D / BC boxes of a Q or K tile: BC columns apart
+    NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
+
+    @tiledsl.inline
+    def issue_s(sv, wq, wk, c, st):
+        """S = Q K^T of the tile in stage `st` as one commit group (D / BC calls of BC / 32 K steps each)."""
+        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], sv, scope="warpgroup")
+        for dh in T.unroll(DH):
+            T.cuda.tile.apply(T.ptx[MMA_S], sv, wq[dh, c], wk[st, dh], scope="warpgroup", scale_d=dh > 0)
+        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], sv, scope="warpgroup")
+
+    @tiledsl.inline
+    def issue_pv(oacc, ov, pv, wv, al, fullv, st, j):
+        """O = O * al + P V of tile j (stage st) as one commit group, once V^T has landed."""
+        for i in T.unroll(NO):
+            oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
+        T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
+        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
+        T.cuda.tile.apply(T.ptx[MMA_O], ov, pv, wv[st], scope="warpgroup")
+        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
+
+    @tiledsl.inline
+    def to_p(pk, hp, sacc):
+        """P of S's probabilities as e4m3 A words: halves h[4q + 2s + a] = (S[8q + 4a + 2s + 1], S[8q + 4a + 2s])
+        (the upper byte first), then word 2q + s = {h[4q + 2s], h[4q + 2s + 1]}: keys 16q + 4t + (0..3) in V^T's
+        permuted order."""
+        s4 = sacc.view(BN // 16, 2, 2, 2)
+        T.cuda.tile.apply(T.ptx[CVT_P], hp.view(BN // 16, 2, 2, 1, layout=L_H), s4[:, :, :, 1:2], s4[:, :, :, 0:1])
+        T.cuda.tile.apply(T.ptx["mov.b32"], pk, hp.view(BN // 8, 2))
+
+    @tiledsl.inline
+    def softmax(sacc, m, sh, al, lsum, part, j, row0, lane, first_row, cs):
+        """attention_hopper's online softmax of S (tile j) in place, with the run-time log2-domain scale cs: mask,
+        new row max m, exponentials, the rescale factor al of the old O and row sums, this lane's row sums."""
+        col0 = j * BN + 2 * (lane % 4)
+        need = (j + 1) * BN > NK
+        if causal:
+            need = need or (j + 1) * BN - 1 > first_row
+        if need:
+            for i in T.unroll(NS):
+                col = col0 + 8 * (i // 4) + i % 2
+                if causal:
+                    row = row0 + 8 * ((i // 2) % 2)
+                    sacc[i] = NEG if (col >= NK or col > row) else sacc[i]
+                else:
+                    sacc[i] = NEG if col >= NK else sacc[i]
+        for r in T.unroll(2):
+            for n in T.unroll(BN // 8):
+                pair = T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1])
+                part[r, n % NP] = pair if n < NP else T.max(part[r, n % NP], pair)
+            sh[r, 0] = m[r, 0]
+            for q in T.unroll(NP):
+                sh[r, 0] = T.max(sh[r, 0], part[r, q])
+        for k in T.unroll(2):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, FULL_MASK)
+            for r in T.unroll(2):
+                sh[r, 0] = T.max(sh[r, 0], al[r, 0])
+        for r in T.unroll(2):
+            mc = sh[r, 0] * cs if sh[r, 0] != NEG else 0.0
+            al[r, 0] = m[r, 0] * cs - mc
+            m[r, 0] = sh[r, 0]
+            srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
+            T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, cs, -mc)
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
+        for r in T.unroll(2):
+            for n in T.unroll(BN // 8):
+                pair = sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
+                part[r, n % NP] = pair if n < NP else part[r, n % NP] + pair
+            acc = lsum[r, 0] * al[r, 0]
+            for q in T.unroll(NP):
+                acc = acc + part[r, q]
+            lsum[r, 0] = acc
+
+    @tiledsl.jit
+    def attention_fp8_fa3(Q: T.TensorMap((B * H, N, D), "uint8", box=(1, BM, BC), swizzle=BC),
+                          K: T.TensorMap((B * HK, NK, D), "uint8", box=(1, BN, BC), swizzle=BC),
+                          VT: T.TensorMap((B * HK, D, NKP), "uint8", box=(1, D, BN), swizzle=BN),
+                          O: T.Tensor((B, H, N, D), out), LSE: T.Tensor((B, H, N), "float32"),
+                          DESCALE: T.Tensor((3,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NQB * B * H, block=THREADS, max_registers=CAP))
+        tid = T.cuda.thread_id()
+        wg = tid // 128
+        pid = T.cuda.block_id()
+        bh = pid // NQB
+        qb = pid % NQB
+        if causal:
+            qb = NQB - 1 - qb
+        b = bh // H
+        h = bh % H
+        hk = h // GROUP
+        sq = T.alloc_shared((DH * BM * BC,), "uint8")
+        sk = T.alloc_shared((STG * DH * BN * BC,), "uint8")
+        sv_ = T.alloc_shared((STG * D * BN,), "uint8")
+        qbar = T.alloc_shared((1,), "uint64")         # Q has landed
+        fullk = T.alloc_shared((STG,), "uint64")      # stage s holds K of its tile (phase u: the u-th fill)
+        fullv = T.alloc_shared((STG,), "uint64")      # ... and V^T
+        empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
+        tq = sq.view(DH, 1, BM, BC, layout=L_TQ)
+        tk = sk.view(STG, DH, 1, BN, BC, layout=L_TK)
+        tv = sv_.view(STG, 1, D, BN, layout=L_TV)
+        wq = sq.view(DH, CONS, 1, BC // 32, 64, 32, layout=L_WQ)
+        wk = sk.view(STG, DH, 1, BC // 32, BN, 32, layout=L_WK)
+        wv = sv_.view(STG, 1, KR, D, 32, layout=L_WV)
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
+            for s in T.unroll(STG):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        T.cuda.syncthreads()
+        ntiles = NKT
+        if causal:
+            ntiles = T.min(NKT, ((qb + 1) * BM + BN - 1) // BN)
+        if wg == 0:
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
+            if T.cuda.warp_id() == 0:
+                leader = T.alloc_local((1,), "uint32")
+                elected = T.alloc_local((1,), "uint32")
+                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
+                if elected[0] == 1:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], qbar, TXQ)
+                    T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=STEP)
+                    for j in range(ntiles):
+                        s = j % STG
+                        if j >= STG:
+                            T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullk[s:s + 1], TXK)
+                        T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b * HK + hk, j * BN, 0),
+                                          coord_steps=STEP)
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullv[s:s + 1], TXV)
+                        T.cuda.tile.apply(T.ptx[LOAD], tv[s], VT, fullv[s:s + 1], coords=(b * HK + hk, 0, j * BN))
+        else:
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
+            c = wg - 1
+            lane = tid % 32
+            w = (tid % 128) // 32
+            cs = C0 * DESCALE[0] * DESCALE[1]           # the log2-domain scale of the raw e4m3 scores
+            sacc = T.alloc_local((NS,), "float32")
+            oacc = T.alloc_local((NO,), "float32")
+            hp = T.alloc_local((NS // 2,), "uint16")   # e4m3 pairs of P
+            pk = T.alloc_local((NS // 4, 1), "uint32")  # P's A words
+            m = T.alloc_local((2, 1), "float32")
+            sh = T.alloc_local((2, 1), "float32")
+            al = T.alloc_local((2, 1), "float32")
+            lsum = T.alloc_local((2, 1), "float32")
+            part = T.alloc_local((2, NP), "float32")
+            sv = sacc.view(1, 1, 64, BN, layout=L_S)
+            ov = oacc.view(1, 1, 64, D, layout=L_O)
+            pv = pk.view(1, KR, 64, 8, layout=L_P)
+            for i in T.unroll(NO):
+                oacc[i] = 0.0
+            for r in T.unroll(2):
+                m[r, 0] = NEG
+                lsum[r, 0] = 0.0
+            row0 = qb * BM + 64 * c + 16 * w + lane // 4
+            T.cuda.tile.apply(T.ptx[WAIT], qbar, 0)
+            T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
+            issue_s(sv, wq, wk, c, 0)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+            softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
+            to_p(pk, hp, sacc)
+            for j in range(ntiles - 1):
+                st = j % STG
+                s1 = (j + 1) % STG
+                if OVERLAP:
+                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                    issue_s(sv, wq, wk, c, s1)
+                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
+                if OVERLAP:
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                else:
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                    issue_s(sv, wq, wk, c, s1)
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
+                to_p(pk, hp, sacc)
+            last = ntiles - 1
+            issue_pv(oacc, ov, pv, wv, al, fullv, last % STG, last)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+
+            # epilogue: the full row sums, O * scale_v / l, LSE
+            for k in T.unroll(2):
+                T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, FULL_MASK)
+                for r in T.unroll(2):
+                    lsum[r, 0] = lsum[r, 0] + sh[r, 0]
+            T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
+            dv = DESCALE[2]
+            for r in T.unroll(2):
+                inv = dv / lsum[r, 0]
+                for n in T.unroll(D // 8):
+                    for e in T.unroll(2):
+                        oacc[4 * n + 2 * r + e] = oacc[4 * n + 2 * r + e] * inv
+            ow = T.alloc_local((NO // 2, 1), "uint32")
+            T.cuda.tile.apply(T.ptx[CVT_O], ow, oacc.view(NO // 2, 2)[:, 1:2], oacc.view(NO // 2, 2)[:, 0:1])
+            gO = O.view(dtype="uint32").view(B * H * N, D // 2)
+            for r in T.unroll(2):
+                row = row0 + 8 * r
+                if row < N:
+                    for n in T.unroll(D // 8):
+                        gO[bh * N + row, 4 * n + lane % 4] = ow[2 * n + r, 0]
+                    if lane % 4 == 0:
+                        LSE[b, h, row] = (m[r, 0] * cs + al[r, 0]) * LN2
+
+    attention_fp8_fa3.tile = (BM, BN)
+    _KERNELS[key] = attention_fp8_fa3
+    return attention_fp8_fa3
+
+
+def vt_permuted(v, xp=np):
+    """V (B, H_kv, N_kv, D) of e4m3 bytes -> V^T (B, H_kv, D, N_kv rounded up to 16, zero-padded) with the keys of
+    every 16-key block reordered: column 4t + 2a + b holds key 8a + 2t + b (the P fragment's order; module doc).
+    xp: numpy, or torch for torch tensors (then one permute-copy on the GPU)."""
+    B, HK, NK, D = v.shape
+    pad = -NK % KEY_BLOCK
+    if xp is np:
+        v = np.pad(v, ((0, 0), (0, 0), (0, pad), (0, 0))) if pad else v
+        r = v.reshape(B, HK, (NK + pad) // 16, 2, 4, 2, D).transpose(0, 1, 6, 2, 4, 3, 5)
+        return np.ascontiguousarray(r).reshape(B, HK, D, NK + pad)
+    if pad:
+        v = xp.nn.functional.pad(v, (0, 0, 0, pad))
+    r = v.reshape(B, HK, (NK + pad) // 16, 2, 4, 2, D).permute(0, 1, 6, 2, 4, 3, 5)
+    return r.contiguous().reshape(B, HK, D, NK + pad)
+
+
+def _descales(scale_q, scale_k, scale_v, device):
+    """The (3,) float32 descale tensor the kernel reads: floats (checked > 0) or 1-element float32 tensors (kept on
+    the device: no synchronising read; they must be > 0, which the kernel cannot check)."""
+    import torch
+    parts = []
+    for name, s in (("scale_q", scale_q), ("scale_k", scale_k), ("scale_v", scale_v)):
+        if isinstance(s, torch.Tensor):
+            if s.numel() != 1:
+                raise tiledsl.LaunchError(f"attention_fp8: {name} must be a float or a 1-element tensor, got shape "
+                                          f"{tuple(s.shape)}")
+            parts.append(s.reshape(1).to(device=device, dtype=torch.float32))
+        else:
+            parts.append(torch.tensor([_positive(name, s)], dtype=torch.float32, device=device))
+    return torch.cat(parts)
+
+
+def _positive(name, s) -> float:
+    s = float(s)
+    if not s > 0 or math.isinf(s):
+        raise tiledsl.LaunchError(f"attention_fp8: {name} must be positive and finite, got {s}")
+    return s
+
+
+def _check_fp8(q, k, v):
+    """(shape, D) of e4m3 q, k, v: torch float8_e4m3fn tensors, or numpy uint8 arrays of e4m3 bytes."""
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise tiledsl.LaunchError(f"q, k, v must be (B, H, N, D); got {tuple(q.shape)}, {tuple(k.shape)}, "
+                                  f"{tuple(v.shape)}")
+    B, H, N, D = q.shape
+    if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D:
+        raise tiledsl.LaunchError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be (B, H_kv, N_kv, D) with "
+                                  f"q's B={B} and D={D}")
+    if H % k.shape[1]:
+        raise tiledsl.LaunchError(f"k/v heads ({k.shape[1]}) must divide q's heads ({H})")
+    want = "uint8" if isinstance(q, np.ndarray) else "torch.float8_e4m3fn"
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if str(x.dtype) != want:
+            raise tiledsl.LaunchError(f"attention_fp8: {name} must be {want} (e4m3), got {x.dtype}")
+    if D not in SUPPORTED_D:
+        raise tiledsl.LaunchError(f"attention_fp8 supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
+    return (B, H, k.shape[1], N, k.shape[2]), D
+
+
+def attention_fp8(q, k, v, scale_q=1.0, scale_k=1.0, scale_v=1.0, causal=False, scale=None, out_dtype=None,
+                  config=None):
+    """(O, LSE) of softmax(scale * (scale_q q)(scale_k k)^T [causal mask]) (scale_v v) for e4m3 q (B, H, N, D), k
+    and v (B, H_kv, N_kv, D): torch float8_e4m3fn CUDA tensors on an sm_90 GPU (O out_dtype, default
+    torch.bfloat16), or numpy uint8 arrays of e4m3 bytes on the CPU interpreter (descales floats; O float16).
+
+    V is transposed (and its keys permuted) once per call on the host side (vt_permuted): part of the call's time.
+    scale defaults to 1/sqrt(D); LSE is float32 (B, H, N), natural log, of the descaled, scaled scores."""
+    from attention import softmax_scale
+    shape, D = _check_fp8(q, k, v)
+    scale = softmax_scale(scale, D)
+    B, H, _, N, _ = shape
+    if isinstance(q, np.ndarray):
+        if out_dtype not in (None, np.float16, "float16"):
+            raise tiledsl.LaunchError("attention_fp8 on the interpreter writes O as float16")
+        kern = make_attention_fp8("float16", D, causal, shape, scale, config)
+        desc = np.array([_positive(n, s) for n, s in (("scale_q", scale_q), ("scale_k", scale_k),
+                                                      ("scale_v", scale_v))], np.float32)
+        q, k = np.ascontiguousarray(q), np.ascontiguousarray(k)
+        vt = vt_permuted(v)
+        o = np.zeros(q.shape, np.float16)
+        lse = np.zeros((B, H, N), np.float32)
+        tiledsl.jit(kern.fn, interpret=True)(*_flat(q, k, vt), o, lse, desc)
+        return o, lse
+    import torch
+    out_dtype = out_dtype or torch.bfloat16
+    out = {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(out_dtype)
+    if out is None:
+        raise tiledsl.LaunchError(f"attention_fp8 writes O as torch.bfloat16 or torch.float16, not {out_dtype}")
+    kern = make_attention_fp8(out, D, causal, shape, scale, config)
+    q8, k8 = (x.contiguous().view(torch.uint8) for x in (q, k))
+    vt = vt_permuted(v.contiguous().view(torch.uint8), torch)
+    o = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+    kern(*_flat(q8, k8, vt), o, lse, _descales(scale_q, scale_k, scale_v, q.device))
+    return o, lse
+
+
+def quantize_e4m3(x, amax=None):
+    """numpy float array -> (e4m3 bytes, descale) with the per-tensor scale that maps max |x| to 448 (the
+    interpreter tests' and the demo's quantiser; torch users call x.to(torch.float8_e4m3fn) themselves)."""
+    from tiledsl.interpreter import rounding as R
+    x = np.asarray(x, np.float64)
+    amax = float(np.abs(x).max()) if amax is None else float(amax)
+    descale = amax / 448.0 if amax > 0 else 1.0
+    r = R.round_to(R.E4M3, x / descale, None, "rn")
+    r = np.clip(r, -448.0, 448.0)
+    return R.encode(R.E4M3, r), descale
+
+
+def dequantize_e4m3(b, descale=1.0):
+    """e4m3 bytes -> float64 values times descale."""
+    from tiledsl.interpreter import rounding as R
+    return R.decode_fp8(R.E4M3, b) * descale
+
+
+def main(argv=None):
+    """On an sm_90 GPU: attention_fp8 against an fp32 reference of the dequantised inputs; else a small case on
+    the interpreter."""
+    import attention as A
+    rng = np.random.default_rng(0)
+    try:
+        import torch
+        gpu = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+    except ImportError:
+        gpu = False
+    if gpu:
+        B, H, N, D = 2, 8, 4096, 128
+        x = [torch.randn(B, H, N, D, device="cuda") for _ in range(3)]
+        amax = [t.abs().max() for t in x]
+        f8 = [(t * 448.0 / a).to(torch.float8_e4m3fn) for t, a in zip(x, amax)]
+        ds = [a / 448.0 for a in amax]
+        o, lse = attention_fp8(*f8, *ds)
+        real = [t.float() * d for t, d in zip(f8, ds)]
+        ro = torch.nn.functional.scaled_dot_product_attention(*real)
+        print(f"attention_fp8 B={B} H={H} N={N} D={D}: max |O - ref| = {(o.float() - ro).abs().max().item():.3e}")
+        return 0
+    q8, dq = quantize_e4m3(rng.standard_normal((1, 2, 130, 64)))
+    k8, dk = quantize_e4m3(rng.standard_normal((1, 1, 130, 64)))
+    v8, dv = quantize_e4m3(rng.standard_normal((1, 1, 130, 64)))
+    o, lse = attention_fp8(q8, k8, v8, dq, dk, dv, causal=True)
+    ro, rl = A.reference(*(dequantize_e4m3(x, d) for x, d in ((q8, dq), (k8, dk), (v8, dv))), causal=True)
+    print(f"attention_fp8 on the interpreter (1, 2, 130, 64), causal, GQA: max |O - ref| = "
+          f"{np.abs(o.astype(np.float64) - ro).max():.3e}, max |LSE - ref| = {np.abs(lse - rl).max():.3e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
