@@ -1,6 +1,6 @@
 """The FP8 (e4m3) FA3-style forward on the GPU (an sm_90 device): O against the float32 reference of the
 DEquantised inputs within the bound P's e4m3 rounding allows (2^-4 max |v|; random data stays under a quarter of
-it) plus bf16's own rounding, LSE within 1e-3, over D 64/128/256, N 1024/4096 and a ragged 1000, causal or not,
+it) plus bf16's own rounding, LSE within LSE_TOL, over D 64/128/256, N 1024/4096 and a ragged 1000, causal or not,
 grouped-query attention, descales as floats or device tensors, float16 output; the interpreter agrees with the GPU
 on the CI case; the SASS is QGMMA + UTMALDG code without local memory. (tests/test_attention_fp8.py compiles these
 kernels through ptxas on CPU CI.)"""
@@ -15,6 +15,11 @@ from test_attention_fp8 import GPU_SHAPES, P_ULP
 from test_gpu_attention import _reference
 
 pytestmark = pytest.mark.gpu
+
+# Hopper's FP8 wgmma does not accumulate in full fp32 (the DeepSeek-V3 report measures about 14 bits kept on the
+# H800); S = Q K^T carries that error into the LSE: 1.5e-3 to 4.8e-3 on the H200 (2026-12-01) against an exact
+# fp32 reference, and the interpreter's wgmma, which accumulates exactly, differs from the GPU by 1.2e-3
+LSE_TOL = 1e-2
 
 
 def _sm90():
@@ -40,7 +45,7 @@ def _check(torch, o, lse, q8, k8, v8, dq, dk, dv, causal, scale):
     own = (ro.to(o.dtype).float() - ro).abs().max().item()        # rounding the exact O to the output type
     assert err <= P_ULP * vmax + 2 * own + 2e-3, err
     assert err <= 0.25 * P_ULP * vmax + 2 * own + 2e-3, err
-    assert (lse - rl).abs().max().item() <= 1e-3
+    assert (lse - rl).abs().max().item() <= LSE_TOL
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
@@ -95,7 +100,7 @@ def test_fp8_interpreter_agrees_with_gpu():
         # ex2.approx (2 ulp) may move a probability across an e4m3 rounding midpoint: one P step (2^-4 relative)
         # for a rare key, p / l |v| < 1 times that; a wrong fragment or key order errs by O(1)
         assert np.abs(og.cpu().numpy().astype(np.float32) - oi.astype(np.float32)).max() <= 5e-2
-        assert np.abs(lg.cpu().numpy() - li).max() <= 1e-5
+        assert np.abs(lg.cpu().numpy() - li).max() <= LSE_TOL
 
 
 def test_fp8_sass_is_qgmma_and_tma_without_local_memory():
