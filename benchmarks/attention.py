@@ -1,7 +1,8 @@
 """FlashAttention forward: the tiledsl FA2-style kernel (examples/attention.py) against torch SDPA with each of its
 backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
-    python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16] [--configs default|all|8.1.1,8.2.0]
+    python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16]
+                                   [--configs default|all|fa3|fa3all|fa3pp|both|8.1.1,8.2.0]
                                    [--backward [--backward-only] [--bwd-warps 4,8]] [--plot FILE.png]
     python benchmarks/attention.py --fp8 [--quick] [--dims 128] [--ns 4096,16384] [--configs fa3all]
 
@@ -242,8 +243,10 @@ def main(argv=None):
     p.add_argument("--configs", default="default",
                    help="kernel configurations to time: FA2's (warps, m16 tiles per warp, Q in registers): 'default' "
                         "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'; FA3's "
-                        "(consumers, BN, stages, overlap; examples/attention_hopper.py, sm_90): 'fa3' (its "
-                        "CONFIGS), 'fa3all' (its CANDIDATES), e.g. '2.128.2.1'; 'both': the FA2 and FA3 defaults")
+                        "(consumers, BN, stages, overlap[, pingpong]; examples/attention_hopper.py, sm_90): 'fa3' "
+                        "(its CONFIGS), 'fa3all' (its CANDIDATES and PINGPONG_CANDIDATES), 'fa3pp' (its CONFIGS "
+                        "and PINGPONG_CANDIDATES: the ping-pong schedule beside the default), e.g. '2.128.2.1' or "
+                        "'2.128.2.0.1'; 'both': the FA2 and FA3 defaults")
     p.add_argument("--backward", action="store_true",
                    help="also time the backward (D = 128 and 64 of --dims) against torch's, in a second table")
     p.add_argument("--backward-only", action="store_true", help="with --backward: skip the forward table")
@@ -281,9 +284,11 @@ def main(argv=None):
                             configs = [A.default_config(D, (1, 1, 1, N, N))]
                         elif opts.configs == "all":
                             configs = A.CANDIDATES[D]
-                        elif opts.configs in ("fa3", "fa3all", "both"):     # 4-entry configs take the fa3 path
+                        elif opts.configs in ("fa3", "fa3all", "fa3pp", "both"):    # 4/5-entry configs: fa3
                             import attention_hopper as AH
-                            configs = {"fa3": [AH.CONFIGS[D]], "fa3all": AH.CANDIDATES[D],
+                            pp = AH.PINGPONG_CANDIDATES[D]
+                            configs = {"fa3": [AH.CONFIGS[D]], "fa3all": AH.CANDIDATES[D] + pp,
+                                       "fa3pp": [AH.CONFIGS[D]] + [c for c in pp if c != AH.CONFIGS[D]],
                                        "both": [A.default_config(D, (1, 1, 1, N, N)), AH.CONFIGS[D]]}[opts.configs]
                         else:
                             configs = [tuple(int(x) for x in c.split(".")) for c in opts.configs.split(",")]

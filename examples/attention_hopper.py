@@ -28,12 +28,20 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
         O, issue O += P_j V_j, wait for S_{j+1} only (wgmma.wait_group 1: groups retire in order) and run its
         softmax while P_j V_j is on the tensor cores, then wait for P_j V_j and convert P_{j+1}; without it every
         wgmma group is waited for at once;
+      - with ping-pong (config[4] = 1; FA3's schedule between warpgroups) the consumers take turns on the tensor
+        cores: a turn is the wgmma groups of one step (S_0; then S_{j+1} and P_j V_j; then the last P V), and
+        consumer c issues its turn only after `bar.sync 1 + c, 256` and hands over with `bar.arrive` on the next
+        consumer's barrier, so one consumer's softmax runs while the other's groups are on the tensor cores (the
+        last consumer arrives once on barrier 1 at the start, and not after its last turn: every phase is a
+        sync of 128 threads and an arrive of 128). Without overlap each turn issues S_{j+1} and P_j V_j together
+        and waits for both;
   * causal: tiles above the diagonal are never loaded, the crossing tiles masked; ragged N_kv: the zero-filled
     keys are masked to -inf; rows past N are computed on zeros and not stored;
   * the epilogue divides O by the row sum, stores O (st.global of f16x2/bf16x2 words) and LSE.
 
 On the interpreter the producer and the consumers run as fibers (interpreter/fibers.py) that hand over at their
-mbarrier waits, so the ring turns there as on the GPU.
+mbarrier waits, so the ring turns there as on the GPU; with ping-pong each consumer warpgroup is its own fiber, so
+their turns alternate there too.
 
     python examples/attention_hopper.py   # on an H200/H100: against torch SDPA; else a small interpreter case
 """
@@ -54,7 +62,7 @@ FULL_MASK = 0xFFFFFFFF
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
 
-# (consumers, BN, stages, overlap) per head dim: BM = 64 * consumers query rows per block
+# (consumers, BN, stages, overlap[, pingpong]) per head dim: BM = 64 * consumers query rows per block
 # measured on the H200 (benchmarks/attention.py --configs fa3all, f16, N = 4096, 2026-12-01): the serial schedule
 # (overlap = 0) is the faster one at D = 128 (463 vs 357 TFLOP/s non-causal, 402 vs 373 causal) and D = 256 (347 vs
 # 235, 287 vs 182); at D = 64 four stages with overlap (382 vs 310 non-causal, 303 vs 295 causal)
@@ -63,10 +71,16 @@ SUPPORTED_D = tuple(CONFIGS)
 # what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py): 3
 # consumers (BM = 192) fit D = 64's registers only (D = 128 spills at 160 per thread); BN = 176 / 192 at D = 128 and
 # 80 at D = 256 are FA3's published tile shapes (here 170-200 TFLOP/s at D = 128: slower); overlap = 0 is the serial
-# schedule
+# schedule. (BN = 80 at D = 256 spills 12 bytes non-causal; the slow test assembles these causal only.)
 CANDIDATES = {64: [(2, 128, 4, 1), (2, 128, 2, 1), (3, 128, 2, 1), (2, 176, 2, 1), (2, 128, 2, 0), (2, 128, 4, 0)],
               128: [(2, 128, 2, 0), (2, 128, 2, 1), (2, 176, 2, 1), (2, 192, 2, 1), (2, 128, 3, 1), (2, 128, 3, 0)],
               256: [(2, 64, 2, 0), (2, 64, 2, 1), (2, 80, 2, 1), (2, 80, 2, 0)]}
+# the ping-pong configurations a benchmark may compare (5th entry 1), each with 0 spills causal and not
+PINGPONG_CANDIDATES = {
+    64: [(2, 128, 4, 1, 1), (2, 128, 2, 1, 1), (2, 128, 4, 0, 1), (2, 128, 2, 0, 1), (3, 128, 2, 1, 1)],
+    128: [(2, 128, 2, 1, 1), (2, 128, 2, 0, 1), (2, 128, 3, 1, 1), (2, 128, 3, 0, 1), (2, 176, 2, 1, 1),
+          (2, 176, 2, 0, 1)],
+    256: [(2, 64, 2, 1, 1), (2, 64, 2, 0, 1)]}
 
 _KERNELS = {}
 
@@ -104,29 +118,33 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
-    config = (consumers, BN, stages, overlap): consumer warpgroups (BM = 64 each), key/value rows per tile, ring
-    depth, and whether S of the next tile is issued before the softmax of this one. Default: CONFIGS[D].
+    config = (consumers, BN, stages, overlap[, pingpong]): consumer warpgroups (BM = 64 each), key/value rows per
+    tile, ring depth, whether S of the next tile is issued before the softmax of this one, and whether the consumers
+    take turns on the tensor cores (0 when left out; 1 takes 2 or 3 consumers). Default: CONFIGS[D].
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     config = tuple(config or CONFIGS[D])
+    if len(config) == 4:
+        config += (0,)                  # a 4-entry configuration (the earlier form): no ping-pong
     key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
-    if len(config) != 4:
-        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap)")
-    CONS, BN, STG, OVERLAP = config
+    if len(config) != 5:
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap"
+                                  f"[, pingpong])")
+    CONS, BN, STG, OVERLAP, PINGPONG = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
     if CONS not in (1, 2, 3) or BN % 16 or not 16 <= BN <= 256 or STG < 2 or OVERLAP not in (0, 1) or \
-            smem_bytes(D, CONS, BN, STG) + 2048 > SMEM_LIMIT:
+            PINGPONG not in (0, 1) or (PINGPONG and CONS < 2) or smem_bytes(D, CONS, BN, STG) + 2048 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: 1 to 3 consumers, BN a multiple of "
-                                  f"16 up to 256, at least 2 stages, overlap 0 or 1, within {SMEM_LIMIT} bytes of "
-                                  f"shared memory")
+                                  f"16 up to 256, at least 2 stages, overlap 0 or 1, pingpong 0 or 1 (1 takes at "
+                                  f"least 2 consumers), within {SMEM_LIMIT} bytes of shared memory")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
@@ -219,6 +237,24 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                 acc = acc + part[r, q]
             lsum[r, 0] = acc
 
+    @tiledsl.inline
+    def turn_begin(c):
+        """Ping-pong: consumer c waits on its barrier (1 + c) until the previous consumer has issued its wgmma
+        groups of the turn (its arrival and this sync make the 256 threads of a phase)."""
+        if PINGPONG:
+            T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 256)
+
+    @tiledsl.inline
+    def turn_end(c, last):
+        """Ping-pong: consumer c has issued this turn's groups: the next consumer's turn. The last consumer's last
+        turn hands to nobody (so every barrier's arrivals match its syncs when the block ends)."""
+        if PINGPONG:
+            if last:
+                if c != CONS - 1:
+                    T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
+            else:
+                T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
+
     @tiledsl.jit
     def attention_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
                       K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
@@ -304,10 +340,16 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                 m[r, 0] = NEG
                 lsum[r, 0] = 0.0
             row0 = qb * BM + 64 * c + 16 * w + lane // 4     # this lane's first row; the other is row0 + 8
+            if PINGPONG:
+                if c == CONS - 1:
+                    # the last consumer lets the first one take the first turn
+                    T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
             # prologue: S of tile 0 and its softmax, so the loop always holds P of the tile it multiplies by V
             T.cuda.tile.apply(T.ptx[WAIT], qbar, 0)
             T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
+            turn_begin(c)
             issue_s(sv, wq, wk, c, 0)
+            turn_end(c, False)
             T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
             softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c)
             T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
@@ -316,21 +358,31 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             for j in range(ntiles - 1):
                 st = j % STG
                 s1 = (j + 1) % STG
-                if OVERLAP:
-                    # S of the next tile goes to the tensor cores first (S's registers are free: P holds tile j)
+                if OVERLAP or PINGPONG:
+                    # S of the next tile goes to the tensor cores first (S's registers are free: P holds tile j); with
+                    # ping-pong both groups are issued in one turn
                     T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                    turn_begin(c)
                     issue_s(sv, wq, wk, c, s1)
-                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
-                if OVERLAP:
-                    # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
-                    # while P V is on the tensor cores
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
-                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
-                    # the warp's wgmmas have read stage st: release it (one arrive per warp)
-                    if lane == 0:
-                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
+                    turn_end(c, False)
+                    if OVERLAP:
+                        # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
+                        # while P V is on the tensor cores
+                        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
+                        softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
+                        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+                        # the warp's wgmmas have read stage st: release it (one arrive per warp)
+                        if lane == 0:
+                            T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    else:
+                        # ping-pong without overlap: the other consumer's softmax hides this one's wgmma groups
+                        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, ov, pv, scope="warpgroup")
+                        if lane == 0:
+                            T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                        softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
                 else:
+                    issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
                     if lane == 0:
                         T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
@@ -341,7 +393,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                 # P V has read P: the next tile's P may overwrite it
                 T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
             last = ntiles - 1
+            turn_begin(c)
             issue_pv(oacc, ov, pv, wv, al, fullv, last % STG, last)
+            turn_end(c, True)
             T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
 
             # epilogue: the full row sums, O / l, LSE

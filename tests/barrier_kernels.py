@@ -97,6 +97,45 @@ def pingpong(A: T.Tensor((2 * ROUNDS, 128), "uint32"), Out: T.Tensor((2 * ROUNDS
                     T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
 
 
+@tiledsl.jit
+def pingpong_shared(A: T.Tensor((2 * ROUNDS, 128), "uint32"), Out: T.Tensor((2 * ROUNDS, 128), "uint32"),
+                    Log: T.Tensor((2 * ROUNDS,), "uint32")):
+    """`pingpong` with the two consumer warpgroups running one copy of the code (as FA3's consumers do): consumer c
+    syncs on barrier 1 + c and arrives on the other's, its warpgroup-local barrier is 3 + c. The interpreter runs
+    each warpgroup of the consumer part as its own fiber, so the turns alternate there as on the GPU."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=384))
+    tid = T.cuda.thread_id()
+    wg = tid // 128
+    t = tid % 128
+    data = T.alloc_shared((2 * ROUNDS, 128), "uint32")
+    full = T.alloc_shared((1,), "uint64")
+    cnt = T.alloc_shared((1,), "uint32")
+    if tid == 0:
+        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[0:1], 128)
+        T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        cnt[0] = 0
+    T.cuda.syncthreads()
+    if wg == 0:                                           # the producer
+        for r in range(2 * ROUNDS):
+            data[r, t] = A[r, t] * 3
+        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], full[0:1])
+    else:
+        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[0:1], 0)
+        c = wg - 1
+        if c == 1:
+            T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)           # consumer 1 may start
+        for i in range(ROUNDS):
+            T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 256)         # my turn
+            pos = cnt[0]
+            T.cuda.tile.apply(T.ptx["bar.sync"], 3 + c, 128)         # every thread read pos before it moves
+            if t == 0:
+                Log[pos] = T.cast(100 * (c + 1) + i, "uint32")
+                cnt[0] = pos + 1
+            Out[2 * i + c, t] = data[2 * i + c, t] + pos
+            if c == 0 or i < ROUNDS - 1:                             # consumer 2's last turn hands to nobody
+                T.cuda.tile.apply(T.ptx["bar.arrive"], 2 - c, 256)
+
+
 def pingpong_inputs():
     a = (np.arange(2 * ROUNDS * 128, dtype=np.uint32) * 7 % 1000).reshape(2 * ROUNDS, 128)
     return a, np.zeros_like(a), np.zeros(2 * ROUNDS, np.uint32)
@@ -131,11 +170,12 @@ def stalemate(Out: T.Tensor((256,), "uint32")):
     Out[tid] = T.cast(tid, "uint32")
 
 
-GPU_KERNELS = [partial, halves, pingpong]          # run on the GPU too (tests/test_gpu_barrier.py)
+GPU_KERNELS = [partial, halves, pingpong, pingpong_shared]          # run on the GPU too (tests/test_gpu_barrier.py)
 
 
 def args_of(kernel) -> list:
     """Arrays to compile (or run) `kernel` with."""
     z = np.zeros(256, np.uint32)
     return {partial: [z, np.zeros((2, 256), np.uint32)], halves: [z, z.copy()], pingpong: list(pingpong_inputs()),
+            pingpong_shared: list(pingpong_inputs()),
             too_few: [z], stalemate: [z]}[kernel]

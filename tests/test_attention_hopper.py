@@ -2,7 +2,8 @@
 kernel compiles for sm_90a with no target named and ptxas -arch=sm_90a assembles it with no spills and its wgmma
 groups kept asynchronous (no C7514 serialization), the PTX holds the producer/consumer structure; small cases
 (ragged N = 130, GQA, causal, the ring turning over more tiles than stages) run on the fibered interpreter within
-2e-3 of the float64 reference; attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
+2e-3 of the float64 reference, with and without ping-pong (the consumers taking turns through named barriers, each
+consumer warpgroup a fiber); attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
 H200 (GPU_SHAPES below are its shapes, compiled here in the slow test)."""
 import os
 import re
@@ -25,11 +26,15 @@ GQA_SCALE = 0.05
 
 def kernel_ptx(dtype, D, causal, shape, scale=None, config=None):
     """The kernel's compiled PTX (no target named: sm_90a) and its metadata."""
-    torch = pytest.importorskip("torch")       # bfloat16 arguments for compile() (the CPU build suffices)
     B, H, HK, N, NK = shape
+    k = AH.make_attention_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, config)
+    if dtype == "float16":                     # numpy arguments suffice (no torch needed)
+        q, kv = np.empty((B * H, N, D), np.float16), np.empty((B * HK, NK, D), np.float16)
+        ck = k.compile(q, kv, kv, q.reshape(B, H, N, D), np.empty((B, H, N), np.float32))
+        return ck.asm["ptx"], ck.metadata
+    torch = pytest.importorskip("torch")       # bfloat16 arguments for compile() (the CPU build suffices)
     q = torch.empty((B * H, N, D), dtype=getattr(torch, dtype))
     kv = torch.empty((B * HK, NK, D), dtype=getattr(torch, dtype))
-    k = AH.make_attention_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, config)
     ck = k.compile(q, kv, kv, q.view(B, H, N, D), torch.empty((B, H, N)))
     return ck.asm["ptx"], ck.metadata
 
@@ -96,6 +101,38 @@ def test_the_serial_configuration_assembles():
     check_assembles(ptx)
 
 
+@pytest.mark.parametrize("D, config", [(64, (2, 128, 4, 1, 1)), (128, (2, 128, 2, 0, 1)), (128, (2, 128, 2, 1, 1)),
+                                       (256, (2, 64, 2, 0, 1))])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_ping_pong_configuration_assembles(D, config, causal):
+    # the consumers take turns through named barriers 1 and 2 (256 threads: one syncs, the other arrives), in one
+    # copy of the consumer code (the barrier ids are registers): as many wgmma as without ping-pong, no spills
+    ptx, _ = kernel_ptx("float16", D, causal, (1, 4, 2, 1000, 1000), config=config)
+    plain, _ = kernel_ptx("float16", D, causal, (1, 4, 2, 1000, 1000), config=config[:4])
+    assert "bar.arrive 1, 256;" in ptx                                              # the first turn's go-ahead
+    assert re.search(r"bar\.sync %r\d+, 256;", ptx) and re.search(r"bar\.arrive %r\d+, 256;", ptx)
+    assert "bar.arrive" not in plain and not re.search(r"bar\.sync %r\d+", plain)
+    assert ptx.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
+    check_assembles(ptx)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_every_ping_pong_candidate_assembles(D):
+    # AH.PINGPONG_CANDIDATES, causal and not (the benchmark's fa3pp / fa3all time them)
+    for config in AH.PINGPONG_CANDIDATES[D]:
+        for causal in (False, True):
+            check_assembles(kernel_ptx("float16", D, causal, GPU_SHAPES[1000], config=config)[0])
+
+
+def test_ping_pong_configurations_are_checked():
+    assert AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1)) is \
+        AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 0))
+    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0)]:
+        with pytest.raises(tiledsl.LaunchError, match="configuration"):
+            AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, bad)
+
+
 def _inputs(H, HK, n, nk, seed, D=64):
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((1, H, n, D)).astype(np.float16)
@@ -133,6 +170,26 @@ def test_ring_and_configurations_on_the_interpreter(causal, heads, n, nk, config
     assert np.abs(lse - rl).max() <= 1e-4
 
 
+@pytest.mark.parametrize("causal, heads, n, nk, config, D", [
+    (False, (1, 1), 130, 130, (2, 128, 2, 1, 1), 64),     # the brief's case: two query blocks, ragged keys
+    (True, (2, 1), 300, 300, (2, 64, 2, 1, 1), 64),       # GQA, causal, five key tiles through two stages
+    (True, (1, 1), 300, 300, (2, 64, 2, 0, 1), 64),       # ping-pong without the intra-warpgroup overlap
+    (False, (1, 1), 70, 70, (2, 128, 2, 1, 1), 64),       # one key tile: the prologue's turn and the last one only
+    (True, (1, 1), 200, 200, (3, 64, 2, 1, 1), 64),       # three consumers taking turns in a ring
+    (False, (2, 1), 70, 200, (2, 64, 3, 1, 1), 128),      # D = 128, GQA, more keys than queries, three stages
+    (True, (1, 1), 130, 130, (2, 64, 2, 0, 1), 128),      # D = 128, causal, serial ping-pong
+])
+def test_ping_pong_on_the_interpreter(causal, heads, n, nk, config, D):
+    """The consumers take turns through named barriers; the interpreter runs each consumer warpgroup as its own
+    fiber (a lockstep run would report the first turn's wait as a deadlock)."""
+    H, HK = heads
+    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D, D=D)
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5, config=config)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
 def test_attention_path_dispatch_on_the_interpreter():
     q, k, v = _inputs(1, 1, 40, 40, seed=9)
     ro, rl = A.reference(q, k, v)
@@ -161,4 +218,7 @@ def test_an_fa3_configuration_picks_fa3():
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
     ro, rl = A.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1) for key in AH._KERNELS)
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0) for key in AH._KERNELS)
+    o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+    assert any(key[-1] == (2, 64, 2, 1, 1) for key in AH._KERNELS)

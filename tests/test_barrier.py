@@ -132,6 +132,15 @@ def test_ping_pong_order_on_the_interpreter():
     np.testing.assert_array_equal(out, want_out)
 
 
+def test_ping_pong_in_shared_code_on_the_interpreter():
+    # one copy of the consumer code, barrier ids per warpgroup: each warpgroup of the part is its own fiber
+    a, out, log = K.pingpong_inputs()
+    _, out, log = interpret(K.pingpong_shared, a, out, log)
+    want_out, want_log = K.pingpong_expected(a)
+    np.testing.assert_array_equal(log, want_log)
+    np.testing.assert_array_equal(out, want_out)
+
+
 @pytest.mark.parametrize("kernel,words", [
     (K.too_few, ("bar.sync on barrier 1 can never complete", "128 of the 256 threads", "hangs")),
     (K.stalemate, ("can never complete", "barrier", "of the 256 threads")),

@@ -152,3 +152,67 @@ def test_fa3_every_candidate_configuration(D, causal):
         o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
         assert (o.float() - ro).abs().max().item() <= _tolerance(ro, torch.bfloat16, "bfloat16"), config
         assert (lse - rl).abs().max().item() <= 1e-3, config
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N", [1000, 4096])
+def test_fa3_ping_pong_configurations(dtype, D, causal, N):
+    # the consumers taking turns through named barriers (AH.PINGPONG_CANDIDATES): ragged and long N, f16 and bf16;
+    # a wrong turn order hangs (the test times out) rather than erring
+    torch = _sm90()
+    torch.manual_seed(N + D + causal)
+    dt = getattr(torch, dtype)
+    B, H = GPU_SHAPES[N][:2]
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(3))
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    for config in AH.PINGPONG_CANDIDATES[D]:
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
+        torch.cuda.synchronize()
+        assert (o.float() - ro).abs().max().item() <= _tolerance(ro, dt, dtype), config
+        assert (lse - rl).abs().max().item() <= 1e-3, config
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", GQA_SHAPES, ids=["gqa4", "mqa"])
+def test_fa3_ping_pong_grouped_query(causal, shape):
+    torch = _sm90()
+    torch.manual_seed(8)
+    B, H, HK, N, NK = shape
+    q = torch.randn(B, H, N, 128, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(B, HK, NK, 128, device="cuda", dtype=torch.float16) for _ in range(2))
+    ro, rl = _reference(q, k, v, causal, GQA_SCALE)
+    for config in ((2, 128, 2, 0, 1), (2, 128, 2, 1, 1)):
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=GQA_SCALE, config=config)
+        assert (o.float() - ro).abs().max().item() <= 2e-3, config
+        assert (lse - rl).abs().max().item() <= 1e-3, config
+
+
+def test_fa3_ping_pong_interpreter_agrees_with_gpu():
+    # the CI case with the consumers taking turns: the interpreter (one fiber per consumer warpgroup) and the GPU
+    torch = _sm90()
+    rng = np.random.default_rng(1)
+    for causal in (False, True):
+        q = rng.standard_normal((1, 2, 130, 64)).astype(np.float16)
+        k, v = (rng.standard_normal((1, 1, 130, 64)).astype(np.float16) for _ in range(2))
+        oi, li = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=(2, 64, 2, 1, 1))
+        og, lg = AH.attention_hopper(*(torch.from_numpy(x).cuda() for x in (q, k, v)), causal=causal, scale=0.3,
+                                     config=(2, 64, 2, 1, 1))
+        assert np.abs(og.cpu().numpy().astype(np.float32) - oi.astype(np.float32)).max() <= 1e-3
+        assert np.abs(lg.cpu().numpy() - li).max() <= 1e-5
+
+
+@pytest.mark.parametrize("config", [(2, 128, 2, 1, 1), (2, 128, 2, 0, 1)])
+def test_fa3_ping_pong_sass_without_local_memory(config):
+    torch = _sm90()
+    shape = GPU_SHAPES[4096]
+    B, H, HK, N, NK = shape
+    q = torch.empty(B * H, N, 128, dtype=torch.float16)
+    k = AH.make_attention_hopper("float16", 128, False, shape, 1.0 / math.sqrt(128), config)
+    sass = k.compile(q, q, q, q.view(B, H, N, 128), torch.empty(B, H, N)).asm.get("sass")
+    if sass is None:
+        pytest.skip("cuobjdump not installed")
+    own = [part for part in sass.split("Function : ")[1:] if not part.startswith("__cuda_")]
+    assert len(own) == 1 and "HGMMA" in own[0] and "BAR.SYNC" in own[0] and "BAR.ARV" in own[0]
+    assert not re.search(r"\b(STL|LDL)\b", own[0])

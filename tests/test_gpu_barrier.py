@@ -43,12 +43,13 @@ def test_gpu_run_time_barrier_ids():
 
 
 @pytest.mark.parametrize("repeat", range(3))
-def test_gpu_ping_pong_order(repeat):
+@pytest.mark.parametrize("kernel", [K.pingpong, K.pingpong_shared], ids=["two-copies", "shared-code"])
+def test_gpu_ping_pong_order(repeat, kernel):
     a, out, log = K.pingpong_inputs()
-    _, out, log = on_gpu(K.pingpong, a, out, log)
+    _, out, log = on_gpu(kernel, a, out, log)
     want_out, want_log = K.pingpong_expected(a)
     np.testing.assert_array_equal(log, want_log)           # the consumers' turns alternate, consumer 1 first
     np.testing.assert_array_equal(out, want_out)
-    _, i_out, i_log = on_interpreter(K.pingpong, *K.pingpong_inputs())
+    _, i_out, i_log = on_interpreter(kernel, *K.pingpong_inputs())
     np.testing.assert_array_equal(log, i_log)
     np.testing.assert_array_equal(out, i_out)

@@ -5,7 +5,9 @@ The interpreter runs threads in masked lockstep, so an `if`/`else` runs its `the
 producer warpgroup filling a ring of stages, a consumer emptying it): on the GPU the warps run independently, and
 the producer's wait for an empty stage completes only when the consumer has arrived. So an `if` with both parts
 written and a wait inside (`blocking` below says which) runs its `else` part as a *fiber*: it starts only when the
-`then` part waits for something that has not happened yet, and each part resumes when the other has moved.
+`then` part waits for something that has not happened yet, and each part resumes when the other has moved. A part
+that syncs on a named barrier (`bar.sync`) runs one fiber per warpgroup: warpgroups running the same code may take
+turns through named barriers (each waiting for the other's later arrival), which no lockstep order can give.
 
 A fiber is a Python thread that runs only while it holds the baton: exactly one runs at any moment and the order
 is fixed (the waiting fiber hands the baton to the next in creation order), so a run is as deterministic as
@@ -17,22 +19,37 @@ from __future__ import annotations
 import sys
 import threading
 
+import numpy as np
+
 from ..ir import nodes as ir
 
 # opcodes whose semantics may wait for another thread's progress (the mbarrier waits, named-barrier syncs)
 WAITS = ("mbarrier.try_wait", "mbarrier.test_wait", "bar.sync", "bar.cta.sync", "barrier.sync", "barrier.cta.sync")
+# the named-barrier syncs among them: warps running the same code may take turns through these
+TURNS = ("bar.sync", "bar.cta.sync", "barrier.sync", "barrier.cta.sync")
+WARPGROUP = 128             # threads of a warpgroup: the unit a part is split into when its warps take turns
 _STACK = 256 << 20          # a fiber runs the same deep closures as the main thread (depth.py raises its limit)
 
 
-def blocking(stmts) -> bool:
-    """Whether a statement list contains a wait that another thread's progress completes."""
+def blocking(stmts, waits=WAITS) -> bool:
+    """Whether a statement list contains a wait (one of `waits`) that another thread's progress completes."""
     for s in stmts:
-        if isinstance(s, ir.Native) and s.opcode.startswith(WAITS):
+        if isinstance(s, ir.Native) and s.opcode.startswith(waits):
             return True
         for sub in (getattr(s, "body", None), getattr(s, "then", None), getattr(s, "orelse", None)):
-            if isinstance(sub, list) and blocking(sub):
+            if isinstance(sub, list) and blocking(sub, waits):
                 return True
     return False
+
+
+def by_warpgroup(lin, idx) -> list:
+    """The active threads `idx` (flat ids; their linear tids in the block are lin[idx]) grouped by warpgroup of the
+    block, lowest first; each group keeps every block of the batch (the blocks still run in lockstep). A part of
+    an if/else whose warps take turns through named barriers runs one fiber per group: the same code, with the
+    barrier id computed per warpgroup (FA3's ping-pong consumers), has each warpgroup wait for the other's later
+    arrival, which no lockstep order can give."""
+    wg = lin[idx] // WARPGROUP
+    return [idx[wg == g] for g in np.unique(wg)]
 
 
 class _Fiber:

@@ -174,7 +174,8 @@ class Program:
         if is_const(cf):
             return then if bool(cf.const) else orelse
         if has_else and (fibers.blocking(s.then) or fibers.blocking(s.orelse)):
-            divergent = _fibered(then, orelse, s.loc)
+            divergent = _fibered(then, orelse, s.loc, fibers.blocking(s.then, fibers.TURNS),
+                                 fibers.blocking(s.orelse, fibers.TURNS))
         else:
             def divergent(m, idx, c):
                 then(m, sub(idx, c))
@@ -293,19 +294,25 @@ class Program:
                 self.body(m, None)
 
 
-def _fibered(then, orelse, loc):
+def _fibered(then, orelse, loc, split_then=False, split_else=False):
     """The divergent case of an if/else whose parts may wait for each other (fibers.py): `else` runs as a fiber
-    that starts when `then` first waits, and the statement ends when both parts have."""
+    that starts when `then` first waits, and the statement ends when both parts have. A part with a named-barrier
+    sync (split_then / split_else) runs one fiber per warpgroup (fibers.by_warpgroup): its warpgroups may take
+    turns; the first warpgroup of `then` stays on the calling thread."""
     def divergent(m, idx, c):
-        e_idx = sub(idx, ~c)
+        t_idx, e_idx = sub(idx, c), sub(idx, ~c)
+        t_groups = fibers.by_warpgroup(m.lin, t_idx) if split_then else [t_idx]
+        e_groups = fibers.by_warpgroup(m.lin, e_idx) if split_else else [e_idx]
         fb = fibers.fibers_of(m)
-        other = fb.spawn(lambda: orelse(m, e_idx))
-        then(m, sub(idx, c))
+        others = [fb.spawn(lambda g=g: then(m, g)) for g in t_groups[1:]]
+        others += [fb.spawn(lambda g=g: orelse(m, g)) for g in e_groups]
+        then(m, t_groups[0])
 
         def deadlock():
             raise m.fault(loc, "the two parts of this if/else wait for each other and neither can go on "
                                "(on the GPU this hangs)", m.first(idx))
-        fb.join(other, deadlock)
+        for other in others:
+            fb.join(other, deadlock)
     return divergent
 
 
