@@ -84,11 +84,13 @@ _KERNELS = {}
 
 # (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
 CONFIGS = {64: (8, 1, 1), 128: (8, 1, 1), 256: (4, 1, 0)}
-# where N and N_kv are whole tiles, a faster configuration may serve (none yet): measured on the H200 at D = 128,
-# N = 4096, f16 (benchmarks/attention.py --configs all), (4, 2, 0) reaches 345 TFLOP/s against (8, 1, 1)'s 282
-# non-causal and 300 against 249 causal, but its SASS reads and writes local memory (STL/LDL: at 255 registers a
-# stack frame, even where ptxas -v counts no spill bytes), which the SASS test refuses; ragged tails spill 12 bytes
-WHOLE_TILES: dict = {}
+# where N and N_kv are whole tiles, a faster configuration serves: on the H200 at D = 128, N = 4096, f16, compiled
+# for sm_80 and run through the driver's PTX compile (benchmarks/attention.py --configs all --fa2-target sm_80,
+# 2026-12-01), (4, 2, 0) reaches 350 TFLOP/s against (8, 1, 1)'s 273 non-causal (torch's flash backend 336) and
+# 299 against 243 causal (flash 298). It sits at 255 registers: ptxas -v shows no local memory at sm_90 for whole
+# tiles (the stack frame an earlier session saw was nvJitLink's relocatable compile), but ragged tails and causal
+# sm_80 spill 8-12 bytes, so ragged shapes keep CONFIGS
+WHOLE_TILES: dict = {128: (4, 2, 0)}
 # what benchmarks/attention.py --configs all compares (none spills at sm_90: ptxas -v, 2026-12-01; the choice above
 # is not yet measured): two m16 tiles per warp halve the shared-memory bytes read per mma, at up to 255 registers
 CANDIDATES = {64: [(8, 1, 1), (4, 1, 1), (4, 2, 1), (8, 2, 1)], 128: [(8, 1, 1), (4, 1, 1), (8, 2, 0), (4, 2, 0)],
