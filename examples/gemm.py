@@ -596,16 +596,20 @@ def _plan(M, N, K, ab, out, config, static, sms=132):
 # ---------------------------------------------------------------- the Hopper path (examples/hopper_gemm.py)
 NUM_SMS = 132       # an H100/H200 SXM; plans ask the device
 # A Hopper configuration: (BN, consumer warpgroups (BM = 64 each), stages, persistent, TMA-store epilogue where C's
-# rows allow it, 2-CTA multicast of B). The first is the big shapes' (659 TFLOP/s at 4096^3 f16 on the H200, 0.94x
-# cuBLAS); the smaller tiles give the small shapes enough blocks for 132 SMs (1024^3 has 32 tiles of 128 x 256).
-HOPPER_FIELDS = ("bn", "consumers", "stages", "persistent", "tma_store", "multicast")
+# rows allow it, 2-CTA multicast of B[, split_k]); split_k, the blocks of a cluster sharing one tile's K loop, may
+# be left out (1). The first is the big shapes' (659 TFLOP/s at 4096^3 f16 on the H200, 0.94x cuBLAS); the smaller
+# tiles give the small shapes enough blocks for 132 SMs (1024^3 has 32 tiles of 128 x 256), and split-K gives
+# them 128 x 128 tiles with two consumers in every block (1024^3: 64 tiles, 128 blocks).
+HOPPER_FIELDS = ("bn", "consumers", "stages", "persistent", "tma_store", "multicast", "split_k")
 HOPPER_CONFIGS = [(256, 2, 4, 1, 1, 0),     # persistent, 128 x 256 tiles
                   (256, 2, 4, 1, 1, 1),     # the same in 2-CTA clusters sharing B tiles
                   (128, 2, 6, 1, 1, 0),     # persistent, 128 x 128 tiles, a deeper ring (fits beside the epilogue)
                   (128, 2, 4, 1, 1, 0),     # persistent, 128 x 128 tiles
                   (128, 2, 4, 0, 1, 0),     # one 128 x 128 tile per block
                   (64, 2, 4, 0, 1, 0),      # 128 x 64 tiles: 4x the blocks of 128 x 256
-                  (128, 1, 4, 0, 1, 0)]     # 64 x 128 tiles, one consumer warpgroup
+                  (128, 1, 4, 0, 1, 0),     # 64 x 128 tiles, one consumer warpgroup
+                  (128, 2, 4, 0, 1, 0, 2),  # 128 x 128 tiles, K split between the 2 blocks of a cluster
+                  (128, 2, 4, 0, 1, 0, 4)]  # the same over 4 blocks (512^3: 16 tiles, 64 blocks)
 # choose_hopper's order: the first that gives at least 90% of a wave of tiles wins
 HOPPER_PREFERRED = [(256, 2, 4, 1, 1, 0), (128, 2, 4, 1, 1, 0), (64, 2, 4, 0, 1, 0)]
 
@@ -623,14 +627,24 @@ def _hopper_module():
 
 def _is_hopper_config(config) -> bool:
     """A matmul config= that names the Hopper kernel: a dict of hopper_matmul keywords (as sorted items) or a
-    6-field HOPPER_CONFIGS tuple (mma.sync tuples have 7 or more fields)."""
-    return bool(config) and (isinstance(config[0], tuple) or len(config) == len(HOPPER_FIELDS))
+    HOPPER_CONFIGS tuple of 6 fields, or 7 with split_k (mma.sync tuples have 7 or more fields: a 7-field one has
+    its BN, at least 32, where a Hopper one has its consumer warpgroups, at most 4)."""
+    if not config:
+        return False
+    if isinstance(config[0], tuple) or len(config) == len(HOPPER_FIELDS) - 1:
+        return True
+    return len(config) == len(HOPPER_FIELDS) and config[1] <= 4
 
 
 def hopper_tiles(config, M: int, N: int) -> int:
     """Output tiles of a Hopper configuration over an M x N product (ragged edges count as tiles)."""
     bn, cons = config[0], config[1]
     return -(-M // (64 * cons)) * -(-N // bn)
+
+
+def hopper_split(config) -> int:
+    """The split_k of a HOPPER_CONFIGS tuple (1 where the tuple leaves it out)."""
+    return config[6] if len(config) > 6 else 1
 
 
 def choose_hopper(M: int, N: int, K: int, out: str = "float16", sms: int = NUM_SMS) -> tuple:
@@ -652,6 +666,8 @@ def hopper_kwargs(config, N: int, out_size: int) -> dict:
     for f in ("persistent", "tma_store", "multicast"):
         if f in kw:
             kw[f] = bool(kw[f])
+    if kw.get("split_k", 1) == 1:
+        kw.pop("split_k", None)             # the default: the keywords (and plan descriptions) of before
     if kw.get("tma_store", True) and (N * out_size) % 16:
         kw["tma_store"] = False
     return kw
@@ -663,6 +679,8 @@ def describe_hopper(kw: dict) -> str:
     parts = [f"hopper {64 * cons}x{bn} tiles", f"{kw.get('stages', H.STAGES)} stages"]
     parts += [name for f, name in (("persistent", "persistent"), ("tma_store", "TMA store"),
                                    ("multicast", "2-CTA multicast")) if kw.get(f)]
+    if kw.get("split_k", 1) > 1:
+        parts.append(f"split-K over {kw['split_k']} blocks")
     return ", ".join(parts)
 
 
@@ -685,17 +703,21 @@ def _hopper_for(A, B, C, hconfig):
 
 
 def prune_hopper(configs, M: int, N: int, sms: int = NUM_SMS) -> list:
-    """The Hopper candidates worth timing for an M x N output: those with at least half a wave of tiles (or half
-    the most any candidate has), multicast only with at least 4 tile rows to pair, and where even the biggest tile
-    makes 3 waves, only the persistent ones and one non-persistent 128 x 128 (the small tiles lose there)."""
+    """The Hopper candidates worth timing for an M x N output: those with at least half a wave of blocks (or half
+    the most any candidate has; a split-K tile counts its split_k blocks), split-K only where its tiles unsplit
+    make less than a wave, multicast only with at least 4 tile rows to pair, and where even the biggest tile makes
+    3 waves, only the persistent ones and one non-persistent 128 x 128 (the small tiles lose there)."""
     def cfg(c):
         return c.constexprs["hconfig"] if hasattr(c, "constexprs") else c
-    most = max(hopper_tiles(cfg(c), M, N) for c in configs)
+    most = max(hopper_tiles(cfg(c), M, N) * hopper_split(cfg(c)) for c in configs)
     big = hopper_tiles(HOPPER_CONFIGS[0], M, N) >= 3 * sms
     keep = []
     for c in configs:
-        bn, cons, _, persistent, _, multicast = cfg(c)
-        if hopper_tiles(cfg(c), M, N) < 0.5 * min(sms, most):
+        bn, cons, _, persistent, _, multicast = cfg(c)[:6]
+        split = hopper_split(cfg(c))
+        if hopper_tiles(cfg(c), M, N) * split < 0.5 * min(sms, most):
+            continue
+        if split > 1 and hopper_tiles(cfg(c), M, N) >= sms:
             continue
         if multicast and -(-M // (64 * cons)) < 4:
             continue

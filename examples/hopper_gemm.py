@@ -54,7 +54,7 @@ _KERNELS = {}
 OUTS = ("float16", "bfloat16", "float32")
 
 
-def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation):
+def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast, split_k):
     # at least two stages: a consumer releases a stage only after it issued the next K tile's wgmma (one group
     # stays in flight), so with one stage the producer and the consumers would wait for each other forever
     if bn % 8 or not 8 <= bn <= 256 or consumers < 1 or 64 * consumers > 256 or stages < 2:
@@ -63,6 +63,11 @@ def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias
                                   f"do not tile")
     if persistent and (int(num_sms) < 1 or int(group_m) < 1):
         raise tiledsl.LaunchError(f"hopper gemm: num_sms={num_sms} and group_m={group_m} must be positive")
+    if not isinstance(split_k, int) or not 1 <= split_k <= 8:
+        raise tiledsl.LaunchError(f"hopper gemm: split_k={split_k!r}: the blocks of one cluster (an int, 1 to 8)")
+    if split_k > 1 and (persistent or multicast):
+        raise tiledsl.LaunchError(f"hopper gemm: split_k={split_k} runs one tile per block in clusters of its own; "
+                                  f"it does not combine with {'persistent' if persistent else 'multicast'}=True")
     if activation not in ACTIVATIONS:
         raise tiledsl.LaunchError(f"hopper gemm: activation={activation!r} is not one of None, 'relu', 'gelu', "
                                   f"'silu'")
@@ -71,21 +76,23 @@ def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias
                                   f"dtype or float32")
 
 
-def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m, bias, activation):
-    key = (ab, bt, out, stages, consumers, bn, bool(tma_store), bool(multicast), bias, activation)
+def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m, bias, activation,
+         split_k=1):
+    key = (ab, bt, out, stages, consumers, bn, bool(tma_store), bool(multicast), bias, activation, split_k)
     if persistent:
         key += ("persistent", int(num_sms), int(group_m))
     if key not in _KERNELS:
-        _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation)
+        _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast,
+                      split_k)
         _KERNELS[key] = build(ab, bt, out, stages, consumers, bn, tma_store, persistent, num_sms, group_m,
-                              multicast, bias, activation)
+                              multicast, bias, activation, split_k)
     return _KERNELS[key]
 
 
 def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = STAGES,
                      consumers: int = CONSUMERS, bn: int = BN, tma_store: bool = False, multicast: bool = False,
                      persistent: bool = False, num_sms: int = NUM_SMS, group_m: int = GROUP_M, *,
-                     bias: str | None = None, activation: str | None = None):
+                     bias: str | None = None, activation: str | None = None, split_k: int = 1):
     """The warp-specialised GEMM kernel for input dtype `ab` (float16/bfloat16) and output dtype `out`
     (float16/bfloat16/float32; default: `ab`); called as kernel(A, B, C) with A (M, K), B (N, K), C (M, N), or
     kernel(A, B, C, bias) with a bias dtype.
@@ -106,19 +113,25 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     fit beside the ring (BN = 256 with 4 stages), it stages C in parts of BN / 2 (epilogue_columns).
 
     bias: None, or the dtype of a (N,) bias added per column (`out` or float32); activation: None, "relu",
-    "gelu" (erf form) or "silu", applied after the bias (examples/hopper_gemm_epilogue.py)."""
+    "gelu" (erf form) or "silu", applied after the bias (examples/hopper_gemm_epilogue.py).
+
+    split_k: 1, or the blocks of a cluster (along x) that compute one tile together, each over its share of the K
+    tiles; the others hand their f32 partial sums to rank 0 through distributed shared memory (staged in their
+    own ring once the K loop is done) and rank 0 adds them before the epilogue. For shapes with too few tiles to
+    fill the GPU (1024^3 has 64 tiles of 128 x 128: split_k=2 runs 128 blocks). One tile per block, no multicast."""
     out = out or ab
     if ab not in HALF_TYPES or out not in OUTS:
         raise tiledsl.LaunchError(f"hopper gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {ab} -> {out}")
     return _get(ab, ab, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m, bias,
-                activation)
+                activation, split_k)
 
 
 def make_hopper_gemm_fp8(a_type: str = "e4m3", b_type: str | None = None, out: str = "bfloat16",
                          stages: int = STAGES, consumers: int = CONSUMERS, bn: int = 256, tma_store: bool = True,
                          multicast: bool = False, persistent: bool = True, num_sms: int = NUM_SMS,
-                         group_m: int = GROUP_M, *, bias: str | None = None, activation: str | None = None):
+                         group_m: int = GROUP_M, *, bias: str | None = None, activation: str | None = None,
+                         split_k: int = 1):
     """The FP8 kernel: A (M, K) of `a_type` and B (N, K) of `b_type` (e4m3 or e5m2, default a_type), both as
     uint8 bytes (K-major: wgmma reads fp8 only K-major), C (M, N) of `out`; called as kernel(A, B, C, scale_a,
     scale_b) or kernel(A, B, C, bias, scale_a, scale_b), the scales float32 tensors of one element. wgmma
@@ -130,7 +143,7 @@ def make_hopper_gemm_fp8(a_type: str = "e4m3", b_type: str | None = None, out: s
         raise tiledsl.LaunchError(f"hopper fp8 gemm supports e4m3/e5m2 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {a_type} x {b_type} -> {out}")
     return _get(a_type, b_type, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m,
-                bias, activation)
+                bias, activation, split_k)
 
 
 HALF_TYPES = ("float16", "bfloat16")
@@ -178,15 +191,15 @@ def _grid_width(persistent, a):
 
 def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None, stages: int = STAGES,
                   consumers: int = CONSUMERS, bn: int = BN, tma_store: bool | None = None, multicast: bool = False,
-                  persistent: bool = False, group_m: int = GROUP_M):
+                  persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1):
     """C = act(a @ b.T + bias) for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on
     an sm_90 GPU; any M and N, K a multiple of 8 (16-byte rows for the TMA unit). Returns C (M, N) of `out_dtype`
     (default: a's dtype), or writes `out`. bias: None or (N,) of C's dtype or float32 (another of f16/bf16 is
     converted to float32 first), added per column in f32;
     activation: None, "relu", "gelu" (erf form, as torch's default) or "silu", on the f32 values. tma_store
     (default: where C's rows are multiples of 16 bytes) picks the TMA-store epilogue, multicast the 2-CTA clusters
-    that share B tiles, persistent a grid of one block per SM of a's device walking tiles in grouped order
-    (make_hopper_gemm)."""
+    that share B tiles, persistent a grid of one block per SM of a's device walking tiles in grouped order,
+    split_k > 1 clusters of that many blocks splitting each tile's K loop (make_hopper_gemm)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
         raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
                                   f"and (N, K) of one dtype")
@@ -198,7 +211,8 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
         tma_store = (N * out.element_size()) % 16 == 0
     bias, bias_dt = _bias_of(bias, N, out, a)
     kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store, multicast, persistent,
-                              _grid_width(persistent, a), group_m, bias=bias_dt, activation=activation)
+                              _grid_width(persistent, a), group_m, bias=bias_dt, activation=activation,
+                              split_k=split_k)
     if K % 8:
         raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")
@@ -208,7 +222,7 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
 
 def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=None, activation=None,
                       stages: int = STAGES, consumers: int = CONSUMERS, bn: int = 256, tma_store: bool | None = None,
-                      multicast: bool = False, persistent: bool = True, group_m: int = GROUP_M):
+                      multicast: bool = False, persistent: bool = True, group_m: int = GROUP_M, split_k: int = 1):
     """C = act((a @ b.T) * scale_a * scale_b + bias) for torch CUDA tensors a (M, K) and b (N, K) of
     torch.float8_e4m3fn or torch.float8_e5m2 (mixed allowed), per-tensor scales (float32 tensors of one element,
     on a's device: read by the kernel, never synced to the host), on an sm_90 GPU; K a multiple of 16. Returns C
@@ -236,7 +250,7 @@ def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=
     bias, bias_dt = _bias_of(bias, N, out, a)
     kernel = make_hopper_gemm_fp8(DTYPES[str(a.dtype)], DTYPES[str(b.dtype)], od, stages, consumers, bn, tma_store,
                                   multicast, persistent, _grid_width(persistent, a), group_m, bias=bias_dt,
-                                  activation=activation)
+                                  activation=activation, split_k=split_k)
     if K % 16:
         raise tiledsl.LaunchError(f"hopper fp8 gemm needs K a multiple of 16 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")

@@ -64,8 +64,22 @@ def epilogue_columns(bm: int, bn: int, stages: int, consumers: int, ab: str, out
     return cols
 
 
+def split_staging(bm: int, bn: int, stages: int, consumers: int) -> int:
+    """With split-K, rank r > 0 stages its f32 accumulators in its own ring: register i of consumer c's thread t at
+    float (i * consumers + c) * 128 + t, the first `split_staging` registers in A's stages, the rest in B's (every
+    warp's store and rank 0's remote load of one register touch 32 consecutive floats: no bank conflicts). Returns
+    that count (a LaunchError where the ring cannot hold the accumulators)."""
+    in_a = stages * bm * ROW_BYTES // 4 // (consumers * 128)
+    in_b = stages * bn * ROW_BYTES // 4 // (consumers * 128)
+    if in_a + in_b < bn // 2:
+        raise tiledsl.LaunchError(f"hopper gemm: split_k stages the {64 * consumers} x {bn} f32 accumulators in the "
+                                  f"ring, which {stages} stages of {bm} + {bn} rows cannot hold; use more stages")
+    return min(in_a, bn // 2)
+
+
 def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_store: bool, persistent: bool,
-          num_sms: int, group_m: int, multicast: bool, bias: str | None, activation: str | None):
+          num_sms: int, group_m: int, multicast: bool, bias: str | None, activation: str | None,
+          split_k: int = 1):
     """The kernel for A of type `ab` and B of type `bt` (both float16 or both bfloat16; or each of e4m3/e5m2,
     which adds the scale_a, scale_b parameters), C of `out`, bias of dtype `bias` (None: no bias parameter) and
     `activation` (None, relu, gelu, silu). Checked arguments (make_hopper_gemm checks them).
@@ -74,11 +88,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     order: group_m tile rows at a time, column by column within the group, so the blocks running together share
     A's rows and B's columns in L2), or one tile per block (not persistent: grid = tiles, the same walk once).
 
-    The producer's ring index and phase run on across tiles (iteration it = (local tile) x ktiles + kt), so it
-    fills the stages of the next tile while the consumers run this tile's epilogue. The consumers restart their
-    accumulators with scale_d = 0 on each tile's first K step and release a stage by one arrive per warp (lane 0,
-    after the warp's wgmma.wait_group: the warp's part of the group has read the stage; the empty barrier counts
-    4 x CONSUMERS arrivals, not 128 x CONSUMERS). The TMA-store epilogue stages EPI columns at a time
+    The producer's ring index and phase run on across tiles (iteration it = (local tile) x nk + kj over the
+    block's nk K tiles), so it fills the stages of the next tile while the consumers run this tile's epilogue. The
+    consumers restart their accumulators with scale_d = 0 on each tile's first K step and release a stage by one
+    arrive per warp (lane 0, after the warp's wgmma.wait_group: the warp's part of the group has read the stage;
+    the empty barrier counts 4 x CONSUMERS arrivals, not 128 x CONSUMERS). The TMA-store epilogue stages EPI columns at a time
     (epilogue_columns) in one buffer per consumer: a 'done' mbarrier meets the warpgroup's writes before thread 0
     stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer. A half C
     (f16/bf16) is packed to half2 words (cvt.rn.f16x2/bf16x2.f32, or the fused epilogue's four values at a time)
@@ -88,7 +102,16 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
 
     multicast: 2-CTA clusters along x whose two blocks walk the same tile pairs (two tile rows of one tile column,
     rank r taking row 2p + r): each loads half of the common B tile and multicasts it to both, releases stages in
-    both blocks (lane 0 of each consumer warp, remote arrives) and waits for both blocks' releases."""
+    both blocks (lane 0 of each consumer warp, remote arrives) and waits for both blocks' releases.
+
+    split_k > 1 (one tile per block, no multicast: the callers check): clusters of split_k blocks along x compute
+    one tile together, rank r running the usual ring over its share of the K tiles (ceil(ktiles / split_k) each;
+    a rank left with none contributes zeros). Once its consumers are done with the ring (a named barrier over the
+    consumer warpgroups: every wgmma has read it, and every TMA load into it has landed, since each was waited
+    for), rank r > 0 writes its f32 accumulators into its own ring (split_staging) and every consumer thread arrives
+    on rank 0's 'partial' mbarrier (release at cluster scope); rank 0's consumers wait for it (acquire), add the
+    partial sums read from each peer's shared memory (ld.shared::cluster) and run the epilogue alone. The closing
+    cluster barrier keeps the peers alive until rank 0 has read them. Deterministic: no atomics, one fixed order."""
     IS_FP8 = ab in FP8
     if IS_FP8:
         MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.{ab}.{bt}"
@@ -111,11 +134,14 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     NACC = BNT // 2                             # f32 accumulators per consumer thread
     L = layouts(BM, BNT, KT, STG, CONS, ab)
     L_TA, L_WA, L_WB, L_ACC = L["tma_a"], L["wg_a"], L["wg_b"], L["acc"]
-    CL = 2 if multicast else 1
+    MC = 2 if multicast else 1                  # tile rows a cluster walks together (multicast pairs)
+    SK = int(split_k)                           # blocks splitting one tile's K loop
+    CL = MC * SK                                # blocks per cluster (the callers refuse multicast with split_k)
     CLUSTER = (CL, 1, 1) if CL > 1 else None
-    if BNT % (8 * CL):
-        raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {CL} multicast slices of 8-row groups")
-    L_TB = T.tma_layout((STG, CL, BNT // CL, KT), ELEM, 128)
+    IN_A = split_staging(BM, BNT, STG, CONS) if SK > 1 else 0
+    if BNT % (8 * MC):
+        raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {MC} multicast slices of 8-row groups")
+    L_TB = T.tma_layout((STG, MC, BNT // MC, KT), ELEM, 128)
     LOAD_MC = LOAD + ".multicast::cluster"
     ARRIVE_C, WAIT_C = "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"
     TMA_STORE = bool(tma_store)
@@ -130,7 +156,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     else:
         C_ANN = T.TensorMap(("M", "N"), out, box=(64, EPI)) if TMA_STORE else T.Tensor(("M", "N"), out)
     A_ANN = T.TensorMap(("M", "K"), ELEM, box=(BM, KT), swizzle=128)
-    B_ANN = T.TensorMap(("N", "K"), ELEM, box=(BNT // CL, KT), swizzle=128)
+    B_ANN = T.TensorMap(("N", "K"), ELEM, box=(BNT // MC, KT), swizzle=128)
     BIAS_ANN = T.Tensor(("N",), bias or "float32")
     SCALE_ANN = T.Tensor((1,), "float32")
     L_EPI = T.tma_layout((CONS, 64, EPI), out)
@@ -164,7 +190,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         full = T.alloc_shared((STG,), "uint64")       # stage s holds its K tile (phase u: the u-th fill)
         empty = T.alloc_shared((STG,), "uint64")      # stage s was read by every consumer (phase u: u-th use)
         ta = sa.view(STG, BM, KT, layout=L_TA)
-        tb = sb.view(STG, CL, BNT // CL, KT, layout=L_TB)
+        tb = sb.view(STG, MC, BNT // MC, KT, layout=L_TB)
         wa = sa.view(STG, CONS, 1, KSTEPS, 64, KT // KSTEPS, layout=L_WA)
         wb = sb.view(STG, 1, KSTEPS, BNT, KT // KSTEPS, layout=L_WB)
         if STM:
@@ -176,14 +202,20 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         if TMA_STORE:
             done = T.alloc_shared((CONS,), "uint64")    # the warpgroup's 128 threads wrote the staged part
             free = T.alloc_shared((CONS,), "uint64")    # thread 0's previous store has read the buffer
+        if SK > 1:
+            partial = T.alloc_shared((1,), "uint64")    # (rank 0) every peer consumer thread staged its partial sums
+            xa = sa.view(dtype="float32")               # the ring as f32 (split_staging): A's stages, then B's
+            xb = sb.view(dtype="float32")
         if tid == 0:
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS * CL)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS * MC)
             if TMA_STORE:
                 for q in T.unroll(CONS):
                     T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], done[q:q + 1], 128)
                     T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], free[q:q + 1], 1)
+            if SK > 1:
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], partial, (SK - 1) * 128 * CONS)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
         if CL > 1:
             # both blocks' barriers are initialised before either block's multicast or remote arrive reaches them
@@ -193,9 +225,19 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         else:
             T.cuda.syncthreads()
             rank = 0
-        ntm = (M + CL * BM - 1) // (CL * BM)    # rows of tile pairs with multicast
+        ntm = (M + MC * BM - 1) // (MC * BM)    # rows of tile pairs with multicast
         ntn = (N + BNT - 1) // BNT
         ktiles = (K + KT - 1) // KT         # a ragged last K tile is zero-filled by the TMA unit
+        if SK > 1:
+            # this rank's K tiles: k0 .. k0 + nk - 1
+            kh = (ktiles + SK - 1) // SK
+            k0 = rank * kh
+            nk = T.max(T.min(kh, ktiles - k0), 0)
+            mrank = 0
+        else:
+            k0 = 0
+            nk = ktiles
+            mrank = rank                    # the tile row of the pair (multicast), else 0
         G = T.cuda.grid_dim(0) // CL
         bid = T.cuda.block_id(0) // CL
         mine = (ntm * ntn - bid + G - 1) // G       # the tiles bid, bid + G, ... below ntm * ntn
@@ -211,15 +253,16 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         tile = bid + ti * G
                         first = tile // (GM * ntn) * GM
                         rows = T.min(ntm - first, GM)
-                        row0 = ((first + tile % (GM * ntn) % rows) * CL + rank) * BM
+                        row0 = ((first + tile % (GM * ntn) % rows) * MC + mrank) * BM
                         col0 = tile % (GM * ntn) // rows * BNT
-                        for kt in range(ktiles):
-                            it = ti * ktiles + kt          # the ring runs on across tiles
+                        for kj in range(nk):
+                            kt = k0 + kj
+                            it = ti * nk + kj               # the ring runs on across tiles
                             s = it % STG
                             if it >= STG:
                                 # the (it // STG)-th refill of stage s waits for the consumers' previous use of
                                 # it (with multicast: the consumers of both blocks, which arrive at cluster scope)
-                                if CL > 1:
+                                if MC > 1:
                                     T.cuda.tile.apply(
                                         T.ptx["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"],
                                         empty[s:s + 1], (it // STG + 1) % 2)
@@ -228,10 +271,10 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                                       empty[s:s + 1], (it // STG + 1) % 2)
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
                             T.cuda.tile.apply(T.ptx[LOAD], ta[s], A, full[s:s + 1], coords=(row0, kt * KT))
-                            if CL > 1:
+                            if MC > 1:
                                 # this block's slice of B lands in both blocks; the peer's slice pays this barrier
                                 T.cuda.tile.apply(T.ptx[LOAD_MC], tb[s, rank], B, full[s:s + 1],
-                                                  coords=(col0 + rank * (BNT // CL), kt * KT), cta_mask=(1 << CL) - 1)
+                                                  coords=(col0 + rank * (BNT // MC), kt * KT), cta_mask=(1 << MC) - 1)
                             else:
                                 T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], B, full[s:s + 1], coords=(col0, kt * KT))
         else:
@@ -245,108 +288,140 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             if FUSED:
                 fin = T.alloc_local((4,), "float32")    # four finished values (scales, bias, activation)
                 sc = scale_of(scale_a, scale_b)
+            if SK > 1:
+                got = T.alloc_local((1,), "float32")    # (rank 0) one partial sum read from a peer
             for ti in range(mine):
                 tile = bid + ti * G
                 first = tile // (GM * ntn) * GM
                 rows = T.min(ntm - first, GM)
-                row0 = ((first + tile % (GM * ntn) % rows) * CL + rank) * BM
+                row0 = ((first + tile % (GM * ntn) % rows) * MC + mrank) * BM
                 col0 = tile % (GM * ntn) // rows * BNT
-                for kt in range(ktiles):
-                    it = ti * ktiles + kt
+                for kj in range(nk):
+                    it = ti * nk + kj
                     s = it % STG
                     T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1],
                                       (it // STG) % 2)
                     T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
                     # the tile's first K step overwrites the accumulators (scale_d = 0): no zeroing between tiles
-                    T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kt > 0)
+                    T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kj > 0)
                     T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
                     # keep this K tile's group in flight (the next one accumulates into the same registers, which
                     # the ISA orders); once the previous K tile's group is done its stage is read: release it
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
-                    if kt > 0 and lane == 0:
+                    if kj > 0 and lane == 0:
                         prev = (it + STG - 1) % STG
-                        if CL > 1:
-                            for r in T.unroll(CL):
+                        if MC > 1:
+                            for r in T.unroll(MC):
                                 T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
                                                   empty[prev:prev + 1], rank=r)
                         else:
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[prev:prev + 1])
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
-                # the tile's last stage is read: the producer may refill it while this epilogue runs
-                if lane == 0:
-                    last = (ti * ktiles + ktiles - 1) % STG
-                    if CL > 1:
-                        for r in T.unroll(CL):
+                # the tile's last stage is read: the producer may refill it while this epilogue runs (a split-K
+                # rank may have had no K tile, hence no stage)
+                if lane == 0 and (SK == 1 or nk > 0):
+                    last = (ti * nk + nk - 1) % STG
+                    if MC > 1:
+                        for r in T.unroll(MC):
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
                                               empty[last:last + 1], rank=r)
                     else:
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
-                # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
-                if TMA_STORE:
-                    for h in T.unroll(EH):
-                        u = ti * EH + h              # the staging buffer's use count
-                        if u > 0:
-                            # thread 0's previous store read the buffer before anyone writes it again
-                            if tid % 128 == 0:
-                                T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
-                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
-                            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1],
-                                              (u - 1) % 2)
-                        if STM:
-                            pk = T.alloc_local((NW, 1), "uint32")
-                            if FUSED:
-                                # four finished values at a time, packed to two words (low half: the even column)
-                                for jj in T.unroll(NW // 2):
-                                    finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
-                                    fp = fin.view(2, 2)
-                                    T.cuda.tile.apply(T.ptx[CVT], pk[2 * jj:2 * jj + 2], fp[:, 1:2], fp[:, 0:1])
-                            else:
-                                pairs = acc.view(NACC // 2, 2)
-                                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[h * NW:(h + 1) * NW, 1:2],
-                                                  pairs[h * NW:(h + 1) * NW, 0:1])
-                            # one stmatrix.x4 per 16 x 16 block: each 8-row matrix's rows in 8 distinct bank groups
-                            T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK),
-                                              scope="warp")
-                        elif FUSED:
-                            # scales, bias and activation on four accumulators at a time, into fin
-                            for jj in T.unroll(NACC // EH // 4):
-                                finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
-                                for q in T.unroll(4):
-                                    epi[c, 16 * w + lane // 4 + 8 * ((q // 2) % 2), 8 * jj + 2 * (lane % 4) + q % 2] = \
-                                        T.cast(fin[q], out)
-                        else:
-                            for j in T.unroll(NACC // EH):
-                                i = h * (NACC // EH) + j
-                                epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2),
-                                    8 * (j // 4) + 2 * (lane % 4) + i % 2] = T.cast(acc[i], out)
-                        # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the
-                        # warpgroup's barrier (syncthreads would wait for the producer, which has left)
-                        T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
-                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
-                        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1], u % 2)
-                        if tid % 128 == 0:
-                            if STM:
-                                # the part's boxes, 64 columns apart
-                                T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI),
-                                                  coord_steps=((0, 64),))
-                            else:
-                                T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI))
-                            T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
-                else:
-                    if FUSED:
-                        for jj in T.unroll(NACC // 4):
-                            finish(acc, fin, 4 * jj, bias_t, sc, col0, lane, N)
-                            for q in T.unroll(4):
-                                row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((q // 2) % 2)
-                                col = col0 + 8 * jj + 2 * (lane % 4) + q % 2
-                                if row < M and col < N:  # the ragged edge of C
-                                    C[row, col] = T.cast(fin[q], out)
-                    else:
+                if SK > 1:
+                    if rank > 0:
+                        if nk == 0:
+                            for i in T.unroll(NACC):
+                                acc[i] = 0.0
+                        # every consumer warpgroup of this block is done with the ring before any overwrites it
+                        T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
                         for i in T.unroll(NACC):
-                            row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
-                            col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                            if row < M and col < N:  # the ragged edge of C
-                                C[row, col] = T.cast(acc[i], out)
+                            if i < IN_A:
+                                xa[(i * CONS + c) * 128 + tid % 128] = acc[i]
+                            else:
+                                xb[((i - IN_A) * CONS + c) * 128 + tid % 128] = acc[i]
+                        # releases this thread's stores at cluster scope: rank 0 may read them
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], partial,
+                                          rank=0)
+                    else:
+                        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"],
+                                          partial, 0)
+                        for r in T.unroll(1, SK):
+                            for i in T.unroll(NACC):
+                                if i < IN_A:
+                                    q = (i * CONS + c) * 128 + tid % 128
+                                    T.cuda.tile.apply(T.ptx["ld.shared::cluster.f32"], got, xa[q:q + 1], rank=r)
+                                else:
+                                    q = ((i - IN_A) * CONS + c) * 128 + tid % 128
+                                    T.cuda.tile.apply(T.ptx["ld.shared::cluster.f32"], got, xb[q:q + 1], rank=r)
+                                acc[i] = acc[i] + got[0]
+                # with split_k only rank 0 has the tile's sums
+                if SK == 1 or rank == 0:
+                    # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+                    if TMA_STORE:
+                        for h in T.unroll(EH):
+                            u = ti * EH + h              # the staging buffer's use count
+                            if u > 0:
+                                # thread 0's previous store read the buffer before anyone writes it again
+                                if tid % 128 == 0:
+                                    T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
+                                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
+                                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1],
+                                                  (u - 1) % 2)
+                            if STM:
+                                pk = T.alloc_local((NW, 1), "uint32")
+                                if FUSED:
+                                    # four finished values at a time, packed to two words (low half: the even column)
+                                    for jj in T.unroll(NW // 2):
+                                        finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                                        fp = fin.view(2, 2)
+                                        T.cuda.tile.apply(T.ptx[CVT], pk[2 * jj:2 * jj + 2], fp[:, 1:2], fp[:, 0:1])
+                                else:
+                                    pairs = acc.view(NACC // 2, 2)
+                                    T.cuda.tile.apply(T.ptx[CVT], pk, pairs[h * NW:(h + 1) * NW, 1:2],
+                                                      pairs[h * NW:(h + 1) * NW, 0:1])
+                                # one stmatrix.x4 per 16 x 16 block: each 8-row matrix's rows in 8 distinct bank groups
+                                T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK),
+                                                  scope="warp")
+                            elif FUSED:
+                                # scales, bias and activation on four accumulators at a time, into fin
+                                for jj in T.unroll(NACC // EH // 4):
+                                    finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                                    for q in T.unroll(4):
+                                        epi[c, 16 * w + lane // 4 + 8 * ((q // 2) % 2),
+                                            8 * jj + 2 * (lane % 4) + q % 2] = T.cast(fin[q], out)
+                            else:
+                                for j in T.unroll(NACC // EH):
+                                    i = h * (NACC // EH) + j
+                                    epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2),
+                                        8 * (j // 4) + 2 * (lane % 4) + i % 2] = T.cast(acc[i], out)
+                            # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the
+                            # warpgroup's barrier (syncthreads would wait for the producer, which has left)
+                            T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
+                            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1], u % 2)
+                            if tid % 128 == 0:
+                                if STM:
+                                    # the part's boxes, 64 columns apart
+                                    T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI),
+                                                      coord_steps=((0, 64),))
+                                else:
+                                    T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI))
+                                T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+                    else:
+                        if FUSED:
+                            for jj in T.unroll(NACC // 4):
+                                finish(acc, fin, 4 * jj, bias_t, sc, col0, lane, N)
+                                for q in T.unroll(4):
+                                    row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((q // 2) % 2)
+                                    col = col0 + 8 * jj + 2 * (lane % 4) + q % 2
+                                    if row < M and col < N:  # the ragged edge of C
+                                        C[row, col] = T.cast(fin[q], out)
+                        else:
+                            for i in T.unroll(NACC):
+                                row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
+                                col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                                if row < M and col < N:  # the ragged edge of C
+                                    C[row, col] = T.cast(acc[i], out)
             if TMA_STORE:
                 if tid % 128 == 0:
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)    # the last part stays until read
@@ -361,7 +436,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         def hopper_gemm_fp8_bias(A: A_ANN, B: B_ANN, C: C_ANN, bias: BIAS_ANN, scale_a: SCALE_ANN,
                                  scale_b: SCALE_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
-                grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
             gemm_tiles(A, B, C, bias, scale_a, scale_b, M, N, K)  # noqa: F821
         kernel = hopper_gemm_fp8_bias
@@ -369,7 +444,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         @tiledsl.jit
         def hopper_gemm_fp8(A: A_ANN, B: B_ANN, C: C_ANN, scale_a: SCALE_ANN, scale_b: SCALE_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
-                grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
             gemm_tiles(A, B, C, None, scale_a, scale_b, M, N, K)  # noqa: F821
         kernel = hopper_gemm_fp8
@@ -377,7 +452,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         @tiledsl.jit
         def hopper_gemm_bias(A: A_ANN, B: B_ANN, C: C_ANN, bias: BIAS_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
-                grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
             gemm_tiles(A, B, C, bias, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_bias
@@ -385,7 +460,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         @tiledsl.jit
         def hopper_gemm_tiles(A: A_ANN, B: B_ANN, C: C_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
-                grid=T.min(SMS, CL * ((M + CL * BM - 1) // (CL * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
             gemm_tiles(A, B, C, None, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_tiles
