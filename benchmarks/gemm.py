@@ -142,10 +142,42 @@ def fused_rows(G, torch, tf):
     return [row]
 
 
-def sustained_str(fn, torch, n):
+def sustained_str(fn, torch, n, flops=None):
     from power import sustained
-    tf, how = sustained(fn, torch, 2 * n ** 3)
+    tf, how = sustained(fn, torch, flops or 2 * n ** 3)
     return f"{tf:.0f} TFLOP/s at {how}"
+
+
+def sweep(G, torch, opts, dtname, dt, M, N, K):
+    """Time every configuration (gemm.CONFIGS, and HOPPER_CONFIGS on an sm_90 GPU; or --configs) at one shape."""
+    shape = f"{M}x{N}x{K}"
+    flops = 2 * M * N * K
+    sets = [(torch.randn(M, K, device="cuda", dtype=dt), torch.randn(N, K, device="cuda", dtype=dt),
+             torch.empty(M, N, device="cuda", dtype=dt)) for _ in range(2)]
+    t_cub = timeit(lambda x, y, z: torch.matmul(x, y.T, out=z), torch, sets)
+    print(f"sweep {dtname} {shape} cuBLAS: {flops / t_cub / 1e9:.0f} TFLOP/s", flush=True)
+    if opts.power:
+        a0, b0, c0 = sets[0]
+        how = sustained_str(lambda: torch.matmul(a0, b0.T, out=c0), torch, M, flops)
+        print(f"sweep {dtname} {shape} cuBLAS back to back {how}", flush=True)
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    configs = G.CONFIGS + (G.HOPPER_CONFIGS if hopper else []) if not opts.configs else \
+        [tuple(int(x) for x in c.split(",")) for c in opts.configs.split(";")]
+    for cfg in configs:
+        for static in ((True, False) if opts.dynamic else (True,)):
+            try:
+                t = timeit(lambda x, y, z: G.matmul(x, y, out=z, config=cfg, static=static), torch, sets)
+            except Exception as e:  # noqa: BLE001 - a configuration that does not build is reported
+                print(f"sweep {dtname} {shape} {cfg}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+                continue
+            a, b, c = sets[0]
+            ref = a.float() @ b.float().T
+            err = ((c.float() - ref).norm() / ref.norm()).item()
+            print(f"sweep {dtname} {shape} {cfg} {'static' if static else 'dynamic'}: {flops / t / 1e9:.0f} "
+                  f"TFLOP/s ({t_cub / t:.2f}x cuBLAS) err {err:.1e}", flush=True)
+            if opts.power:
+                run = lambda: G.matmul(a, b, out=c, config=cfg, static=static)  # noqa: E731
+                print(f"    back to back {sustained_str(run, torch, M, flops)}", flush=True)
 
 
 def main(argv=None):
@@ -153,7 +185,8 @@ def main(argv=None):
     p.add_argument("--plot", default=None)
     p.add_argument("--quick", action="store_true", help="only 4096^3")
     p.add_argument("--shapes", default=None, help="these M,N,K instead, e.g. '4096,4096,4096;8192,8192,8192'")
-    p.add_argument("--sweep", action="store_true", help="time every configuration of examples/gemm.py at 4096^3")
+    p.add_argument("--sweep", action="store_true", help="time every configuration of examples/gemm.py at 4096^3 "
+                                                         "(or at --shapes)")
     p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated input types")
     p.add_argument("--no-extras", action="store_true", help="skip the FP8 and fused bias + GELU rows")
     p.add_argument("--dynamic", action="store_true", help="sweep: also the kernels that read sizes at launch")
@@ -161,7 +194,8 @@ def main(argv=None):
                                                          "configuration, or tiledsl and cuBLAS at 4096^3), with "
                                                          "its SM clock and board power (nvidia-smi)")
     p.add_argument("--configs", default=None, help="sweep these configurations instead of gemm.CONFIGS, e.g. "
-                                                   "'256,128,64,4,2,4,1;128,128,64,2,2,3,1'")
+                                                   "'256,128,64,4,2,4,1;128,128,64,2,2,3,1' (mma.sync) or "
+                                                   "'128,2,4,0,1,0,2;128,1,4,0,1,0' (Hopper)")
     opts = p.parse_args(argv)
     from tiledsl.runtime.driver import gpu_available
     if not gpu_available():
@@ -170,33 +204,12 @@ def main(argv=None):
     import torch
     import gemm as G
     if opts.sweep:
+        sweep_shapes = [(4096, 4096, 4096)] if not opts.shapes else \
+            [tuple(int(x) for x in sh.split(",")) for sh in opts.shapes.split(";")]
         for dtname in opts.dtypes.split(","):
             dt = getattr(torch, dtname)
-            n = 4096
-            sets = [(torch.randn(n, n, device="cuda", dtype=dt), torch.randn(n, n, device="cuda", dtype=dt),
-                     torch.empty(n, n, device="cuda", dtype=dt)) for _ in range(2)]
-            t_cub = timeit(lambda x, y, z: torch.matmul(x, y.T, out=z), torch, sets)
-            if opts.power:
-                a0, b0, c0 = sets[0]
-                how = sustained_str(lambda: torch.matmul(a0, b0.T, out=c0), torch, n)
-                print(f"sweep {dtname} cuBLAS: {2 * n ** 3 / t_cub / 1e9:.0f} TFLOP/s; back to back {how}", flush=True)
-            hopper = torch.cuda.get_device_capability() == (9, 0)
-            configs = G.CONFIGS + (G.HOPPER_CONFIGS if hopper else []) if not opts.configs else \
-                [tuple(int(x) for x in c.split(",")) for c in opts.configs.split(";")]
-            for cfg in configs:
-                for static in ((True, False) if opts.dynamic else (True,)):
-                    try:
-                        t = timeit(lambda x, y, z: G.matmul(x, y, out=z, config=cfg, static=static), torch, sets)
-                    except Exception as e:  # noqa: BLE001 - a configuration that does not build is reported
-                        print(f"sweep {dtname} {cfg}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
-                        continue
-                    a, b, c = sets[0]
-                    err = ((c.float() - a.float() @ b.float().T).norm() / (a.float() @ b.float().T).norm()).item()
-                    print(f"sweep {dtname} {cfg} {'static' if static else 'dynamic'}: {2 * n ** 3 / t / 1e9:.0f} "
-                          f"TFLOP/s ({t_cub / t:.2f}x cuBLAS) err {err:.1e}", flush=True)
-                    if opts.power:
-                        run = lambda: G.matmul(a, b, out=c, config=cfg, static=static)  # noqa: E731
-                        print(f"    back to back {sustained_str(run, torch, n)}", flush=True)
+            for (M, N, K) in sweep_shapes:
+                sweep(G, torch, opts, dtname, dt, M, N, K)
         return
     tri = triton_matmul()
     rows, power_lines = [], []

@@ -26,6 +26,12 @@ per warp; with multicast, 2-CTA clusters walk tile pairs and share B. A TMA-stor
 does not fit beside the ring (BN = 256 with 4 stages: 192 KB of ring) stages C in parts of BN / 2
 (epilogue_columns).
 
+Split-K (split_k=2..8, one tile per block): the blocks of a cluster compute one tile together, each over its share
+of the K tiles; then each stages the other blocks' columns of its f32 accumulators in its own ring and finishes
+BN / split_k columns, adding the partial sums it reads from its peers' shared memory (ld.shared::cluster) before
+the epilogue. No atomics and no second launch: deterministic. It serves shapes with too few tiles to fill the GPU
+(1024^3: 64 tiles of 128 x 128, 128 blocks with split_k=2).
+
 Fused epilogues (examples/hopper_gemm_epilogue.py): the consumers add a bias per column and apply relu, gelu
 (erf form) or silu to the f32 accumulators before either store. FP8 (hopper_matmul_fp8): e4m3/e5m2 operands
 (mixed too) through wgmma m64nNk32 with BK = 128 bytes (the ring's bytes per stage unchanged), the accumulators
@@ -116,9 +122,10 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     "gelu" (erf form) or "silu", applied after the bias (examples/hopper_gemm_epilogue.py).
 
     split_k: 1, or the blocks of a cluster (along x) that compute one tile together, each over its share of the K
-    tiles; the others hand their f32 partial sums to rank 0 through distributed shared memory (staged in their
-    own ring once the K loop is done) and rank 0 adds them before the epilogue. For shapes with too few tiles to
-    fill the GPU (1024^3 has 64 tiles of 128 x 128: split_k=2 runs 128 blocks). One tile per block, no multicast."""
+    tiles; then each block finishes BN / split_k columns of the tile, adding the f32 partial sums the others staged
+    in their rings once their K loops were done (read through distributed shared memory), and stores them. For
+    shapes with too few tiles to fill the GPU (1024^3 has 64 tiles of 128 x 128: split_k=2 runs 128 blocks). One
+    tile per block, no multicast."""
     out = out or ab
     if ab not in HALF_TYPES or out not in OUTS:
         raise tiledsl.LaunchError(f"hopper gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "

@@ -65,10 +65,10 @@ def epilogue_columns(bm: int, bn: int, stages: int, consumers: int, ab: str, out
 
 
 def split_staging(bm: int, bn: int, stages: int, consumers: int) -> int:
-    """With split-K, rank r > 0 stages its f32 accumulators in its own ring: register i of consumer c's thread t at
-    float (i * consumers + c) * 128 + t, the first `split_staging` registers in A's stages, the rest in B's (every
-    warp's store and rank 0's remote load of one register touch 32 consecutive floats: no bank conflicts). Returns
-    that count (a LaunchError where the ring cannot hold the accumulators)."""
+    """With split-K, each rank stages f32 accumulators (the other ranks' columns) in its own ring: register i of
+    consumer c's thread t at float (i * consumers + c) * 128 + t, the first `split_staging` registers in A's stages,
+    the rest in B's (every warp's store and a peer's remote load of one register touch 32 consecutive floats: no
+    bank conflicts). Returns that count (a LaunchError where the ring cannot hold the accumulators)."""
     in_a = stages * bm * ROW_BYTES // 4 // (consumers * 128)
     in_b = stages * bn * ROW_BYTES // 4 // (consumers * 128)
     if in_a + in_b < bn // 2:
@@ -88,30 +88,31 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     order: group_m tile rows at a time, column by column within the group, so the blocks running together share
     A's rows and B's columns in L2), or one tile per block (not persistent: grid = tiles, the same walk once).
 
-    The producer's ring index and phase run on across tiles (iteration it = (local tile) x nk + kj over the
-    block's nk K tiles), so it fills the stages of the next tile while the consumers run this tile's epilogue. The
-    consumers restart their accumulators with scale_d = 0 on each tile's first K step and release a stage by one
-    arrive per warp (lane 0, after the warp's wgmma.wait_group: the warp's part of the group has read the stage;
-    the empty barrier counts 4 x CONSUMERS arrivals, not 128 x CONSUMERS). The TMA-store epilogue stages EPI columns at a time
+    The producer's ring index and phase run on across tiles (iteration it = (local tile) x nk + kj over the block's
+    nk K tiles), so it fills the stages of the next tile while the consumers run this tile's epilogue. The consumers
+    restart their accumulators with scale_d = 0 on each tile's first K step and release a stage by one arrive per
+    warp (lane 0, after the warp's wgmma.wait_group: the warp's part of the group has read the stage; the empty
+    barrier counts 4 x CONSUMERS arrivals, not 128 x CONSUMERS). The TMA-store epilogue stages EPI columns at a time
     (epilogue_columns) in one buffer per consumer: a 'done' mbarrier meets the warpgroup's writes before thread 0
     stores, a 'free' mbarrier tells the warpgroup that thread 0's previous store has read the buffer. A half C
-    (f16/bf16) is packed to half2 words (cvt.rn.f16x2/bf16x2.f32, or the fused epilogue's four values at a time)
-    and written by stmatrix.x4, one 16 x 16 block per instruction, into 64 x 64 boxes swizzled as the TMA unit
-    swizzles 128-byte rows (each matrix's 8 row addresses in 8 distinct 16-byte bank groups: no bank conflicts);
-    the part goes out as EPI / 64 box stores. f32 C keeps the scalar writes into a row-major buffer.
+    (f16/bf16) is packed to half2 words (cvt.rn.f16x2/bf16x2.f32, or the fused epilogue's four values at a time) and
+    written by stmatrix.x4, one 16 x 16 block per instruction, into 64 x 64 boxes swizzled as the TMA unit swizzles
+    128-byte rows (each matrix's 8 row addresses in 8 distinct 16-byte bank groups: no bank conflicts); the part
+    goes out as EPI / 64 box stores. f32 C keeps the scalar writes into a row-major buffer.
 
     multicast: 2-CTA clusters along x whose two blocks walk the same tile pairs (two tile rows of one tile column,
     rank r taking row 2p + r): each loads half of the common B tile and multicasts it to both, releases stages in
     both blocks (lane 0 of each consumer warp, remote arrives) and waits for both blocks' releases.
 
     split_k > 1 (one tile per block, no multicast: the callers check): clusters of split_k blocks along x compute
-    one tile together, rank r running the usual ring over its share of the K tiles (ceil(ktiles / split_k) each;
-    a rank left with none contributes zeros). Once its consumers are done with the ring (a named barrier over the
-    consumer warpgroups: every wgmma has read it, and every TMA load into it has landed, since each was waited
-    for), rank r > 0 writes its f32 accumulators into its own ring (split_staging) and every consumer thread arrives
-    on rank 0's 'partial' mbarrier (release at cluster scope); rank 0's consumers wait for it (acquire), add the
-    partial sums read from each peer's shared memory (ld.shared::cluster) and run the epilogue alone. The closing
-    cluster barrier keeps the peers alive until rank 0 has read them. Deterministic: no atomics, one fixed order."""
+    one tile together, rank r running the usual ring over its share of the K tiles (ceil(ktiles / split_k) each; a
+    rank left with none contributes zeros). Once its consumers are done with the ring (a named barrier over the
+    consumer warpgroups: every wgmma has read it, and every TMA load into it has landed, since each was waited for),
+    each rank writes the partial sums of the other ranks' columns into its own ring as f32 (split_staging) and every
+    consumer thread arrives on each peer's 'partial' mbarrier (release at cluster scope). Then, a reduce-scatter:
+    rank r waits for its barrier (acquire), adds the peers' partial sums of its BN / split_k columns, read from
+    their shared memory (ld.shared::cluster, in rank order: deterministic, no atomics), and runs the epilogue on
+    those columns alone. The closing cluster barrier keeps every block alive until its peers have read it."""
     IS_FP8 = ab in FP8
     if IS_FP8:
         MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.{ab}.{bt}"
@@ -139,14 +140,23 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     CL = MC * SK                                # blocks per cluster (the callers refuse multicast with split_k)
     CLUSTER = (CL, 1, 1) if CL > 1 else None
     IN_A = split_staging(BM, BNT, STG, CONS) if SK > 1 else 0
-    if BNT % (8 * MC):
-        raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {MC} multicast slices of 8-row groups")
+    if BNT % (8 * CL):
+        # multicast: each block loads BN / 2 rows of B; split-K: each rank finishes BN / split_k columns of C (whole
+        # groups of 4 accumulator registers, the fused epilogue's unit)
+        raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {CL} slices of 8-row groups "
+                                  f"({'multicast' if MC > 1 else 'split_k'})")
     L_TB = T.tma_layout((STG, MC, BNT // MC, KT), ELEM, 128)
     LOAD_MC = LOAD + ".multicast::cluster"
     ARRIVE_C, WAIT_C = "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"
     TMA_STORE = bool(tma_store)
     EPI = epilogue_columns(BM, BNT, STG, CONS, ab, out) if TMA_STORE else BNT
+    if TMA_STORE:
+        EPI = min(EPI, BNT // SK)               # with split-K, a rank stores its columns: whole parts
     EH = BNT // EPI                             # staged parts of a consumer's 64 x BN tile
+    if TMA_STORE and EH % SK:
+        raise tiledsl.LaunchError(f"hopper gemm: the TMA-store epilogue stages BN={bn} in {EH} parts of {EPI} "
+                                  f"columns, which split_k={SK} ranks cannot share; use a power of two")
+    SL = NACC // SK                             # with split-K, the accumulator registers each rank finishes
     # f16/bf16 C through the TMA store: the accumulators packed to half2 words and written by stmatrix into a
     # 128-byte swizzled staging buffer (boxes of 64 x 64 halves, 128-byte rows), which the TMA store un-swizzles;
     # f32 C (and a part that is not whole boxes) keeps the scalar stores into a row-major buffer
@@ -203,7 +213,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             done = T.alloc_shared((CONS,), "uint64")    # the warpgroup's 128 threads wrote the staged part
             free = T.alloc_shared((CONS,), "uint64")    # thread 0's previous store has read the buffer
         if SK > 1:
-            partial = T.alloc_shared((1,), "uint64")    # (rank 0) every peer consumer thread staged its partial sums
+            partial = T.alloc_shared((1,), "uint64")    # every peer consumer thread staged its partial sums
             xa = sa.view(dtype="float32")               # the ring as f32 (split_staging): A's stages, then B's
             xb = sb.view(dtype="float32")
         if tid == 0:
@@ -289,7 +299,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                 fin = T.alloc_local((4,), "float32")    # four finished values (scales, bias, activation)
                 sc = scale_of(scale_a, scale_b)
             if SK > 1:
-                got = T.alloc_local((1,), "float32")    # (rank 0) one partial sum read from a peer
+                got = T.alloc_local((1,), "float32")    # one partial sum read from a peer
             for ti in range(mine):
                 tile = bid + ti * G
                 first = tile // (GM * ntn) * GM
@@ -328,100 +338,117 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                     else:
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
                 if SK > 1:
-                    if rank > 0:
-                        if nk == 0:
-                            for i in T.unroll(NACC):
-                                acc[i] = 0.0
-                        # every consumer warpgroup of this block is done with the ring before any overwrites it
-                        T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
+                    # reduce-scatter: rank r finishes registers r * SL .. (r + 1) * SL - 1 (columns r * BN / SK ..
+                    # of the tile), adding the other ranks' partial sums of them, read from their rings
+                    if nk == 0:
                         for i in T.unroll(NACC):
-                            if i < IN_A:
-                                xa[(i * CONS + c) * 128 + tid % 128] = acc[i]
-                            else:
-                                xb[((i - IN_A) * CONS + c) * 128 + tid % 128] = acc[i]
-                        # releases this thread's stores at cluster scope: rank 0 may read them
-                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], partial,
-                                          rank=0)
-                    else:
-                        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"],
-                                          partial, 0)
-                        for r in T.unroll(1, SK):
+                            acc[i] = 0.0
+                    # every consumer warpgroup of this block is done with the ring before any overwrites it
+                    T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
+                    for me in T.unroll(SK):
+                        if rank == me:
                             for i in T.unroll(NACC):
-                                if i < IN_A:
-                                    q = (i * CONS + c) * 128 + tid % 128
-                                    T.cuda.tile.apply(T.ptx["ld.shared::cluster.f32"], got, xa[q:q + 1], rank=r)
-                                else:
-                                    q = ((i - IN_A) * CONS + c) * 128 + tid % 128
-                                    T.cuda.tile.apply(T.ptx["ld.shared::cluster.f32"], got, xb[q:q + 1], rank=r)
-                                acc[i] = acc[i] + got[0]
-                # with split_k only rank 0 has the tile's sums
-                if SK == 1 or rank == 0:
-                    # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
-                    if TMA_STORE:
-                        for h in T.unroll(EH):
-                            u = ti * EH + h              # the staging buffer's use count
-                            if u > 0:
-                                # thread 0's previous store read the buffer before anyone writes it again
-                                if tid % 128 == 0:
-                                    T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
-                                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
-                                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1],
-                                                  (u - 1) % 2)
-                            if STM:
-                                pk = T.alloc_local((NW, 1), "uint32")
-                                if FUSED:
-                                    # four finished values at a time, packed to two words (low half: the even column)
-                                    for jj in T.unroll(NW // 2):
-                                        finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
-                                        fp = fin.view(2, 2)
-                                        T.cuda.tile.apply(T.ptx[CVT], pk[2 * jj:2 * jj + 2], fp[:, 1:2], fp[:, 0:1])
-                                else:
-                                    pairs = acc.view(NACC // 2, 2)
-                                    T.cuda.tile.apply(T.ptx[CVT], pk, pairs[h * NW:(h + 1) * NW, 1:2],
-                                                      pairs[h * NW:(h + 1) * NW, 0:1])
-                                # one stmatrix.x4 per 16 x 16 block: each 8-row matrix's rows in 8 distinct bank groups
-                                T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK),
-                                                  scope="warp")
-                            elif FUSED:
-                                # scales, bias and activation on four accumulators at a time, into fin
-                                for jj in T.unroll(NACC // EH // 4):
-                                    finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
-                                    for q in T.unroll(4):
-                                        epi[c, 16 * w + lane // 4 + 8 * ((q // 2) % 2),
-                                            8 * jj + 2 * (lane % 4) + q % 2] = T.cast(fin[q], out)
-                            else:
-                                for j in T.unroll(NACC // EH):
-                                    i = h * (NACC // EH) + j
-                                    epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2),
-                                        8 * (j // 4) + 2 * (lane % 4) + i % 2] = T.cast(acc[i], out)
-                            # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the
-                            # warpgroup's barrier (syncthreads would wait for the producer, which has left)
-                            T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
-                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
-                            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1], u % 2)
-                            if tid % 128 == 0:
+                                if i // SL != me:
+                                    if i < IN_A:
+                                        xa[(i * CONS + c) * 128 + tid % 128] = acc[i]
+                                    else:
+                                        xb[((i - IN_A) * CONS + c) * 128 + tid % 128] = acc[i]
+                            # releases this thread's stores at cluster scope: the peers may read them
+                            for p in T.unroll(SK):
+                                if p != me:
+                                    T.cuda.tile.apply(
+                                        T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], partial,
+                                        rank=p)
+                    T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"], partial,
+                                      0)
+                    for me in T.unroll(SK):
+                        if rank == me:
+                            for p in T.unroll(SK):
+                                if p != me:
+                                    for i in T.unroll(me * SL, (me + 1) * SL):
+                                        if i < IN_A:
+                                            q = (i * CONS + c) * 128 + tid % 128
+                                            T.cuda.tile.apply(T.ptx["ld.shared::cluster.f32"], got, xa[q:q + 1],
+                                                              rank=p)
+                                        else:
+                                            q = ((i - IN_A) * CONS + c) * 128 + tid % 128
+                                            T.cuda.tile.apply(T.ptx["ld.shared::cluster.f32"], got, xb[q:q + 1],
+                                                              rank=p)
+                                        acc[i] = acc[i] + got[0]
+                # rank r of a split-K cluster finishes its columns (registers r * SL .. (r + 1) * SL - 1)
+                for me in T.unroll(SK):
+                    if SK == 1 or rank == me:
+                        # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+                        if TMA_STORE:
+                            for h in T.unroll(me * (EH // SK), (me + 1) * (EH // SK)):
+                                u = ti * (EH // SK) + h - me * (EH // SK)    # the staging buffer's use count
+                                if u > 0:
+                                    # thread 0's previous store read the buffer before anyone writes it again
+                                    if tid % 128 == 0:
+                                        T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
+                                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
+                                    T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1],
+                                                      (u - 1) % 2)
                                 if STM:
-                                    # the part's boxes, 64 columns apart
-                                    T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI),
-                                                      coord_steps=((0, 64),))
+                                    pk = T.alloc_local((NW, 1), "uint32")
+                                    if FUSED:
+                                        # four finished values at a time, packed to two words (low half: the
+                                        # even column)
+                                        for jj in T.unroll(NW // 2):
+                                            finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                                            fp = fin.view(2, 2)
+                                            T.cuda.tile.apply(T.ptx[CVT], pk[2 * jj:2 * jj + 2], fp[:, 1:2], fp[:, 0:1])
+                                    else:
+                                        pairs = acc.view(NACC // 2, 2)
+                                        T.cuda.tile.apply(T.ptx[CVT], pk, pairs[h * NW:(h + 1) * NW, 1:2],
+                                                          pairs[h * NW:(h + 1) * NW, 0:1])
+                                    # one stmatrix.x4 per 16 x 16 block: each 8-row matrix's rows in 8 distinct
+                                    # bank groups
+                                    T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK),
+                                                      scope="warp")
+                                elif FUSED:
+                                    # scales, bias and activation on four accumulators at a time, into fin
+                                    for jj in T.unroll(NACC // EH // 4):
+                                        finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                                        for q in T.unroll(4):
+                                            epi[c, 16 * w + lane // 4 + 8 * ((q // 2) % 2),
+                                                8 * jj + 2 * (lane % 4) + q % 2] = T.cast(fin[q], out)
                                 else:
-                                    T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col0 + h * EPI))
-                                T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
-                    else:
-                        if FUSED:
-                            for jj in T.unroll(NACC // 4):
-                                finish(acc, fin, 4 * jj, bias_t, sc, col0, lane, N)
-                                for q in T.unroll(4):
-                                    row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((q // 2) % 2)
-                                    col = col0 + 8 * jj + 2 * (lane % 4) + q % 2
-                                    if row < M and col < N:  # the ragged edge of C
-                                        C[row, col] = T.cast(fin[q], out)
+                                    for j in T.unroll(NACC // EH):
+                                        i = h * (NACC // EH) + j
+                                        epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2),
+                                            8 * (j // 4) + 2 * (lane % 4) + i % 2] = T.cast(acc[i], out)
+                                # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the
+                                # warpgroup's barrier (syncthreads would wait for the producer, which has left)
+                                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
+                                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1],
+                                                  u % 2)
+                                if tid % 128 == 0:
+                                    if STM:
+                                        # the part's boxes, 64 columns apart
+                                        T.cuda.tile.apply(T.ptx[STORE], C, epi[c],
+                                                          coords=(row0 + 64 * c, col0 + h * EPI),
+                                                          coord_steps=((0, 64),))
+                                    else:
+                                        T.cuda.tile.apply(T.ptx[STORE], C, epi[c],
+                                                          coords=(row0 + 64 * c, col0 + h * EPI))
+                                    T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
                         else:
-                            for i in T.unroll(NACC):
-                                row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
-                                col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                                if row < M and col < N:  # the ragged edge of C
-                                    C[row, col] = T.cast(acc[i], out)
+                            if FUSED:
+                                for jj in T.unroll(me * (SL // 4), (me + 1) * (SL // 4)):
+                                    finish(acc, fin, 4 * jj, bias_t, sc, col0, lane, N)
+                                    for q in T.unroll(4):
+                                        row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((q // 2) % 2)
+                                        col = col0 + 8 * jj + 2 * (lane % 4) + q % 2
+                                        if row < M and col < N:  # the ragged edge of C
+                                            C[row, col] = T.cast(fin[q], out)
+                            else:
+                                for i in T.unroll(me * SL, (me + 1) * SL):
+                                    row = row0 + 64 * c + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
+                                    col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                                    if row < M and col < N:  # the ragged edge of C
+                                        C[row, col] = T.cast(acc[i], out)
             if TMA_STORE:
                 if tid % 128 == 0:
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)    # the last part stays until read

@@ -4,7 +4,8 @@ epilogue), one tile exactly equal to the interpreter's result, and the SASS show
 with no local-memory traffic, the PTX setmaxnreg. Fused bias + relu/gelu/silu against torch's addmm + the
 activation in fp32; FP8 (e4m3/e5m2) against torch._scaled_mm and an fp32 reference (<= 5e-2), QGMMA in its
 SASS. tests/test_hopper_gemm.py compiles the same configurations and assembles them with ptxas -arch=sm_90a on
-any machine."""
+any machine. Split-K (split_k=2, 4) against torch, deterministic, equal to the interpreter, fused and fp8
+(tests/test_hopper_gemm_splitk.py runs it on the interpreter)."""
 import numpy as np
 import pytest
 
@@ -23,7 +24,10 @@ CONFIGS = {"default": {}, "one-consumer": dict(stages=3, consumers=1, bn=64),
            "persistent-tma-store": dict(persistent=True, tma_store=True),
            "bn256-4-stages-split-tma-store": dict(bn=256, stages=4, tma_store=True),
            "persistent-bn256-multicast-tma-store": dict(persistent=True, bn=256, tma_store=True, multicast=True),
-           "persistent-multicast-plain-stores": dict(persistent=True, tma_store=False, multicast=True)}
+           "persistent-multicast-plain-stores": dict(persistent=True, tma_store=False, multicast=True),
+           "split-k-2-tma-store": dict(split_k=2, tma_store=True),
+           "split-k-2-plain-stores": dict(split_k=2, tma_store=False),
+           "split-k-4-tma-store": dict(split_k=4, tma_store=True)}
 
 
 def _hopper():
@@ -347,3 +351,84 @@ def test_fused_sass_has_no_local_memory(activation):
     if not sass:
         pytest.skip("no cuobjdump/nvdisasm to disassemble with")
     assert "HGMMA" in sass and "MUFU.EX2" in sass and "STL" not in sass and "LDL" not in sass
+
+
+# ------------------------------------------------------------------ split-K (issue 17: small shapes)
+
+@pytest.mark.parametrize("M,N,K", [(1024, 1024, 1024), (512, 512, 512), (2048, 2048, 2048), (128, 128, 64),
+                                   (200, 136, 136), (1000, 1504, 776), (4095, 4097, 4096)])
+@pytest.mark.parametrize("split_k", [2, 4])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_split_k_against_torch(M, N, K, split_k, dtype):
+    """128 x 128 tiles whose K loop 2 or 4 blocks of a cluster share (K = 64: ranks without K tiles), each block
+    finishing its columns; deterministic: a second run is bit for bit the first."""
+    torch = _hopper()
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(M + N + K)
+    a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    b = torch.randn(N, K, device="cuda", dtype=dt, generator=g)
+    ref = a.float() @ b.float().T
+    first = H.hopper_matmul(a, b, split_k=split_k)
+    again = H.hopper_matmul(a, b, split_k=split_k)
+    torch.cuda.synchronize()
+    assert first.dtype == dt and first.shape == (M, N)
+    assert _rel_err(torch, first, ref) <= 1e-2
+    assert torch.equal(first, again)
+
+
+def test_split_k_equals_the_interpreter():
+    """Small exact inputs (every sum exact in f32), f32 C, two K tiles per rank: the GPU and the interpreter agree
+    bit for bit."""
+    torch = _hopper()
+    from test_hopper_gemm import _inputs
+    a, b, ref = _inputs(256, 128, 256, seed=4)
+    k = H.make_hopper_gemm("float16", "float32", split_k=2, tma_store=True)
+    c = torch.zeros(256, 128, dtype=torch.float32, device="cuda")
+    k(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), c)
+    torch.cuda.synchronize()
+    host = np.zeros((256, 128), np.float32)
+    tiledsl.jit(k.fn, interpret=True)(a, b, host)
+    np.testing.assert_array_equal(c.cpu().numpy(), host)
+    np.testing.assert_array_equal(host, ref)
+
+
+@pytest.mark.parametrize("tma_store", [False, True])
+def test_split_k_bias_gelu_and_fp8(tma_store):
+    """The fused epilogue (bias + gelu) and the fp8 kernel (scales read on the device) with split_k=2."""
+    torch = _hopper()
+    M, N, K = 1000, 1504, 776
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(N, device="cuda", dtype=torch.float32) * 4
+    c = H.hopper_matmul(a, b, bias=bias, activation="gelu", split_k=2, tma_store=tma_store)
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.gelu(torch.addmm(bias, a.float(), b.float().T))
+    assert _rel_err(torch, c, ref) <= 1e-2
+    a8, b8, sa, sb, ref8 = _fp8_inputs(torch, 1024, 1024, 1024, seed=6)
+    c8 = H.hopper_matmul_fp8(a8, b8, sa, sb, persistent=False, bn=128, split_k=2, tma_store=tma_store)
+    torch.cuda.synchronize()
+    assert _rel_err(torch, c8, ref8) <= 5e-2
+
+
+def test_split_k_throughput_is_reported():
+    """Not asserted (the lead's benchmark is benchmarks/gemm.py): 1024^3 f16, split_k=2 against cuBLAS, printed."""
+    torch = _hopper()
+    n = 1024
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    runs = {"split_k=2": lambda: H.hopper_matmul(a, b, out=c, split_k=2),
+            "64x128 one consumer": lambda: H.hopper_matmul(a, b, out=c, consumers=1, bn=128, tma_store=True),
+            "cuBLAS": lambda: torch.matmul(a, b.T, out=c)}
+    for name, run in runs.items():
+        for _ in range(10):
+            run()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(50):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+        ms = start.elapsed_time(end) / 50
+        print(f"1024^3 f16 {name}: {2 * n ** 3 / ms / 1e9:.0f} TFLOP/s ({ms * 1e3:.1f} us, back to back)")

@@ -42,9 +42,11 @@ def _want(ref, out):
     # 4 ranks over 5 K tiles: 2, 2, 1 and none
     (136, 128, 320, "float16", "float32", dict(split_k=4, tma_store=True)),
     # one consumer warpgroup (64 x 128 tiles), 3 stages: staging in A's and B's stages
-    (128, 256, 392, "float16", "float32", dict(consumers=1, stages=3, tma_store=False))],
+    (128, 256, 392, "float16", "float32", dict(consumers=1, stages=3, tma_store=False)),
+    # 3 ranks of BN 192 (64 columns each) over 7 K tiles: 3, 3 and 1; the stmatrix epilogue's 64 x 64 boxes
+    (128, 192, 448, "float16", "float16", dict(split_k=3, bn=192, tma_store=True))],
     ids=["ragged-k-tma-store", "ragged-k-plain-stores", "ring-turns-f16", "bf16", "bf16-f32-plain",
-         "rank-without-k-tiles", "split-4", "one-consumer"])
+         "rank-without-k-tiles", "split-4", "one-consumer", "split-3-bn192"])
 def test_split_k_on_the_interpreter_is_exact(M, N, K, ab, out, cfg):
     pytest.importorskip("tiledsl.interpreter.fibers")
     cfg.setdefault("split_k", 2)
