@@ -227,10 +227,17 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             if SK > 1:
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], partial, (SK - 1) * 128 * CONS)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
-        if CL > 1:
+        if MC > 1:
             # both blocks' barriers are initialised before either block's multicast or remote arrive reaches them
             T.cuda.tile.apply(T.ptx[ARRIVE_C])
             T.cuda.tile.apply(T.ptx[WAIT_C])
+            rank = T.cuda.cluster_ctarank()
+        elif SK > 1:
+            # the peers first touch this block's barriers after their K loops: arrive now (releasing the inits),
+            # wait there (the consumers before their remote arrives, the producer once its loads are issued), so
+            # the cluster barrier's latency hides behind the K loop; this block's own threads meet here
+            T.cuda.syncthreads()
+            T.cuda.tile.apply(T.ptx[ARRIVE_C])
             rank = T.cuda.cluster_ctarank()
         else:
             T.cuda.syncthreads()
@@ -287,6 +294,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                                   coords=(col0 + rank * (BNT // MC), kt * KT), cta_mask=(1 << MC) - 1)
                             else:
                                 T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], B, full[s:s + 1], coords=(col0, kt * KT))
+            if SK > 1:
+                T.cuda.tile.apply(T.ptx[WAIT_C])    # the start's cluster arrive (every thread alternates)
         else:
             # a consumer: 64 rows of each tile, accumulated over every K tile
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
@@ -345,6 +354,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                             acc[i] = 0.0
                     # every consumer warpgroup of this block is done with the ring before any overwrites it
                     T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
+                    # the peers' 'partial' barriers are initialised (the start's cluster arrive)
+                    T.cuda.tile.apply(T.ptx[WAIT_C])
                     for me in T.unroll(SK):
                         if rank == me:
                             for i in T.unroll(NACC):
