@@ -609,6 +609,7 @@ HOPPER_CONFIGS = [(256, 2, 4, 1, 1, 0),     # persistent, 128 x 256 tiles
                   (64, 2, 4, 0, 1, 0),      # 128 x 64 tiles: 4x the blocks of 128 x 256
                   (128, 1, 4, 0, 1, 0),     # 64 x 128 tiles, one consumer warpgroup
                   (128, 2, 4, 0, 1, 0, 2),  # 128 x 128 tiles, K split between the 2 blocks of a cluster
+                  (128, 2, 6, 0, 1, 0, 2),  # the same, a deeper ring (a rank's K loop is short: more in flight)
                   (128, 2, 4, 0, 1, 0, 4)]  # the same over 4 blocks (512^3: 16 tiles, 64 blocks)
 # choose_hopper's order: the first that gives at least 90% of a wave of tiles wins
 HOPPER_PREFERRED = [(256, 2, 4, 1, 1, 0), (128, 2, 4, 1, 1, 0), (64, 2, 4, 0, 1, 0)]
@@ -704,12 +705,12 @@ def _hopper_for(A, B, C, hconfig):
 
 def prune_hopper(configs, M: int, N: int, sms: int = NUM_SMS) -> list:
     """The Hopper candidates worth timing for an M x N output: those with at least half a wave of blocks (or half
-    the most any candidate has; a split-K tile counts its split_k blocks), split-K only where its tiles unsplit
-    make less than a wave, multicast only with at least 4 tile rows to pair, and where even the biggest tile makes
-    3 waves, only the persistent ones and one non-persistent 128 x 128 (the small tiles lose there)."""
+    the most tiles any candidate has; a split-K tile counts as its split_k blocks), split-K only where its tiles
+    unsplit make less than a wave, multicast only with at least 4 tile rows to pair, and where even the biggest
+    tile makes 3 waves, only the persistent ones and one non-persistent 128 x 128 (the small tiles lose there)."""
     def cfg(c):
         return c.constexprs["hconfig"] if hasattr(c, "constexprs") else c
-    most = max(hopper_tiles(cfg(c), M, N) * hopper_split(cfg(c)) for c in configs)
+    most = max(hopper_tiles(cfg(c), M, N) for c in configs)
     big = hopper_tiles(HOPPER_CONFIGS[0], M, N) >= 3 * sms
     keep = []
     for c in configs:
