@@ -54,14 +54,15 @@ def test_split_k_on_the_interpreter_is_exact(M, N, K, ab, out, cfg):
     np.testing.assert_array_equal(_as_float(c, out), _want(ref, out))
 
 
-def test_split_k_bias_gelu_on_the_interpreter():
-    """The fused epilogue runs once, on rank 0's summed accumulators."""
+@pytest.mark.parametrize("tma_store", [False, True], ids=["plain-stores", "tma-store"])
+def test_split_k_bias_gelu_on_the_interpreter(tma_store):
+    """The fused epilogue runs once per column, on the summed accumulators of the rank that finishes it."""
     pytest.importorskip("tiledsl.interpreter.fibers")
     M, N, K = 130, 72, 200
     a, b, ref = _inputs(M, N, K, seed=21)
     bias = (np.random.default_rng(21).integers(-16, 17, N) / 4).astype(np.float32)
     c = np.full((M, N), -1.0, np.float32)
-    k = H.make_hopper_gemm("float16", "float32", stages=2, bn=64, tma_store=True, split_k=2, bias="float32",
+    k = H.make_hopper_gemm("float16", "float32", stages=2, bn=64, tma_store=tma_store, split_k=2, bias="float32",
                            activation="gelu")
     tiledsl.jit(k.fn, interpret=True)(a, b, c, bias)
     np.testing.assert_allclose(c, _activation_ref(ref + bias, "gelu"), rtol=1e-5, atol=1e-5)
