@@ -46,7 +46,6 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 LOG2E = 1.4426950408889634
 NEG = -math.inf
 SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
-SW128_WORDS = (3, 2, 3)     # the same swizzle counted in 32-bit words
 FULL_MASK = 0xFFFFFFFF
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
@@ -77,11 +76,15 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
                             swizzle=SW128)
     # K as B over keys for dQ (MN-major, trans_b): (box = consumer's column half, N rep, key step, 64 columns, 16 keys)
     L["bt_k"] = TileLayout(S[(dh, 1, BK // 16, 64, 16) : (BK * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
-    # dS (queries x keys) as A read transposed (trans_a) from dS^T's rows: (buffer, M rep, key step, 64 queries,
-    # 16 keys)
-    L["at_ds"] = TileLayout(S[(2, 1, BK // 16, BM, 16) : (BK * BM, 1, 16 * BM, 1, BM)], swizzle=SW128)
-    # dS^T as the consumers store it: (buffer, key row, word of two queries)
-    L["st_ds"] = TileLayout(S[(2, BK, BM // 2) : (BK * BM // 2, BM // 2, 1)], swizzle=SW128_WORDS)
+    # dS (queries x keys) as A read transposed (trans_a) from dS^T, without a swizzle: 8 keys x 8 queries core
+    # matrices of 128 contiguous bytes (k%8 rows of 16 bytes, m%8 within), the 8 query blocks 128 bytes apart, the
+    # two 8-key halves of a key step 1 KB apart. Unswizzled, every word a lane stores is its base plus a
+    # compile-time offset (a swizzle's XOR made them 16 per-lane addresses, hoisted out of the loop: 16 registers)
+    # (buffer, M rep, key step, BM queries = (block, m%8), 16 keys = (half, k%8))
+    L["at_ds"] = TileLayout(S[(2, 1, BK // 16, BM // 8, 8, 2, 8) : (BK * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
+    # dS^T as the consumers store it, in words of two queries: (buffer, key row = (step, half, k%8), word =
+    # (query block, pair))
+    L["st_ds"] = TileLayout(S[(2, BK // 16, 2, 8, BM // 8, 4) : (BK * BM // 2, 8 * BM, 4 * BM, 4, 32, 1)])
     # f32 accumulators of m64nN: register i -> row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
     for name, n in (("acc_s", BM), ("acc_d", D), ("acc_q", 64)):
         L[name] = TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) :
@@ -153,6 +156,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
     acc_t = dtype if GROUP == 1 else "float32"
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
     ragged_k = NK % BK != 0
+    MASKS = causal or ragged_k
 
     @tiledsl.jit
     def attention_bwd_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
@@ -256,78 +260,89 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                 dv[i] = 0.0
             krow = 64 * c + 16 * w + lane // 4        # this lane's first key row in the block; the other is + 8
             key0 = kb * BK + krow
+            gdq = dQ.view(B * H * N * D)
             T.cuda.tile.apply(T.ptx[WAIT], kvbar, 0)
-            for j in range(ntiles):
-                st = j % STG
-                qt = qt0 + j
-                T.cuda.tile.apply(T.ptx[WAIT], full[st:st + 1], (j // STG) % 2)
-                # S^T and dP^T: two groups, dP^T on the tensor cores while P^T is computed
-                T.cuda.tile.apply(T.ptx[FENCE], sv_, dpv, scope="warpgroup")
-                for d in T.unroll(DH):
-                    T.cuda.tile.apply(T.ptx[MMA_S], sv_, ak[d, c], bq[st, d], scope="warpgroup", scale_d=d > 0)
-                T.cuda.tile.apply(T.ptx[COMMIT], sv_, scope="warpgroup")
-                for d in T.unroll(DH):
-                    T.cuda.tile.apply(T.ptx[MMA_S], dpv, av[d, c], bo[st, d], scope="warpgroup", scale_d=d > 0)
-                T.cuda.tile.apply(T.ptx[COMMIT], dpv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[WAITG], 1, sv_, scope="warpgroup")
-                # mask ragged keys and (causal) keys after the query: element i is key key0 + 8((i//2)%2), query
-                # qt * BM + 8(i//4) + 2(l%4) + i%2
-                need = False
-                if ragged_k:
-                    need = kb == NKB - 1
-                if causal:
-                    need = need or qt * BM < kb * BK + BK
-                if need:
-                    kd = key0 - qt * BM - 2 * (lane % 4)
-                    kn = NK - key0
+            # the tiles that need a mask (causal: those crossing the block's diagonal; the ragged last key block:
+            # all) run in a loop of their own, so the other loop carries no mask code
+            nm = 0
+            if ragged_k:
+                nm = ntiles if kb == NKB - 1 else 0
+            if causal:
+                nm = T.max(nm, T.min(NQT, (kb * BK + BK - 1 + BM - 1) // BM) - qt0)
+            for ph in T.unroll(2 if MASKS else 1):
+                lo = nm if ph == 1 else 0
+                hi = nm if MASKS and ph == 0 else ntiles
+                for j in range(lo, hi):
+                    st = j % STG
+                    qt = qt0 + j
+                    T.cuda.tile.apply(T.ptx[WAIT], full[st:st + 1], (j // STG) % 2)
+                    # S^T and dP^T: two groups, dP^T on the tensor cores while P^T is computed
+                    T.cuda.tile.apply(T.ptx[FENCE], sv_, dpv, scope="warpgroup")
+                    for d in T.unroll(DH):
+                        T.cuda.tile.apply(T.ptx[MMA_S], sv_, ak[d, c], bq[st, d], scope="warpgroup", scale_d=d > 0)
+                    T.cuda.tile.apply(T.ptx[COMMIT], sv_, scope="warpgroup")
+                    for d in T.unroll(DH):
+                        T.cuda.tile.apply(T.ptx[MMA_S], dpv, av[d, c], bo[st, d], scope="warpgroup", scale_d=d > 0)
+                    T.cuda.tile.apply(T.ptx[COMMIT], dpv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[WAITG], 1, sv_, scope="warpgroup")
+                    # mask ragged keys and (causal) keys after the query: element i is key key0 + 8((i//2)%2), query
+                    # qt * BM + 8(i//4) + 2(l%4) + i%2
+                    if MASKS and ph == 0:
+                        kd = key0 - qt * BM - 2 * (lane % 4)
+                        kn = NK - key0
+                        for i in T.unroll(NS):
+                            off = 8 * (i // 4) + i % 2
+                            rh8 = 8 * ((i // 2) % 2)
+                            if causal:
+                                sacc[i] = NEG if (rh8 >= kn or off - rh8 < kd) else sacc[i]
+                            else:
+                                sacc[i] = NEG if rh8 >= kn else sacc[i]
+                    # P^T = ex2(s * C - LSE2[query]) as one fma a score
                     for i in T.unroll(NS):
-                        off = 8 * (i // 4) + i % 2
-                        rh8 = 8 * ((i // 2) % 2)
-                        if causal:
-                            sacc[i] = NEG if (rh8 >= kn or off - rh8 < kd) else sacc[i]
-                        else:
-                            sacc[i] = NEG if rh8 >= kn else sacc[i]
-                # P^T = ex2(s * C - LSE2[query]) as one fma a score
-                for i in T.unroll(NS):
-                    sacc[i] = sacc[i] * C - sl[st, 0, 8 * (i // 4) + 2 * (lane % 4) + i % 2]
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
-                T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
-                # dV += P^T dO
-                T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
-                T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[WAITG], 1, dpv, scope="warpgroup")
-                # dS^T = P^T (dP^T - Delta[query]) * scale
-                for i in T.unroll(NS):
-                    dpacc[i] = sacc[i] * (dpacc[i] - sl[st, 1, 8 * (i // 4) + 2 * (lane % 4) + i % 2]) * SC
-                T.cuda.tile.apply(T.ptx[CVT], dsk, dpacc.view(NS // 2, 2)[:, 1:2], dpacc.view(NS // 2, 2)[:, 0:1])
-                # dK += dS^T Q
-                T.cuda.tile.apply(T.ptx[FENCE], dkv, dsv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
-                T.cuda.tile.apply(T.ptx[COMMIT], dkv, dsv, scope="warpgroup")
-                # dS^T to shared memory: word 4 kk + r of dsk is key row krow + 8(r%2), word 4(2kk + r//2) + l%4
-                buf = j % 2
-                for x in T.unroll(NS // 2):
-                    stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
-                # the wgmma (async proxy) reads what these generic stores wrote; both consumers' halves present
-                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
-                T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
-                # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
-                T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
-                                  trans_b=1)
-                T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
-                # the warp's wgmmas have read stage st: release it (one arrive per warp)
-                if lane == 0:
-                    T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                # dQ accumulator register i: query row qt * BM + 16w + l//4 + 8((i//2)%2), column
-                # 64c + 8(i//4) + 2(l%4) + i%2
-                for i in T.unroll(NQ):
-                    row = qt * BM + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
-                    col = 64 * c + 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                    if row < N:
-                        T.cuda.tile.apply(T.ptx[RED], dQ[bh * N + row, col:col + 1], sacc[i])
+                        sacc[i] = sacc[i] * C - sl[st, 0, 8 * (i // 4) + 2 * (lane % 4) + i % 2]
+                    T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+                    T.cuda.tile.apply(T.ptx[WAITG], 0, dpv, scope="warpgroup")
+                    # dS^T = P^T (dP^T - Delta[query]) * scale; then P^T and dS^T packed (dV and dK are issued once
+                    # both are: P^T's float32 registers and an in-flight P^T fragment are never live at once)
+                    for i in T.unroll(NS):
+                        dpacc[i] = sacc[i] * (dpacc[i] - sl[st, 1, 8 * (i // 4) + 2 * (lane % 4) + i % 2]) * SC
+                    T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
+                    T.cuda.tile.apply(T.ptx[CVT], dsk, dpacc.view(NS // 2, 2)[:, 1:2], dpacc.view(NS // 2, 2)[:, 0:1])
+                    # dV += P^T dO
+                    T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
+                    T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, scope="warpgroup")
+                    # dK += dS^T Q
+                    T.cuda.tile.apply(T.ptx[FENCE], dkv, dsv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
+                    T.cuda.tile.apply(T.ptx[COMMIT], dkv, dsv, scope="warpgroup")
+                    # dS^T to shared memory: word 4 kk + r of dsk is key row krow + 8(r%2), word 4(2kk + r//2) + l%4
+                    buf = j % 2
+                    for x in T.unroll(NS // 2):
+                        stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
+                    # the wgmma (async proxy) reads what these generic stores wrote; both consumers' halves present
+                    T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                    T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+                    # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
+                    T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
+                                      trans_b=1)
+                    T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
+                    # the warp's wgmmas have read stage st: release it (one arrive per warp)
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    # dQ accumulator register 4n + 2r + e: query row qrow + 8r, column 64c + 8n + 2(l%4) + e. One
+                    # base a lane and compile-time offsets (per-element indices would be hoisted out of the loop, a
+                    # register each)
+                    qrow = qt * BM + 16 * w + lane // 4
+                    qbase = (bh * N + qrow) * D + 64 * c + 2 * (lane % 4)
+                    for r in T.unroll(2):
+                        if N % BM == 0 or qrow + 8 * r < N:
+                            for n in T.unroll(8):
+                                for e in T.unroll(2):
+                                    at = qbase + 8 * D * r + 8 * n + e
+                                    T.cuda.tile.apply(T.ptx[RED], gdq[at:at + 1], sacc[4 * n + 2 * r + e])
 
             # epilogue: this lane's key rows of dK and dV (accumulator register i: row half (i//2)%2, column
             # 8(i//4) + 2(l%4) + i%2)
@@ -348,11 +363,14 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                             gdk[kvrow + key, 4 * n + lane % 4] = kw[n, 0]
                             gdv[kvrow + key, 4 * n + lane % 4] = vw[n, 0]
                     else:
+                        gdk = dK.view(B * HK * NK * D)
+                        gdv = dV.view(B * HK * NK * D)
+                        kvbase = (kvrow + key) * D + 2 * (lane % 4)
                         for n in T.unroll(D // 8):
                             for e in T.unroll(2):
-                                col = 8 * n + 2 * (lane % 4) + e
-                                T.cuda.tile.apply(T.ptx[RED], dK[kvrow + key, col:col + 1], dk[4 * n + 2 * r + e])
-                                T.cuda.tile.apply(T.ptx[RED], dV[kvrow + key, col:col + 1], dv[4 * n + 2 * r + e])
+                                at = kvbase + 8 * n + e
+                                T.cuda.tile.apply(T.ptx[RED], gdk[at:at + 1], dk[4 * n + 2 * r + e])
+                                T.cuda.tile.apply(T.ptx[RED], gdv[at:at + 1], dv[4 * n + 2 * r + e])
 
     attention_bwd_fa3.tile = (BK, BM)
     _KERNELS[key] = attention_bwd_fa3
