@@ -156,7 +156,6 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
     acc_t = dtype if GROUP == 1 else "float32"
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
     ragged_k = NK % BK != 0
-    MASKS = causal or ragged_k
 
     @tiledsl.jit
     def attention_bwd_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
@@ -262,87 +261,84 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
             key0 = kb * BK + krow
             gdq = dQ.view(B * H * N * D)
             T.cuda.tile.apply(T.ptx[WAIT], kvbar, 0)
-            # the tiles that need a mask (causal: those crossing the block's diagonal; the ragged last key block:
-            # all) run in a loop of their own, so the other loop carries no mask code
-            nm = 0
-            if ragged_k:
-                nm = ntiles if kb == NKB - 1 else 0
-            if causal:
-                nm = T.max(nm, T.min(NQT, (kb * BK + BK - 1 + BM - 1) // BM) - qt0)
-            for ph in T.unroll(2 if MASKS else 1):
-                lo = nm if ph == 1 else 0
-                hi = nm if MASKS and ph == 0 else ntiles
-                for j in range(lo, hi):
-                    st = j % STG
-                    qt = qt0 + j
-                    T.cuda.tile.apply(T.ptx[WAIT], full[st:st + 1], (j // STG) % 2)
-                    # S^T and dP^T: two groups, dP^T on the tensor cores while P^T is computed
-                    T.cuda.tile.apply(T.ptx[FENCE], sv_, dpv, scope="warpgroup")
-                    for d in T.unroll(DH):
-                        T.cuda.tile.apply(T.ptx[MMA_S], sv_, ak[d, c], bq[st, d], scope="warpgroup", scale_d=d > 0)
-                    T.cuda.tile.apply(T.ptx[COMMIT], sv_, scope="warpgroup")
-                    for d in T.unroll(DH):
-                        T.cuda.tile.apply(T.ptx[MMA_S], dpv, av[d, c], bo[st, d], scope="warpgroup", scale_d=d > 0)
-                    T.cuda.tile.apply(T.ptx[COMMIT], dpv, scope="warpgroup")
-                    T.cuda.tile.apply(T.ptx[WAITG], 1, sv_, scope="warpgroup")
-                    # mask ragged keys and (causal) keys after the query: element i is key key0 + 8((i//2)%2), query
-                    # qt * BM + 8(i//4) + 2(l%4) + i%2
-                    if MASKS and ph == 0:
-                        kd = key0 - qt * BM - 2 * (lane % 4)
-                        kn = NK - key0
-                        for i in T.unroll(NS):
-                            off = 8 * (i // 4) + i % 2
-                            rh8 = 8 * ((i // 2) % 2)
-                            if causal:
-                                sacc[i] = NEG if (rh8 >= kn or off - rh8 < kd) else sacc[i]
-                            else:
-                                sacc[i] = NEG if rh8 >= kn else sacc[i]
-                    # P^T = ex2(s * C - LSE2[query]) as one fma a score
+            for j in range(ntiles):
+                st = j % STG
+                qt = qt0 + j
+                T.cuda.tile.apply(T.ptx[WAIT], full[st:st + 1], (j // STG) % 2)
+                # S^T and dP^T: two groups, dP^T on the tensor cores while P^T is computed
+                T.cuda.tile.apply(T.ptx[FENCE], sv_, dpv, scope="warpgroup")
+                for d in T.unroll(DH):
+                    T.cuda.tile.apply(T.ptx[MMA_S], sv_, ak[d, c], bq[st, d], scope="warpgroup", scale_d=d > 0)
+                T.cuda.tile.apply(T.ptx[COMMIT], sv_, scope="warpgroup")
+                for d in T.unroll(DH):
+                    T.cuda.tile.apply(T.ptx[MMA_S], dpv, av[d, c], bo[st, d], scope="warpgroup", scale_d=d > 0)
+                T.cuda.tile.apply(T.ptx[COMMIT], dpv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[WAITG], 1, sv_, scope="warpgroup")
+                # mask ragged keys (the last key block) and (causal) keys after the query (the tiles crossing the
+                # block's diagonal): element i is key key0 + 8((i//2)%2), query qt * BM + 8(i//4) + 2(l%4) + i%2.
+                # (One loop with a uniform branch, not a loop of masked tiles and one of the others: the
+                # interpreter runs its blocks in lockstep, and blocks in different loops would wait on each other)
+                need = False
+                if ragged_k:
+                    need = kb == NKB - 1
+                if causal:
+                    need = need or qt * BM < kb * BK + BK - 1
+                if need:
+                    kd = key0 - qt * BM - 2 * (lane % 4)
+                    kn = NK - key0
                     for i in T.unroll(NS):
-                        sacc[i] = sacc[i] * C - sl[st, 0, 8 * (i // 4) + 2 * (lane % 4) + i % 2]
-                    T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
-                    T.cuda.tile.apply(T.ptx[WAITG], 0, dpv, scope="warpgroup")
-                    # dS^T = P^T (dP^T - Delta[query]) * scale; then P^T and dS^T packed (dV and dK are issued once
-                    # both are: P^T's float32 registers and an in-flight P^T fragment are never live at once)
-                    for i in T.unroll(NS):
-                        dpacc[i] = sacc[i] * (dpacc[i] - sl[st, 1, 8 * (i // 4) + 2 * (lane % 4) + i % 2]) * SC
-                    T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
-                    T.cuda.tile.apply(T.ptx[CVT], dsk, dpacc.view(NS // 2, 2)[:, 1:2], dpacc.view(NS // 2, 2)[:, 0:1])
-                    # dV += P^T dO
-                    T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
-                    T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
-                    T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, scope="warpgroup")
-                    # dK += dS^T Q
-                    T.cuda.tile.apply(T.ptx[FENCE], dkv, dsv, scope="warpgroup")
-                    T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
-                    T.cuda.tile.apply(T.ptx[COMMIT], dkv, dsv, scope="warpgroup")
-                    # dS^T to shared memory: word 4 kk + r of dsk is key row krow + 8(r%2), word 4(2kk + r//2) + l%4
-                    buf = j % 2
-                    for x in T.unroll(NS // 2):
-                        stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
-                    # the wgmma (async proxy) reads what these generic stores wrote; both consumers' halves present
-                    T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
-                    T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
-                    # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
-                    T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
-                    T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
-                                      trans_b=1)
-                    T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
-                    T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
-                    # the warp's wgmmas have read stage st: release it (one arrive per warp)
-                    if lane == 0:
-                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                    # dQ accumulator register 4n + 2r + e: query row qrow + 8r, column 64c + 8n + 2(l%4) + e. One
-                    # base a lane and compile-time offsets (per-element indices would be hoisted out of the loop, a
-                    # register each)
-                    qrow = qt * BM + 16 * w + lane // 4
-                    qbase = (bh * N + qrow) * D + 64 * c + 2 * (lane % 4)
-                    for r in T.unroll(2):
-                        if N % BM == 0 or qrow + 8 * r < N:
-                            for n in T.unroll(8):
-                                for e in T.unroll(2):
-                                    at = qbase + 8 * D * r + 8 * n + e
-                                    T.cuda.tile.apply(T.ptx[RED], gdq[at:at + 1], sacc[4 * n + 2 * r + e])
+                        off = 8 * (i // 4) + i % 2
+                        rh8 = 8 * ((i // 2) % 2)
+                        if causal:
+                            sacc[i] = NEG if (rh8 >= kn or off - rh8 < kd) else sacc[i]
+                        else:
+                            sacc[i] = NEG if rh8 >= kn else sacc[i]
+                # P^T = ex2(s * C - LSE2[query])
+                for i in T.unroll(NS):
+                    sacc[i] = sacc[i] * C - sl[st, 0, 8 * (i // 4) + 2 * (lane % 4) + i % 2]
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+                T.cuda.tile.apply(T.ptx[WAITG], 0, dpv, scope="warpgroup")
+                # dS^T = P^T (dP^T - Delta[query]) * scale; then P^T and dS^T packed (dV and dK are issued once
+                # both are: P^T's float32 registers and an in-flight P^T fragment are never live at once)
+                for i in T.unroll(NS):
+                    dpacc[i] = sacc[i] * (dpacc[i] - sl[st, 1, 8 * (i // 4) + 2 * (lane % 4) + i % 2]) * SC
+                T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
+                T.cuda.tile.apply(T.ptx[CVT], dsk, dpacc.view(NS // 2, 2)[:, 1:2], dpacc.view(NS // 2, 2)[:, 0:1])
+                # dV += P^T dO
+                T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
+                T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, scope="warpgroup")
+                # dK += dS^T Q
+                T.cuda.tile.apply(T.ptx[FENCE], dkv, dsv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
+                T.cuda.tile.apply(T.ptx[COMMIT], dkv, dsv, scope="warpgroup")
+                # dS^T to shared memory: word 4 kk + r of dsk is key row krow + 8(r%2), word 4(2kk + r//2) + l%4
+                buf = j % 2
+                for x in T.unroll(NS // 2):
+                    stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
+                # the wgmma (async proxy) reads what these generic stores wrote; both consumers' halves present
+                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+                # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
+                T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
+                                  trans_b=1)
+                T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
+                # the warp's wgmmas have read stage st: release it (one arrive per warp)
+                if lane == 0:
+                    T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                # dQ accumulator register 4n + 2r + e: query row qrow + 8r, column 64c + 8n + 2(l%4) + e. One
+                # base a lane and compile-time offsets (per-element indices would be hoisted out of the loop, a
+                # register each)
+                qrow = qt * BM + 16 * w + lane // 4
+                qbase = (bh * N + qrow) * D + 64 * c + 2 * (lane % 4)
+                for r in T.unroll(2):
+                    if N % BM == 0 or qrow + 8 * r < N:
+                        for n in T.unroll(8):
+                            for e in T.unroll(2):
+                                at = qbase + 8 * D * r + 8 * n + e
+                                T.cuda.tile.apply(T.ptx[RED], gdq[at:at + 1], sacc[4 * n + 2 * r + e])
 
             # epilogue: this lane's key rows of dK and dV (accumulator register i: row half (i//2)%2, column
             # 8(i//4) + 2(l%4) + i%2)
