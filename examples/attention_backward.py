@@ -3,7 +3,9 @@ torch.autograd.Function that trains through examples/attention.py's forward.
 
 attention_backward(q, k, v, o, lse, do, causal=False, scale=None) -> (dq, dk, dv) for the (B, H, N, D) tensors of
 attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the forward's float32 natural-log
-log-sum-exp. Four kernels:
+log-sum-exp. path="fa3" (the default for CUDA tensors on an sm_90 device at D = 128) runs the FA3-style main kernel
+of examples/attention_backward_hopper.py (TMA + wgmma, warp-specialised) between the same preprocessing and cast;
+path="fa2" (the default elsewhere) runs this module's. Four kernels:
   * preprocessing: delta = rowsum(dO * O) and LSE * log2(e), float32, per head padded with zeros to whole query
     tiles (16-byte loads, each row's chunks summed over their lanes by shfl.sync.bfly);
   * the main kernel, one block of 8 warps per (batch, head, BK = 128 key rows), each warp owning 16 key rows.
