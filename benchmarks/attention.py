@@ -3,7 +3,8 @@ backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16]
                                    [--configs default|all|fa3|fa3all|fa3pp|both|8.1.1,8.2.0]
-                                   [--backward [--backward-only] [--bwd-warps 4,8]] [--plot FILE.png]
+                                   [--backward [--backward-only] [--bwd-warps 4,8] [--bwd-paths fa3,fa2]]
+                                   [--plot FILE.png]
     python benchmarks/attention.py --fp8 [--quick] [--dims 128] [--ns 4096,16384] [--configs fa3all]
 
 Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
@@ -15,12 +16,13 @@ With several --configs the kernel runs with each (warps.mi.qreg: BM = 16 * warps
 the best is reported, with every configuration's figure beside it.
 
 --backward adds a second table: the tiledsl backward (examples/attention_backward.py: delta, the main kernel and the
-dQ cast; the forward excluded) against torch's backward through SDPA with each backend, at D in {128, 64} (those of
---dims). torch's backward is timed as torch.autograd.grad(out, (q, k, v), do, retain_graph=True) on a graph whose
-forward ran once outside the timing. TFLOP/s count 2.5x the forward's: 10*B*H*N*N*D (halved for causal); the ratio
-is tiledsl / the fastest backend. Every shape's dq, dk, dv are checked against float32 torch autograd on two
-(batch, head) pairs: relative error ||d - ref|| / ||ref|| <= 1e-2. --plot FILE writes a PNG bar chart of the
-tables (matplotlib).
+dQ cast; the forward excluded; its fa3 path, examples/attention_backward_hopper.py, where it supports D, and its fa2
+path, the best reported and each shown) against torch's backward through SDPA with each backend, at D in {128, 64}
+(those of --dims). torch's backward is timed as torch.autograd.grad(out, (q, k, v), do, retain_graph=True) on a
+graph whose forward ran once outside the timing. TFLOP/s count 2.5x the forward's: 10*B*H*N*N*D (halved for
+causal); the ratio is tiledsl / the fastest backend. Every shape's dq, dk, dv are checked against float32 torch
+autograd on two (batch, head) pairs: relative error ||d - ref|| / ||ref|| <= 1e-2. --plot FILE writes a PNG bar
+chart of the tables (matplotlib).
 
 --fp8 prints only the FP8 table instead (benchmarks/attention_fp8_bench.py): examples/attention_fp8.py, e4m3 inputs,
 against the f16 FA3-style kernel and cuDNN (f16) at D = 128 and N in {4096, 16384} unless --dims/--ns say otherwise.
@@ -127,9 +129,13 @@ def backward_reference(torch, q, k, v, do, causal, scale, pairs):
     return out
 
 
-def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,)):
-    """One row of the backward table: TFLOP/s of tiledsl's backward (the best of `warps`, each checked) and of
-    torch's per backend, and the largest relative gradient error."""
+def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), paths=("fa3", "fa2")):
+    """One row of the backward table: TFLOP/s of tiledsl's backward (the best of its variants, each checked: the
+    fa3 path where it supports D, the fa2 path with each of `warps`) and of torch's per backend, and the largest
+    relative gradient error."""
+    import attention_backward_hopper as ABH
+    variants = [(p, w) for p in paths if p == "fa2" or D in ABH.SUPPORTED_D for w in (warps if p == "fa2" else
+                                                                                      (None,))]
     from torch.nn.attention import SDPBackend, sdpa_kernel
     dt = getattr(torch, dtype)
     B, H = 16384 // N, 2048 // D
@@ -145,15 +151,16 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,)):
     refs = backward_reference(torch, q, k, v, do, causal, scale, pairs)
     err = 0.0
     ours = {}
-    for w in warps:
-        grads = AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w)
+    for path, w in variants:
+        grads = AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w, path=path)
         torch.cuda.synchronize()
         for (b, h), ref in zip(pairs, refs):
             for g, r in zip(grads, ref):
                 err = max(err, ((g[b:b + 1, h:h + 1].float() - r).norm() / r.norm()).item())
         del grads
-        ours[w or AB.WARPS] = tf(bench(lambda: AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w),
-                                       torch, **reps))
+        label = path if path == "fa3" else f"fa2/{w or AB.WARPS}"
+        ours[label] = tf(bench(lambda: AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w, path=path),
+                               torch, **reps))
     del refs
     row["err"] = err
     row["ok"] = err <= BWD_TOL
@@ -176,9 +183,9 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,)):
 
 
 def _bwd_header():
-    return ("| dtype | causal | D | N | B x H | warps | tiledsl | flash | cuDNN | efficient | best torch | vs best | "
-            "max rel err dq/dk/dv |\n| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | "
-            "--- |")
+    return ("| dtype | causal | D | N | B x H | path (each) | tiledsl | flash | cuDNN | efficient | best torch | "
+            "vs best | max rel err dq/dk/dv |\n| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | "
+            "--- | ---: | --- |")
 
 
 def _bwd_line(r):
@@ -253,6 +260,9 @@ def main(argv=None):
     p.add_argument("--bwd-warps", default="default",
                    help="the backward's warps a block to time, best reported: 'default' (attention_backward.WARPS) "
                         "or e.g. '4,8'")
+    p.add_argument("--bwd-paths", default="fa3,fa2",
+                   help="the backward paths to time, best reported (each shown): fa3 (examples/"
+                        "attention_backward_hopper.py, where it supports D) and/or fa2 (with each of --bwd-warps)")
     p.add_argument("--fa2-target", metavar="SM", default=None,
                    help="compile the FA2 configurations for this target, e.g. sm_80 (on a newer GPU the driver "
                         "compiles its PTX for the device)")
@@ -310,7 +320,8 @@ def main(argv=None):
                         try:
                             warps = ((None,) if opts.bwd_warps == "default"
                                      else tuple(int(w) for w in opts.bwd_warps.split(",")))
-                            r = run_backward_shape(torch, A, AB, dtype, D, N, causal, opts.quick, warps)
+                            r = run_backward_shape(torch, A, AB, dtype, D, N, causal, opts.quick, warps,
+                                                   tuple(opts.bwd_paths.split(",")))
                         except Exception:            # report and go on: one table per run
                             traceback.print_exc()
                             r = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": "-", "ok": False,

@@ -3,7 +3,9 @@ torch.autograd.Function that trains through examples/attention.py's forward.
 
 attention_backward(q, k, v, o, lse, do, causal=False, scale=None) -> (dq, dk, dv) for the (B, H, N, D) tensors of
 attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the forward's float32 natural-log
-log-sum-exp. Four kernels:
+log-sum-exp. path="fa3" (the default for CUDA tensors on an sm_90 device at D = 128) runs the FA3-style main kernel
+of examples/attention_backward_hopper.py (TMA + wgmma, warp-specialised) between the same preprocessing and cast;
+path="fa2" (the default elsewhere) runs this module's. Four kernels:
   * preprocessing: delta = rowsum(dO * O) and LSE * log2(e), float32, per head padded with zeros to whole query
     tiles (16-byte loads, each row's chunks summed over their lanes by shfl.sync.bfly);
   * the main kernel, one block of 8 warps per (batch, head, BK = 128 key rows), each warp owning 16 key rows.
@@ -469,19 +471,44 @@ def _check_grads(q, k, v, o, lse, do):
     return dt, shape, D
 
 
-def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None):
+def _fa3_backward_fits(q, D) -> bool:
+    """Whether path=None takes the FA3 backward: CUDA tensors on an sm_90 device and a head dim it supports."""
+    if isinstance(q, np.ndarray) or not getattr(q, "is_cuda", False):
+        return False
+    import torch
+    from attention_backward_hopper import SUPPORTED_D
+    return torch.cuda.get_device_capability(q.device) == (9, 0) and D in SUPPORTED_D
+
+
+def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None, path=None):
     """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernels on the CPU interpreter. dq has
     q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype.
-    warps: the main kernel's warps a block, 4 or 8 (default WARPS)."""
+    path: "fa2" (this module's mma.sync kernel), "fa3" (examples/attention_backward_hopper.py: TMA + wgmma, sm_90a,
+    D = 128) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports, else fa2.
+    warps: the fa2 kernel's warps a block, 4 or 8 (default WARPS)."""
     dt, shape, D = _check_grads(q, k, v, o, lse, do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):
         raise tiledsl.LaunchError(f"attention_backward needs a positive finite scale, got {scale}")
+    if path is None:
+        path = "fa3" if warps is None and _fa3_backward_fits(q, D) else "fa2"
+    if path not in ("fa2", "fa3"):
+        raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
+    if path == "fa3" and warps is not None:
+        raise tiledsl.LaunchError("warps= configures the fa2 backward; the fa3 backward has none")
     B, H, HK, N, NK = shape
-    main = make_attention_backward(dt, D, causal, shape, scale, warps)
-    NP = -(-N // QTILE[D]) * QTILE[D]
+    if path == "fa3":
+        import attention_backward_hopper as ABH
+        main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale)
+        NP = -(-N // ABH.BM) * ABH.BM
+    else:
+        main = make_attention_backward(dt, D, causal, shape, scale, warps)
+        NP = -(-N // QTILE[D]) * QTILE[D]
+    # the fa3 kernel reads Q, dO, K and V through 3-d tensor maps: (B * H, N, D) views of the tensors
+    flat = (lambda x: x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3])) if path == "fa3" else \
+        (lambda x: x)
     delta_k = make_delta(dt, D, B * H, N, NP)
     cast_q = make_cast(dt, B * H * N * D // 8)
     cast_kv = make_cast(dt, B * HK * NK * D // 8)
@@ -497,7 +524,10 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
             dka, dva = (np.zeros((B * HK * NK, D), np.float32) for _ in range(2))
         else:
             dka, dva = np.zeros_like(k), np.zeros_like(k)
-        run(main, q, k, v, do, lse2, delta, dqa, dka, dva, N)
+        if path == "fa3":
+            run(main, flat(q), flat(k), flat(v), flat(do), lse2, delta, dqa, dka, dva)
+        else:
+            run(main, q, k, v, do, lse2, delta, dqa, dka, dva, N)
         dq = np.zeros_like(q)
         run(cast_q, dqa.reshape(-1, 8), dq.reshape(-1, 8))
         if not gqa:
@@ -515,7 +545,10 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         dka, dva = (torch.zeros((B * HK * NK, D), dtype=torch.float32, device=q.device) for _ in range(2))
     else:
         dka, dva = torch.empty_like(k), torch.empty_like(k)
-    main(q, k, v, do, lse2, delta, dqa, dka, dva, N)
+    if path == "fa3":
+        main(flat(q), flat(k), flat(v), flat(do), lse2, delta, dqa, dka, dva)
+    else:
+        main(q, k, v, do, lse2, delta, dqa, dka, dva, N)
     dq = torch.empty_like(q)
     cast_q(dqa.view(-1, 8), dq.view(-1, 8))
     if not gqa:

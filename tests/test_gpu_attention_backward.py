@@ -1,8 +1,10 @@
-"""The FA2-style attention backward on the GPU: dq, dk, dv against torch autograd through SDPA computed in float32
-(relative error ||d - ref|| / ||ref|| <= 1e-2) over N in {1000, 1024}, D 64/128, f16/bf16, causal or not, and
-grouped-query attention; the FlashAttention autograd Function trains a small loss to the same gradients; the
-interpreter agrees with the GPU on a small case; the SASS is tensor-core code without local memory.
-(tests/test_attention_backward.py compiles every one of these kernels through ptxas on CPU CI.)"""
+"""The attention backward on the GPU (the FA2-style kernel, and the FA3-style one of path="fa3" at D = 128): dq, dk,
+dv against torch autograd through SDPA computed in float32 (relative error ||d - ref|| / ||ref|| <= 1e-2) over N in
+{1000, 1024}, D 64/128, f16/bf16, causal or not, and grouped-query attention; the FlashAttention autograd Function
+trains a small loss to the same gradients; the interpreter agrees with the GPU on a small case; the SASS is
+tensor-core code without local memory.
+(tests/test_attention_backward.py and tests/test_attention_backward_hopper.py compile these kernels through ptxas on
+CPU CI.)"""
 import math
 import re
 
@@ -32,7 +34,7 @@ def _rel(got, ref):
     return ((got.float() - ref).norm() / ref.norm()).item()
 
 
-def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None):
+def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None, path="fa2"):
     torch = pytest.importorskip("torch")
     torch.manual_seed(seed)
     dt = getattr(torch, dtype)
@@ -40,7 +42,7 @@ def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None):
     k, v = (torch.randn(B, HK, NK, D, device="cuda", dtype=dt) for _ in range(2))
     do = torch.randn(B, H, N, D, device="cuda", dtype=dt)
     o, lse = A.attention(q, k, v, causal=causal, scale=scale)
-    dq, dk, dv = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps)
+    dq, dk, dv = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps, path=path)
     sc = 1.0 / math.sqrt(D) if scale is None else scale
     ref = _reference_grads(q, k, v, do, causal, sc)
     for name, g, r, x in zip("qkv", (dq, dk, dv), ref, (q, k, v)):
@@ -83,6 +85,46 @@ def test_backward_keys_longer_than_queries(D, causal):
 def test_backward_benchmark_shape():
     # the benchmark's N = 4096 shape at D = 128 (B*N = 16384 tokens, H*D = 2048), causal
     _check("bfloat16", 4, 16, 16, 4096, 4096, 128, True, seed=11)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("N", [1000, 1024, 64, 130])
+def test_fa3_backward_matches_torch_autograd(dtype, causal, N):
+    # the FA3-style kernel (examples/attention_backward_hopper.py: TMA + wgmma): whole and ragged tiles
+    _check(dtype, 2, 4, 4, N, N, 128, causal, seed=N + 1, path="fa3")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads", [(8, 2), (8, 1)])
+def test_fa3_backward_grouped_query(dtype, causal, heads):
+    _check(dtype, 2, *heads, 1000, 1000, 128, causal, scale=0.05, seed=8, path="fa3")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n, nk", [(300, 1234), (1234, 300)])
+def test_fa3_backward_unequal_lengths(causal, n, nk):
+    # causal top-left aligned: key blocks past the last query walk no query tile and store zero dK, dV
+    _check("float16", 1, 4, 2, n, nk, 128, causal, seed=4, path="fa3")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_backward_benchmark_shape(causal):
+    _check("bfloat16", 4, 16, 16, 4096, 4096, 128, causal, seed=12, path="fa3")
+
+
+def test_backward_path_none_takes_fa3_at_d128():
+    # path=None on the H200: fa3 for D = 128 (the same gradients as path="fa3"), fa2 for D = 64
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(1)
+    for D, want in ((128, "fa3"), (64, "fa2")):
+        q, k, v, do = (torch.randn(1, 2, 256, D, device="cuda", dtype=torch.float16) for _ in range(4))
+        o, lse = A.attention(q, k, v)
+        got = AB.attention_backward(q, k, v, o, lse, do)
+        ref = AB.attention_backward(q, k, v, o, lse, do, path=want)
+        for g, r in zip(got, ref):
+            assert torch.equal(g, r) or _rel(g, r.float()) <= 1e-3
 
 
 @pytest.mark.parametrize("causal", [False, True])

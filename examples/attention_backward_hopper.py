@@ -1,0 +1,373 @@
+"""FlashAttention backward, FA3 style, on Hopper (sm_90a), written only in the kernel language: TMA + wgmma + an
+mbarrier ring + warp specialisation (the idioms of examples/attention_hopper.py's forward).
+
+make_attention_backward_hopper(...) builds the main kernel of examples/attention_backward.py's contract on this
+path (attention_backward(..., path="fa3") runs it between that module's preprocessing, Delta = rowsum(dO * O) and
+LSE * log2 e, and its float32 -> q-dtype cast of dQ). D = 128 (two consumer warpgroups split dQ's columns in two
+64-column halves, one per 128-byte swizzle box), f16 and bf16, causal or not, any N, grouped-query attention.
+
+One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
+
+  * warpgroup 0 is the producer (`setmaxnreg.dec`; one `elect.sync` thread issues every copy): K and V of the
+    block once, then the query tiles (BM = 64 rows of Q and dO, by 3-d tensor maps (B * H, N, D) whose boxes never
+    cross into the next head: rows past N arrive as zeros) with their LSE * log2 e and Delta slices (bulk copies
+    of the per-head zero-padded rows) through a STAGES-deep ring of "full" and "empty" mbarriers;
+  * warpgroups 1 and 2 are consumers (`setmaxnreg.inc`), 64 key rows each. Every product has their key rows as
+    its M dimension, so P and dS never leave registers on their way to dV and dK:
+        S^T  = K_c Q^T               wgmma ss, A = K rows, B = Q tile, both K-major over D
+        dP^T = V_c dO^T              (issued right after S^T: it runs while P^T is computed)
+        P^T  = ex2(S^T * scale * log2 e - LSE * log2 e)   masked scores are -inf: P = 0
+        dV  += P^T dO                wgmma rs: P^T's f16x2 words are A's fragment, B = dO MN-major (trans_b)
+        dS^T = P^T (dP^T - Delta) * scale   (scale folded here once for dK and dQ)
+        dK  += dS^T Q                wgmma rs, B = Q MN-major (trans_b)
+        dQ[:, 64c..64c+63] = dS K[:, 64c..]   dS^T of both consumers stored (128-byte swizzle) to shared memory,
+                                     a named barrier between the two consumer warpgroups, then wgmma ss with A read
+                                     transposed from it (trans_a) and B = K MN-major (trans_b): each consumer owns
+                                     half of dQ's columns over all 128 keys, and adds it into the float32 dQ
+                                     accumulator with red.global.add.f32
+    dS^T has two shared buffers (tile j's and tile j + 1's): a consumer writing tile j + 2's has passed tile
+    j + 1's barrier, so the other has finished reading tile j's;
+  * ragged query rows are zeros (Q, dO, Delta and LSE * log2 e are zero there), so their P^T * dO and dS^T are 0;
+    ragged key rows (zeros too) are masked to -inf all the same (their P would be ex2(-LSE), which need not be
+    finite) and are not stored; causal: query tiles wholly above the diagonal are never visited, the tiles
+    crossing it masked;
+  * the epilogue stores dK, dV in q's dtype (without GQA) or adds their float32 values into (B * H_kv * N_kv, D)
+    accumulators (GQA: every query head's block adds its share).
+
+On the interpreter the producer and the consumers run as fibers that hand over at their mbarrier waits and at the
+named barrier.
+"""
+import math
+
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
+
+LOG2E = 1.4426950408889634
+NEG = -math.inf
+SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
+FULL_MASK = 0xFFFFFFFF
+PRODUCER_REGS, CONSUMER_REGS = 24, 240
+SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
+CONS = 2                    # consumer warpgroups: 64 key rows each
+BK = 64 * CONS              # key rows a block
+BM = 64                     # query rows a tile: one 128-byte swizzle row of dS^T
+STAGES = 2
+SUPPORTED_D = (128,)
+DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
+
+_KERNELS = {}
+
+
+def layouts(D: int, stages: int, dtype: str) -> dict:
+    """Shared memory as the TMA unit writes it and as wgmma reads it, and the register fragments. K and V are
+    (D/64 boxes, BK rows, 64 columns), Q and dO (stage, D/64 boxes, BM rows, 64 columns), dS^T (buffer, BK key
+    rows, BM queries)."""
+    dh = D // 64
+    L = {}
+    L["tma_kv"] = T.tma_layout((dh, 1, BK, 64), dtype, 128)
+    L["tma_qo"] = T.tma_layout((stages, dh, 1, BM, 64), dtype, 128)
+    # K and V as A (ss, K-major): (box, consumer, M rep, K step, 64 key rows, 16 k)
+    L["a_kv"] = TileLayout(S[(dh, CONS, 1, 4, 64, 16) : (BK * 64, 64 * 64, 1, 16, 64, 1)], swizzle=SW128)
+    # Q and dO as B (K-major over D): (stage, box, N rep, K step, BM query rows, 16 k)
+    L["b_qo"] = TileLayout(S[(stages, dh, 1, 4, BM, 16) : (dh * BM * 64, BM * 64, 1, 16, 64, 1)], swizzle=SW128)
+    # Q and dO as B over queries (MN-major, trans_b): (stage, N rep, query step, D = (box, 64 columns), 16 queries)
+    L["bt_qo"] = TileLayout(S[(stages, 1, BM // 16, dh, 64, 16) : (dh * BM * 64, 1, 16 * 64, BM * 64, 1, 64)],
+                            swizzle=SW128)
+    # K as B over keys for dQ (MN-major, trans_b): (box = consumer's column half, N rep, key step, 64 columns, 16 keys)
+    L["bt_k"] = TileLayout(S[(dh, 1, BK // 16, 64, 16) : (BK * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
+    # dS (queries x keys) as A read transposed (trans_a) from dS^T, without a swizzle: 8 keys x 8 queries core
+    # matrices of 128 contiguous bytes (k%8 rows of 16 bytes, m%8 within), the 8 query blocks 128 bytes apart, the
+    # two 8-key halves of a key step 1 KB apart. Unswizzled, every word a lane stores is its base plus a
+    # compile-time offset (a swizzle's XOR made them 16 per-lane addresses, hoisted out of the loop: 16 registers)
+    # (buffer, M rep, key step, BM queries = (block, m%8), 16 keys = (half, k%8))
+    L["at_ds"] = TileLayout(S[(2, 1, BK // 16, BM // 8, 8, 2, 8) : (BK * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
+    # dS^T as the consumers store it, in words of two queries: (buffer, key row = (step, half, k%8), word =
+    # (query block, pair))
+    L["st_ds"] = TileLayout(S[(2, BK // 16, 2, 8, BM // 8, 4) : (BK * BM // 2, 8 * BM, 4 * BM, 4, 32, 1)])
+    # f32 accumulators of m64nN: register i -> row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
+    for name, n in (("acc_s", BM), ("acc_d", D), ("acc_q", 64)):
+        L[name] = TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) :
+                               (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+    # P^T / dS^T as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of query step kk;
+    # the accumulator pair (2p, 2p + 1), p = 4 kk + r
+    L["p"] = TileLayout(S[(1, BM // 16, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
+    return L
+
+
+def smem_bytes(D: int, stages: int) -> int:
+    """K, V, the Q/dO ring, two dS^T buffers and the LSE/Delta ring (the barriers and alignment add under 2 KB)."""
+    return 2 * (2 * BK * D + 2 * stages * BM * D + 2 * BK * BM) + stages * 2 * BM * 4
+
+
+def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
+    """The FA3-style main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D (128), causal or not,
+    shape = (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only.
+
+    Arguments: Q, dO (B * H, N, D) and K, V (B * H_kv, N_kv, D) as tensor maps (the (B, H, N, D) tensors
+    reshaped); LSE2 (LSE * log2 e) and Delta (B * H, NP) float32, NP = N rounded up to whole BM-row tiles, zero
+    past N (attention_backward.make_delta's); dQacc (B * H * N, D) float32, zeroed, which the kernel adds into;
+    dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else zeroed float32 accumulators (B * H_kv * N_kv, D)."""
+    if D not in SUPPORTED_D:
+        raise tiledsl.LaunchError(f"the FA3 backward supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
+    if dtype not in ("float16", "bfloat16"):
+        raise tiledsl.LaunchError(f"the FA3 backward supports float16 and bfloat16, not {dtype}")
+    STG = stages or STAGES
+    if not 2 <= STG <= 4 or smem_bytes(D, STG) + 2048 > SMEM_LIMIT:
+        raise tiledsl.LaunchError(f"the FA3 backward takes 2 to 4 stages within {SMEM_LIMIT} bytes of shared "
+                                  f"memory, got {STG}")
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    B, H, HK, N, NK = shape
+    if H % HK:
+        raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BM}k16.f32.{t}.{t}"     # S^T, dP^T: 64 keys x BM queries
+    MMA_D = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"      # dV, dK: 64 keys x D
+    MMA_Q = f"wgmma.mma_async.sync.aligned.m64n64k16.f32.{t}.{t}"       # dQ: BM queries x 64 columns
+    LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    BULK = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+    WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
+    ARRIVE = "mbarrier.arrive.shared::cta.b64"
+    EXPECT = "mbarrier.arrive.expect_tx.shared::cta.b64"
+    FENCE, COMMIT, WAITG = "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", \
+        "wgmma.wait_group.sync.aligned"
+    CVT = f"cvt.rn.{t}x2.f32"
+    RED = "red.global.add.f32"
+    THREADS = 128 * (1 + CONS)
+    DH = D // 64
+    NS, ND, NQ = BM // 2, D // 2, 32    # f32 accumulators a consumer thread: S^T (and dP^T), dK (and dV), dQ
+    NKB = -(-NK // BK)                  # key blocks a head
+    NQT = -(-N // BM)                   # query tiles
+    NP = NQT * BM
+    GROUP = H // HK
+    C = float(scale) * LOG2E
+    SC = float(scale)
+    TXKV = BK * D * 2
+    TXQ = 2 * BM * D * 2 + 2 * BM * 4   # Q and dO boxes, LSE * log2 e and Delta
+    CAP = (65536 // THREADS) // 8 * 8
+    CREGS = min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8)
+    LY = layouts(D, STG, dtype)
+    L_TMAKV, L_TMAQO, L_AKV, L_BQO, L_BTQO, L_BTK = (LY[n] for n in ("tma_kv", "tma_qo", "a_kv", "b_qo", "bt_qo",
+                                                                   "bt_k"))
+    L_ATDS, L_STDS, L_ACCS, L_ACCD, L_ACCQ, L_P = (LY[n] for n in ("at_ds", "st_ds", "acc_s", "acc_d", "acc_q", "p"))
+    STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
+    acc_t = dtype if GROUP == 1 else "float32"
+    kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
+    ragged_k = NK % BK != 0
+
+    @tiledsl.jit
+    def attention_bwd_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                          K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
+                          V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
+                          dO: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                          LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
+                          dQ: T.Tensor((B * H * N, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
+                          dV: T.Tensor(kv_shape, acc_t)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS, max_registers=CAP))
+        tid = T.cuda.thread_id()
+        wg = tid // 128
+        pid = T.cuda.block_id()
+        # the key blocks of one head are neighbours (its Q and dO stay in L2); causal: key block 0, which walks
+        # every query tile, first
+        bh = pid // NKB
+        kb = pid % NKB
+        b = bh // H
+        h = bh % H
+        bhk = b * HK + h // GROUP
+        sk = T.alloc_shared((DH * BK * 64,), dtype)
+        sv = T.alloc_shared((DH * BK * 64,), dtype)
+        sq = T.alloc_shared((STG * DH * BM * 64,), dtype)
+        so = T.alloc_shared((STG * DH * BM * 64,), dtype)
+        sds = T.alloc_shared((2 * BK * BM,), dtype)
+        sl = T.alloc_shared((STG, 2, BM), "float32")  # LSE * log2 e and Delta of the stage's query rows
+        kvbar = T.alloc_shared((1,), "uint64")        # K and V have landed
+        full = T.alloc_shared((STG,), "uint64")       # stage s holds its query tile (phase u: the u-th fill)
+        empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
+        tk = sk.view(DH, 1, BK, 64, layout=L_TMAKV)
+        tv = sv.view(DH, 1, BK, 64, layout=L_TMAKV)
+        tq = sq.view(STG, DH, 1, BM, 64, layout=L_TMAQO)
+        to = so.view(STG, DH, 1, BM, 64, layout=L_TMAQO)
+        ak = sk.view(DH, CONS, 1, 4, 64, 16, layout=L_AKV)
+        av = sv.view(DH, CONS, 1, 4, 64, 16, layout=L_AKV)
+        bq = sq.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
+        bo = so.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
+        btq = sq.view(STG, 1, BM // 16, D, 16, layout=L_BTQO)
+        bto = so.view(STG, 1, BM // 16, D, 16, layout=L_BTQO)
+        btk = sk.view(DH, 1, BK // 16, 64, 16, layout=L_BTK)
+        ads = sds.view(2, 1, BK // 16, BM, 16, layout=L_ATDS)
+        stds = sds.view(dtype="uint32").view(2, BK, BM // 2, layout=L_STDS)
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], kvbar, 1)
+            for s in T.unroll(STG):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        T.cuda.syncthreads()
+        # the query tiles this block visits: causal starts at the one holding the block's first key
+        qt0 = 0
+        if causal:
+            qt0 = T.min(NQT, (kb * BK) // BM)
+        ntiles = NQT - qt0
+        if wg == 0:
+            # the producer: few registers, one elected thread issues every copy
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
+            if T.cuda.warp_id() == 0:
+                leader = T.alloc_local((1,), "uint32")
+                elected = T.alloc_local((1,), "uint32")
+                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
+                if elected[0] == 1:
+                    T.cuda.tile.apply(T.ptx[EXPECT], kvbar, 2 * TXKV)
+                    T.cuda.tile.apply(T.ptx[LOAD], tk, K, kvbar, coords=(bhk, kb * BK, 0), coord_steps=STEP)
+                    T.cuda.tile.apply(T.ptx[LOAD], tv, V, kvbar, coords=(bhk, kb * BK, 0), coord_steps=STEP)
+                    for j in range(ntiles):
+                        s = j % STG
+                        qt = qt0 + j
+                        if j >= STG:
+                            # the (j // STG)-th refill of stage s waits for the consumers' previous use of it
+                            T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
+                        T.cuda.tile.apply(T.ptx[EXPECT], full[s:s + 1], TXQ)
+                        T.cuda.tile.apply(T.ptx[LOAD], tq[s], Q, full[s:s + 1], coords=(bh, qt * BM, 0),
+                                          coord_steps=STEP)
+                        T.cuda.tile.apply(T.ptx[LOAD], to[s], dO, full[s:s + 1], coords=(bh, qt * BM, 0),
+                                          coord_steps=STEP)
+                        T.cuda.tile.apply(T.ptx[BULK], sl[s, 0], LSE2[bh, qt * BM:qt * BM + BM], full[s:s + 1],
+                                          copy_bytes=BM * 4)
+                        T.cuda.tile.apply(T.ptx[BULK], sl[s, 1], Delta[bh, qt * BM:qt * BM + BM], full[s:s + 1],
+                                          copy_bytes=BM * 4)
+        else:
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
+            c = wg - 1
+            lane = tid % 32
+            w = (tid % 128) // 32
+            sacc = T.alloc_local((NS,), "float32")    # S^T, then P^T; then this tile's dQ half
+            dpacc = T.alloc_local((NS,), "float32")   # dP^T, then dS^T
+            dk = T.alloc_local((ND,), "float32")
+            dv = T.alloc_local((ND,), "float32")
+            pk = T.alloc_local((NS // 2, 1), "uint32")   # P^T packed: dV's A fragment
+            dsk = T.alloc_local((NS // 2, 1), "uint32")  # dS^T packed: dK's A fragment and dS^T's shared copy
+            sv_ = sacc.view(1, 1, 64, BM, layout=L_ACCS)
+            dpv = dpacc.view(1, 1, 64, BM, layout=L_ACCS)
+            qv = sacc.view(1, 1, 64, 64, layout=L_ACCQ)
+            dkv = dk.view(1, 1, 64, D, layout=L_ACCD)
+            dvv = dv.view(1, 1, 64, D, layout=L_ACCD)
+            pv = pk.view(1, BM // 16, 64, 8, layout=L_P)
+            dsv = dsk.view(1, BM // 16, 64, 8, layout=L_P)
+            for i in T.unroll(ND):
+                dk[i] = 0.0
+                dv[i] = 0.0
+            krow = 64 * c + 16 * w + lane // 4        # this lane's first key row in the block; the other is + 8
+            key0 = kb * BK + krow
+            gdq = dQ.view(B * H * N * D)
+            T.cuda.tile.apply(T.ptx[WAIT], kvbar, 0)
+            for j in range(ntiles):
+                st = j % STG
+                qt = qt0 + j
+                T.cuda.tile.apply(T.ptx[WAIT], full[st:st + 1], (j // STG) % 2)
+                # S^T and dP^T: two groups, dP^T on the tensor cores while P^T is computed
+                T.cuda.tile.apply(T.ptx[FENCE], sv_, dpv, scope="warpgroup")
+                for d in T.unroll(DH):
+                    T.cuda.tile.apply(T.ptx[MMA_S], sv_, ak[d, c], bq[st, d], scope="warpgroup", scale_d=d > 0)
+                T.cuda.tile.apply(T.ptx[COMMIT], sv_, scope="warpgroup")
+                for d in T.unroll(DH):
+                    T.cuda.tile.apply(T.ptx[MMA_S], dpv, av[d, c], bo[st, d], scope="warpgroup", scale_d=d > 0)
+                T.cuda.tile.apply(T.ptx[COMMIT], dpv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[WAITG], 1, sv_, scope="warpgroup")
+                # mask ragged keys (the last key block) and (causal) keys after the query (the tiles crossing the
+                # block's diagonal): element i is key key0 + 8((i//2)%2), query qt * BM + 8(i//4) + 2(l%4) + i%2.
+                # (One loop with a uniform branch, not a loop of masked tiles and one of the others: the
+                # interpreter runs its blocks in lockstep, and blocks in different loops would wait on each other)
+                need = False
+                if ragged_k:
+                    need = kb == NKB - 1
+                if causal:
+                    need = need or qt * BM < kb * BK + BK - 1
+                if need:
+                    kd = key0 - qt * BM - 2 * (lane % 4)
+                    kn = NK - key0
+                    for i in T.unroll(NS):
+                        off = 8 * (i // 4) + i % 2
+                        rh8 = 8 * ((i // 2) % 2)
+                        if causal:
+                            sacc[i] = NEG if (rh8 >= kn or off - rh8 < kd) else sacc[i]
+                        else:
+                            sacc[i] = NEG if rh8 >= kn else sacc[i]
+                # P^T = ex2(s * C - LSE2[query])
+                for i in T.unroll(NS):
+                    sacc[i] = sacc[i] * C - sl[st, 0, 8 * (i // 4) + 2 * (lane % 4) + i % 2]
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+                T.cuda.tile.apply(T.ptx[WAITG], 0, dpv, scope="warpgroup")
+                # dS^T = P^T (dP^T - Delta[query]) * scale; then P^T and dS^T packed (dV and dK are issued once
+                # both are: P^T's float32 registers and an in-flight P^T fragment are never live at once)
+                for i in T.unroll(NS):
+                    dpacc[i] = sacc[i] * (dpacc[i] - sl[st, 1, 8 * (i // 4) + 2 * (lane % 4) + i % 2]) * SC
+                T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
+                T.cuda.tile.apply(T.ptx[CVT], dsk, dpacc.view(NS // 2, 2)[:, 1:2], dpacc.view(NS // 2, 2)[:, 0:1])
+                # dV += P^T dO
+                T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
+                T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, scope="warpgroup")
+                # dK += dS^T Q
+                T.cuda.tile.apply(T.ptx[FENCE], dkv, dsv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
+                T.cuda.tile.apply(T.ptx[COMMIT], dkv, dsv, scope="warpgroup")
+                # dS^T to shared memory: word 4 kk + r of dsk is key row krow + 8(r%2), word 4(2kk + r//2) + l%4
+                buf = j % 2
+                for x in T.unroll(NS // 2):
+                    stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
+                # the wgmma (async proxy) reads what these generic stores wrote; both consumers' halves present
+                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+                # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
+                T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
+                                  trans_b=1)
+                T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
+                T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
+                # the warp's wgmmas have read stage st: release it (one arrive per warp)
+                if lane == 0:
+                    T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                # dQ accumulator register 4n + 2r + e: query row qrow + 8r, column 64c + 8n + 2(l%4) + e. One
+                # base a lane and compile-time offsets (per-element indices would be hoisted out of the loop, a
+                # register each)
+                qrow = qt * BM + 16 * w + lane // 4
+                qbase = (bh * N + qrow) * D + 64 * c + 2 * (lane % 4)
+                for r in T.unroll(2):
+                    if N % BM == 0 or qrow + 8 * r < N:
+                        for n in T.unroll(8):
+                            for e in T.unroll(2):
+                                at = qbase + 8 * D * r + 8 * n + e
+                                T.cuda.tile.apply(T.ptx[RED], gdq[at:at + 1], sacc[4 * n + 2 * r + e])
+
+            # epilogue: this lane's key rows of dK and dV (accumulator register i: row half (i//2)%2, column
+            # 8(i//4) + 2(l%4) + i%2)
+            kvrow = bhk * NK
+            for r in T.unroll(2):
+                key = key0 + 8 * r
+                if key < NK:
+                    if GROUP == 1:
+                        kw = T.alloc_local((D // 8, 1), "uint32")
+                        vw = T.alloc_local((D // 8, 1), "uint32")
+                        kp = dk.view(D // 8, 2, 2)[:, r]
+                        vp = dv.view(D // 8, 2, 2)[:, r]
+                        T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
+                        T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
+                        gdk = dK.view(dtype="uint32").view(B * HK * NK, D // 2)
+                        gdv = dV.view(dtype="uint32").view(B * HK * NK, D // 2)
+                        for n in T.unroll(D // 8):
+                            gdk[kvrow + key, 4 * n + lane % 4] = kw[n, 0]
+                            gdv[kvrow + key, 4 * n + lane % 4] = vw[n, 0]
+                    else:
+                        gdk = dK.view(B * HK * NK * D)
+                        gdv = dV.view(B * HK * NK * D)
+                        kvbase = (kvrow + key) * D + 2 * (lane % 4)
+                        for n in T.unroll(D // 8):
+                            for e in T.unroll(2):
+                                at = kvbase + 8 * n + e
+                                T.cuda.tile.apply(T.ptx[RED], gdk[at:at + 1], dk[4 * n + 2 * r + e])
+                                T.cuda.tile.apply(T.ptx[RED], gdv[at:at + 1], dv[4 * n + 2 * r + e])
+
+    attention_bwd_fa3.tile = (BK, BM)
+    _KERNELS[key] = attention_bwd_fa3
+    return attention_bwd_fa3
