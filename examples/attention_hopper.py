@@ -63,10 +63,12 @@ PRODUCER_REGS, CONSUMER_REGS = 24, 240
 SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
 
 # (consumers, BN, stages, overlap[, pingpong]) per head dim: BM = 64 * consumers query rows per block
-# measured on the H200 (benchmarks/attention.py --configs fa3all, f16, N = 4096, 2026-12-01): the serial schedule
-# (overlap = 0) is the faster one at D = 128 (463 vs 357 TFLOP/s non-causal, 402 vs 373 causal) and D = 256 (347 vs
-# 235, 287 vs 182); at D = 64 four stages with overlap (382 vs 310 non-causal, 303 vs 295 causal)
-CONFIGS = {64: (2, 128, 4, 1), 128: (2, 128, 2, 0), 256: (2, 64, 2, 0)}
+# measured on the H200 (benchmarks/attention.py --configs fa3all --quick, f16, N = 4096, 2026-12-01, assembled by
+# ptxas): ping-pong between the two consumers wins at D = 128 (3 stages, serial within a warpgroup: 616 TFLOP/s
+# non-causal, 493 causal, against 526 / 462 without ping-pong) and at D = 64 (4 stages with overlap: 422 / 379
+# against 386 / 341); at D = 256 the serial schedule without ping-pong (540 / 468; BN = 80 reaches 577 / 498 but
+# spills 12 bytes non-causal)
+CONFIGS = {64: (2, 128, 4, 1, 1), 128: (2, 128, 3, 0, 1), 256: (2, 64, 2, 0)}
 SUPPORTED_D = tuple(CONFIGS)
 # what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py): 3
 # consumers (BM = 192) fit D = 64's registers only (D = 128 spills at 160 per thread); BN = 176 / 192 at D = 128 and
