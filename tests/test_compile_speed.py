@@ -415,3 +415,58 @@ def test_fast_instructions_print_as_llvmlite_does():
 
     assert build(True) == build(False)
     assert "extractvalue {i32, float, i16}" in build(True) and "align 4" in build(True)
+
+
+def test_asm_results_are_named_struct_types_of_their_own_module():
+    """An asm with several outputs returns an identified struct (lower/llvm/asm.py), so its extractvalues do not
+    spell out every element type (a wgmma m64n256 has 128); each kernel's module has its own types."""
+    g = runpy.run_path(os.path.join(ROOT, "examples", "seed_mma.py"), run_name="seed_mma_named_types")
+    _, _, ap, bp = g["inputs"]()
+    os.environ["TILEDSL_DISABLE_DISK_CACHE"] = "1"
+    try:
+        ck = g["warp_mma"].compile(ap, bp, np.zeros((16, 8), np.float32), target="sm_90")
+    finally:
+        os.environ.pop("TILEDSL_DISABLE_DISK_CACHE", None)
+    from tiledsl.lower.llvm import generate_llvm
+    raw, _ = generate_llvm(ck.expanded_ir, Target.parse("sm_90"))
+    again, _ = generate_llvm(ck.expanded_ir, Target.parse("sm_90"))
+    assert '%"asm.ret0" = type {float, float, float, float}' in raw
+    assert "extractvalue {" not in raw and "asm.ret1" not in raw
+    assert raw == again                      # a second module starts from its own, empty set of types
+
+
+def test_llvm_pipeline_leaves_licm_promotion_on_for_others():
+    """tiledsl's O3 runs without LICM's scalar promotion (lower/ptx.py), but the LLVM option is global: after a
+    compile, another llvmlite user's O3 still promotes a loop's load/store of one address to a register."""
+    import llvmlite.binding as llvm
+    from tiledsl.lower import ptx as backend
+    g = runpy.run_path(os.path.join(ROOT, "examples", "seed_fma.py"), run_name="seed_fma_licm")
+    a = np.zeros((4, 1), np.float32)
+    os.environ["TILEDSL_DISABLE_DISK_CACHE"] = "1"
+    try:
+        g["affine_fma"].compile(a, a, target="sm_90")
+    finally:
+        os.environ.pop("TILEDSL_DISABLE_DISK_CACHE", None)
+    src = """
+define void @count(ptr noalias %p, i32 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %i1, %loop ]
+  %v = load i32, ptr %p
+  %v1 = mul i32 %v, 3
+  store i32 %v1, ptr %p
+  %i1 = add i32 %i, 1
+  %c = icmp slt i32 %i1, %n
+  br i1 %c, label %loop, label %done
+done:
+  ret void
+}
+"""
+    mod = llvm.parse_assembly(src)
+    tm = backend._machine(Target.parse("sm_90"))
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    # promoted: the value lives in a register across the (unrolled) loop and is stored once after it; without
+    # promotion a store stays inside the loop as well (two in all)
+    assert str(mod).count("store i32") == 1, str(mod)

@@ -327,6 +327,23 @@ class Owners:
             return int(slot[0])
         return None
 
+    def slots_array(self, coords, lanes, warps):
+        """The common slot of each row of `coords` (an (R, T, ndim) int64 array: R fragment registers, each at T
+        threads, thread t being lane lanes[t] of warp warps[t]), proven for all R x T at once as `_slot_array`
+        proves one register; None when one register fails that proof (the caller then proves them one at a time,
+        which words the error). A wgmma m64n256 accumulator is 128 registers of 256 threads each."""
+        import numpy as np
+        n_regs, n_threads, ndim = coords.shape
+        if not ndim or int(np.abs(coords).max()) >= 1 << 24:
+            return None
+        got = self.view.owners_array(coords.reshape(n_regs * n_threads, ndim))
+        if got is None:
+            return None
+        slot, lane, warp = (a.reshape(n_regs, n_threads) for a in got)
+        if not ((lane == lanes).all() and (warp == warps).all() and (slot == slot[:, :1]).all()):
+            return None
+        return [self.in_storage(int(s)) for s in slot[:, 0]]
+
     def in_storage(self, slot: int) -> int:
         size = self.view.storage.size
         if slot < 0 or (size is not None and slot * self.view.dtype.bits >= size * self.view.storage.dtype.bits):
@@ -528,7 +545,11 @@ def pinned_offsets(view: View, coords):
     be evaluated directly. The same values as evaluating `located(view, coords)` per pin (View.storage_pinned),
     without building the expression trees: ldmatrix alone proves some 36 thousand rows in the GEMM kernel."""
     arr = None
-    if len(coords) >= _ARRAY_BATCH and coords[0]:
+    if type(coords) is not list:      # an (n, ndim) int64 array already (wgmma's descriptor proof)
+        arr = coords if coords.shape[1] and int(abs(coords).max()) < 1 << 24 else None
+        if arr is None:
+            coords = coords.tolist()
+    elif len(coords) >= _ARRAY_BATCH and coords[0]:
         import numpy as np
         try:        # ints only make an int64 array (an expression makes an object array, ragged rows fail)
             arr = np.array(coords)
@@ -547,6 +568,8 @@ def pinned_offsets(view: View, coords):
             a = view.storages_array(arr, pin, {})
             offs = None if a is None else a.tolist()
         if offs is None:
+            if type(coords) is not list:
+                coords = coords.tolist()
             offs = view.storages_pinned(coords, pin, {})
         if offs is None:
             return None

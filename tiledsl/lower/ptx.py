@@ -1,8 +1,9 @@
 """LLVM IR -> PTX with llvmlite's NVPTX target; PTX -> cubin with ptxas, else nvJitLink, else none (driver JIT).
 
 The PTX ISA version is pinned per target (`Target.ptx_version`) so the installed driver accepts it; an
-arch-specific target (sm_90a) is named as such to LLVM (`.target sm_90a`) and to the assembler (`-arch=sm_90a`). Optimisation is LLVM's O3 pipeline
-with floating-point contraction off: a written `a * b + c` stays a multiply and an add.
+arch-specific target (sm_90a) is named as such to LLVM (`.target sm_90a`) and to the assembler (`-arch=sm_90a`).
+Optimisation is LLVM's O3 pipeline less LICM's scalar promotion (llvm_to_ptx says why), with floating-point
+contraction off: a written `a * b + c` stays a multiply and an add.
 """
 from __future__ import annotations
 
@@ -66,7 +67,17 @@ def llvm_to_ptx(llvm_ir: str, target: Target, opt: bool = True) -> tuple[str, st
         if opt:
             pto = llvm.create_pipeline_tuning_options(speed_level=3)
             pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(mod, pb)
+            # LICM's scalar promotion turns a memory location that a loop reads and writes at one address into a
+            # register. A kernel's register arrays are allocas with static indices, already registers after SROA,
+            # and its loops' other memory accesses are to shared or global memory at addresses that move with the
+            # loop (or inside asm): nothing to promote, but the candidate search asks alias analysis about every
+            # pair of them (the Hopper GEMM: 35 of O3's 100 ms, and the PTX of the GEMMs and attention kernels
+            # is byte-identical without it). The switch is LLVM-global, so it is on only while this pipeline runs.
+            llvm.set_option("tiledsl", "-disable-licm-promotion=true")
+            try:
+                pb.getModulePassManager().run(mod, pb)
+            finally:
+                llvm.set_option("tiledsl", "-disable-licm-promotion=false")
         ptx = tm.emit_assembly(mod)
         return str(mod), ptx
 

@@ -88,11 +88,16 @@ def mode_of(layout_swizzle, e: int):
 
 def derive(byte_of, rows: int, kext: int, e: int, k_major: bool, mode: int):
     """(Fields, None) for a tile whose element (row, k) sits at byte `byte_of(row, k)` (storage-relative, start
-    already checked aligned), or (None, why) with a counterexample."""
-    start = byte_of(0, 0)
+    already checked aligned), or (None, why) with a counterexample. `byte_of` may instead be a (rows, kext) integer
+    array of those bytes: the check of every element then runs on whole arrays (a wgmma B tile of m64n256k16 has
+    4096 elements, and the Hopper GEMM proves 16 such tiles per compile)."""
+    import numpy as np
+    at = np.asarray(byte_of if not callable(byte_of) else
+                    [[byte_of(r, k) for k in range(kext)] for r in range(rows)], dtype=np.int64)
+    start = int(at[0, 0])
 
     def u(r, k):                             # un-swizzled distance from the start
-        return swizzle(mode, byte_of(r, k)) - start
+        return swizzle(mode, int(at[r, k])) - start
 
     t = 16 // e
     unused = 16
@@ -111,19 +116,17 @@ def derive(byte_of, rows: int, kext: int, e: int, k_major: bool, mode: int):
             return None, (f"its {name} would be {v} bytes; the descriptor holds a multiple of 16 in 0.."
                           f"{FIELD_MAX * 16}")
     f = Fields(mode, lbo, sbo)
-    where = {}
-    for r in range(rows):
-        for k in range(kext):
-            where.setdefault(byte_of(r, k), (r, k))
-    for r in range(rows):
-        for k in range(kext):
-            hw = swizzle(mode, start + canonical(f, k_major, e, r, k))
-            at = byte_of(r, k)
-            if hw != at:
-                other = where.get(hw)
-                there = f"where the view holds element {other}" if other is not None else \
-                    "which holds no element of the tile"
-                return None, (f"the descriptor ({f.describe()}, {'K' if k_major else 'MN'}-major) would read "
-                              f"element {(r, k)} at byte {hw - start} from the tile's start, {there}; the view "
-                              f"places it at byte {at - start}")
+    # canonical() and swizzle() are integer arithmetic (floor division and modulo as Python's), so they apply to
+    # the whole grid of (row, k) at once
+    hw = swizzle(mode, start + canonical(f, k_major, e, np.arange(rows)[:, None], np.arange(kext)[None, :]))
+    bad = np.flatnonzero(hw != at)
+    if bad.size:
+        r, k = divmod(int(bad[0]), kext)     # the first wrong element in row-major order, as a loop would find
+        got = int(hw[r, k])
+        same = np.flatnonzero(at == got)
+        there = (f"where the view holds element {divmod(int(same[0]), kext)}" if same.size else
+                 "which holds no element of the tile")
+        return None, (f"the descriptor ({f.describe()}, {'K' if k_major else 'MN'}-major) would read "
+                      f"element {(r, k)} at byte {got - start} from the tile's start, {there}; the view "
+                      f"places it at byte {int(at[r, k]) - start}")
     return f, None

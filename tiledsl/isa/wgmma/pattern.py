@@ -143,6 +143,9 @@ def _sync(form: Form, ctx: Ctx) -> list:
 
 
 def _all_slots(ctx: Ctx, op: Operand) -> list:
+    fast = _static_slots(op.view)
+    if fast is not None:
+        return [ir.Reg(op.view.storage, s, op.view.dtype, True) for s in fast]
     seen, out = set(), []
     coords = [list(c) for c in product(*(range(s) for s in op.view.shape))]
     # a view whose static_key is known has no run-time part: its pinned offsets are its slots
@@ -156,6 +159,19 @@ def _all_slots(ctx: Ctx, op: Operand) -> list:
             seen.add(s)
             out.append(ir.Reg(op.view.storage, s, op.view.dtype, True))
     return sorted(out, key=lambda r: r.index)
+
+
+def _static_slots(view):
+    """The distinct slots of every coordinate of a view with no run-time part, sorted, from one evaluation of all
+    its coordinates as a numpy array (a consumer's accumulators named to wait_group: 32768 coordinates); None
+    where the view has no array path (then `_all_slots` walks them)."""
+    import numpy as np
+    shape = view.shape
+    if view.static_key() is None or not shape or not all(type(s) is int and 0 < s < 1 << 24 for s in shape):
+        return None
+    coords = np.indices(shape, dtype=np.int64).reshape(len(shape), -1).T
+    got = view.storages_array(np.ascontiguousarray(coords), PINS[0], {})
+    return None if got is None else sorted(set(got.tolist()))
 
 
 # ------------------------------------------------------------------ mma_async
@@ -259,6 +275,10 @@ def _mma(form: Form, ctx: Ctx) -> list:
     def slots(op, lanefn, nregs, rep):
         key = (op.name, tuple(rep))
         if key not in proven:
+            out = _slots_at_once(own[op.name], groups, rep, lanefn, nregs)
+            if out is not None:
+                proven[key] = out
+                return out
             out = []
             for r in range(nregs):
                 threads = [(lane, w0 + w, list(g) + list(rep) + list(lanefn(w, lane, r)))
@@ -301,6 +321,26 @@ def _mma(form: Form, ctx: Ctx) -> list:
     return out
 
 
+def _slots_at_once(owners: Owners, groups, rep, lanefn, nregs: int):
+    """The fragment's slots for registers 0..nregs-1, every (group, warp, lane) proven at once on numpy arrays
+    (lanefn is integer arithmetic, so it applies to arrays), or None: then each register is proven on its own,
+    which words the error."""
+    import numpy as np
+    if not all(type(c) is int for g, _ in groups for c in list(g) + list(rep)):
+        return None
+    warp = np.repeat(np.arange(4), 32)[None, :]
+    lane = np.tile(np.arange(32), 4)[None, :]
+    r = np.arange(nregs)[:, None]
+    rows, cols = (np.broadcast_to(np.asarray(a, dtype=np.int64), (nregs, 128)) for a in lanefn(warp, lane, r))
+    parts, lanes, warps = [], [], []
+    for g, w0 in groups:
+        fixed = [np.full((nregs, 128), c, np.int64) for c in list(g) + list(rep)]
+        parts.append(np.stack(fixed + [rows, cols], axis=-1))
+        lanes.append(lane[0])
+        warps.append(warp[0] + w0)
+    return owners.slots_array(np.concatenate(parts, axis=1), np.concatenate(lanes), np.concatenate(warps))
+
+
 def _check_elements(ctx, op, form):
     want = 8 * form.esize
     if op.view.dtype.bits != want:
@@ -322,19 +362,32 @@ def _descriptor(ctx: Ctx, op: Operand, form: Form, groups, rep, rows: int, k_maj
     if isinstance(mode, str):
         raise ctx.error(f"no matrix descriptor expresses {view.describe()}: {mode}", op)
     width = DS.WIDTH.get(mode, 16)
+    import numpy as np
     fields, span = None, 1
     cells = [(r, k) for r in range(rows) for k in range(kext)]
+    cell_arr = np.array(cells, dtype=np.int64).reshape(len(cells), 2)
     for g, _ in groups:
-        coords = [list(g) + list(rep) + [r, k] for r, k in cells]
+        head = list(g) + list(rep)
+        if all(type(c) is int for c in head):      # the coordinates as one array (pinned_offsets takes it)
+            coords = np.empty((len(cells), len(head) + 2), np.int64)
+            coords[:, :len(head)] = head
+            coords[:, len(head):] = cell_arr
+        else:
+            coords = [head + [r, k] for r, k in cells]
         by_pin = pinned_offsets(view, coords)
-        exprs = None if by_pin else [view.locate(c)[0] for c in coords]     # no integer path: the expressions
+        exprs = None if by_pin else [view.locate(list(c))[0] for c in coords]     # no integer path: the expressions
         for p, pin in enumerate(PINS):
             got = by_pin[p] if by_pin else [evaluate_pinned(x, pin, {}) for x in exprs]
-            byte = dict(zip(cells, got))
-            if any(v is None for v in byte.values()):
+            if not by_pin and any(v is None for v in got):      # (pinned offsets are ints)
                 raise ctx.error(f"the tile's offsets in {view.describe()} are not integer expressions", op)
-            byte = {c: v * e for c, v in byte.items()}
-            start = byte[(0, 0)]
+            try:
+                byte = np.array(got, dtype=np.int64).reshape(rows, kext)    # cells are row-major
+            except OverflowError:
+                byte = None
+            if byte is None or int(np.abs(byte).max()) >= 1 << 48:
+                raise ctx.error(f"the tile's offsets in {view.describe()} are beyond shared memory", op)
+            byte *= e
+            start = int(byte[0, 0])
             shown = f" when a run-time index is {pin}" if pin != PINS[0] else ""
             if start % 16:
                 raise ctx.error(f"the tile at repeat {tuple(rep)} starts at byte {start}{shown}; a matrix "
@@ -343,7 +396,7 @@ def _descriptor(ctx: Ctx, op: Operand, form: Form, groups, rep, rows: int, k_maj
                 raise ctx.error(f"the tile at repeat {tuple(rep)} starts at byte {start}{shown}, inside a "
                                 f"{width}B swizzle pattern (rows {(start >> 7) & (width // 16 - 1)} of 8 "
                                 f"above its boundary); start each tile on an 8-row boundary of the pattern", op)
-            f, why = DS.derive(lambda r, k: byte[(r, k)], rows, kext, e, k_major, mode)
+            f, why = DS.derive(byte, rows, kext, e, k_major, mode)
             if f is None:
                 raise ctx.error(f"no matrix descriptor expresses {view.describe()} at repeat {tuple(rep)}: {why}",
                                 op)
@@ -351,7 +404,7 @@ def _descriptor(ctx: Ctx, op: Operand, form: Form, groups, rep, rows: int, k_maj
                 raise ctx.error(f"the descriptor differs between warpgroups or run-time values ({fields.describe()} "
                                 f"vs {f.describe()}); one apply needs one tile shape", op)
             fields = f
-            span = max(span, (max(byte.values()) - start) // e + 1)
+            span = max(span, (int(byte.max()) - start) // e + 1)
     # the swizzle pattern repeats every 8 rows of `width` bytes: the buffer must start on that boundary for the
     # hardware's (absolute-address) swizzle to be the view's
     if mode:

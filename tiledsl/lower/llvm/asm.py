@@ -165,7 +165,7 @@ def emit_native(cg, n: ir.Native):
     elif len(outs) == 1:
         ret = outs[0][0]
     else:
-        ret = ll.LiteralStructType([t for t, _, _ in outs])
+        ret = _result_type(cg, [t for t, _, _ in outs])
     fty = ll.FunctionType(ret, [t for t, _, _ in all_ins])
     call = b.asm(fty, body, ",".join(cons), [v for _, _, v in all_ins], side)
     if n.effect in ("warp", "sync", "warp-mem"):
@@ -173,3 +173,17 @@ def emit_native(cg, n: ir.Native):
     for i, (ty, c, r) in enumerate(outs):
         v = call if len(outs) == 1 else fast.extract(b, call, i)
         fast.store(b, _from_container(cg, v, r.dtype), reg_ptr(cg, r))
+
+
+def _result_type(cg, types: list):
+    """The struct an asm with several outputs returns, as a named type (one per list of element types): a wgmma
+    m64n256 call returns 128 floats, and every extractvalue of a literal struct spells out all 128; the Hopper
+    GEMM's IR was 1.2 MB with them and is 0.28 MB without, text llvmlite writes and LLVM parses. The PTX is
+    the same either way."""
+    key = tuple(str(t) for t in types)
+    ty = cg.asm_types.get(key)
+    if ty is None:
+        ty = cg.module.context.get_identified_type(f"asm.ret{len(cg.asm_types)}")
+        ty.set_body(*types)
+        cg.asm_types[key] = ty
+    return ty

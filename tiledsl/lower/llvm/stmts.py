@@ -25,7 +25,8 @@ class Codegen:
         self.debug_buffer = debug_buffer
         self.target = target
         self.sm = target.sm
-        self.module = ll.Module(name=kernel.name)
+        # a context of its own: the asm results' identified struct types (asm.py) belong to this module only
+        self.module = ll.Module(name=kernel.name, context=ll.Context())
         self.module.triple = "nvptx64-nvidia-cuda"
         self.module.data_layout = DATALAYOUT
         self.vars = {}
@@ -34,6 +35,7 @@ class Codegen:
         self.loops = []                  # (continue target, break target) of the enclosing loops, innermost last
         self.values = ValueTable()
         self.slot_ptrs = {}
+        self.asm_types = {}              # (element types) -> the identified struct an asm call returns
 
     # ------------------------------------------------------------ module
     def run(self) -> str:
