@@ -94,7 +94,7 @@ CASES = [
          err=tiledsl.LaunchError, words=("1 stage(s) (at least 2)",)),
     Case("hopper-gemm-persistent-multicast-bn-8",
          action=lambda: _hopper().make_hopper_gemm("float16", bn=8, persistent=True, multicast=True),
-         err=tiledsl.LaunchError, words=("BN=8", "2 multicast slices")),
+         err=tiledsl.LaunchError, words=("BN=8", "2 slices", "(multicast)")),
     Case("hopper-gemm-persistent-no-sms",
          action=lambda: _hopper().make_hopper_gemm("float16", persistent=True, num_sms=0),
          err=tiledsl.LaunchError, words=("num_sms=0", "positive")),
