@@ -54,7 +54,7 @@ def test_choose_hopper_picks_a_valid_configuration(M, N, K):
         assert cfg in kept and len(kept) >= 3
         kw = G.hopper_kwargs(cfg, N, 2)
         H.make_hopper_gemm("float16", "float16", num_sms=sms, **kw)       # builds (no LaunchError)
-    assert G.choose_hopper(1024, 1024, 1024)[:2] == (64, 2)                # 128 tiles of 128 x 64, not 32 of 128 x 256
+    assert G.choose_hopper(1024, 1024, 1024)[:3] == (128, 1, 8)             # 128 tiles of 64 x 128, 8 deep, not 32 of 128 x 256
     assert G.choose_hopper(4096, 4096, 4096) == G.HOPPER_CONFIGS[0]         # persistent 128 x 256, TMA store
 
 
