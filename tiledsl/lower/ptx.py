@@ -40,6 +40,7 @@ def _init():
 
 
 _machines = {}
+_PEEL_MAX_DEFAULT = 7           # LLVM's own -unroll-peel-max-count, restored after tiledsl's pipeline
 
 
 def _machine(target: Target):
@@ -73,11 +74,18 @@ def llvm_to_ptx(llvm_ir: str, target: Target, opt: bool = True) -> tuple[str, st
             # loop (or inside asm): nothing to promote, but the candidate search asks alias analysis about every
             # pair of them (the Hopper GEMM: 35 of O3's 100 ms, and the PTX of the GEMMs and attention kernels
             # is byte-identical without it). The switch is LLVM-global, so it is on only while this pipeline runs.
+            # Loop peeling copies a loop's first iteration where a phi is invariant after it: the Hopper GEMM's
+            # and FA3's K loops (scale_d = 0 on the first K tile, no stage to release before it), which doubles
+            # their wgmma code for every later pass and for ptxas (the GEMM: 28 of LLVM's 170 ms, 30 of ptxas's
+            # 100 ms). Without it the loop keeps a run-time scale_d (setp + selp) and a predicated release
+            # (and.pred): 3-4 scalar instructions per K tile beside its wgmmas.
             llvm.set_option("tiledsl", "-disable-licm-promotion=true")
+            llvm.set_option("tiledsl", "-unroll-peel-max-count=0")
             try:
                 pb.getModulePassManager().run(mod, pb)
             finally:
                 llvm.set_option("tiledsl", "-disable-licm-promotion=false")
+                llvm.set_option("tiledsl", f"-unroll-peel-max-count={_PEEL_MAX_DEFAULT}")
         ptx = tm.emit_assembly(mod)
         return str(mod), ptx
 
