@@ -43,10 +43,11 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
+from hopper_producer import elect_one
+
 LOG2E = 1.4426950408889634
 NEG = -math.inf
 SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
-FULL_MASK = 0xFFFFFFFF
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
 CONS = 2                    # consumer warpgroups: 64 key rows each
@@ -214,10 +215,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
             # the producer: few registers, one elected thread issues every copy
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
-                leader = T.alloc_local((1,), "uint32")
-                elected = T.alloc_local((1,), "uint32")
-                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
-                if elected[0] == 1:
+                if elect_one() == 1:
                     T.cuda.tile.apply(T.ptx[EXPECT], kvbar, 2 * TXKV)
                     T.cuda.tile.apply(T.ptx[LOAD], tk, K, kvbar, coords=(bhk, kb * BK, 0), coord_steps=STEP)
                     T.cuda.tile.apply(T.ptx[LOAD], tv, V, kvbar, coords=(bhk, kb * BK, 0), coord_steps=STEP)

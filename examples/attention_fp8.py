@@ -36,7 +36,9 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from attention_hopper import CONSUMER_REGS, FULL_MASK, LN2, LOG2E, NEG, PRODUCER_REGS, SMEM_LIMIT, _flat
+from attention_hopper import CONSUMER_REGS, LOG2E, PRODUCER_REGS, SMEM_LIMIT, _flat
+from hopper_attention_parts import NEG, forward_parts
+from hopper_producer import elect_one
 
 SWIZZLE = {64: (2, 4, 3), 128: (3, 4, 3)}   # 16-byte chunk c of a 64/128-byte row r at c ^ (r % 4 or 8), in bytes
 KEY_BLOCK = 16                              # V^T's keys are permuted within blocks of 16 (the P fragment's period)
@@ -116,7 +118,6 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
                                   f"least 2 stages, overlap 0 or 1, within {SMEM_LIMIT} bytes of shared memory")
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k32.f32.e4m3.e4m3"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k32.f32.e4m3.e4m3"
-    LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
     WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
     ARRIVE = "mbarrier.arrive.shared::cta.b64"
     CVT_P = "cvt.rn.satfinite.e4m3x2.f32"
@@ -131,7 +132,7 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
     NKT = -(-NK // BN)                  # key tiles
     GROUP = H // HK
     C0 = float(scale) * LOG2E           # scores to the log2 domain (times the q and k descales at run time)
-    TXQ, TXK, TXV = BM * D, BN * D, BN * D
+    TXQ, TXKV = BM * D, BN * D           # bytes the boxes pay to their barriers (K's and V^T's are the same)
     CAP = min((65536 // THREADS) // 8 * 8, 248)
     CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8))
     LY = layouts(D, BM, BN, STG, CONS)
@@ -140,23 +141,9 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
     STEP = ((0, 0, BC),)                # the D / BC boxes of a Q or K tile: BC columns apart
     NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
 
-    @tiledsl.inline
-    def issue_s(sv, wq, wk, c, st):
-        """S = Q K^T of the tile in stage `st` as one commit group (D / BC calls of BC / 32 K steps each)."""
-        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], sv, scope="warpgroup")
-        for dh in T.unroll(DH):
-            T.cuda.tile.apply(T.ptx[MMA_S], sv, wq[dh, c], wk[st, dh], scope="warpgroup", scale_d=dh > 0)
-        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], sv, scope="warpgroup")
-
-    @tiledsl.inline
-    def issue_pv(oacc, ov, pv, wv, al, fullv, st, j):
-        """O = O * al + P V of tile j (stage st) as one commit group, once V^T has landed."""
-        for i in T.unroll(NO):
-            oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
-        T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
-        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
-        T.cuda.tile.apply(T.ptx[MMA_O], ov, pv, wv[st], scope="warpgroup")
-        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
+    init_barriers, load_ring, issue_s, issue_pv, softmax, row_sums, store = forward_parts(
+        shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV, causal=causal,
+        mma_s=MMA_S, mma_o=MMA_O, trans_v=False, cvt_o=CVT_O)
 
     @tiledsl.inline
     def to_p(pk, hp, sacc):
@@ -166,50 +153,6 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
         s4 = sacc.view(BN // 16, 2, 2, 2)
         T.cuda.tile.apply(T.ptx[CVT_P], hp.view(BN // 16, 2, 2, 1, layout=L_H), s4[:, :, :, 1:2], s4[:, :, :, 0:1])
         T.cuda.tile.apply(T.ptx["mov.b32"], pk, hp.view(BN // 8, 2))
-
-    @tiledsl.inline
-    def softmax(sacc, m, sh, al, lsum, part, j, row0, lane, first_row, cs):
-        """attention_hopper's online softmax of S (tile j) in place, with the run-time log2-domain scale cs: mask,
-        new row max m, exponentials, the rescale factor al of the old O and row sums, this lane's row sums."""
-        col0 = j * BN + 2 * (lane % 4)
-        need = (j + 1) * BN > NK
-        if causal:
-            need = need or (j + 1) * BN - 1 > first_row
-        if need:
-            for i in T.unroll(NS):
-                col = col0 + 8 * (i // 4) + i % 2
-                if causal:
-                    row = row0 + 8 * ((i // 2) % 2)
-                    sacc[i] = NEG if (col >= NK or col > row) else sacc[i]
-                else:
-                    sacc[i] = NEG if col >= NK else sacc[i]
-        for r in T.unroll(2):
-            for n in T.unroll(BN // 8):
-                pair = T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1])
-                part[r, n % NP] = pair if n < NP else T.max(part[r, n % NP], pair)
-            sh[r, 0] = m[r, 0]
-            for q in T.unroll(NP):
-                sh[r, 0] = T.max(sh[r, 0], part[r, q])
-        for k in T.unroll(2):
-            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, FULL_MASK)
-            for r in T.unroll(2):
-                sh[r, 0] = T.max(sh[r, 0], al[r, 0])
-        for r in T.unroll(2):
-            mc = sh[r, 0] * cs if sh[r, 0] != NEG else 0.0
-            al[r, 0] = m[r, 0] * cs - mc
-            m[r, 0] = sh[r, 0]
-            srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
-            T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, cs, -mc)
-        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
-        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
-        for r in T.unroll(2):
-            for n in T.unroll(BN // 8):
-                pair = sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
-                part[r, n % NP] = pair if n < NP else part[r, n % NP] + pair
-            acc = lsum[r, 0] * al[r, 0]
-            for q in T.unroll(NP):
-                acc = acc + part[r, q]
-            lsum[r, 0] = acc
 
     @tiledsl.jit
     def attention_fp8_fa3(Q: T.TensorMap((B * H, N, D), "uint8", box=(1, BM, BC), swizzle=BC),
@@ -241,35 +184,15 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
         wq = sq.view(DH, CONS, 1, BC // 32, 64, 32, layout=L_WQ)
         wk = sk.view(STG, DH, 1, BC // 32, BN, 32, layout=L_WK)
         wv = sv_.view(STG, 1, KR, D, 32, layout=L_WV)
-        if tid == 0:
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
-            for s in T.unroll(STG):
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
-            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
-        T.cuda.syncthreads()
+        init_barriers(tid, qbar, fullk, fullv, empty)
         ntiles = NKT
         if causal:
             ntiles = T.min(NKT, ((qb + 1) * BM + BN - 1) // BN)
         if wg == 0:
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
-                leader = T.alloc_local((1,), "uint32")
-                elected = T.alloc_local((1,), "uint32")
-                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
-                if elected[0] == 1:
-                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], qbar, TXQ)
-                    T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=STEP)
-                    for j in range(ntiles):
-                        s = j % STG
-                        if j >= STG:
-                            T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
-                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullk[s:s + 1], TXK)
-                        T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b * HK + hk, j * BN, 0),
-                                          coord_steps=STEP)
-                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullv[s:s + 1], TXV)
-                        T.cuda.tile.apply(T.ptx[LOAD], tv[s], VT, fullv[s:s + 1], coords=(b * HK + hk, 0, j * BN))
+                if elect_one() == 1:
+                    load_ring(Q, K, VT, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
             c = wg - 1
@@ -327,27 +250,9 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
             T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
 
             # epilogue: the full row sums, O * scale_v / l, LSE
-            for k in T.unroll(2):
-                T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, FULL_MASK)
-                for r in T.unroll(2):
-                    lsum[r, 0] = lsum[r, 0] + sh[r, 0]
-            T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
+            row_sums(lsum, sh, al)
             dv = DESCALE[2]
-            for r in T.unroll(2):
-                inv = dv / lsum[r, 0]
-                for n in T.unroll(D // 8):
-                    for e in T.unroll(2):
-                        oacc[4 * n + 2 * r + e] = oacc[4 * n + 2 * r + e] * inv
-            ow = T.alloc_local((NO // 2, 1), "uint32")
-            T.cuda.tile.apply(T.ptx[CVT_O], ow, oacc.view(NO // 2, 2)[:, 1:2], oacc.view(NO // 2, 2)[:, 0:1])
-            gO = O.view(dtype="uint32").view(B * H * N, D // 2)
-            for r in T.unroll(2):
-                row = row0 + 8 * r
-                if row < N:
-                    for n in T.unroll(D // 8):
-                        gO[bh * N + row, 4 * n + lane % 4] = ow[2 * n + r, 0]
-                    if lane % 4 == 0:
-                        LSE[b, h, row] = (m[r, 0] * cs + al[r, 0]) * LN2
+            store(O, LSE, oacc, lsum, m, al, dv, cs, row0, lane, bh, b, h)
 
     attention_fp8_fa3.tile = (BM, BN)
     _KERNELS[key] = attention_fp8_fa3

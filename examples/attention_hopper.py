@@ -45,7 +45,6 @@ their turns alternate there too.
 
     python examples/attention_hopper.py   # on an H200/H100: against torch SDPA; else a small interpreter case
 """
-import math
 import sys
 
 import numpy as np
@@ -54,11 +53,11 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
+from hopper_attention_parts import NEG, forward_parts
+from hopper_producer import elect_one
+
 LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
-NEG = -math.inf
 SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
-FULL_MASK = 0xFFFFFFFF
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
 
@@ -150,7 +149,6 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
-    LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
     WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
     ARRIVE = "mbarrier.arrive.shared::cta.b64"
     CVT = f"cvt.rn.{t}x2.f32"
@@ -171,73 +169,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
     NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
 
-    @tiledsl.inline
-    def issue_s(sv, wq, wk, c, st):
-        """S = Q K^T of the tile in stage `st` as one commit group (D / 64 calls of 4 K steps each)."""
-        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], sv, scope="warpgroup")
-        for dh in T.unroll(DH):
-            T.cuda.tile.apply(T.ptx[MMA_S], sv, wq[dh, c], wk[st, dh], scope="warpgroup", scale_d=dh > 0)
-        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], sv, scope="warpgroup")
-
-    @tiledsl.inline
-    def issue_pv(oacc, ov, pv, wv, al, fullv, st, j):
-        """O = O * al + P V of tile j (stage st) as one commit group, once V has landed (the previous P V has
-        retired, so O may be rescaled in registers first)."""
-        for i in T.unroll(NO):
-            oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
-        T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
-        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
-        T.cuda.tile.apply(T.ptx[MMA_O], ov, pv, wv[st], scope="warpgroup", trans_b=1)
-        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
-
-    @tiledsl.inline
-    def softmax(sacc, m, sh, al, lsum, part, j, row0, lane, first_row):
-        """The online softmax of S (tile j) in place: mask, new row max m, exponentials, the rescale factor al of
-        the old O and row sums, and this lane's partial row sums lsum."""
-        # mask the ragged last tile and (causal) the tiles crossing this consumer's diagonal
-        col0 = j * BN + 2 * (lane % 4)
-        need = (j + 1) * BN > NK
-        if causal:
-            need = need or (j + 1) * BN - 1 > first_row
-        if need:
-            for i in T.unroll(NS):
-                col = col0 + 8 * (i // 4) + i % 2
-                if causal:
-                    row = row0 + 8 * ((i // 2) % 2)
-                    sacc[i] = NEG if (col >= NK or col > row) else sacc[i]
-                else:
-                    sacc[i] = NEG if col >= NK else sacc[i]
-        # the new row max over the tile and the 4 lanes of the row
-        # (NP independent chains per row, not one chain of BN / 4 dependent maxima)
-        for r in T.unroll(2):
-            for n in T.unroll(BN // 8):
-                pair = T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1])
-                part[r, n % NP] = pair if n < NP else T.max(part[r, n % NP], pair)
-            sh[r, 0] = m[r, 0]
-            for q in T.unroll(NP):
-                sh[r, 0] = T.max(sh[r, 0], part[r, q])
-        for k in T.unroll(2):
-            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, FULL_MASK)
-            for r in T.unroll(2):
-                sh[r, 0] = T.max(sh[r, 0], al[r, 0])
-        for r in T.unroll(2):
-            # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
-            mc = sh[r, 0] * C if sh[r, 0] != NEG else 0.0
-            al[r, 0] = m[r, 0] * C - mc
-            m[r, 0] = sh[r, 0]
-            # the exponent s * C - m * C as one fma per score
-            srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
-            T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
-        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
-        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
-        for r in T.unroll(2):
-            for n in T.unroll(BN // 8):
-                pair = sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
-                part[r, n % NP] = pair if n < NP else part[r, n % NP] + pair
-            acc = lsum[r, 0] * al[r, 0]
-            for q in T.unroll(NP):
-                acc = acc + part[r, q]
-            lsum[r, 0] = acc
+    init_barriers, load_ring, issue_s, issue_pv, softmax, row_sums, store = forward_parts(
+        shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV, causal=causal,
+        mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT)
 
     @tiledsl.inline
     def turn_begin(c):
@@ -287,14 +221,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
         wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
         wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
         wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
-        if tid == 0:
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
-            for s in T.unroll(STG):
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
-            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
-        T.cuda.syncthreads()
+        init_barriers(tid, qbar, fullk, fullv, empty)
         # the key tiles this block visits: causal stops at the one holding the block's last row's diagonal
         ntiles = NKT
         if causal:
@@ -303,23 +230,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             # the producer: few registers, one elected thread issues every copy
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
-                leader = T.alloc_local((1,), "uint32")
-                elected = T.alloc_local((1,), "uint32")
-                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
-                if elected[0] == 1:
-                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], qbar, TXQ)
-                    T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=STEP)
-                    for j in range(ntiles):
-                        s = j % STG
-                        if j >= STG:
-                            # the (j // STG)-th refill of stage s waits for the consumers' previous use of it
-                            T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
-                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullk[s:s + 1], TXKV)
-                        T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b * HK + hk, j * BN, 0),
-                                          coord_steps=STEP)
-                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], fullv[s:s + 1], TXKV)
-                        T.cuda.tile.apply(T.ptx[LOAD], tv[s], V, fullv[s:s + 1], coords=(b * HK + hk, j * BN, 0),
-                                          coord_steps=STEP)
+                if elect_one() == 1:
+                    load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
             c = wg - 1
@@ -353,7 +265,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             issue_s(sv, wq, wk, c, 0)
             turn_end(c, False)
             T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-            softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c)
+            softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, C)
             T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
             # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
             # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
@@ -372,7 +284,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                         # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
                         # while P V is on the tensor cores
                         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
-                        softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
+                        softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, C)
                         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
                         # the warp's wgmmas have read stage st: release it (one arrive per warp)
                         if lane == 0:
@@ -382,7 +294,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, ov, pv, scope="warpgroup")
                         if lane == 0:
                             T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                        softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
+                        softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, C)
                 else:
                     issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
@@ -391,7 +303,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
                     T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
                     issue_s(sv, wq, wk, c, s1)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c)
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, C)
                 # P V has read P: the next tile's P may overwrite it
                 T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
             last = ntiles - 1
@@ -401,26 +313,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
 
             # epilogue: the full row sums, O / l, LSE
-            for k in T.unroll(2):
-                T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, FULL_MASK)
-                for r in T.unroll(2):
-                    lsum[r, 0] = lsum[r, 0] + sh[r, 0]
-            T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
-            for r in T.unroll(2):
-                inv = 1.0 / lsum[r, 0]
-                for n in T.unroll(D // 8):
-                    for e in T.unroll(2):
-                        oacc[4 * n + 2 * r + e] = oacc[4 * n + 2 * r + e] * inv
-            ow = T.alloc_local((NO // 2, 1), "uint32")
-            T.cuda.tile.apply(T.ptx[CVT], ow, oacc.view(NO // 2, 2)[:, 1:2], oacc.view(NO // 2, 2)[:, 0:1])
-            gO = O.view(dtype="uint32").view(B * H * N, D // 2)
-            for r in T.unroll(2):
-                row = row0 + 8 * r
-                if row < N:
-                    for n in T.unroll(D // 8):
-                        gO[bh * N + row, 4 * n + lane % 4] = ow[2 * n + r, 0]
-                    if lane % 4 == 0:
-                        LSE[b, h, row] = (m[r, 0] * C + al[r, 0]) * LN2
+            row_sums(lsum, sh, al)
+            store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
 
     attention_fa3.tile = (BM, BN)
     _KERNELS[key] = attention_fa3

@@ -12,6 +12,7 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from hopper_gemm_epilogue import make_epilogue
+from hopper_producer import FULL_MASK, elect_one  # noqa: F401 (FULL_MASK: hopper_gemm's)
 
 BN, BK = 128, 64          # block tile columns and K tile (BK f16/bf16 = 128 bytes: one 128-byte swizzle row)
 CONSUMERS = 2             # consumer warpgroups, 64 rows of the block tile each
@@ -21,7 +22,6 @@ GROUP_M = 8               # tile rows walked together by the persistent grid (L2
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 SW128 = (3, 3, 3)         # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
 SW128_FP8 = (3, 4, 3)     # the same bytes in 8-bit elements
-FULL_MASK = 0xFFFFFFFF
 ROW_BYTES = 128           # bytes of one K tile row, every element type (BK = 128 // element bytes)
 SMEM_LIMIT = 232448       # bytes of shared memory one block may use on sm_90 (227 KB)
 HALF = {"float16": "f16", "bfloat16": "bf16"}
@@ -262,10 +262,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             # the producer: few registers, one elected thread issues every copy
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
-                leader = T.alloc_local((1,), "uint32")
-                elected = T.alloc_local((1,), "uint32")
-                T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
-                if elected[0] == 1:
+                if elect_one() == 1:
                     for ti in range(mine):
                         tile = bid + ti * G
                         first = tile // (GM * ntn) * GM

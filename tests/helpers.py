@@ -1,5 +1,6 @@
 """Shared test helpers: fake CUDA arrays for launch checks on machines without a GPU, ptxas runs."""
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,12 +25,25 @@ class FakeCudaArray:
         }
 
 
-def ptxas(ptx: str, arch: str) -> subprocess.CompletedProcess:
+def ptxas(ptx: str, arch: str, verbose: bool = False) -> subprocess.CompletedProcess:
+    """ptxas on `ptx` for `arch` (verbose: -v, whose stderr gives registers, stack frame and spills)."""
     exe = shutil.which("ptxas")
     assert exe is not None, "ptxas must be on PATH for the compile-only tests"
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.ptx")
         with open(path, "w") as f:
             f.write(ptx)
-        return subprocess.run([exe, f"-arch={arch}", path, "-o", os.path.join(d, "k.cubin")],
-                              capture_output=True, text=True)
+        return subprocess.run([exe, f"-arch={arch}", *(["-v"] if verbose else []), path, "-o",
+                               os.path.join(d, "k.cubin")], capture_output=True, text=True)
+
+
+def check_assembles(ptx: str, max_spill: int = 0) -> str:
+    """A one-kernel sm_90a PTX assembles with at most `max_spill` bytes of stack frame and spills, and ptxas keeps
+    its wgmma asynchronous: it serializes wgmma (warning C7514) when other instructions touch in-flight
+    accumulators, which the pipelines must not do. Returns ptxas -v's report."""
+    r = ptxas(ptx, "sm_90a", verbose=True)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"\b(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
+    assert m and max(int(x) for x in m.groups()) <= max_spill, r.stderr
+    assert "C7514" not in r.stderr and "serialized" not in r.stderr, r.stderr
+    return r.stderr

@@ -3,12 +3,6 @@ causal, GQA, more keys than queries and fewer, the ring turning over) match a fl
 the fibered interpreter through attention_backward(path="fa3"); the kernels compile for sm_90a and ptxas assembles
 them with no spills and no serialized wgmma; bad calls are refused with LaunchErrors.
 tests/test_gpu_attention_backward.py runs the kernel on the H200 (GPU_SHAPES below are its kernels)."""
-import os
-import re
-import shutil
-import subprocess
-import tempfile
-
 import numpy as np
 import pytest
 
@@ -16,6 +10,7 @@ import attention as A
 import attention_backward as AB
 import attention_backward_hopper as ABH
 import tiledsl
+from helpers import check_assembles
 
 
 def kernel_ptx(dtype, causal, shape, scale=None, D=128):
@@ -31,26 +26,6 @@ def kernel_ptx(dtype, causal, shape, scale=None, D=128):
     k = ABH.make_attention_backward_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5)
     ck = k.compile(q, kv, kv, q, stats, stats, np.empty((B * H * N, D), np.float32), acc, acc)
     return ck.asm["ptx"], ck.metadata
-
-
-def ptxas_v(ptx):
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.ptx")
-        with open(path, "w") as f:
-            f.write(ptx)
-        exe = shutil.which("ptxas")
-        assert exe is not None, "ptxas must be on PATH for the compile-only tests"
-        return subprocess.run([exe, "-arch=sm_90a", "-v", path, "-o", os.path.join(d, "k.o")],
-                              capture_output=True, text=True)
-
-
-def check_assembles(ptx, max_spill=0):
-    r = ptxas_v(ptx)
-    assert r.returncode == 0, r.stderr
-    m = re.search(r"\b(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
-    assert m and max(int(x) for x in m.groups()) <= max_spill, r.stderr
-    assert "C7514" not in r.stderr and "serialized" not in r.stderr, r.stderr
-    return r.stderr
 
 
 # the benchmark's shape (B*N = 16384 tokens, H*D = 2048) and tests/test_gpu_attention_backward.py's fa3 kernels

@@ -12,7 +12,7 @@ import pytest
 import attention as A
 import attention_fp8 as F
 from tiledsl.interpreter import rounding as R
-from test_attention_hopper import check_assembles
+from helpers import check_assembles
 
 GPU_SHAPES = {1024: (2, 4, 4, 1024, 1024), 4096: (1, 4, 4, 4096, 4096), 1000: (2, 4, 2, 1000, 1000)}
 P_ULP = 2.0 ** -4            # e4m3's relative rounding error (3 mantissa bits, round to nearest)

@@ -5,11 +5,7 @@ groups kept asynchronous (no C7514 serialization), the PTX holds the producer/co
 2e-3 of the float64 reference, with and without ping-pong (the consumers taking turns through named barriers, each
 consumer warpgroup a fiber); attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
 H200 (GPU_SHAPES below are its shapes, compiled here in the slow test)."""
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -17,6 +13,7 @@ import pytest
 import attention as A
 import attention_hopper as AH
 import tiledsl
+from helpers import check_assembles
 
 # the GPU tests' shapes (B, H, H_kv, N, N_kv) per N; every one is also compiled through ptxas below (slow)
 GPU_SHAPES = {1024: (2, 4, 4, 1024, 1024), 4096: (1, 4, 4, 4096, 4096), 1000: (2, 4, 4, 1000, 1000)}
@@ -37,25 +34,6 @@ def kernel_ptx(dtype, D, causal, shape, scale=None, config=None):
     kv = torch.empty((B * HK, NK, D), dtype=getattr(torch, dtype))
     ck = k.compile(q, kv, kv, q.view(B, H, N, D), torch.empty((B, H, N)))
     return ck.asm["ptx"], ck.metadata
-
-
-def ptxas_v(ptx):
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.ptx")
-        with open(path, "w") as f:
-            f.write(ptx)
-        exe = shutil.which("ptxas")
-        assert exe is not None, "ptxas must be on PATH for the compile-only tests"
-        return subprocess.run([exe, "-arch=sm_90a", "-v", path, "-o", os.path.join(d, "k.o")],
-                              capture_output=True, text=True)
-
-
-def check_assembles(ptx):
-    r = ptxas_v(ptx)
-    assert r.returncode == 0, r.stderr
-    assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", r.stderr), r.stderr
-    # ptxas serializes wgmma when other instructions touch in-flight accumulators: the pipeline must not
-    assert "C7514" not in r.stderr and "serialized" not in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

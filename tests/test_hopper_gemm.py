@@ -299,15 +299,21 @@ def _assemble(ck):
     return ptx
 
 
-@pytest.mark.parametrize("ab,out,cfg", FUSED, ids=[f"{a}-{o}-" + "-".join(f"{k}={v}" for k, v in c.items())
-                                                    for a, o, c in FUSED])
-def test_fused_epilogues_compile_and_assemble_without_spills(ab, out, cfg):
+def _assembled_ptx(ab, out, cfg):
+    """make_hopper_gemm(ab, out, **cfg) compiled for 256 x 256 x 512 (with a bias of cfg["bias"]'s type when it has
+    one) and checked by _assemble."""
     k = H.make_hopper_gemm(ab, out, **cfg)
     a, b, _ = _inputs(256, 256, 512, ab)
     args = [a, b, _host_out(256, 256, out)]
     if cfg.get("bias"):
         args.append(np.zeros(256, _NP_OUT[cfg["bias"]]))
-    ptx = _assemble(k.compile(*args))
+    return _assemble(k.compile(*args))
+
+
+@pytest.mark.parametrize("ab,out,cfg", FUSED, ids=[f"{a}-{o}-" + "-".join(f"{k}={v}" for k, v in c.items())
+                                                    for a, o, c in FUSED])
+def test_fused_epilogues_compile_and_assemble_without_spills(ab, out, cfg):
+    ptx = _assembled_ptx(ab, out, cfg)
     act = cfg.get("activation")
     assert ("ex2.approx.ftz.f32" in ptx) == (act in ("gelu", "silu"))
     assert ("rcp.approx.ftz.f32" in ptx) == (act in ("gelu", "silu"))

@@ -10,7 +10,7 @@ import gemm as G
 import hopper_gemm as H
 import tiledsl
 from hopper_gemm_epilogue import reference as _activation_ref
-from test_hopper_gemm import _NP_OUT, _as_float, _assemble, _host_out, _inputs, _round_bf16
+from test_hopper_gemm import _as_float, _assemble, _assembled_ptx, _host_out, _inputs, _round_bf16
 from wgmma_cases import decode_fp8, fp8_codes
 
 
@@ -94,12 +94,7 @@ COMPILED = [("float16", "float16", dict(split_k=2, tma_store=True)),
 @pytest.mark.parametrize("ab,out,cfg", COMPILED, ids=[f"{a}-{o}-" + "-".join(f"{k}={v}" for k, v in c.items())
                                                       for a, o, c in COMPILED])
 def test_split_k_compiles_and_assembles_without_spills(ab, out, cfg):
-    k = H.make_hopper_gemm(ab, out, **cfg)
-    a, b, _ = _inputs(256, 256, 512, ab)
-    args = [a, b, _host_out(256, 256, out)]
-    if cfg.get("bias"):
-        args.append(np.zeros(256, _NP_OUT[cfg["bias"]]))
-    ptx = _assemble(k.compile(*args))
+    ptx = _assembled_ptx(ab, out, cfg)
     sk = cfg["split_k"]
     assert f".reqnctapercluster {sk}, 1, 1" in ptx
     bn, cons = cfg.get("bn", H.BN), cfg.get("consumers", H.CONSUMERS)

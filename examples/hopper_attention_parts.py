@@ -1,0 +1,187 @@
+"""The consumer-side pieces the two FA3-style forwards share: examples/attention_hopper.py (f16/bf16) and
+examples/attention_fp8.py (e4m3). Both run the same producer/consumer schedule on the same f32 accumulator layout,
+so the mbarrier set-up, the wgmma issue of S = Q K^T and O += P V, the online softmax and the epilogue are one code;
+what differs between the two comes in as parameters (the wgmma forms, whether V is read through the transpose bit,
+the softmax's log2-domain scale: a constant for f16, read at run time for fp8 so new descales do not recompile).
+
+forward_parts(...) builds the @tiledsl.inline helpers for one kernel's sizes; the kernels call them by name.
+Read attention_hopper's module docstring for the schedule and the register layouts named here.
+"""
+import math
+from typing import NamedTuple
+
+import tiledsl
+from tiledsl import T
+from tiledsl.lang.inline import InlineFunction
+
+from hopper_producer import FULL_MASK
+
+NEG = -math.inf
+LN2 = 0.6931471805599453
+WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
+EXPECT = "mbarrier.arrive.expect_tx.shared::cta.b64"
+LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+
+
+class ForwardParts(NamedTuple):
+    init_barriers: InlineFunction
+    load_ring: InlineFunction
+    issue_s: InlineFunction
+    issue_pv: InlineFunction
+    softmax: InlineFunction
+    row_sums: InlineFunction
+    store: InlineFunction
+
+
+def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
+                  cvt_o) -> ForwardParts:
+    """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
+    CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
+    wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
+    to their barriers; mma_s / mma_o: the wgmma forms of S = Q K^T and O += P V; trans_v: V is loaded as stored
+    and read MN-major through wgmma's transpose bit (f16/bf16), else V^T is loaded and read K-major (fp8); cvt_o:
+    the cvt that packs O's f32 pairs into the output's 16-bit pairs."""
+    B, H, HK, N, NK = shape
+    BM = 64 * CONS
+    NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
+    NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
+
+    @tiledsl.inline
+    def init_barriers(tid, qbar, fullk, fullv, empty):
+        """Thread 0 sets up the Q barrier and the ring's full (K, V) and empty barriers (4 warps per consumer
+        release a stage); the block meets before any thread uses them."""
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
+            for s in T.unroll(STG):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        T.cuda.syncthreads()
+
+    @tiledsl.inline
+    def load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles):
+        """The producer's elected thread: Q once, then K and V of each of the block's ntiles key tiles into the
+        ring, each on its own full barrier (so S = Q K^T starts before V lands)."""
+        T.cuda.tile.apply(T.ptx[EXPECT], qbar, tx_q)
+        T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=step)
+        for j in range(ntiles):
+            s = j % STG
+            if j >= STG:
+                # the (j // STG)-th refill of stage s waits for the consumers' previous use of it
+                T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
+            T.cuda.tile.apply(T.ptx[EXPECT], fullk[s:s + 1], tx_kv)
+            T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b * HK + hk, j * BN, 0),
+                              coord_steps=step)
+            T.cuda.tile.apply(T.ptx[EXPECT], fullv[s:s + 1], tx_kv)
+            if trans_v:
+                # V as stored: (keys, D) rows, D / 64 boxes
+                T.cuda.tile.apply(T.ptx[LOAD], tv[s], V, fullv[s:s + 1], coords=(b * HK + hk, j * BN, 0),
+                                  coord_steps=step)
+            else:
+                # V^T: (D, keys) rows, one box of BN keys
+                T.cuda.tile.apply(T.ptx[LOAD], tv[s], V, fullv[s:s + 1], coords=(b * HK + hk, 0, j * BN))
+
+    @tiledsl.inline
+    def issue_s(sv, wq, wk, c, st):
+        """S = Q K^T of the tile in stage `st` as one commit group (one wgmma call per box of Q's and K's
+        columns)."""
+        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], sv, scope="warpgroup")
+        for dh in T.unroll(boxes):
+            T.cuda.tile.apply(T.ptx[mma_s], sv, wq[dh, c], wk[st, dh], scope="warpgroup", scale_d=dh > 0)
+        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], sv, scope="warpgroup")
+
+    @tiledsl.inline
+    def issue_pv(oacc, ov, pv, wv, al, fullv, st, j):
+        """O = O * al + P V of tile j (stage st) as one commit group, once V has landed (the previous P V has
+        retired, so O may be rescaled in registers first)."""
+        for i in T.unroll(NO):
+            oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
+        T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
+        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
+        if trans_v:
+            T.cuda.tile.apply(T.ptx[mma_o], ov, pv, wv[st], scope="warpgroup", trans_b=1)
+        else:
+            T.cuda.tile.apply(T.ptx[mma_o], ov, pv, wv[st], scope="warpgroup")
+        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
+
+    @tiledsl.inline
+    def softmax(sacc, m, sh, al, lsum, part, j, row0, lane, first_row, cs):
+        """The online softmax of S (tile j) in place, cs the log2-domain scale of the raw scores (a constant or a
+        run-time value): mask, new row max m, exponentials, the rescale factor al of the old O and row sums, and
+        this lane's partial row sums lsum."""
+        # mask the ragged last tile and (causal) the tiles crossing this consumer's diagonal
+        col0 = j * BN + 2 * (lane % 4)
+        need = (j + 1) * BN > NK
+        if causal:
+            need = need or (j + 1) * BN - 1 > first_row
+        if need:
+            for i in T.unroll(NS):
+                col = col0 + 8 * (i // 4) + i % 2
+                if causal:
+                    row = row0 + 8 * ((i // 2) % 2)
+                    sacc[i] = NEG if (col >= NK or col > row) else sacc[i]
+                else:
+                    sacc[i] = NEG if col >= NK else sacc[i]
+        # the new row max over the tile and the 4 lanes of the row
+        # (NP independent chains per row, not one chain of BN / 4 dependent maxima)
+        for r in T.unroll(2):
+            for n in T.unroll(BN // 8):
+                pair = T.max(sacc[4 * n + 2 * r], sacc[4 * n + 2 * r + 1])
+                part[r, n % NP] = pair if n < NP else T.max(part[r, n % NP], pair)
+            sh[r, 0] = m[r, 0]
+            for q in T.unroll(NP):
+                sh[r, 0] = T.max(sh[r, 0], part[r, q])
+        for k in T.unroll(2):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, FULL_MASK)
+            for r in T.unroll(2):
+                sh[r, 0] = T.max(sh[r, 0], al[r, 0])
+        for r in T.unroll(2):
+            # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
+            mc = sh[r, 0] * cs if sh[r, 0] != NEG else 0.0
+            al[r, 0] = m[r, 0] * cs - mc
+            m[r, 0] = sh[r, 0]
+            # the exponent s * cs - m * cs as one fma per score
+            srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
+            T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, cs, -mc)
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
+        for r in T.unroll(2):
+            for n in T.unroll(BN // 8):
+                pair = sacc[4 * n + 2 * r] + sacc[4 * n + 2 * r + 1]
+                part[r, n % NP] = pair if n < NP else part[r, n % NP] + pair
+            acc = lsum[r, 0] * al[r, 0]
+            for q in T.unroll(NP):
+                acc = acc + part[r, q]
+            lsum[r, 0] = acc
+
+    @tiledsl.inline
+    def row_sums(lsum, sh, al):
+        """The epilogue's full row sums (over the 4 lanes of a row) in lsum, their log2 in al."""
+        for k in T.unroll(2):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, FULL_MASK)
+            for r in T.unroll(2):
+                lsum[r, 0] = lsum[r, 0] + sh[r, 0]
+        T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
+
+    @tiledsl.inline
+    def store(O, LSE, oacc, lsum, m, al, num, cs, row0, lane, bh, b, h):
+        """O * num / l packed to 16-bit pairs and stored (rows past N are not), and LSE = (m * cs + log2 l) * ln 2
+        (num: 1, or fp8's V descale)."""
+        for r in T.unroll(2):
+            inv = num / lsum[r, 0]
+            for n in T.unroll(D // 8):
+                for e in T.unroll(2):
+                    oacc[4 * n + 2 * r + e] = oacc[4 * n + 2 * r + e] * inv
+        ow = T.alloc_local((NO // 2, 1), "uint32")
+        T.cuda.tile.apply(T.ptx[cvt_o], ow, oacc.view(NO // 2, 2)[:, 1:2], oacc.view(NO // 2, 2)[:, 0:1])
+        gO = O.view(dtype="uint32").view(B * H * N, D // 2)
+        for r in T.unroll(2):
+            row = row0 + 8 * r
+            if row < N:
+                for n in T.unroll(D // 8):
+                    gO[bh * N + row, 4 * n + lane % 4] = ow[2 * n + r, 0]
+                if lane % 4 == 0:
+                    LSE[b, h, row] = (m[r, 0] * cs + al[r, 0]) * LN2
+
+    return ForwardParts(init_barriers, load_ring, issue_s, issue_pv, softmax, row_sums, store)
