@@ -37,7 +37,7 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention_hopper import CONSUMER_REGS, LOG2E, PRODUCER_REGS, SMEM_LIMIT, _flat
-from hopper_attention_parts import NEG, forward_parts
+from hopper_attention_parts import forward_parts
 from hopper_producer import elect_one
 
 SWIZZLE = {64: (2, 4, 3), 128: (3, 4, 3)}   # 16-byte chunk c of a 64/128-byte row r at c ^ (r % 4 or 8), in bytes
@@ -74,10 +74,6 @@ def layouts(D: int, bm: int, bn: int, stages: int, consumers: int) -> dict:
                            swizzle=SWIZZLE[bc])
     # V^T as B (K-major over the keys): (stage, N rep, key step, D rows, 32 keys)
     L["wg_v"] = TileLayout(S[(stages, 1, kr, D, 32) : (D * bn, 1, 32, bn, 1)], swizzle=SWIZZLE[bn])
-    # f32 accumulators of m64nN: register i -> row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
-    for name, n in (("acc_s", bn), ("acc_o", D)):
-        L[name] = TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) :
-                               (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
     # P as A (rs, e4m3): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of key step kk
     L["p"] = TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
     # the e4m3 halves h[4q + 2s + a] (16-key block q, row half s, a: keys 8a + ..) as the cvt writes them, indexed
@@ -118,8 +114,6 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
                                   f"least 2 stages, overlap 0 or 1, within {SMEM_LIMIT} bytes of shared memory")
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k32.f32.e4m3.e4m3"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k32.f32.e4m3.e4m3"
-    WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
-    ARRIVE = "mbarrier.arrive.shared::cta.b64"
     CVT_P = "cvt.rn.satfinite.e4m3x2.f32"
     CVT_O = f"cvt.rn.{OUT_TYPES[out]}x2.f32"
     BM = 64 * CONS
@@ -127,7 +121,7 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
     BC = min(D, 128)                    # bytes (e4m3 columns) of one Q/K box
     DH, KR = D // BC, BN // 32
     NKP = -(-NK // KEY_BLOCK) * KEY_BLOCK
-    NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
+    NS = BN // 2                        # f32 accumulators of S per consumer thread
     NQB = -(-N // BM)                   # query blocks per head
     NKT = -(-NK // BN)                  # key tiles
     GROUP = H // HK
@@ -137,13 +131,15 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
     CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8))
     LY = layouts(D, BM, BN, STG, CONS)
     L_TQ, L_TK, L_TV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_k"], LY["tma_v"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
-    L_S, L_O, L_P, L_H = LY["acc_s"], LY["acc_o"], LY["p"], LY["halves"]
+    L_P, L_H = LY["p"], LY["halves"]
     STEP = ((0, 0, BC),)                # the D / BC boxes of a Q or K tile: BC columns apart
-    NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
 
-    init_barriers, load_ring, issue_s, issue_pv, softmax, row_sums, store = forward_parts(
-        shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV, causal=causal,
-        mma_s=MMA_S, mma_o=MMA_O, trans_v=False, cvt_o=CVT_O)
+    @tiledsl.inline
+    def p_regs():
+        """P's registers: the e4m3 pairs hp and the A words pk they are packed into (viewed as wgmma's A fragment)."""
+        hp = T.alloc_local((NS // 2,), "uint16")
+        pk = T.alloc_local((NS // 4, 1), "uint32")
+        return pk, hp, pk.view(1, KR, 64, 8, layout=L_P)
 
     @tiledsl.inline
     def to_p(pk, hp, sacc):
@@ -153,6 +149,11 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
         s4 = sacc.view(BN // 16, 2, 2, 2)
         T.cuda.tile.apply(T.ptx[CVT_P], hp.view(BN // 16, 2, 2, 1, layout=L_H), s4[:, :, :, 1:2], s4[:, :, :, 0:1])
         T.cuda.tile.apply(T.ptx["mov.b32"], pk, hp.view(BN // 8, 2))
+
+    parts = forward_parts(shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV,
+                          causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=False, cvt_o=CVT_O, overlap=OVERLAP,
+                          pingpong=0, p_regs=p_regs, to_p=to_p)
+    init_barriers, load_ring, consume, store = parts.init_barriers, parts.load_ring, parts.consume, parts.store
 
     @tiledsl.jit
     def attention_fp8_fa3(Q: T.TensorMap((B * H, N, D), "uint8", box=(1, BM, BC), swizzle=BC),
@@ -199,58 +200,10 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
             lane = tid % 32
             w = (tid % 128) // 32
             cs = C0 * DESCALE[0] * DESCALE[1]           # the log2-domain scale of the raw e4m3 scores
-            sacc = T.alloc_local((NS,), "float32")
-            oacc = T.alloc_local((NO,), "float32")
-            hp = T.alloc_local((NS // 2,), "uint16")   # e4m3 pairs of P
-            pk = T.alloc_local((NS // 4, 1), "uint32")  # P's A words
-            m = T.alloc_local((2, 1), "float32")
-            sh = T.alloc_local((2, 1), "float32")
-            al = T.alloc_local((2, 1), "float32")
-            lsum = T.alloc_local((2, 1), "float32")
-            part = T.alloc_local((2, NP), "float32")
-            sv = sacc.view(1, 1, 64, BN, layout=L_S)
-            ov = oacc.view(1, 1, 64, D, layout=L_O)
-            pv = pk.view(1, KR, 64, 8, layout=L_P)
-            for i in T.unroll(NO):
-                oacc[i] = 0.0
-            for r in T.unroll(2):
-                m[r, 0] = NEG
-                lsum[r, 0] = 0.0
             row0 = qb * BM + 64 * c + 16 * w + lane // 4
-            T.cuda.tile.apply(T.ptx[WAIT], qbar, 0)
-            T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
-            issue_s(sv, wq, wk, c, 0)
-            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-            softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
-            to_p(pk, hp, sacc)
-            for j in range(ntiles - 1):
-                st = j % STG
-                s1 = (j + 1) % STG
-                if OVERLAP:
-                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
-                    issue_s(sv, wq, wk, c, s1)
-                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
-                if OVERLAP:
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
-                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
-                    if lane == 0:
-                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                else:
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
-                    if lane == 0:
-                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
-                    issue_s(sv, wq, wk, c, s1)
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
-                to_p(pk, hp, sacc)
-            last = ntiles - 1
-            issue_pv(oacc, ov, pv, wv, al, fullv, last % STG, last)
-            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+            oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, cs)
 
-            # epilogue: the full row sums, O * scale_v / l, LSE
-            row_sums(lsum, sh, al)
+            # epilogue: O * scale_v / l, LSE
             dv = DESCALE[2]
             store(O, LSE, oacc, lsum, m, al, dv, cs, row0, lane, bh, b, h)
 

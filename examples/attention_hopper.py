@@ -53,7 +53,7 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from hopper_attention_parts import NEG, forward_parts
+from hopper_attention_parts import forward_parts
 from hopper_producer import elect_one
 
 LOG2E = 1.4426950408889634
@@ -88,7 +88,8 @@ _KERNELS = {}
 
 def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -> dict:
     """Shared memory as the TMA unit writes it and as wgmma reads it (the same bytes), and the register
-    fragments. Q is (D/64 boxes, BM rows, 64 columns); K and V are (stage, D/64 boxes, BN rows, 64 columns)."""
+    fragments (S's and O's accumulators: hopper_attention_parts.acc_layout). Q is (D/64 boxes, BM rows, 64 columns); K
+    and V are (stage, D/64 boxes, BN rows, 64 columns)."""
     dh, kr = D // 64, bn // 16
     L = {}
     L["tma_q"] = T.tma_layout((dh, 1, bm, 64), dtype, 128)
@@ -100,10 +101,6 @@ def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -
     # V as B (MN-major, trans_b): (stage, N rep, key step, D = (box, 64 columns), 16 keys)
     L["wg_v"] = TileLayout(S[(stages, 1, kr, dh, 64, 16) : (dh * bn * 64, 1, 16 * 64, bn * 64, 1, 64)],
                            swizzle=SW128)
-    # f32 accumulators of m64nN: register i -> row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
-    for name, n in (("acc_s", bn), ("acc_o", D)):
-        L[name] = TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) :
-                               (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
     # P as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of key step kk; this is
     # S's register pair (2p, 2p + 1) for p = 4 kk + r
     L["p"] = TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
@@ -149,13 +146,11 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
-    WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
-    ARRIVE = "mbarrier.arrive.shared::cta.b64"
     CVT = f"cvt.rn.{t}x2.f32"
     BM = 64 * CONS
     THREADS = 128 * (1 + CONS)
     DH, KR = D // 64, BN // 16
-    NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
+    NS = BN // 2                        # f32 accumulators of S per consumer thread
     NQB = -(-N // BM)                   # query blocks per head
     NKT = -(-NK // BN)                  # key tiles
     GROUP = H // HK
@@ -165,31 +160,24 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8))
     LY = layouts(D, BM, BN, STG, CONS, dtype)
     L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
-    L_S, L_O, L_P = LY["acc_s"], LY["acc_o"], LY["p"]
+    L_P = LY["p"]
     STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
-    NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
-
-    init_barriers, load_ring, issue_s, issue_pv, softmax, row_sums, store = forward_parts(
-        shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV, causal=causal,
-        mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT)
 
     @tiledsl.inline
-    def turn_begin(c):
-        """Ping-pong: consumer c waits on its barrier (1 + c) until the previous consumer has issued its wgmma
-        groups of the turn (its arrival and this sync make the 256 threads of a phase)."""
-        if PINGPONG:
-            T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 256)
+    def p_regs():
+        """P's registers: S's accumulator pairs as f16x2/bf16x2 words, viewed as wgmma's A fragment (no scratch)."""
+        pk = T.alloc_local((NS // 2, 1), "uint32")
+        return pk, None, pk.view(1, KR, 64, 8, layout=L_P)
 
     @tiledsl.inline
-    def turn_end(c, last):
-        """Ping-pong: consumer c has issued this turn's groups: the next consumer's turn. The last consumer's last
-        turn hands to nobody (so every barrier's arrivals match its syncs when the block ends)."""
-        if PINGPONG:
-            if last:
-                if c != CONS - 1:
-                    T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
-            else:
-                T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
+    def to_p(pk, hp, sacc):
+        """P as wgmma's A words: S's accumulator pairs, in order, as f16x2/bf16x2 (no scratch: hp is unused)."""
+        T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
+
+    parts = forward_parts(shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV,
+                          causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
+                          pingpong=PINGPONG, p_regs=p_regs, to_p=to_p)
+    init_barriers, load_ring, consume, store = parts.init_barriers, parts.load_ring, parts.consume, parts.store
 
     @tiledsl.jit
     def attention_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
@@ -237,83 +225,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             c = wg - 1
             lane = tid % 32
             w = (tid % 128) // 32
-            sacc = T.alloc_local((NS,), "float32")
-            oacc = T.alloc_local((NO,), "float32")
-            pk = T.alloc_local((NS // 2, 1), "uint32")
-            m = T.alloc_local((2, 1), "float32")      # running row max of the raw scores (row half r)
-            sh = T.alloc_local((2, 1), "float32")     # shuffle scratch
-            al = T.alloc_local((2, 1), "float32")     # rescale factor of the old O and row sum
-            lsum = T.alloc_local((2, 1), "float32")   # this lane's partial row sums
-            part = T.alloc_local((2, NP), "float32")  # the softmax's partial row maxima and sums
-            sv = sacc.view(1, 1, 64, BN, layout=L_S)
-            ov = oacc.view(1, 1, 64, D, layout=L_O)
-            pv = pk.view(1, KR, 64, 8, layout=L_P)
-            for i in T.unroll(NO):
-                oacc[i] = 0.0
-            for r in T.unroll(2):
-                m[r, 0] = NEG
-                lsum[r, 0] = 0.0
             row0 = qb * BM + 64 * c + 16 * w + lane // 4     # this lane's first row; the other is row0 + 8
-            if PINGPONG:
-                if c == CONS - 1:
-                    # the last consumer lets the first one take the first turn
-                    T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
-            # prologue: S of tile 0 and its softmax, so the loop always holds P of the tile it multiplies by V
-            T.cuda.tile.apply(T.ptx[WAIT], qbar, 0)
-            T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
-            turn_begin(c)
-            issue_s(sv, wq, wk, c, 0)
-            turn_end(c, False)
-            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-            softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, C)
-            T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
-            # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
-            # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
-            for j in range(ntiles - 1):
-                st = j % STG
-                s1 = (j + 1) % STG
-                if OVERLAP or PINGPONG:
-                    # S of the next tile goes to the tensor cores first (S's registers are free: P holds tile j); with
-                    # ping-pong both groups are issued in one turn
-                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
-                    turn_begin(c)
-                    issue_s(sv, wq, wk, c, s1)
-                    issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
-                    turn_end(c, False)
-                    if OVERLAP:
-                        # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
-                        # while P V is on the tensor cores
-                        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
-                        softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, C)
-                        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
-                        # the warp's wgmmas have read stage st: release it (one arrive per warp)
-                        if lane == 0:
-                            T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                    else:
-                        # ping-pong without overlap: the other consumer's softmax hides this one's wgmma groups
-                        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, ov, pv, scope="warpgroup")
-                        if lane == 0:
-                            T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                        softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, C)
-                else:
-                    issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
-                    if lane == 0:
-                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                    T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
-                    issue_s(sv, wq, wk, c, s1)
-                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
-                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, C)
-                # P V has read P: the next tile's P may overwrite it
-                T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
-            last = ntiles - 1
-            turn_begin(c)
-            issue_pv(oacc, ov, pv, wv, al, fullv, last % STG, last)
-            turn_end(c, True)
-            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
-
-            # epilogue: the full row sums, O / l, LSE
-            row_sums(lsum, sh, al)
+            oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C)
+            # epilogue: O / l, LSE
             store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
 
     attention_fa3.tile = (BM, BN)

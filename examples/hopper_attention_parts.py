@@ -1,8 +1,9 @@
 """The consumer-side pieces the two FA3-style forwards share: examples/attention_hopper.py (f16/bf16) and
 examples/attention_fp8.py (e4m3). Both run the same producer/consumer schedule on the same f32 accumulator layout,
-so the mbarrier set-up, the wgmma issue of S = Q K^T and O += P V, the online softmax and the epilogue are one code;
-what differs between the two comes in as parameters (the wgmma forms, whether V is read through the transpose bit,
-the softmax's log2-domain scale: a constant for f16, read at run time for fp8 so new descales do not recompile).
+so the mbarrier set-up, the wgmma issue of S = Q K^T and O += P V, the online softmax, the consumers' main loop
+(ping-pong or not) and the epilogue are one code; what differs between the two comes in as parameters (the wgmma
+forms, whether V is read through the transpose bit, how P becomes wgmma's A words, the softmax's log2-domain scale:
+a constant for f16, read at run time for fp8 so new descales do not recompile).
 
 forward_parts(...) builds the @tiledsl.inline helpers for one kernel's sizes; the kernels call them by name.
 Read attention_hopper's module docstring for the schedule and the register layouts named here.
@@ -13,6 +14,7 @@ from typing import NamedTuple
 import tiledsl
 from tiledsl import T
 from tiledsl.lang.inline import InlineFunction
+from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from hopper_producer import FULL_MASK
 
@@ -20,7 +22,14 @@ NEG = -math.inf
 LN2 = 0.6931471805599453
 WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
 EXPECT = "mbarrier.arrive.expect_tx.shared::cta.b64"
+ARRIVE = "mbarrier.arrive.shared::cta.b64"
 LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+
+
+def acc_layout(n: int) -> TileLayout:
+    """The f32 accumulators of wgmma m64nN as one consumer warpgroup holds them: register i of lane l in warp w ->
+    row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2."""
+    return TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) : (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
 
 
 class ForwardParts(NamedTuple):
@@ -31,20 +40,25 @@ class ForwardParts(NamedTuple):
     softmax: InlineFunction
     row_sums: InlineFunction
     store: InlineFunction
+    consume: InlineFunction
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
-                  cvt_o) -> ForwardParts:
+                  cvt_o, overlap, pingpong, p_regs, to_p) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
     to their barriers; mma_s / mma_o: the wgmma forms of S = Q K^T and O += P V; trans_v: V is loaded as stored
     and read MN-major through wgmma's transpose bit (f16/bf16), else V^T is loaded and read K-major (fp8); cvt_o:
-    the cvt that packs O's f32 pairs into the output's 16-bit pairs."""
+    the cvt that packs O's f32 pairs into the output's 16-bit pairs; overlap, pingpong: the main loop's schedule
+    (attention_hopper's docstring); p_regs(): the helper that allocates P's registers, returning (pk: P's A words,
+    hp: a scratch for the kernels that need one, pv: pk as wgmma's A fragment); to_p(pk, hp, sacc): the helper that
+    turns S's probabilities into P's A words."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
     NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
+    L_S, L_O = acc_layout(BN), acc_layout(D)
 
     @tiledsl.inline
     def init_barriers(tid, qbar, fullk, fullv, empty):
@@ -184,4 +198,103 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 if lane % 4 == 0:
                     LSE[b, h, row] = (m[r, 0] * cs + al[r, 0]) * LN2
 
-    return ForwardParts(init_barriers, load_ring, issue_s, issue_pv, softmax, row_sums, store)
+    @tiledsl.inline
+    def turn_begin(c):
+        """Ping-pong: consumer c waits on its barrier (1 + c) until the previous consumer has issued its wgmma
+        groups of the turn (its arrival and this sync make the 256 threads of a phase)."""
+        if pingpong:
+            T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 256)
+
+    @tiledsl.inline
+    def turn_end(c, last):
+        """Ping-pong: consumer c has issued this turn's groups: the next consumer's turn. The last consumer's last
+        turn hands to nobody (so every barrier's arrivals match its syncs when the block ends)."""
+        if pingpong:
+            if last:
+                if c != CONS - 1:
+                    T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
+            else:
+                T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
+
+    @tiledsl.inline
+    def consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, cs):
+        """Consumer warpgroup c's main loop over the block's ntiles key tiles, up to the full row sums: returns
+        (oacc, lsum, m, al) for store(). row0: this lane's first row (the other is row0 + 8); cs: the log2-domain
+        scale of the raw scores."""
+        sacc = T.alloc_local((NS,), "float32")
+        oacc = T.alloc_local((NO,), "float32")
+        pk, hp, pv = p_regs()
+        m = T.alloc_local((2, 1), "float32")      # running row max of the raw scores (row half r)
+        sh = T.alloc_local((2, 1), "float32")     # shuffle scratch
+        al = T.alloc_local((2, 1), "float32")     # rescale factor of the old O and row sum
+        lsum = T.alloc_local((2, 1), "float32")   # this lane's partial row sums
+        part = T.alloc_local((2, NP), "float32")  # the softmax's partial row maxima and sums
+        sv = sacc.view(1, 1, 64, BN, layout=L_S)
+        ov = oacc.view(1, 1, 64, D, layout=L_O)
+        for i in T.unroll(NO):
+            oacc[i] = 0.0
+        for r in T.unroll(2):
+            m[r, 0] = NEG
+            lsum[r, 0] = 0.0
+        if pingpong:
+            if c == CONS - 1:
+                # the last consumer lets the first one take the first turn
+                T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
+        # prologue: S of tile 0 and its softmax, so the loop always holds P of the tile it multiplies by V
+        T.cuda.tile.apply(T.ptx[WAIT], qbar, 0)
+        T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
+        turn_begin(c)
+        issue_s(sv, wq, wk, c, 0)
+        turn_end(c, False)
+        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+        softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
+        to_p(pk, hp, sacc)
+        # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
+        # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
+        for j in range(ntiles - 1):
+            st = j % STG
+            s1 = (j + 1) % STG
+            if overlap or pingpong:
+                # S of the next tile goes to the tensor cores first (S's registers are free: P holds tile j); with
+                # ping-pong both groups are issued in one turn
+                T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                turn_begin(c)
+                issue_s(sv, wq, wk, c, s1)
+                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
+                turn_end(c, False)
+                if overlap:
+                    # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
+                    # while P V is on the tensor cores
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+                    # the warp's wgmmas have read stage st: release it (one arrive per warp)
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                else:
+                    # ping-pong without overlap: the other consumer's softmax hides this one's wgmma groups
+                    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, ov, pv, scope="warpgroup")
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
+            else:
+                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
+                T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+                if lane == 0:
+                    T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                issue_s(sv, wq, wk, c, s1)
+                T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+                softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
+            # P V has read P: the next tile's P may overwrite it
+            to_p(pk, hp, sacc)
+        last = ntiles - 1
+        turn_begin(c)
+        issue_pv(oacc, ov, pv, wv, al, fullv, last % STG, last)
+        turn_end(c, True)
+        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+        # the epilogue's full row sums
+        row_sums(lsum, sh, al)
+        return oacc, lsum, m, al
+
+    return ForwardParts(init_barriers, load_ring, issue_s, issue_pv, softmax, row_sums, store, consume)
