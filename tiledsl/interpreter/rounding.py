@@ -52,6 +52,8 @@ FP8_FMTS = {"e4m3": E4M3, "e5m2": E5M2}
 def decode(fmt: Fmt, bits) -> np.ndarray:
     """Bit patterns (any unsigned/signed integer array of the format's width) -> float64 values (exact)."""
     bits = np.asarray(bits)
+    if fmt in (E4M3, E5M2):
+        return _decode_fp8(fmt, bits)
     if fmt is F16:
         return bits.astype(np.uint16).view(np.float16).astype(np.float64)
     if fmt is BF16:
@@ -97,8 +99,8 @@ def _encode_fp8(fmt: Fmt, vals) -> np.ndarray:
     return np.where(np.isnan(vals), np.uint8(fmt.nan), out).astype(np.uint8)
 
 
-def decode_fp8(fmt: Fmt, bits) -> np.ndarray:
-    """Bytes of e4m3/e5m2 -> float64 values (exact)."""
+def _decode_fp8(fmt: Fmt, bits) -> np.ndarray:
+    """Bytes of e4m3/e5m2 -> float64 values (exact); an e5m2 NaN keeps its sign, as the f16 it is the top of."""
     b = np.asarray(bits).astype(np.int64) & 0xFF
     m = fmt.P - 1
     e = (b >> m) & ((1 << (7 - m)) - 1)
@@ -108,7 +110,8 @@ def decode_fp8(fmt: Fmt, bits) -> np.ndarray:
     top = (1 << (7 - m)) - 1                              # the all-ones exponent
     if fmt is E4M3:
         return np.where((e == top) & ((b & 7) == 7), np.nan, v)
-    return np.where(e == top, np.where(b & 3, np.nan, np.where(b >> 7, -np.inf, np.inf)), v)
+    return np.where(e == top, np.where(b & 3, np.where(b >> 7, -np.nan, np.nan),
+                                       np.where(b >> 7, -np.inf, np.inf)), v)
 
 
 # ---------------------------------------------------------------- error-free transformations

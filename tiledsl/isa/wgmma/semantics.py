@@ -79,20 +79,9 @@ def _warpgroups(m, idx, n):
     return flat.reshape(-1, 128)
 
 
-def _fp8(bits, kind):
-    b = np.asarray(bits).astype(np.uint32) & 0xFF
-    if kind == "e5m2":                                 # the high byte of an f16
-        return R.decode(R.F16, b << 8)
-    s = np.where(b >> 7, -1.0, 1.0)
-    e = (b >> 3) & 0xF
-    f = (b & 7).astype(np.float64)
-    v = np.where(e == 0, f / 8 * 2.0 ** -6, (1 + f / 8) * 2.0 ** (e.astype(np.float64) - 7))
-    return np.where((e == 15) & ((b & 7) == 7), np.nan, s * v)
-
-
 def _decode_elems(raw, kind):
     if kind in FP8:
-        return _fp8(raw, kind)
+        return R.decode(R.FP8_FMTS[kind], raw)
     return R.decode(R.F16 if kind == "f16" else R.BF16, raw)
 
 
