@@ -506,9 +506,12 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     else:
         main = make_attention_backward(dt, D, causal, shape, scale, warps)
         NP = -(-N // QTILE[D]) * QTILE[D]
-    # the fa3 kernel reads Q, dO, K and V through 3-d tensor maps: (B * H, N, D) views of the tensors
-    flat = (lambda x: x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3])) if path == "fa3" else \
-        (lambda x: x)
+    def operands(q, k, v, do):
+        # the fa3 kernel reads Q, K, V and dO through 3-d tensor maps, (B * H, N, D) views; the fa2 kernel takes
+        # the 4-d tensors and N at run time (after the accumulators)
+        if path == "fa3":
+            return tuple(x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3]) for x in (q, k, v, do)), ()
+        return (q, k, v, do), (N,)
     delta_k = make_delta(dt, D, B * H, N, NP)
     cast_q = make_cast(dt, B * H * N * D // 8)
     cast_kv = make_cast(dt, B * HK * NK * D // 8)
@@ -524,10 +527,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
             dka, dva = (np.zeros((B * HK * NK, D), np.float32) for _ in range(2))
         else:
             dka, dva = np.zeros_like(k), np.zeros_like(k)
-        if path == "fa3":
-            run(main, flat(q), flat(k), flat(v), flat(do), lse2, delta, dqa, dka, dva)
-        else:
-            run(main, q, k, v, do, lse2, delta, dqa, dka, dva, N)
+        ins, tail = operands(q, k, v, do)
+        run(main, *ins, lse2, delta, dqa, dka, dva, *tail)
         dq = np.zeros_like(q)
         run(cast_q, dqa.reshape(-1, 8), dq.reshape(-1, 8))
         if not gqa:
@@ -545,10 +546,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         dka, dva = (torch.zeros((B * HK * NK, D), dtype=torch.float32, device=q.device) for _ in range(2))
     else:
         dka, dva = torch.empty_like(k), torch.empty_like(k)
-    if path == "fa3":
-        main(flat(q), flat(k), flat(v), flat(do), lse2, delta, dqa, dka, dva)
-    else:
-        main(q, k, v, do, lse2, delta, dqa, dka, dva, N)
+    ins, tail = operands(q, k, v, do)
+    main(*ins, lse2, delta, dqa, dka, dva, *tail)
     dq = torch.empty_like(q)
     cast_q(dqa.view(-1, 8), dq.view(-1, 8))
     if not gqa:
