@@ -168,7 +168,7 @@ def ptx_to_cubin(ptx: str, target: Target, name: str = "kernel") -> tuple[bytes 
         cubin, log, err = _ptxas(exe, ptx, target)
         if cubin is not None:
             return cubin, parse_ptxas_info(log), "ptxas"
-    nj = _nvjitlink()
+    nj = _nvjitlink()                  # no ptxas, or one that refused (older than the PTX ISA or the target)
     if nj is not None:
         try:
             cubin, log = _link(nj, ptx, target)
