@@ -1,10 +1,10 @@
 """tiledsl's `matmul` (examples/gemm.py: the warp-specialised TMA + wgmma kernel on an sm_90 GPU, the mma.sync
 kernel elsewhere) against torch (cuBLAS) and Triton's matmul, side by side in one run.
 
-Square 1024..8192 and two LLM shapes, f16 and bf16; median of CUDA-event timings after warm-up, inputs rotated
-and L2 evicted by a 256 MB write before each timed call (which also keeps host dispatch out of the events); every
-result checked against torch's fp32 product; the configuration matmul chose (tuned on the first call) printed per
-row. Then FP8 e4m3 rows (4096^3, 8192^3: `matmul_fp8` against torch._scaled_mm, relative error <= 5e-2; "n/a"
+Square 1024..8192 and two LLM shapes, f16 and bf16; median of CUDA-event timings after warm-up, the peers
+interleaved call by call (side_by_side), inputs rotated and L2 evicted by a 256 MB write before each timed call
+(which also keeps host dispatch out of the events); every result checked against torch's fp32 product; the
+configuration matmul chose (tuned on the first call) printed per row. Then FP8 e4m3 rows (4096^3, 8192^3: `matmul_fp8` against torch._scaled_mm, relative error <= 5e-2; "n/a"
 where examples/hopper_gemm.py has no FP8 kernel) and a fused bias + GELU row (4096^3 f16: matmul(bias=,
 activation="gelu") against torch.addmm + gelu). A markdown table is printed last; `--plot FILE` writes a PNG chart
 (needs matplotlib); `--power` adds the SM clock and board power of 2-second back-to-back runs.
@@ -24,27 +24,37 @@ SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 819
 
 
 def timeit(fn, torch, sets, reps=20):
-    """Median of CUDA-event timings of fn(*set), rotating over the input sets.
+    """Median of CUDA-event timings of fn(*set), rotating over the input sets (side_by_side of one)."""
+    return side_by_side([fn], torch, sets, reps)[0]
+
+
+def side_by_side(fns, torch, sets, reps=20):
+    """Medians of CUDA-event timings of each fn(*set), rotating over the input sets, the functions interleaved:
+    round r times each once, starting with a different one each round, so that every peer sees the same clock
+    and temperature (a GEMM here runs at the 700 W cap: whoever ran first after an idle spell had cooler silicon).
 
     Before each timed call a 256 MB write evicts L2 (as triton.testing.do_bench does), so inputs come from device
     memory, and it keeps the GPU busy while the host enqueues the call: the events then time the kernel, not the
     host's dispatch (torch's or ours), which for a 4096^3 product would otherwise add an idle gap of several
     percent to every peer."""
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-    for i in range(3):
-        fn(*sets[i % len(sets)])
+    for fn in fns:
+        for i in range(3):
+            fn(*sets[i % len(sets)])
     torch.cuda.synchronize()
-    times = []
+    times = [[] for _ in fns]
     for r in range(reps):
         args = sets[r % len(sets)]
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        flush.zero_()
-        s.record()
-        fn(*args)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return float(np.median(times))
+        for j in range(len(fns)):
+            f = (r + j) % len(fns)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.zero_()
+            s.record()
+            fns[f](*args)
+            e.record()
+            e.synchronize()
+            times[f].append(s.elapsed_time(e))
+    return [float(np.median(t)) for t in times]
 
 
 def triton_matmul():
@@ -94,20 +104,20 @@ def fp8_rows(G, torch, shapes, tf):
         sa = torch.tensor([0.75], device="cuda")
         sb = torch.tensor([1.25], device="cuda")
         flops = 2 * M * N * K
-        t_ref = timeit(lambda x, y, z: torch._scaled_mm(x, y.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
-                       torch, sets)
+        ref_mm = lambda x, y, z: torch._scaled_mm(x, y.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)  # noqa: E731
         label = "e4m3 -> bf16 (vs torch._scaled_mm)"
         try:
             a, b, c = sets[0]
             G.matmul_fp8(a, b, sa, sb, torch.bfloat16, out=c)
         except tiledsl.LaunchError as e:
             print(f"fp8 {M}x{N}x{K}: n/a ({e})", flush=True)
-            rows.append((label, f"{M}x{N}x{K}", None, tf(flops, t_ref), None, None, "n/a"))
+            rows.append((label, f"{M}x{N}x{K}", None, tf(flops, timeit(ref_mm, torch, sets)), None, None, "n/a"))
             continue
         ref = (a.float() @ b.float().T) * (sa * sb)
         err = ((c.float() - ref).norm() / ref.norm()).item()
         assert err <= 5e-2, f"fp8 {M}x{N}x{K}: relative error {err}"
-        t = timeit(lambda x, y, z: G.matmul_fp8(x, y, sa, sb, torch.bfloat16, out=z), torch, sets)
+        t, t_ref = side_by_side([lambda x, y, z: G.matmul_fp8(x, y, sa, sb, torch.bfloat16, out=z), ref_mm], torch,
+                                sets)
         kw = G._FP8_PLANS.get((M, N, K, a.dtype, b.dtype, torch.bfloat16, a.device, None), {})
         rows.append((label, f"{M}x{N}x{K}", tf(flops, t), tf(flops, t_ref), None, err,
                      "hopper fp8 " + (", ".join(f"{k}={v}" for k, v in kw.items()) or "defaults")))
@@ -131,8 +141,8 @@ def fused_rows(G, torch, tf):
     err = ((c.float() - ref).norm() / ref.norm()).item()
     assert err <= 1e-2, f"bias + gelu: relative error {err}"
     flops = 2 * M * N * K
-    t = timeit(lambda x, y, z: G.matmul(x, y, bias=bias, activation="gelu", out=z), torch, sets)
-    t_ref = timeit(lambda x, y, z: F.gelu(torch.addmm(bias, x, y.T)), torch, sets)
+    t, t_ref = side_by_side([lambda x, y, z: G.matmul(x, y, bias=bias, activation="gelu", out=z),
+                             lambda x, y, z: F.gelu(torch.addmm(bias, x, y.T))], torch, sets)
     fused = "fused" if G._fused_epilogue() else "torch epilogue after the kernel"
     row = ("float16 bias + GELU (vs torch.addmm + gelu)", f"{M}x{N}x{K}", tf(flops, t), tf(flops, t_ref), None, err,
            f"{G.plan_of(a, b, c).describe}; {fused}")
@@ -232,14 +242,15 @@ def main(argv=None):
             err = ((c.float() - ref).norm() / ref.norm()).item()
             assert err <= 1e-2, f"{dtname} {M}x{N}x{K}: relative error {err}"
             flops = 2 * M * N * K
-            t_ours = timeit(lambda x, y, z: G.matmul(x, y, out=z), torch, sets)
-            t_cublas = timeit(lambda x, y, z: torch.matmul(x, y.T, out=z), torch, sets)
-            t_tri = None
+            peers = [lambda x, y, z: G.matmul(x, y, out=z), lambda x, y, z: torch.matmul(x, y.T, out=z)]
             if tri is not None:
                 try:
-                    t_tri = timeit(tri, torch, sets)
+                    tri(*sets[0])
+                    peers.append(tri)
                 except Exception as e:  # noqa: BLE001
                     print("triton failed:", e)
+            t_ours, t_cublas, *t_tri = side_by_side(peers, torch, sets)
+            t_tri = t_tri[0] if t_tri else None
             rows.append((dtname, f"{M}x{N}x{K}", tf(flops, t_ours), tf(flops, t_cublas),
                          tf(flops, t_tri) if t_tri else None, err, config))
             print(rows[-1], flush=True)

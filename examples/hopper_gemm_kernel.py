@@ -98,7 +98,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     (f16/bf16) is packed to half2 words (cvt.rn.f16x2/bf16x2.f32, or the fused epilogue's four values at a time) and
     written by stmatrix.x4, one 16 x 16 block per instruction, into 64 x 64 boxes swizzled as the TMA unit swizzles
     128-byte rows (each matrix's 8 row addresses in 8 distinct 16-byte bank groups: no bank conflicts); the part
-    goes out as EPI / 64 box stores. f32 C keeps the scalar writes into a row-major buffer.
+    goes out as EPI / 64 box stores. Without split-K that half C is deferred: the words of the whole tile are packed
+    when its K loop ends and part h is written and stored during the next tile's K step h, between a wgmma's
+    commit and its wait, so the tensor cores keep running (the last tile's parts after the walk; the ptxas check
+    is that no wgmma is serialised: no wgmma may sit under a run-time branch for this). f32 C keeps the scalar
+    writes into a row-major buffer.
 
     multicast: 2-CTA clusters along x whose two blocks walk the same tile pairs (two tile rows of one tile column,
     rank r taking row 2p + r): each loads half of the common B tile and multicasts it to both, releases stages in
@@ -184,10 +188,67 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         # the packed words: word 4b + i of lane 4r + x, the pair (acc[8b + 2i], acc[8b + 2i + 1]) (n8 block
         # 2b + i // 2, row 8(i % 2) + r, columns 2x, 2x + 1), is stmatrix register i of n16 block b
         L_PK = TileLayout(S[(EPI // 16, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
+        # the same for every part of a tile at once (the deferred epilogue's words: part h from word h * NW)
+        L_PKH = TileLayout(S[(EH, EPI // 16, 4, 8, 4) : (NW, 4, 1, 4 @ laneid, 1 @ laneid)])
     SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
     FUSED = bias is not None or activation is not None or IS_FP8
     scale_of, finish = make_epilogue(bias is not None, IS_FP8, activation) if FUSED else (None, None)
+
+    # with a half C through stmatrix (not split-K) the epilogue is deferred: the consumers pack a finished tile to
+    # half2 words (NACC / 2 registers) and store its parts during the next tile's first K steps, while its wgmmas
+    # run (H200, 128 x 256 tiles: +0.3-0.7% at 4096^3 .. 4096 x 14336 x 4096, the same at K = 8192)
+    DEFER = 1 if STM and SK == 1 else 0
+    # the consumers' release of a stage in both blocks of a multicast pair: they only read it (through wgmma), so
+    # the default release at CTA scope orders enough; the cluster-scope release put MEMBAR.ALL.GPU before each
+    # arrive (H200, 4096^3 f16: 419 TFLOP/s against 738)
+    RELEASE_MC = "mbarrier.arrive.shared::cluster.b64"
+
+    @tiledsl.inline
+    def pack_part(acc, fin, words, h, bias_t, sc, col0, lane, N):
+        """Part h of a consumer's C (EPI columns: NW half2 words a thread), finished (the fused epilogue's four
+        values at a time, low half the even column) and packed into words."""
+        if FUSED:
+            for jj in T.unroll(NW // 2):
+                finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                fp = fin.view(2, 2)
+                T.cuda.tile.apply(T.ptx[CVT], words[2 * jj:2 * jj + 2], fp[:, 1:2], fp[:, 0:1])
+        else:
+            pairs = acc.view(NACC // 2, 2)
+            T.cuda.tile.apply(T.ptx[CVT], words, pairs[h * NW:(h + 1) * NW, 1:2], pairs[h * NW:(h + 1) * NW, 0:1])
+
+    @tiledsl.inline
+    def claim(free, c, tid, u):
+        """Consumer c's staging buffer before its u-th part: thread 0's previous store has read it."""
+        if u > 0:
+            if tid % 128 == 0:
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
+            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1], (u - 1) % 2)
+
+    @tiledsl.inline
+    def publish(C, epi, done, c, tid, u, row0, col):
+        """Consumer c's u-th staged part, C's columns col.., out through thread 0's TMA store."""
+        # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the warpgroup's barrier
+        # (syncthreads would wait for the producer, which has left)
+        T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
+        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1], u % 2)
+        if tid % 128 == 0:
+            if STM:
+                # the part's boxes, 64 columns apart
+                T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col), coord_steps=((0, 64),))
+            else:
+                T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col))
+            T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+
+    @tiledsl.inline
+    def put_part(C, epi, epw, free, done, parts, c, w, tid, h, u, row0, col0):
+        """The deferred epilogue's part h of a consumer's packed tile (its u-th use of the staging buffer): written
+        by stmatrix, out through the TMA store."""
+        claim(free, c, tid, u)
+        T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], parts[h], scope="warp")
+        publish(C, epi, done, c, tid, u, row0, col0 + h * EPI)
 
     @tiledsl.inline
     def gemm_tiles(A, B, C, bias_t, scale_a, scale_b, M, N, K):
@@ -301,11 +362,18 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             w = (tid % 128) // 32
             acc = T.alloc_local((NACC,), "float32")
             dv = acc.view(1, 1, 64, BNT, layout=L_ACC)
+            fin = acc                                   # (unused without a fused epilogue)
+            sc = 1.0
             if FUSED:
                 fin = T.alloc_local((4,), "float32")    # four finished values (scales, bias, activation)
                 sc = scale_of(scale_a, scale_b)
             if SK > 1:
                 got = T.alloc_local((1,), "float32")    # one partial sum read from a peer
+            if DEFER:
+                held = T.alloc_local((NACC // 2, 1), "uint32")     # the previous tile's C, packed to half2 words
+                parts = held.view(EH, EPI // 16, 4, 8, 4, layout=L_PKH)
+                prow0 = 0
+                pcol0 = 0
             for ti in range(mine):
                 tile = bid + ti * G
                 first = tile // (GM * ntn) * GM
@@ -321,6 +389,14 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                     # the tile's first K step overwrites the accumulators (scale_d = 0): no zeroing between tiles
                     T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kj > 0)
                     T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
+                    if DEFER:
+                        # the previous tile's part h goes out while this tile's K step h runs on the tensor cores
+                        # (the remaining parts at the last step of a short loop)
+                        if ti > 0:
+                            for h in T.unroll(EH):
+                                if kj == T.min(h, nk - 1):
+                                    put_part(C, epi, epw, free, done, parts, c, w, tid, h, (ti - 1) * EH + h, prow0,
+                                             pcol0)
                     # keep this K tile's group in flight (the next one accumulates into the same registers, which
                     # the ISA orders); once the previous K tile's group is done its stage is read: release it
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
@@ -328,8 +404,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         prev = (it + STG - 1) % STG
                         if MC > 1:
                             for r in T.unroll(MC):
-                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
-                                                  empty[prev:prev + 1], rank=r)
+                                T.cuda.tile.apply(T.ptx[RELEASE_MC], empty[prev:prev + 1], rank=r)
                         else:
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[prev:prev + 1])
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
@@ -339,8 +414,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                     last = (ti * nk + nk - 1) % STG
                     if MC > 1:
                         for r in T.unroll(MC):
-                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"],
-                                              empty[last:last + 1], rank=r)
+                            T.cuda.tile.apply(T.ptx[RELEASE_MC], empty[last:last + 1], rank=r)
                     else:
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
                 if SK > 1:
@@ -390,58 +464,35 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         if TMA_STORE:
                             for h in T.unroll(me * (EH // SK), (me + 1) * (EH // SK)):
                                 u = ti * (EH // SK) + h - me * (EH // SK)    # the staging buffer's use count
-                                if u > 0:
-                                    # thread 0's previous store read the buffer before anyone writes it again
-                                    if tid % 128 == 0:
-                                        T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
-                                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
-                                    T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1],
-                                                      (u - 1) % 2)
-                                if STM:
-                                    pk = T.alloc_local((NW, 1), "uint32")
-                                    if FUSED:
-                                        # four finished values at a time, packed to two words (low half: the
-                                        # even column)
-                                        for jj in T.unroll(NW // 2):
-                                            finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
-                                            fp = fin.view(2, 2)
-                                            T.cuda.tile.apply(T.ptx[CVT], pk[2 * jj:2 * jj + 2], fp[:, 1:2], fp[:, 0:1])
-                                    else:
-                                        pairs = acc.view(NACC // 2, 2)
-                                        T.cuda.tile.apply(T.ptx[CVT], pk, pairs[h * NW:(h + 1) * NW, 1:2],
-                                                          pairs[h * NW:(h + 1) * NW, 0:1])
-                                    # one stmatrix.x4 per 16 x 16 block: each 8-row matrix's rows in 8 distinct
-                                    # bank groups
-                                    T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK),
-                                                      scope="warp")
-                                elif FUSED:
-                                    # scales, bias and activation on four accumulators at a time, into fin
-                                    for jj in T.unroll(NACC // EH // 4):
-                                        finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
-                                        for q in T.unroll(4):
-                                            epi[c, 16 * w + lane // 4 + 8 * ((q // 2) % 2),
-                                                8 * jj + 2 * (lane % 4) + q % 2] = T.cast(fin[q], out)
+                                if DEFER:
+                                    # packed now (the next tile's first wgmma overwrites the accumulators), stored
+                                    # during the next tile's K loop (above)
+                                    pack_part(acc, fin, held[h * NW:(h + 1) * NW], h, bias_t, sc, col0, lane, N)
                                 else:
-                                    for j in T.unroll(NACC // EH):
-                                        i = h * (NACC // EH) + j
-                                        epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2),
-                                            8 * (j // 4) + 2 * (lane % 4) + i % 2] = T.cast(acc[i], out)
-                                # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the
-                                # warpgroup's barrier (syncthreads would wait for the producer, which has left)
-                                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
-                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
-                                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1],
-                                                  u % 2)
-                                if tid % 128 == 0:
+                                    claim(free, c, tid, u)
                                     if STM:
-                                        # the part's boxes, 64 columns apart
-                                        T.cuda.tile.apply(T.ptx[STORE], C, epi[c],
-                                                          coords=(row0 + 64 * c, col0 + h * EPI),
-                                                          coord_steps=((0, 64),))
+                                        pk = T.alloc_local((NW, 1), "uint32")
+                                        pack_part(acc, fin, pk, h, bias_t, sc, col0, lane, N)
+                                        # one stmatrix.x4 per 16 x 16 block: each 8-row matrix's rows in 8 distinct
+                                        # bank groups
+                                        T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK),
+                                                          scope="warp")
+                                    elif FUSED:
+                                        # scales, bias and activation on four accumulators at a time, into fin
+                                        for jj in T.unroll(NACC // EH // 4):
+                                            finish(acc, fin, h * (NACC // EH) + 4 * jj, bias_t, sc, col0, lane, N)
+                                            for q in T.unroll(4):
+                                                epi[c, 16 * w + lane // 4 + 8 * ((q // 2) % 2),
+                                                    8 * jj + 2 * (lane % 4) + q % 2] = T.cast(fin[q], out)
                                     else:
-                                        T.cuda.tile.apply(T.ptx[STORE], C, epi[c],
-                                                          coords=(row0 + 64 * c, col0 + h * EPI))
-                                    T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+                                        for j in T.unroll(NACC // EH):
+                                            i = h * (NACC // EH) + j
+                                            epi[c, 16 * w + lane // 4 + 8 * ((i // 2) % 2),
+                                                8 * (j // 4) + 2 * (lane % 4) + i % 2] = T.cast(acc[i], out)
+                                    publish(C, epi, done, c, tid, u, row0, col0 + h * EPI)
+                            if DEFER:
+                                prow0 = row0
+                                pcol0 = col0
                         else:
                             if FUSED:
                                 for jj in T.unroll(me * (SL // 4), (me + 1) * (SL // 4)):
@@ -457,6 +508,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                     col = col0 + 8 * (i // 4) + 2 * (lane % 4) + i % 2
                                     if row < M and col < N:  # the ragged edge of C
                                         C[row, col] = T.cast(acc[i], out)
+            if DEFER:
+                # the last tile
+                if mine > 0:
+                    for h in T.unroll(EH):
+                        put_part(C, epi, epw, free, done, parts, c, w, tid, h, (mine - 1) * EH + h, prow0, pcol0)
             if TMA_STORE:
                 if tid % 128 == 0:
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)    # the last part stays until read

@@ -93,7 +93,7 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs
     mc = bool(cfg.get("multicast"))
     # one builder: clusters along the grid's x, persistent or one tile per block
     assert (".reqnctapercluster 2, 1, 1" in ptx) == mc and (".multicast::cluster" in ptx) == mc
-    assert ("mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx) == mc
+    assert ("mbarrier.arrive.shared::cluster.b64" in ptx) == mc
     assert "__local_depot" not in ptx
     r = ptxas(ptx, "sm_90a")
     assert r.returncode == 0, r.stderr
@@ -214,9 +214,13 @@ def test_multicast_ring_turns_on_the_fibered_interpreter():
     # 2-CTA clusters walking tile pairs (2 clusters of 4 blocks; 330 rows: 3 tile rows, the last pair half zero
     # fill), B multicast, stages released in both blocks, across tiles
     (330, 200, 264, "float32", dict(stages=2, bn=64, tma_store=True, group_m=2, multicast=True)),
-    (256, 192, 256, "float32", dict(stages=3, bn=64, tma_store=False, multicast=True))],
+    (256, 192, 256, "float32", dict(stages=3, bn=64, tma_store=False, multicast=True)),
+    # f16 C through stmatrix: each tile's parts go out during the next tile's first K steps (deferred epilogue);
+    # one K tile: both halves of the previous tile at the tile's only K step
+    (200, 320, 64, "float16", dict(stages=4, bn=256, tma_store=True)),
+    (330, 200, 264, "float16", dict(stages=2, bn=64, tma_store=True, group_m=2, multicast=True))],
     ids=["plain-stores", "grouped-ragged-tma-store", "bn256-4-stages-halves", "multicast-tma-store",
-         "multicast-plain-stores"])
+         "multicast-plain-stores", "deferred-one-k-tile", "deferred-multicast"])
 def test_persistent_grid_on_the_fibered_interpreter(M, N, K, out, cfg):
     """A persistent grid of 2 blocks (2 clusters of 2 with multicast): each walks its tiles bid, bid + 2, ...
     with the producer's ring index and phase running on across tiles (the next tile's loads overlap this tile's

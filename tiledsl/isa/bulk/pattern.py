@@ -29,6 +29,11 @@ from ..operands import Ctx, Operand, check_contiguous, check_scope, copy_repeats
 
 COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
 REMOTE_ARRIVE = "mbarrier.arrive.release.cluster.shared::cluster.b64"
+# the same arrive with the default semantics (release at CTA scope), for a thread that publishes no writes of its
+# own (a consumer that read a stage through wgmma, releasing it to a peer's producer): the cluster-scope release
+# assembles to MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before every arrive (H200 SASS), which made the 2-CTA multicast GEMM
+# run at 400 TFLOP/s against 740 with this one
+REMOTE_ARRIVE_CTA = "mbarrier.arrive.shared::cluster.b64"
 MBAR = {"mbarrier.init.shared::cta.b64": ("init", ["mbar", "count"]),
         "mbarrier.arrive.expect_tx.shared::cta.b64": ("expect_tx", ["mbar", "tx_bytes"]),
         "mbarrier.arrive.shared::cta.b64": ("arrive", ["mbar"]),
@@ -36,7 +41,8 @@ MBAR = {"mbarrier.init.shared::cta.b64": ("init", ["mbar", "count"]),
         # the same wait, acquiring at cluster scope (what arrivals from other CTAs of the cluster released)
         "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64": ("wait", ["mbar", "parity"]),
         # an arrive on the mbarrier of another CTA of the cluster (rank=): its address is mapped with mapa
-        REMOTE_ARRIVE: ("remote_arrive", ["mbar"])}
+        REMOTE_ARRIVE: ("remote_arrive", ["mbar"]),
+        REMOTE_ARRIVE_CTA: ("remote_arrive", ["mbar"])}
 FENCES = {"fence.proxy.async", "fence.proxy.async.shared::cta", "fence.mbarrier_init.release.cluster"}
 # The PTX ISA's ranges: an mbarrier counts at most 2^20 - 1 arrivals and 2^20 - 1 pending transaction bytes; ptxas
 # takes a bulk copy's size immediate in 0..2^20 - 16 (larger ones are rejected, or wrap silently past 2^32).
