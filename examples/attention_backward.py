@@ -4,8 +4,8 @@ torch.autograd.Function that trains through examples/attention.py's forward.
 attention_backward(q, k, v, o, lse, do, causal=False, scale=None) -> (dq, dk, dv) for the (B, H, N, D) tensors of
 attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the forward's float32 natural-log
 log-sum-exp. path="fa3" (the default for CUDA tensors on an sm_90 device at D = 128) runs the FA3-style main kernel
-of examples/attention_backward_hopper.py (TMA + wgmma, warp-specialised) between the same preprocessing and cast;
-path="fa2" (the default elsewhere) runs this module's. Four kernels:
+of examples/attention_backward_hopper.py (TMA + wgmma, warp-specialised) after the same preprocessing, and that
+module's cast of its tiled dQ accumulator; path="fa2" (the default elsewhere) runs this module's. Four kernels:
   * preprocessing: delta = rowsum(dO * O) and LSE * log2(e), float32, per head padded with zeros to whole query
     tiles (16-byte loads, each row's chunks summed over their lanes by shfl.sync.bfly);
   * the main kernel, one block of 8 warps per (batch, head, BK = 128 key rows), each warp owning 16 key rows.
@@ -503,9 +503,15 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         import attention_backward_hopper as ABH
         main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale)
         NP = -(-N // ABH.BM) * ABH.BM
+        # the fa3 kernel's dQ accumulator is tiled (B * H, NP query rows: one block per tile and consumer), which
+        # its own cast reads; fa2's is (B * H * N, D) row-major
+        dq_rows = B * H * NP
+        cast_q = ABH.make_cast_dq(dt, B * H, N, D)
     else:
         main = make_attention_backward(dt, D, causal, shape, scale, warps)
         NP = -(-N // QTILE[D]) * QTILE[D]
+        dq_rows = B * H * N
+        cast_q = make_cast(dt, B * H * N * D // 8)
     def operands(q, k, v, do):
         # the fa3 kernel reads Q, K, V and dO through 3-d tensor maps, (B * H, N, D) views; the fa2 kernel takes
         # the 4-d tensors and N at run time (after the accumulators)
@@ -513,7 +519,6 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
             return tuple(x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3]) for x in (q, k, v, do)), ()
         return (q, k, v, do), (N,)
     delta_k = make_delta(dt, D, B * H, N, NP)
-    cast_q = make_cast(dt, B * H * N * D // 8)
     cast_kv = make_cast(dt, B * HK * NK * D // 8)
     gqa = H != HK
     if isinstance(q, np.ndarray):
@@ -522,7 +527,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         lse = np.ascontiguousarray(lse, np.float32)
         delta, lse2 = (np.zeros((B * H, NP), np.float32) for _ in range(2))
         run(delta_k, o.reshape(-1, D), do.reshape(-1, D), lse.reshape(-1), delta.reshape(-1), lse2.reshape(-1))
-        dqa = np.zeros((B * H * N, D), np.float32)
+        dqa = np.zeros((dq_rows, D), np.float32)
         if gqa:
             dka, dva = (np.zeros((B * HK * NK, D), np.float32) for _ in range(2))
         else:
@@ -541,7 +546,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     q, k, v, o, do, lse = (x.contiguous() for x in (q, k, v, o, do, lse))
     delta, lse2 = (torch.empty((B * H, NP), dtype=torch.float32, device=q.device) for _ in range(2))
     delta_k(o.view(-1, D), do.view(-1, D), lse.view(-1), delta.view(-1), lse2.view(-1))
-    dqa = torch.zeros((B * H * N, D), dtype=torch.float32, device=q.device)
+    dqa = torch.zeros((dq_rows, D), dtype=torch.float32, device=q.device)
     if gqa:
         dka, dva = (torch.zeros((B * HK * NK, D), dtype=torch.float32, device=q.device) for _ in range(2))
     else:

@@ -2,8 +2,8 @@
 mbarrier ring + warp specialisation (the idioms of examples/attention_hopper.py's forward).
 
 make_attention_backward_hopper(...) builds the main kernel of examples/attention_backward.py's contract on this
-path (attention_backward(..., path="fa3") runs it between that module's preprocessing, Delta = rowsum(dO * O) and
-LSE * log2 e, and its float32 -> q-dtype cast of dQ). D = 128 (two consumer warpgroups split dQ's columns in two
+path (attention_backward(..., path="fa3") runs it after that module's preprocessing, Delta = rowsum(dO * O) and
+LSE * log2 e, then make_cast_dq, this module's float32 -> q-dtype cast of the tiled dQ accumulator). D = 128 (two consumer warpgroups split dQ's columns in two
 64-column halves, one per 128-byte swizzle box), f16 and bf16, causal or not, any N, grouped-query attention.
 
 One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
@@ -23,10 +23,16 @@ One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
         dQ[:, 64c..64c+63] = dS K[:, 64c..]   dS^T of both consumers stored (128-byte swizzle) to shared memory,
                                      a named barrier between the two consumer warpgroups, then wgmma ss with A read
                                      transposed from it (trans_a) and B = K MN-major (trans_b): each consumer owns
-                                     half of dQ's columns over all 128 keys, and adds it into the float32 dQ
-                                     accumulator with red.global.add.f32
+                                     half of dQ's columns over all 128 keys, stages it in shared memory and one
+                                     thread adds the 16 KB into the float32 dQ accumulator with one bulk reduction
+                                     (cp.reduce.async.bulk ... .add.f32: the TMA unit adds it in L2)
     dS^T has two shared buffers (tile j's and tile j + 1's): a consumer writing tile j + 2's has passed tile
-    j + 1's barrier, so the other has finished reading tile j's;
+    j + 1's barrier, so the other has finished reading tile j's. Each consumer has one dQ staging buffer, written
+    in fragment order (register pair (2p, 2p + 1) of warpgroup thread t at floats 2 (128 p + t): a warp's
+    st.shared.v2 covers 256 contiguous bytes, no bank conflict); the thread that issued the reduction waits until
+    the TMA unit has read it (cp.async.bulk.wait_group.read) before the consumers' named barrier of the next tile,
+    after which the buffer is written again. The accumulator therefore holds dQ tiled: the 16 KB block of (b, h,
+    query tile, consumer) is that fragment order (make_cast_dq reads it and writes dq (B, H, N, D));
   * ragged query rows are zeros (Q, dO, Delta and LSE * log2 e are zero there), so their P^T * dO and dS^T are 0;
     ragged key rows (zeros too) are masked to -inf all the same (their P would be ex2(-LSE), which need not be
     finite) and are not stored; causal: query tiles wholly above the diagonal are never visited, the tiles
@@ -56,6 +62,7 @@ BM = 64                     # query rows a tile: one 128-byte swizzle row of dS^
 STAGES = 2
 SUPPORTED_D = (128,)
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
+STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
 
 _KERNELS = {}
 
@@ -97,8 +104,10 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
 
 
 def smem_bytes(D: int, stages: int) -> int:
-    """K, V, the Q/dO ring, two dS^T buffers and the LSE/Delta ring (the barriers and alignment add under 2 KB)."""
-    return 2 * (2 * BK * D + 2 * stages * BM * D + 2 * BK * BM) + stages * 2 * BM * 4
+    """K, V, the Q/dO ring, two dS^T buffers, the LSE/Delta ring and the consumers' float32 dQ staging buffers
+    (BM x 64 each; the barriers and alignment add under 2 KB). D = 128: 2 stages 197632 bytes, 3 stages 230912
+    (over the limit with the 2 KB)."""
+    return 2 * (2 * BK * D + 2 * stages * BM * D + 2 * BK * BM) + stages * 2 * BM * 4 + CONS * BM * 64 * 4
 
 
 def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
@@ -107,7 +116,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
 
     Arguments: Q, dO (B * H, N, D) and K, V (B * H_kv, N_kv, D) as tensor maps (the (B, H, N, D) tensors
     reshaped); LSE2 (LSE * log2 e) and Delta (B * H, NP) float32, NP = N rounded up to whole BM-row tiles, zero
-    past N (attention_backward.make_delta's); dQacc (B * H * N, D) float32, zeroed, which the kernel adds into;
+    past N (attention_backward.make_delta's); dQacc (B * H * NP, D) float32, zeroed, which the kernel adds into
+    tiled: one 16 KB block per (b * H + h, query tile, consumer) in fragment order (make_cast_dq reads it);
     dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else zeroed float32 accumulators (B * H_kv * N_kv, D)."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"the FA3 backward supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
@@ -116,7 +126,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
     STG = stages or STAGES
     if not 2 <= STG <= 4 or smem_bytes(D, STG) + 2048 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"the FA3 backward takes 2 to 4 stages within {SMEM_LIMIT} bytes of shared "
-                                  f"memory, got {STG}")
+                                  f"memory, got {STG} (which needs {smem_bytes(D, STG) + 2048})")
     key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
     if key in _KERNELS:
         return _KERNELS[key]
@@ -136,6 +146,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
         "wgmma.wait_group.sync.aligned"
     CVT = f"cvt.rn.{t}x2.f32"
     RED = "red.global.add.f32"
+    REDUCE = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32"
+    DQ_BYTES = BM * 64 * 4              # a consumer's dQ block: BM queries x 64 columns of float32
     THREADS = 128 * (1 + CONS)
     DH = D // 64
     NS, ND, NQ = BM // 2, D // 2, 32    # f32 accumulators a consumer thread: S^T (and dP^T), dK (and dV), dQ
@@ -164,7 +176,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                           V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
                           dO: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
                           LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
-                          dQ: T.Tensor((B * H * N, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
+                          dQ: T.Tensor((B * H * NP, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
                           dV: T.Tensor(kv_shape, acc_t)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS, max_registers=CAP))
         tid = T.cuda.thread_id()
@@ -183,6 +195,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
         so = T.alloc_shared((STG * DH * BM * 64,), dtype)
         sds = T.alloc_shared((2 * BK * BM,), dtype)
         sl = T.alloc_shared((STG, 2, BM), "float32")  # LSE * log2 e and Delta of the stage's query rows
+        sdq = T.alloc_shared((CONS, BM * 64), "float32")  # each consumer's dQ block, staged for the bulk reduction
         kvbar = T.alloc_shared((1,), "uint64")        # K and V have landed
         full = T.alloc_shared((STG,), "uint64")       # stage s holds its query tile (phase u: the u-th fill)
         empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
@@ -257,7 +270,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                 dv[i] = 0.0
             krow = 64 * c + 16 * w + lane // 4        # this lane's first key row in the block; the other is + 8
             key0 = kb * BK + krow
-            gdq = dQ.view(B * H * N * D)
+            tq = tid % 128
+            gdq = dQ.view(B * H * NQT * CONS, BM * 64)      # the tiled accumulator: one block a (bh, tile, consumer)
+            sdqp = sdq.view(CONS, NQ // 2, 128, 2)          # (consumer, register pair, warpgroup thread, 2)
             T.cuda.tile.apply(T.ptx[WAIT], kvbar, 0)
             for j in range(ntiles):
                 st = j % STG
@@ -314,8 +329,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                 buf = j % 2
                 for x in T.unroll(NS // 2):
                     stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
-                # the wgmma (async proxy) reads what these generic stores wrote; both consumers' halves present
+                # the wgmma (async proxy) reads what these generic stores wrote; both consumers' halves present.
+                # The barrier also orders this tile's dQ staging (below) after the TMA unit's read of the previous
+                # tile's: the thread that issued that reduction waits for the read first (long done by now)
                 T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                if tq == 0:
+                    T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
                 T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
                 # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
                 T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
@@ -326,17 +345,19 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                 # the warp's wgmmas have read stage st: release it (one arrive per warp)
                 if lane == 0:
                     T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                # dQ accumulator register 4n + 2r + e: query row qrow + 8r, column 64c + 8n + 2(l%4) + e. One
-                # base a lane and compile-time offsets (per-element indices would be hoisted out of the loop, a
-                # register each)
-                qrow = qt * BM + 16 * w + lane // 4
-                qbase = (bh * N + qrow) * D + 64 * c + 2 * (lane % 4)
-                for r in T.unroll(2):
-                    if N % BM == 0 or qrow + 8 * r < N:
-                        for n in T.unroll(8):
-                            for e in T.unroll(2):
-                                at = qbase + 8 * D * r + 8 * n + e
-                                T.cuda.tile.apply(T.ptx[RED], gdq[at:at + 1], sacc[4 * n + 2 * r + e])
+                # dQ (register pair p of thread tq at floats 2 (128 p + tq)) to the staging buffer, visible to the
+                # TMA unit, the warpgroup's 128 threads present; then one thread adds the block into the
+                # accumulator. Rows past N come from zero Q and dO rows: zeros, never read back
+                T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sdqp[c, :, tq], sacc.view(NQ // 2, 2))
+                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                # (the barrier's id a compile-time immediate: a run-time id makes ptxas reserve all 16 barriers)
+                if c == 0:
+                    T.cuda.tile.apply(T.ptx["bar.sync"], STAGED_BAR, 128)
+                else:
+                    T.cuda.tile.apply(T.ptx["bar.sync"], STAGED_BAR + 1, 128)
+                if tq == 0:
+                    T.cuda.tile.apply(T.ptx[REDUCE], gdq[(bh * NQT + qt) * CONS + c], sdq[c], copy_bytes=DQ_BYTES)
+                    T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
 
             # epilogue: this lane's key rows of dK and dV (accumulator register i: row half (i//2)%2, column
             # 8(i//4) + 2(l%4) + i%2)
@@ -365,7 +386,53 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                                 at = kvbase + 8 * n + e
                                 T.cuda.tile.apply(T.ptx[RED], gdk[at:at + 1], dk[4 * n + 2 * r + e])
                                 T.cuda.tile.apply(T.ptx[RED], gdv[at:at + 1], dv[4 * n + 2 * r + e])
+            # the last dQ reduction has completed (its writes made) before the kernel ends
+            if tq == 0:
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group"], 0)
 
     attention_bwd_fa3.tile = (BK, BM)
     _KERNELS[key] = attention_bwd_fa3
     return attention_bwd_fa3
+
+
+def make_cast_dq(dtype, BH, N, D=128):
+    """dq (BH * N, D) in `dtype` (round to nearest even) from the main kernel's tiled float32 accumulator
+    (BH * NP, D): the block of (bh, query tile, consumer c) holds register i of warpgroup thread t = 32 w + l
+    (query row 16 w + l // 4 + 8 ((i // 2) % 2) of the tile, column 64 c + 8 (i // 4) + 2 (l % 4) + i % 2) at
+    float 2 (128 (i // 2) + t) + i % 2. Eight output columns 8 g .. 8 g + 7 of a row are then eight consecutive
+    floats (threads t0 .. t0 + 3 of one register pair), so a thread writes 8 outputs (one 16-byte store: a warp's
+    are 512 contiguous bytes) from two 16-byte loads."""
+    key = ("cast_dq", dtype, BH, N, D)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    NQT = -(-N // BM)
+    G = D // 8                          # 8-column groups a row
+    n8 = BH * N * G
+    NB = -(-n8 // 256)
+
+    @tiledsl.jit
+    def attention_bwd_cast_dq(X: T.Tensor((BH * NQT * BM * G, 8), "float32"), Y: T.Tensor((n8, 8), dtype)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=256))
+        i = T.cuda.block_id() * 256 + T.cuda.thread_id()
+        if i < n8:
+            r = i // G
+            g = i % G
+            bh = r // N
+            n = r % N
+            m = n % BM                  # the row in its query tile: warp m // 16, lanes 4 (m % 8) .. + 3
+            p = 2 * (g % 8) + (m % 16) // 8
+            t0 = 32 * (m // 16) + 4 * (m % 8)
+            src = ((bh * NQT + n // BM) * CONS + g // 8) * (BM * 64 // 8) + (128 * p + t0) // 4
+            f = T.alloc_local((2, 4), "uint32")
+            ff = f.view(dtype="float32")
+            Xw = X.view(dtype="uint32")
+            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[0], Xw[src, 0:4])
+            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[1], Xw[src, 4:8])
+            h = T.alloc_local((1, 4), "uint32")
+            hv = h.view(dtype=dtype)
+            for j in T.unroll(8):
+                hv[0, j] = T.cast(ff[j // 4, j % 4], dtype)
+            T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Y.view(dtype="uint32")[i, 0:4], h[0])
+
+    _KERNELS[key] = attention_bwd_cast_dq
+    return attention_bwd_cast_dq

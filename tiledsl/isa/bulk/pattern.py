@@ -1,6 +1,7 @@
 """Bulk copies through the tensor memory accelerator, and the mbarriers that count their bytes (sm_90).
 
     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes   dst (shared), src (global), mbar
+    cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32          dst (global), src (shared), float32
     mbarrier.init.shared::cta.b64                 mbar, count
     mbarrier.arrive.expect_tx.shared::cta.b64     mbar, tx_bytes
     mbarrier.arrive.shared::cta.b64               mbar
@@ -16,6 +17,12 @@ copy signals its bytes to `mbar`, a view of one 8-byte shared element. The copy'
 thread once it has waited on the barrier's phase that counted them. `count` and `tx_bytes` are u32 values
 (compile-time or run-time; a compile-time count is 1..2^20-1, tx_bytes 0..2^20-1), `parity` is the phase parity
 (0 or 1) to wait for. `copy_bytes` is at most 2^20 - 16.
+
+The bulk reduction adds `copy_bytes` of float32 values at src (shared) into dst (global), element by element, in
+L2 (atomically with respect to other reductions); its operands read as a copy's, without an mbarrier: it completes
+through the bulk async-groups (cp.async.bulk.commit_group, then cp.async.bulk.wait_group.read before src is
+written again, cp.async.bulk.wait_group before the sums are read; the TMA family owns those). The shared source is
+read by the async proxy: generic stores to it need a fence.proxy.async.shared::cta (and a barrier) first.
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from ..family import Refusal, addresses
 from ..operands import Ctx, Operand, check_contiguous, check_scope, copy_repeats, memory_addr, repeat_coords
 
 COPY = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+REDUCE = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32"
 REMOTE_ARRIVE = "mbarrier.arrive.release.cluster.shared::cluster.b64"
 # the same arrive with the default semantics (release at CTA scope), for a thread that publishes no writes of its
 # own (a consumer that read a stage through wgmma, releasing it to a peer's producer): the cluster-scope release
@@ -48,13 +56,13 @@ FENCES = {"fence.proxy.async", "fence.proxy.async.shared::cta", "fence.mbarrier_
 # takes a bulk copy's size immediate in 0..2^20 - 16 (larger ones are rejected, or wrap silently past 2^32).
 MAX_COUNT = 2**20 - 1
 MAX_COPY_BYTES = 2**20 - 16
-SUPPORTED = f"supported: {COPY}, {', '.join(MBAR)}, {', '.join(sorted(FENCES))}"
+SUPPORTED = f"supported: {COPY}, {REDUCE}, {', '.join(MBAR)}, {', '.join(sorted(FENCES))}"
 
 
 @dataclass(frozen=True)
 class Form:
     opcode: str
-    kind: str                    # copy | init | expect_tx | arrive | remote_arrive | wait | fence
+    kind: str                    # copy | reduce | init | expect_tx | arrive | remote_arrive | wait | fence
 
 
 def match(opcode: str):
@@ -64,6 +72,11 @@ def match(opcode: str):
         return Form(opcode, MBAR[opcode][0])
     if opcode in FENCES:
         return Form(opcode, "fence")
+    if opcode == REDUCE:
+        return Form(opcode, "reduce")
+    if opcode.startswith("cp.reduce.async.bulk"):
+        return Refusal(f"{opcode} has no explicit tile pattern; the bulk reduction supported is {REDUCE} "
+                       f"(float32 adds from shared into global memory, completed through the bulk async-groups)")
     if opcode.startswith("cp.async.bulk") or opcode.startswith("mbarrier") or opcode.startswith("fence."):
         return Refusal(f"{opcode} has no explicit tile pattern; {SUPPORTED}")
     return None
@@ -78,7 +91,7 @@ def expand(form: Form, ctx: Ctx) -> list:
         ctx.params(set())
         ctx.operands([])
         return [ctx.native([], effect="sync")]
-    if form.kind == "copy":
+    if form.kind in ("copy", "reduce"):
         return _copy(form, ctx)
     params = ctx.params({"rank"} if form.kind == "remote_arrive" else set())
     ops = ctx.operands(MBAR[form.opcode][1])
@@ -131,6 +144,7 @@ def _u32(ctx: Ctx, op: Operand) -> ir.Expr:
 
 
 def _copy(form, ctx: Ctx) -> list:
+    """A bulk copy (global -> shared, paying an mbarrier) or the bulk reduction (shared -> global, no mbarrier)."""
     params = ctx.params({"copy_bytes"})
     if "copy_bytes" not in params:
         raise ctx.error("copy_bytes= is required: the bytes of one copy, a multiple of 16")
@@ -141,25 +155,38 @@ def _copy(form, ctx: Ctx) -> list:
     if nbytes > MAX_COPY_BYTES:
         raise CompilationError(f"{ctx.opcode}: copy_bytes {nbytes} is out of range: one bulk copy moves at most "
                                f"{MAX_COPY_BYTES} bytes (the range of the instruction's size operand)", loc)
-    dst, src, mbar_op = ctx.operands(["dst", "src", "mbar"])
-    check_scope(ctx, dst, ("shared",))
-    check_scope(ctx, src, ("global",))
-    mbar = _mbarrier(ctx, mbar_op)
-    rep = copy_repeats(ctx, dst, src, nbytes, [], [], 16, f"the {nbytes}-byte block of one bulk copy")
+    reduce = form.kind == "reduce"
+    if reduce:
+        dst, src = ctx.operands(["dst", "src"])
+        check_scope(ctx, dst, ("global",))
+        check_scope(ctx, src, ("shared",))
+        for op in (dst, src):
+            if op.view.dtype.name != "float32":
+                raise ctx.error(f"{op.view.describe()} holds {op.view.dtype.name}; the .add.f32 reduction adds "
+                                f"float32 values", op)
+        tail = []
+    else:
+        dst, src, mbar_op = ctx.operands(["dst", "src", "mbar"])
+        check_scope(ctx, dst, ("shared",))
+        check_scope(ctx, src, ("global",))
+        tail = [[_mbarrier(ctx, mbar_op)]]
+    what = "bulk reduction" if reduce else "bulk copy"
+    rep = copy_repeats(ctx, dst, src, nbytes, [], [], 16, f"the {nbytes}-byte block of one {what}")
     out = []
     for coord in repeat_coords(rep):
         d = ir.Addr(dst.view.storage, memory_addr(ctx, dst, [], list(coord) + [0]), dst.view.dtype)
         s = ir.Addr(src.view.storage, memory_addr(ctx, src, [], list(coord) + [0]), src.view.dtype)
-        out.append(ctx.native([[d], [s], [ir.Imm(str(nbytes))], [mbar]], effect="store", origin=f"rep{coord}"))
+        out.append(ctx.native([[d], [s], [ir.Imm(str(nbytes))]] + tail, effect="store", origin=f"rep{coord}"))
     return out
 
 
 def access_spans(n: ir.Native) -> list:
-    """A copy reads and writes its copy_bytes at src and dst; every mbarrier operand is one 8-byte element."""
-    if n.form.kind == "copy":
-        (dst,), (src,), (size,), (bar,) = n.groups
+    """A copy or reduction reads and writes its copy_bytes at src and dst; every mbarrier operand is one 8-byte
+    element."""
+    if n.form.kind in ("copy", "reduce"):
+        (dst,), (src,), (size,) = n.groups[:3]
         nbytes = int(size.text)
-        return [max(1, nbytes // dst.dtype.nbytes), max(1, nbytes // src.dtype.nbytes), 1]
+        return [max(1, nbytes // dst.dtype.nbytes), max(1, nbytes // src.dtype.nbytes)] + [1] * (len(n.groups) - 3)
     return [1] * len(addresses(n))
 
 

@@ -2,7 +2,8 @@
 
 An mbarrier's state lives beside shared memory, keyed by (block, storage, byte offset): the expected arrival count,
 the arrivals still pending in the current phase, the transaction bytes still owed, and the phase number. A bulk
-copy lands at once and pays its bytes; a phase completes when no arrival is pending and no byte is owed. Threads
+copy lands at once and pays its bytes (a bulk reduction adds its float32 values into global memory at once, one
+issuing thread after another in thread order: the sum does not depend on the order but for float32 rounding); a phase completes when no arrival is pending and no byte is owed. Threads
 run in lockstep, so a wait whose phase has not completed by the time every thread reaches it can never complete
 (unless the other part of a warp-specialised if/else is still to run: interpreter/fibers.py): that is reported as
 a KernelFault naming the barrier's state, where the GPU would hang.
@@ -31,11 +32,7 @@ def semantics(n: ir.Native, cx):
 
         def copy(m, idx):
             db, sb = dst.bytes(m, idx), src.bytes(m, idx)
-            for what, b in (("destination", db), ("source", sb)):
-                if np.any(b % 16):
-                    bad = b % 16 != 0
-                    raise m.fault(loc, f"misaligned bulk copy {what}: byte offset {int(b[bad][0])} is not a "
-                                       f"multiple of 16", m.first(idx, bad))
+            _aligned(m, idx, loc, db, sb, "bulk copy")
             smem, dmem = m.mem[src.st], m.mem[dst.st]
             m.check(smem, np.uint8, sb, idx, loc, "read")
             m.check(smem, np.uint8, sb + size - 1, idx, loc, "read")
@@ -46,6 +43,26 @@ def semantics(n: ir.Native, cx):
             dmem.raw[rows[:, None], db[:, None] + k[None, :]] = smem.raw[sb[:, None] + k[None, :]]
             _update(m, idx, bar, loc, tx=-size)
         return predicated(copy, n, cx, [])
+    if form.kind == "reduce":                         # cp.reduce.async.bulk ... .add.f32 [dst], [src], bytes
+        if len(g) != 3 or not isinstance(g[2][0], ir.Imm):
+            raise native_error(n, "operands are [dst], [src], size")
+        dst, src = AddrOp(g[0][0], cx), AddrOp(g[1][0], cx)
+        size = int(g[2][0].text, 0)
+
+        def reduce(m, idx):
+            db, sb = dst.bytes(m, idx), src.bytes(m, idx)
+            _aligned(m, idx, loc, db, sb, "bulk reduction")
+            smem, dmem = m.mem[src.st], m.mem[dst.st]
+            m.check(smem, np.uint8, sb, idx, loc, "read")
+            m.check(smem, np.uint8, sb + size - 1, idx, loc, "read")
+            m.check(dmem, np.uint8, db, idx, loc, "write")
+            m.check(dmem, np.uint8, db + size - 1, idx, loc, "write")
+            srows = m.rows(smem, idx)
+            sf, df = smem.view(np.float32), dmem.view(np.float32)
+            k = np.arange(size // 4)
+            for pos in range(m.n(idx)):              # one thread after another: blocks may overlap
+                df[db[pos] // 4 + k] += sf[srows[pos], sb[pos] // 4 + k]
+        return predicated(reduce, n, cx, [])
     if form.kind == "init":
         bar, count = AddrOp(g[0][0], cx), operand(g[1][0], cx)
 
@@ -102,6 +119,14 @@ def semantics(n: ir.Native, cx):
                                        f"(on the GPU this hangs)", _flat(idx, pos))
         return wait
     raise native_error(n, "the interpreter has no semantics for this opcode")
+
+
+def _aligned(m, idx, loc, db, sb, what: str):
+    for side, b in (("destination", db), ("source", sb)):
+        if np.any(b % 16):
+            bad = b % 16 != 0
+            raise m.fault(loc, f"misaligned {what} {side}: byte offset {int(b[bad][0])} is not a multiple of 16",
+                          m.first(idx, bad))
 
 
 def _states(m) -> dict:
