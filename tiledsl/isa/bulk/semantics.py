@@ -31,13 +31,7 @@ def semantics(n: ir.Native, cx):
         size = int(g[2][0].text, 0)
 
         def copy(m, idx):
-            db, sb = dst.bytes(m, idx), src.bytes(m, idx)
-            _aligned(m, idx, loc, db, sb, "bulk copy")
-            smem, dmem = m.mem[src.st], m.mem[dst.st]
-            m.check(smem, np.uint8, sb, idx, loc, "read")
-            m.check(smem, np.uint8, sb + size - 1, idx, loc, "read")
-            m.check(dmem, np.uint8, db, idx, loc, "write")
-            m.check(dmem, np.uint8, db + size - 1, idx, loc, "write")
+            db, sb, smem, dmem = _checked_spans(m, idx, loc, dst, src, size, "bulk copy")
             rows = m.rows(dmem, idx)
             k = np.arange(size)
             dmem.raw[rows[:, None], db[:, None] + k[None, :]] = smem.raw[sb[:, None] + k[None, :]]
@@ -50,13 +44,7 @@ def semantics(n: ir.Native, cx):
         size = int(g[2][0].text, 0)
 
         def reduce(m, idx):
-            db, sb = dst.bytes(m, idx), src.bytes(m, idx)
-            _aligned(m, idx, loc, db, sb, "bulk reduction")
-            smem, dmem = m.mem[src.st], m.mem[dst.st]
-            m.check(smem, np.uint8, sb, idx, loc, "read")
-            m.check(smem, np.uint8, sb + size - 1, idx, loc, "read")
-            m.check(dmem, np.uint8, db, idx, loc, "write")
-            m.check(dmem, np.uint8, db + size - 1, idx, loc, "write")
+            db, sb, smem, dmem = _checked_spans(m, idx, loc, dst, src, size, "bulk reduction")
             srows = m.rows(smem, idx)
             sf, df = smem.view(np.float32), dmem.view(np.float32)
             k = np.arange(size // 4)
@@ -119,6 +107,21 @@ def semantics(n: ir.Native, cx):
                                        f"(on the GPU this hangs)", _flat(idx, pos))
         return wait
     raise native_error(n, "the interpreter has no semantics for this opcode")
+
+
+def _checked_spans(m, idx, loc, dst: AddrOp, src: AddrOp, size: int, what: str):
+    """(destination byte offsets, source byte offsets, source memory, destination memory) of the issuing threads, once
+    both spans of `size` bytes are 16-byte aligned and lie inside their memories: a bulk copy and a bulk reduction
+    owe the same checks before they move a byte (a fault names `what`, the user's line and the first bad thread)."""
+    db, sb = dst.bytes(m, idx), src.bytes(m, idx)
+    _aligned(m, idx, loc, db, sb, what)
+    smem, dmem = m.mem[src.st], m.mem[dst.st]
+    # the first and the last byte of each span: the spans are contiguous, so these bound every byte between
+    m.check(smem, np.uint8, sb, idx, loc, "read")
+    m.check(smem, np.uint8, sb + size - 1, idx, loc, "read")
+    m.check(dmem, np.uint8, db, idx, loc, "write")
+    m.check(dmem, np.uint8, db + size - 1, idx, loc, "write")
+    return db, sb, smem, dmem
 
 
 def _aligned(m, idx, loc, db, sb, what: str):
