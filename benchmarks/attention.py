@@ -36,6 +36,7 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.dirname(os.path.abspath(__file__))]
 
+from attention_rows import best_of, explicit_configs, notes, ratio, timing, tflops  # noqa: E402
 from kernels import bench  # noqa: E402
 
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
@@ -87,9 +88,7 @@ def run_shape(torch, A, dtype, D, N, causal, configs, quick, fa2_target=None):
     B, H = 16384 // N, 2048 // D
     torch.manual_seed(N + D)
     q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(3))
-    flop = 4 * B * H * N * N * D / (2 if causal else 1)
-    tf = lambda ms: flop / (ms * 1e-3) / 1e12  # noqa: E731
-    reps = dict(reps=10, min_ms=50.0) if quick else {}
+    tf, reps = timing(4 * B * H * N * N * D / (2 if causal else 1), quick)
     row = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": f"{B}x{H}", "ok": True}
     ours = {}
     for w in configs:
@@ -142,9 +141,7 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
     torch.manual_seed(N + D + 1)
     q, k, v, do = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(4))
     scale = 1.0 / math.sqrt(D)
-    flop = 10 * B * H * N * N * D / (2 if causal else 1)
-    tf = lambda ms: flop / (ms * 1e-3) / 1e12  # noqa: E731
-    reps = dict(reps=10, min_ms=50.0) if quick else {}
+    tf, reps = timing(10 * B * H * N * N * D / (2 if causal else 1), quick)
     row = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": f"{B}x{H}"}
     o, lse = A.attention(q, k, v, causal=causal)
     pairs = [(0, 0), (B - 1, H - 1)]
@@ -189,18 +186,15 @@ def _bwd_header():
 
 
 def _bwd_line(r):
-    f = lambda x: "n/a" if x is None else f"{x:.0f}"  # noqa: E731
     have = {b: r.get(b) for b in ("flash", "cudnn", "eff") if r.get(b)}
     best = max(have, key=have.get) if have else None
-    ratio = "n/a" if not r.get("ours") or best is None else f"{r['ours'] / have[best]:.2f}"
+    vs_best = "n/a" if not r.get("ours") or best is None else f"{r['ours'] / have[best]:.2f}"
     err = r.get("err")
     err = "ERROR" if err is None else f"{err:.1e}" + ("" if r["ok"] else " FAIL")
-    each = r.get("each") or {}
-    warps = str(r.get("warps", "-")) + (" (" + ", ".join(f"{w}: {t:.0f}" for w, t in each.items()) + ")"
-                                        if len(each) > 1 else "")
+    warps = best_of(r.get("warps", "-"), r.get("each") or {})
     return (f"| {r['dtype']} | {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | {warps} | "
-            f"{f(r.get('ours'))} | {f(r.get('flash'))} | {f(r.get('cudnn'))} | {f(r.get('eff'))} | {best or 'n/a'} | "
-            f"{ratio} | {err}" + (f" ({'; '.join(r['notes'])})" if r.get("notes") else "") + " |")
+            f"{tflops(r.get('ours'))} | {tflops(r.get('flash'))} | {tflops(r.get('cudnn'))} | "
+            f"{tflops(r.get('eff'))} | {best or 'n/a'} | {vs_best} | {err}{notes(r)} |")
 
 
 def plot(path, fwd_rows, bwd_rows, title):
@@ -301,7 +295,7 @@ def main(argv=None):
                                        "fa3pp": [AH.CONFIGS[D]] + [c for c in pp if c != AH.CONFIGS[D]],
                                        "both": [A.default_config(D, (1, 1, 1, N, N)), AH.CONFIGS[D]]}[opts.configs]
                         else:
-                            configs = [tuple(int(x) for x in c.split(".")) for c in opts.configs.split(",")]
+                            configs = explicit_configs(opts.configs)
                         r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick, opts.fa2_target)
                     except Exception:                # report and go on: one table per run
                         traceback.print_exc()
@@ -355,16 +349,11 @@ def _header():
 
 
 def _line(r):
-    f = lambda x: "n/a" if x is None else f"{x:.0f}"  # noqa: E731
-    ratio = lambda b: "n/a" if not r.get("ours") or not r.get(b) else f"{r['ours'] / r[b]:.2f}"  # noqa: E731
-    each = r.get("each") or {}
-    name = lambda c: ".".join(map(str, c)) if isinstance(c, tuple) else str(c)  # noqa: E731
-    cfg = name(r["config"]) + (" (" + ", ".join(f"{name(c)}: {t:.0f}" for c, t in each.items()) + ")"
-                               if len(each) > 1 else "")
+    cfg = best_of(r["config"], r.get("each") or {})
     return (f"| {r['dtype']} | {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | {cfg} | "
-            f"{f(r.get('ours'))} | {f(r.get('flash'))} | {f(r.get('cudnn'))} | {f(r.get('eff'))} | {ratio('flash')} | "
-            f"{ratio('cudnn')} | {ratio('eff')} | {', '.join(r.get('err', []))}"
-            + (f" ({'; '.join(r['notes'])})" if r.get("notes") else "") + " |")
+            f"{tflops(r.get('ours'))} | {tflops(r.get('flash'))} | {tflops(r.get('cudnn'))} | {tflops(r.get('eff'))} | "
+            f"{ratio(r, 'ours', 'flash')} | {ratio(r, 'ours', 'cudnn')} | {ratio(r, 'ours', 'eff')} | "
+            f"{', '.join(r.get('err', []))}{notes(r)} |")
 
 
 if __name__ == "__main__":

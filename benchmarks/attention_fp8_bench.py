@@ -14,6 +14,8 @@ within 1e-3.
 """
 import math
 
+from attention_rows import best_of, explicit_configs, notes, ratio, timing, tflops
+
 P_ULP = 2.0 ** -4
 # FP8 wgmma keeps about 14 bits of its sums (not full fp32): 1.5e-3 to 4.8e-3 of LSE error seen on the H200
 LSE_TOL = 1e-2
@@ -39,9 +41,7 @@ def run_fp8_shape(torch, reference, bench, D, N, causal, configs, quick):
     B, H = 16384 // N, 2048 // D
     (q8, dq), (k8, dk), (v8, dv) = _inputs(torch, B, H, N, D, N + D)
     scale = 1.0 / math.sqrt(D)
-    flop = 4 * B * H * N * N * D / (2 if causal else 1)
-    tf = lambda ms: flop / (ms * 1e-3) / 1e12  # noqa: E731
-    reps = dict(reps=10, min_ms=50.0) if quick else {}
+    tf, reps = timing(4 * B * H * N * N * D / (2 if causal else 1), quick)
     row = {"causal": causal, "D": D, "N": N, "BH": f"{B}x{H}", "ok": True, "err": []}
     pairs = [(0, 0), (B - 1, H - 1)]
     real = [(x.float() * d) for x, d in ((q8, dq), (k8, dk), (v8, dv))]
@@ -94,16 +94,10 @@ def header():
 
 
 def line(r):
-    f = lambda x: "n/a" if x is None else f"{x:.0f}"  # noqa: E731
-    ratio = lambda b: "n/a" if not r.get("fp8") or not r.get(b) else f"{r['fp8'] / r[b]:.2f}"  # noqa: E731
-    name = lambda c: ".".join(map(str, c)) if isinstance(c, tuple) else str(c)  # noqa: E731
-    each = r.get("each") or {}
-    cfg = name(r.get("config", "-")) + (" (" + ", ".join(f"{name(c)}: {t:.0f}" for c, t in each.items()) + ")"
-                                        if len(each) > 1 else "")
-    return (f"| {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | {cfg} | {f(r.get('fp8'))} | "
-            f"{f(r.get('kernel'))} | {f(r.get('fa3_f16'))} | {f(r.get('cudnn'))} | {ratio('fa3_f16')} | "
-            f"{ratio('cudnn')} | {', '.join(r.get('err', []))}"
-            + (f" ({'; '.join(r['notes'])})" if r.get("notes") else "") + " |")
+    cfg = best_of(r.get("config", "-"), r.get("each") or {})
+    return (f"| {'yes' if r['causal'] else 'no'} | {r['D']} | {r['N']} | {r['BH']} | {cfg} | {tflops(r.get('fp8'))} | "
+            f"{tflops(r.get('kernel'))} | {tflops(r.get('fa3_f16'))} | {tflops(r.get('cudnn'))} | "
+            f"{ratio(r, 'fp8', 'fa3_f16')} | {ratio(r, 'fp8', 'cudnn')} | {', '.join(r.get('err', []))}{notes(r)} |")
 
 
 def main_fp8(torch, reference, bench, dims, ns, configs_opt, quick):
@@ -118,7 +112,7 @@ def main_fp8(torch, reference, bench, dims, ns, configs_opt, quick):
         elif configs_opt == "fa3all":
             configs = F.CANDIDATES[D]
         else:
-            configs = [tuple(int(x) for x in c.split(".")) for c in configs_opt.split(",")]
+            configs = explicit_configs(configs_opt)
         for N in ns:
             for causal in (False, True):
                 try:
