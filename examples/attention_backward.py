@@ -144,6 +144,23 @@ def make_delta(dtype, D, BH, N, NP):
     return attention_bwd_delta
 
 
+@tiledsl.inline
+def cast_row8(X, src, Y, i, dtype):
+    """Y's row i (8 values of `dtype`, round to nearest even) from X's row src (8 float32): two 16-byte loads and
+    one 16-byte store a thread. The gradient casts here and examples/attention_backward_hopper.py's dQ cast differ
+    only in which row they read."""
+    f = T.alloc_local((2, 4), "uint32")
+    ff = f.view(dtype="float32")
+    Xw = X.view(dtype="uint32")
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[0], Xw[src, 0:4])
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[1], Xw[src, 4:8])
+    r = T.alloc_local((1, 4), "uint32")
+    h = r.view(dtype=dtype)
+    for j in T.unroll(8):
+        h[0, j] = T.cast(ff[j // 4, j % 4], dtype)
+    T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Y.view(dtype="uint32")[i, 0:4], r[0])
+
+
 def make_cast(dtype, n8):
     """Write n8 * 8 float32 values as `dtype` (round to nearest even), 8 a thread (two 16-byte loads, one store)."""
     key = ("cast", dtype, n8)
@@ -156,16 +173,7 @@ def make_cast(dtype, n8):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=256))
         i = T.cuda.block_id() * 256 + T.cuda.thread_id()
         if i < n8:
-            f = T.alloc_local((2, 4), "uint32")
-            ff = f.view(dtype="float32")
-            Xw = X.view(dtype="uint32")
-            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[0], Xw[i, 0:4])
-            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[1], Xw[i, 4:8])
-            r = T.alloc_local((1, 4), "uint32")
-            h = r.view(dtype=dtype)
-            for j in T.unroll(8):
-                h[0, j] = T.cast(ff[j // 4, j % 4], dtype)
-            T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Y.view(dtype="uint32")[i, 0:4], r[0])
+            cast_row8(X, i, Y, i, dtype)
 
     _KERNELS[key] = attention_bwd_cast
     return attention_bwd_cast

@@ -49,6 +49,7 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
+from attention_backward import cast_row8
 from hopper_producer import elect_one
 
 LOG2E = 1.4426950408889634
@@ -423,16 +424,7 @@ def make_cast_dq(dtype, BH, N, D=128):
             p = 2 * (g % 8) + (m % 16) // 8
             t0 = 32 * (m // 16) + 4 * (m % 8)
             src = ((bh * NQT + n // BM) * CONS + g // 8) * (BM * 64 // 8) + (128 * p + t0) // 4
-            f = T.alloc_local((2, 4), "uint32")
-            ff = f.view(dtype="float32")
-            Xw = X.view(dtype="uint32")
-            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[0], Xw[src, 0:4])
-            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[1], Xw[src, 4:8])
-            h = T.alloc_local((1, 4), "uint32")
-            hv = h.view(dtype=dtype)
-            for j in T.unroll(8):
-                hv[0, j] = T.cast(ff[j // 4, j % 4], dtype)
-            T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Y.view(dtype="uint32")[i, 0:4], h[0])
+            cast_row8(X, src, Y, i, dtype)
 
     _KERNELS[key] = attention_bwd_cast_dq
     return attention_bwd_cast_dq
