@@ -49,6 +49,46 @@ def halves_expected(a):
     return (a + 7)[i // 128 * 128 + (i + 64) % 128].astype(np.uint32)
 
 
+# The two ping-pong kernels below differ only in how the consumers' turns are written (two copies of the loop with
+# immediate barrier ids, or one copy with ids computed from the warpgroup); the set-up, the producer and what a
+# turn does are these helpers, so the two kernels test the same exchange.
+
+@tiledsl.inline
+def pingpong_setup(tid):
+    """(data, full, cnt): the producer's 2 * ROUNDS rows in shared memory, the mbarrier its 128 threads complete,
+    and the log position the consumers advance; thread 0 initialises them before the block meets."""
+    data = T.alloc_shared((2 * ROUNDS, 128), "uint32")
+    full = T.alloc_shared((1,), "uint64")
+    cnt = T.alloc_shared((1,), "uint32")
+    if tid == 0:
+        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[0:1], 128)
+        T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        cnt[0] = 0
+    T.cuda.syncthreads()
+    return data, full, cnt
+
+
+@tiledsl.inline
+def pingpong_produce(A, data, full, t):
+    """The producer warpgroup: every row of A times 3 into shared memory, then its arrival on `full`."""
+    for r in range(2 * ROUNDS):
+        data[r, t] = A[r, t] * 3
+    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], full[0:1])
+
+
+@tiledsl.inline
+def pingpong_turn(Out, Log, data, cnt, t, local_bar, tag, row):
+    """One consumer turn (its warpgroup holds the turn): read the log position, meet on the warpgroup's own
+    barrier `local_bar` so every thread has read it before thread 0 appends `tag` and moves it, and write output
+    row `row` offset by the position (the order of the turns shows in both)."""
+    pos = cnt[0]
+    T.cuda.tile.apply(T.ptx["bar.sync"], local_bar, 128)
+    if t == 0:
+        Log[pos] = T.cast(tag, "uint32")
+        cnt[0] = pos + 1
+    Out[row, t] = data[row, t] + pos
+
+
 @tiledsl.jit
 def pingpong(A: T.Tensor((2 * ROUNDS, 128), "uint32"), Out: T.Tensor((2 * ROUNDS, 128), "uint32"),
              Log: T.Tensor((2 * ROUNDS,), "uint32")):
@@ -59,40 +99,21 @@ def pingpong(A: T.Tensor((2 * ROUNDS, 128), "uint32"), Out: T.Tensor((2 * ROUNDS
     tid = T.cuda.thread_id()
     wg = tid // 128
     t = tid % 128
-    data = T.alloc_shared((2 * ROUNDS, 128), "uint32")
-    full = T.alloc_shared((1,), "uint64")
-    cnt = T.alloc_shared((1,), "uint32")
-    if tid == 0:
-        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[0:1], 128)
-        T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
-        cnt[0] = 0
-    T.cuda.syncthreads()
+    data, full, cnt = pingpong_setup(tid)
     if wg == 0:                                           # the producer
-        for r in range(2 * ROUNDS):
-            data[r, t] = A[r, t] * 3
-        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], full[0:1])
+        pingpong_produce(A, data, full, t)
     else:
         T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[0:1], 0)
         if wg == 1:                                       # consumer 1 goes first
             for i in range(ROUNDS):
                 T.cuda.tile.apply(T.ptx["bar.sync"], 1, 256)         # my turn (consumer 2 arrived)
-                pos = cnt[0]
-                T.cuda.tile.apply(T.ptx["bar.sync"], 3, 128)         # every thread read pos before it moves
-                if t == 0:
-                    Log[pos] = T.cast(100 + i, "uint32")
-                    cnt[0] = pos + 1
-                Out[2 * i, t] = data[2 * i, t] + pos
+                pingpong_turn(Out, Log, data, cnt, t, 3, 100 + i, 2 * i)
                 T.cuda.tile.apply(T.ptx["bar.arrive"], 2, 256)       # consumer 2's turn
         else:
             T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)           # consumer 1 may start
             for i in range(ROUNDS):
                 T.cuda.tile.apply(T.ptx["bar.sync"], 2, 256)
-                pos = cnt[0]
-                T.cuda.tile.apply(T.ptx["bar.sync"], 4, 128)
-                if t == 0:
-                    Log[pos] = T.cast(200 + i, "uint32")
-                    cnt[0] = pos + 1
-                Out[2 * i + 1, t] = data[2 * i + 1, t] + pos
+                pingpong_turn(Out, Log, data, cnt, t, 4, 200 + i, 2 * i + 1)
                 if i < ROUNDS - 1:
                     T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
 
@@ -107,18 +128,9 @@ def pingpong_shared(A: T.Tensor((2 * ROUNDS, 128), "uint32"), Out: T.Tensor((2 *
     tid = T.cuda.thread_id()
     wg = tid // 128
     t = tid % 128
-    data = T.alloc_shared((2 * ROUNDS, 128), "uint32")
-    full = T.alloc_shared((1,), "uint64")
-    cnt = T.alloc_shared((1,), "uint32")
-    if tid == 0:
-        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[0:1], 128)
-        T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
-        cnt[0] = 0
-    T.cuda.syncthreads()
+    data, full, cnt = pingpong_setup(tid)
     if wg == 0:                                           # the producer
-        for r in range(2 * ROUNDS):
-            data[r, t] = A[r, t] * 3
-        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], full[0:1])
+        pingpong_produce(A, data, full, t)
     else:
         T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[0:1], 0)
         c = wg - 1
@@ -126,12 +138,7 @@ def pingpong_shared(A: T.Tensor((2 * ROUNDS, 128), "uint32"), Out: T.Tensor((2 *
             T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)           # consumer 1 may start
         for i in range(ROUNDS):
             T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 256)         # my turn
-            pos = cnt[0]
-            T.cuda.tile.apply(T.ptx["bar.sync"], 3 + c, 128)         # every thread read pos before it moves
-            if t == 0:
-                Log[pos] = T.cast(100 * (c + 1) + i, "uint32")
-                cnt[0] = pos + 1
-            Out[2 * i + c, t] = data[2 * i + c, t] + pos
+            pingpong_turn(Out, Log, data, cnt, t, 3 + c, 100 * (c + 1) + i, 2 * i + c)
             if c == 0 or i < ROUNDS - 1:                             # consumer 2's last turn hands to nobody
                 T.cuda.tile.apply(T.ptx["bar.arrive"], 2 - c, 256)
 
