@@ -25,6 +25,16 @@ def _sm90():
     return torch
 
 
+def _qkv(torch, seed, q_shape, kv_shape=None, dtype="float16"):
+    """q, k, v of standard normal values on the GPU, drawn in that order after torch.manual_seed(seed) (so each test
+    keeps its own inputs); k and v have q's shape unless kv_shape (grouped-query, longer keys) says otherwise."""
+    torch.manual_seed(seed)
+    dt = getattr(torch, dtype)
+    q = torch.randn(*q_shape, device="cuda", dtype=dt)
+    k, v = (torch.randn(*(kv_shape or q_shape), device="cuda", dtype=dt) for _ in range(2))
+    return q, k, v
+
+
 def _tolerance(ro, dt, dtype):
     tol = 2e-3
     if dtype == "bfloat16":
@@ -40,10 +50,9 @@ def _tolerance(ro, dt, dtype):
 @pytest.mark.parametrize("N", sorted(GPU_SHAPES))
 def test_fa3_matches_fp32_reference(dtype, D, causal, N):
     torch = _sm90()
-    torch.manual_seed(N + D + causal)
     dt = getattr(torch, dtype)
     B, H, _, _, _ = GPU_SHAPES[N]
-    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(3))
+    q, k, v = _qkv(torch, N + D + causal, (B, H, N, D), dtype=dtype)
     o, lse = AH.attention_hopper(q, k, v, causal=causal)
     torch.cuda.synchronize()
     assert o.dtype == dt and o.shape == q.shape and lse.dtype == torch.float32 and lse.shape == (B, H, N)
@@ -56,10 +65,8 @@ def test_fa3_matches_fp32_reference(dtype, D, causal, N):
 @pytest.mark.parametrize("shape", GQA_SHAPES, ids=["gqa4", "mqa"])
 def test_fa3_grouped_query(causal, shape):
     torch = _sm90()
-    torch.manual_seed(7)
     B, H, HK, N, NK = shape
-    q = torch.randn(B, H, N, 128, device="cuda", dtype=torch.float16)
-    k, v = (torch.randn(B, HK, NK, 128, device="cuda", dtype=torch.float16) for _ in range(2))
+    q, k, v = _qkv(torch, 7, (B, H, N, 128), (B, HK, NK, 128))
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=GQA_SCALE)
     ro, rl = _reference(q, k, v, causal, GQA_SCALE)
     assert (o.float() - ro).abs().max().item() <= 2e-3
@@ -69,8 +76,7 @@ def test_fa3_grouped_query(causal, shape):
 @pytest.mark.parametrize("causal", [False, True])
 def test_fa3_head_dim_256(causal):
     torch = _sm90()
-    torch.manual_seed(5)
-    q, k, v = (torch.randn(1, 4, 1000, 256, device="cuda", dtype=torch.float16) for _ in range(3))
+    q, k, v = _qkv(torch, 5, (1, 4, 1000, 256))
     o, lse = AH.attention_hopper(q, k, v, causal=causal)
     ro, rl = _reference(q, k, v, causal, 1.0 / 16)
     assert (o.float() - ro).abs().max().item() <= 2e-3
@@ -79,9 +85,7 @@ def test_fa3_head_dim_256(causal):
 
 def test_fa3_keys_longer_than_queries():
     torch = _sm90()
-    torch.manual_seed(3)
-    q = torch.randn(1, 4, 300, 64, device="cuda", dtype=torch.float16)
-    k, v = (torch.randn(1, 2, 1234, 64, device="cuda", dtype=torch.float16) for _ in range(2))
+    q, k, v = _qkv(torch, 3, (1, 4, 300, 64), (1, 2, 1234, 64))
     o, lse = AH.attention_hopper(q, k, v)
     ro, rl = _reference(q, k, v, False, 0.125)
     assert (o.float() - ro).abs().max().item() <= 2e-3 and (lse - rl).abs().max().item() <= 1e-3
@@ -121,8 +125,7 @@ def test_fa3_sass_is_hgmma_and_tma_without_local_memory(D):
 
 def test_attention_path_none_takes_fa3_on_sm90(monkeypatch):
     torch = _sm90()
-    torch.manual_seed(1)
-    q, k, v = (torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    q, k, v = _qkv(torch, 1, (1, 2, 256, 128))
     assert A._fa3_fits(q, k, v)
     calls = []
     real = AH.attention_hopper
@@ -145,8 +148,7 @@ def test_attention_path_none_takes_fa3_on_sm90(monkeypatch):
 @pytest.mark.parametrize("causal", [False, True])
 def test_fa3_every_candidate_configuration(D, causal):
     torch = _sm90()
-    torch.manual_seed(11)
-    q, k, v = (torch.randn(*GPU_SHAPES[1000][:2], 1000, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = _qkv(torch, 11, (*GPU_SHAPES[1000][:2], 1000, D), dtype="bfloat16")
     ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
     for config in AH.CANDIDATES[D]:
         o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
@@ -162,10 +164,9 @@ def test_fa3_ping_pong_configurations(dtype, D, causal, N):
     # the consumers taking turns through named barriers (AH.PINGPONG_CANDIDATES): ragged and long N, f16 and bf16;
     # a wrong turn order hangs (the test times out) rather than erring
     torch = _sm90()
-    torch.manual_seed(N + D + causal)
     dt = getattr(torch, dtype)
     B, H = GPU_SHAPES[N][:2]
-    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(3))
+    q, k, v = _qkv(torch, N + D + causal, (B, H, N, D), dtype=dtype)
     ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
     for config in AH.PINGPONG_CANDIDATES[D]:
         o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
@@ -178,10 +179,8 @@ def test_fa3_ping_pong_configurations(dtype, D, causal, N):
 @pytest.mark.parametrize("shape", GQA_SHAPES, ids=["gqa4", "mqa"])
 def test_fa3_ping_pong_grouped_query(causal, shape):
     torch = _sm90()
-    torch.manual_seed(8)
     B, H, HK, N, NK = shape
-    q = torch.randn(B, H, N, 128, device="cuda", dtype=torch.float16)
-    k, v = (torch.randn(B, HK, NK, 128, device="cuda", dtype=torch.float16) for _ in range(2))
+    q, k, v = _qkv(torch, 8, (B, H, N, 128), (B, HK, NK, 128))
     ro, rl = _reference(q, k, v, causal, GQA_SCALE)
     for config in ((2, 128, 2, 0, 1), (2, 128, 2, 1, 1)):
         o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=GQA_SCALE, config=config)

@@ -37,6 +37,15 @@ def _hopper():
     return torch
 
 
+def _operands(torch, M, N, K, dt, seed):
+    """(a, b, ref, g): a (M, K) and b (N, K) of dtype dt, standard normal, drawn on the GPU from the generator g
+    seeded `seed` (returned: a test may draw more from it, e.g. a bias), and ref = a @ b^T in fp32."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    b = torch.randn(N, K, device="cuda", dtype=dt, generator=g)
+    return a, b, a.float() @ b.float().T, g
+
+
 def _rel_err(torch, c, ref):
     c = c.float()
     return max(((c - ref).norm() / ref.norm()).item(), ((c - ref).abs().max() / ref.abs().max()).item())
@@ -50,10 +59,7 @@ def _rel_err(torch, c, ref):
 def test_against_torch(M, N, K, dtype):
     torch = _hopper()
     dt = getattr(torch, dtype)
-    g = torch.Generator(device="cuda").manual_seed(M + N + K)
-    a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
-    b = torch.randn(N, K, device="cuda", dtype=dt, generator=g)
-    ref = a.float() @ b.float().T
+    a, b, ref, _ = _operands(torch, M, N, K, dt, M + N + K)
     for _ in range(2):                       # the reference launcher (encodes the maps), then the generated one
         c = H.hopper_matmul(a, b)
         torch.cuda.synchronize()
@@ -84,10 +90,7 @@ def test_persistent_against_torch(M, N, K, bn, dtype):
     split TMA-store epilogue where C's rows allow a tensor map (plain stores at N = 4097)."""
     torch = _hopper()
     dt = getattr(torch, dtype)
-    g = torch.Generator(device="cuda").manual_seed(M + N + K + bn)
-    a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
-    b = torch.randn(N, K, device="cuda", dtype=dt, generator=g)
-    ref = a.float() @ b.float().T
+    a, b, ref, _ = _operands(torch, M, N, K, dt, M + N + K + bn)
     for _ in range(2):
         c = H.hopper_matmul(a, b, persistent=True, bn=bn)
         torch.cuda.synchronize()
@@ -210,11 +213,8 @@ def test_fused_epilogues_against_torch(M, N, K, activation, with_bias, dtype):
     store where C's rows allow it: plain stores at N = 4097, the bias read clamped at the ragged edge)."""
     torch = _hopper()
     dt = getattr(torch, dtype)
-    g = torch.Generator(device="cuda").manual_seed(M + N + K)
-    a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
-    b = torch.randn(N, K, device="cuda", dtype=dt, generator=g)
+    a, b, ref, g = _operands(torch, M, N, K, dt, M + N + K)
     bias = (torch.randn(N, device="cuda", dtype=dt, generator=g) * 8) if with_bias else None
-    ref = a.float() @ b.float().T
     if with_bias:
         ref = torch.addmm(bias.float(), a.float(), b.float().T)
     ref = _act_torch(torch, ref, activation)
@@ -364,10 +364,7 @@ def test_split_k_against_torch(M, N, K, split_k, dtype):
     finishing its columns; deterministic: a second run is bit for bit the first."""
     torch = _hopper()
     dt = getattr(torch, dtype)
-    g = torch.Generator(device="cuda").manual_seed(M + N + K)
-    a = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
-    b = torch.randn(N, K, device="cuda", dtype=dt, generator=g)
-    ref = a.float() @ b.float().T
+    a, b, ref, _ = _operands(torch, M, N, K, dt, M + N + K)
     first = H.hopper_matmul(a, b, split_k=split_k)
     again = H.hopper_matmul(a, b, split_k=split_k)
     torch.cuda.synchronize()
