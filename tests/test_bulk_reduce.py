@@ -73,15 +73,21 @@ def test_needs_sm90():
         make().compile(a, out, target="sm_80")
 
 
-def k_not_16(A: T.Tensor((2, N), "float32"), Out: T.Tensor((N,), "float32")):
+@tiledsl.inline
+def one_warp_and_a_stage():
+    """The launch (one warp) and the float32 stage in shared memory of the bad-operand kernels below, so that each
+    is its one wrong line (marked BAD: the test checks the error names that line)."""
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    stage = T.alloc_shared((N,), "float32")
+    return T.alloc_shared((N,), "float32")
+
+
+def k_not_16(A: T.Tensor((2, N), "float32"), Out: T.Tensor((N,), "float32")):
+    stage = one_warp_and_a_stage()
     T.cuda.tile.apply(T.ptx[REDUCE], Out[0:6], stage[0:6], copy_bytes=24)  # BAD
 
 
 def k_scopes_swapped(A: T.Tensor((2, N), "float32"), Out: T.Tensor((N,), "float32")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    stage = T.alloc_shared((N,), "float32")
+    stage = one_warp_and_a_stage()
     T.cuda.tile.apply(T.ptx[REDUCE], stage, Out, copy_bytes=N * 4)  # BAD
 
 
@@ -91,27 +97,23 @@ def k_both_global(A: T.Tensor((2, N), "float32"), Out: T.Tensor((N,), "float32")
 
 
 def k_uint32(A: T.Tensor((2, N), "float32"), Out: T.Tensor((N,), "float32")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    stage = T.alloc_shared((N,), "float32")
+    stage = one_warp_and_a_stage()
     T.cuda.tile.apply(T.ptx[REDUCE], Out.view(dtype="uint32"), stage.view(dtype="uint32"), copy_bytes=N * 4)  # BAD
 
 
 def k_with_mbarrier(A: T.Tensor((2, N), "float32"), Out: T.Tensor((N,), "float32")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    stage = T.alloc_shared((N,), "float32")
+    stage = one_warp_and_a_stage()
     bar = T.alloc_shared((1,), "uint64")
     T.cuda.tile.apply(T.ptx[REDUCE], Out, stage, bar, copy_bytes=N * 4)  # BAD
 
 
 def k_misaligned(A: T.Tensor((2, N), "float32"), Out: T.Tensor((N,), "float32")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    stage = T.alloc_shared((N,), "float32")
+    stage = one_warp_and_a_stage()
     T.cuda.tile.apply(T.ptx[REDUCE], Out[1:5], stage[0:4], copy_bytes=16)  # BAD
 
 
 def k_min(A: T.Tensor((2, N), "float32"), Out: T.Tensor((N,), "float32")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    stage = T.alloc_shared((N,), "float32")
+    stage = one_warp_and_a_stage()
     T.cuda.tile.apply(T.ptx["cp.reduce.async.bulk.global.shared::cta.bulk_group.min.f32"], Out, stage,  # BAD
                       copy_bytes=N * 4)
 
