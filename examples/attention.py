@@ -82,6 +82,16 @@ def layouts(D, warps, mi):
 _KERNELS = {}
 
 
+# The causal tile count of every forward kernel (this FA2 one and the FA3 ones of examples/attention_hopper.py and
+# examples/attention_fp8.py): one definition, so the three agree. One expression (not an assignment the causal case
+# overwrites): the kernels' PTX stays what it was when each wrote these lines itself.
+@tiledsl.inline
+def key_tiles(qb, NKT, BM, BN, causal):
+    """The key tiles (of BN keys; NKT in all) that query block qb (of BM rows) visits: causal stops at the one
+    holding the block's last row's diagonal."""
+    return T.min(NKT, ((qb + 1) * BM + BN - 1) // BN) if causal else NKT
+
+
 # (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
 CONFIGS = {64: (8, 1, 1), 128: (8, 1, 1), 256: (4, 1, 0)}
 # where N and N_kv are whole tiles, a faster configuration serves: on the H200 at D = 128, N = 4096, f16, compiled
@@ -214,10 +224,7 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
         ld_k = sk.view(2, NI // 2, KD, 4, 8, 4, layout=L_LD_K)
         ld_v = sv.view(2, KT, DN // 2, 4, 8, 4, layout=L_LD_V)
 
-        # the tiles this block visits: causal stops at the one holding the block's last row's diagonal
-        ntiles = NKT
-        if causal:
-            ntiles = T.min(NKT, ((qb + 1) * BM + BN - 1) // BN)
+        ntiles = key_tiles(qb, NKT, BM, BN, causal)
 
         # prologue: Q and K[0] in one group, V[0] in the next
         for j in T.unroll(CPT_Q):

@@ -36,9 +36,9 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
+from attention import key_tiles
 from attention_hopper import CONSUMER_REGS, LOG2E, PRODUCER_REGS, SMEM_LIMIT, _flat
 from hopper_attention_parts import forward_parts
-from hopper_producer import elect_one
 
 SWIZZLE = {64: (2, 4, 3), 128: (3, 4, 3)}   # 16-byte chunk c of a 64/128-byte row r at c ^ (r % 4 or 8), in bytes
 KEY_BLOCK = 16                              # V^T's keys are permuted within blocks of 16 (the P fragment's period)
@@ -152,8 +152,9 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
 
     parts = forward_parts(shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV,
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=False, cvt_o=CVT_O, overlap=OVERLAP,
-                          pingpong=0, p_regs=p_regs, to_p=to_p)
-    init_barriers, load_ring, consume, store = parts.init_barriers, parts.load_ring, parts.consume, parts.store
+                          pingpong=0, p_regs=p_regs, to_p=to_p,
+                          producer_regs=PRODUCER_REGS)
+    ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
 
     @tiledsl.jit
     def attention_fp8_fa3(Q: T.TensorMap((B * H, N, D), "uint8", box=(1, BM, BC), swizzle=BC),
@@ -175,25 +176,16 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
         sq = T.alloc_shared((DH * BM * BC,), "uint8")
         sk = T.alloc_shared((STG * DH * BN * BC,), "uint8")
         sv_ = T.alloc_shared((STG * D * BN,), "uint8")
-        qbar = T.alloc_shared((1,), "uint64")         # Q has landed
-        fullk = T.alloc_shared((STG,), "uint64")      # stage s holds K of its tile (phase u: the u-th fill)
-        fullv = T.alloc_shared((STG,), "uint64")      # ... and V^T
-        empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
+        qbar, fullk, fullv, empty = ring_barriers(tid)
         tq = sq.view(DH, 1, BM, BC, layout=L_TQ)
         tk = sk.view(STG, DH, 1, BN, BC, layout=L_TK)
         tv = sv_.view(STG, 1, D, BN, layout=L_TV)
         wq = sq.view(DH, CONS, 1, BC // 32, 64, 32, layout=L_WQ)
         wk = sk.view(STG, DH, 1, BC // 32, BN, 32, layout=L_WK)
         wv = sv_.view(STG, 1, KR, D, 32, layout=L_WV)
-        init_barriers(tid, qbar, fullk, fullv, empty)
-        ntiles = NKT
-        if causal:
-            ntiles = T.min(NKT, ((qb + 1) * BM + BN - 1) // BN)
+        ntiles = key_tiles(qb, NKT, BM, BN, causal)
         if wg == 0:
-            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
-            if T.cuda.warp_id() == 0:
-                if elect_one() == 1:
-                    load_ring(Q, K, VT, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
+            produce(Q, K, VT, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
             c = wg - 1

@@ -53,8 +53,8 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
+from attention import key_tiles
 from hopper_attention_parts import forward_parts
-from hopper_producer import elect_one
 
 LOG2E = 1.4426950408889634
 SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
@@ -176,8 +176,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
 
     parts = forward_parts(shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV,
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
-                          pingpong=PINGPONG, p_regs=p_regs, to_p=to_p)
-    init_barriers, load_ring, consume, store = parts.init_barriers, parts.load_ring, parts.consume, parts.store
+                          pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
+                          producer_regs=PRODUCER_REGS)
+    ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
 
     @tiledsl.jit
     def attention_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
@@ -199,27 +200,16 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
         sq = T.alloc_shared((DH * BM * 64,), dtype)
         sk = T.alloc_shared((STG * DH * BN * 64,), dtype)
         sv_ = T.alloc_shared((STG * DH * BN * 64,), dtype)
-        qbar = T.alloc_shared((1,), "uint64")         # Q has landed
-        fullk = T.alloc_shared((STG,), "uint64")      # stage s holds K of its tile (phase u: the u-th fill)
-        fullv = T.alloc_shared((STG,), "uint64")      # ... and V
-        empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
+        qbar, fullk, fullv, empty = ring_barriers(tid)
         tq = sq.view(DH, 1, BM, 64, layout=L_TQ)
         tk = sk.view(STG, DH, 1, BN, 64, layout=L_TKV)
         tv = sv_.view(STG, DH, 1, BN, 64, layout=L_TKV)
         wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
         wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
         wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
-        init_barriers(tid, qbar, fullk, fullv, empty)
-        # the key tiles this block visits: causal stops at the one holding the block's last row's diagonal
-        ntiles = NKT
-        if causal:
-            ntiles = T.min(NKT, ((qb + 1) * BM + BN - 1) // BN)
+        ntiles = key_tiles(qb, NKT, BM, BN, causal)
         if wg == 0:
-            # the producer: few registers, one elected thread issues every copy
-            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
-            if T.cuda.warp_id() == 0:
-                if elect_one() == 1:
-                    load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
+            produce(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
             c = wg - 1

@@ -16,7 +16,7 @@ from tiledsl import T
 from tiledsl.lang.inline import InlineFunction
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from hopper_producer import FULL_MASK
+from hopper_producer import FULL_MASK, elect_one
 
 NEG = -math.inf
 LN2 = 0.6931471805599453
@@ -33,8 +33,10 @@ def acc_layout(n: int) -> TileLayout:
 
 
 class ForwardParts(NamedTuple):
+    ring_barriers: InlineFunction
     init_barriers: InlineFunction
     load_ring: InlineFunction
+    produce: InlineFunction
     issue_s: InlineFunction
     issue_pv: InlineFunction
     softmax: InlineFunction
@@ -44,7 +46,7 @@ class ForwardParts(NamedTuple):
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
-                  cvt_o, overlap, pingpong, p_regs, to_p) -> ForwardParts:
+                  cvt_o, overlap, pingpong, p_regs, to_p, producer_regs) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -53,7 +55,8 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     the cvt that packs O's f32 pairs into the output's 16-bit pairs; overlap, pingpong: the main loop's schedule
     (attention_hopper's docstring); p_regs(): the helper that allocates P's registers, returning (pk: P's A words,
     hp: a scratch for the kernels that need one, pv: pk as wgmma's A fragment); to_p(pk, hp, sacc): the helper that
-    turns S's probabilities into P's A words."""
+    turns S's probabilities into P's A words; producer_regs: the registers a producer thread keeps
+    (setmaxnreg.dec)."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -72,6 +75,18 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
         T.cuda.syncthreads()
+
+    @tiledsl.inline
+    def ring_barriers(tid):
+        """(qbar, fullk, fullv, empty): the mbarriers in shared memory, set up (init_barriers) before the block
+        meets. qbar: Q has landed; fullk[s]: stage s holds K of its tile (phase u: the u-th fill); fullv[s]: ... and
+        V (V^T); empty[s]: every consumer warp is done with stage s."""
+        qbar = T.alloc_shared((1,), "uint64")
+        fullk = T.alloc_shared((STG,), "uint64")
+        fullv = T.alloc_shared((STG,), "uint64")
+        empty = T.alloc_shared((STG,), "uint64")
+        init_barriers(tid, qbar, fullk, fullv, empty)
+        return qbar, fullk, fullv, empty
 
     @tiledsl.inline
     def load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles):
@@ -95,6 +110,15 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
             else:
                 # V^T: (D, keys) rows, one box of BN keys
                 T.cuda.tile.apply(T.ptx[LOAD], tv[s], V, fullv[s:s + 1], coords=(b * HK + hk, 0, j * BN))
+
+    @tiledsl.inline
+    def produce(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles):
+        """The producer warpgroup: few registers (the consumers take the rest), one elected thread of its first
+        warp issues every copy (load_ring)."""
+        T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], producer_regs)
+        if T.cuda.warp_id() == 0:
+            if elect_one() == 1:
+                load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
 
     @tiledsl.inline
     def issue_s(sv, wq, wk, c, st):
@@ -297,4 +321,5 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         row_sums(lsum, sh, al)
         return oacc, lsum, m, al
 
-    return ForwardParts(init_barriers, load_ring, issue_s, issue_pv, softmax, row_sums, store, consume)
+    return ForwardParts(ring_barriers, init_barriers, load_ring, produce, issue_s, issue_pv, softmax, row_sums, store,
+                        consume)
