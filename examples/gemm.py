@@ -600,7 +600,7 @@ NUM_SMS = 132       # an H100/H200 SXM; plans ask the device
 # be left out (1). The first is the big shapes' (659 TFLOP/s at 4096^3 f16 on the H200, 0.94x cuBLAS); the smaller
 # tiles give the small shapes enough blocks for 132 SMs (1024^3 has 32 tiles of 128 x 256), and split-K gives
 # them 128 x 128 tiles with two consumers in every block (1024^3: 64 tiles, 128 blocks).
-HOPPER_FIELDS = ("bn", "consumers", "stages", "persistent", "tma_store", "multicast", "split_k")
+HOPPER_FIELDS = ("bn", "consumers", "stages", "persistent", "tma_store", "multicast", "split_k", "stream_k")
 HOPPER_CONFIGS = [(256, 2, 4, 1, 1, 0),     # persistent, 128 x 256 tiles
                   (256, 2, 4, 1, 1, 1),     # the same in 2-CTA clusters sharing B tiles
                   (128, 2, 6, 1, 1, 0),     # persistent, 128 x 128 tiles, a deeper ring (fits beside the epilogue)
@@ -613,6 +613,8 @@ HOPPER_CONFIGS = [(256, 2, 4, 1, 1, 0),     # persistent, 128 x 256 tiles
                   (128, 2, 4, 0, 1, 0, 2),  # 128 x 128 tiles, K split between the 2 blocks of a cluster
                   (128, 2, 6, 0, 1, 0, 2),  # the same, a deeper ring (a rank's K loop is short: more in flight)
                   (128, 2, 4, 0, 1, 0, 4)]  # the same over 4 blocks (512^3: 16 tiles, 64 blocks)
+# stream-K on the persistent configurations where the tiles end in a short partial wave (stream_k_helps)
+STREAM_K = True
 # choose_hopper's order: the first that gives at least 90% of a wave of tiles wins
 HOPPER_PREFERRED = [(256, 2, 4, 1, 1, 0), (128, 2, 4, 1, 1, 0), (128, 1, 8, 0, 1, 0)]
 
@@ -630,13 +632,13 @@ def _hopper_module():
 
 def _is_hopper_config(config) -> bool:
     """A matmul config= that names the Hopper kernel: a dict of hopper_matmul keywords (as sorted items) or a
-    HOPPER_CONFIGS tuple of 6 fields, or 7 with split_k (mma.sync tuples have 7 or more fields: a 7-field one has
-    its BN, at least 32, where a Hopper one has its consumer warpgroups, at most 4)."""
+    HOPPER_CONFIGS tuple of 6 fields, 7 with split_k or 8 with stream_k (mma.sync tuples have 7 or more fields:
+    theirs has its BN, at least 32, where a Hopper one has its consumer warpgroups, at most 4)."""
     if not config:
         return False
-    if isinstance(config[0], tuple) or len(config) == len(HOPPER_FIELDS) - 1:
+    if isinstance(config[0], tuple) or len(config) == 6:
         return True
-    return len(config) == len(HOPPER_FIELDS) and config[1] <= 4
+    return len(config) in (7, 8) and config[1] <= 4
 
 
 def hopper_tiles(config, M: int, N: int) -> int:
@@ -666,11 +668,13 @@ def hopper_kwargs(config, N: int, out_size: int) -> dict:
     if unknown:
         raise tiledsl.LaunchError(f"a Hopper configuration takes {', '.join(HOPPER_FIELDS)} and group_m, not "
                                   f"{', '.join(unknown)}")
-    for f in ("persistent", "tma_store", "multicast"):
+    for f in ("persistent", "tma_store", "multicast", "stream_k"):
         if f in kw:
             kw[f] = bool(kw[f])
     if kw.get("split_k", 1) == 1:
         kw.pop("split_k", None)             # the default: the keywords (and plan descriptions) of before
+    if not kw.get("stream_k", False):
+        kw.pop("stream_k", None)
     if kw.get("tma_store", True) and (N * out_size) % 16:
         kw["tma_store"] = False
     return kw
@@ -684,7 +688,23 @@ def describe_hopper(kw: dict) -> str:
                                    ("multicast", "2-CTA multicast")) if kw.get(f)]
     if kw.get("split_k", 1) > 1:
         parts.append(f"split-K over {kw['split_k']} blocks")
+    if kw.get("stream_k"):
+        parts.append("stream-K")
     return ", ".join(parts)
+
+
+def stream_k_helps(config, M: int, N: int, sms: int = NUM_SMS) -> bool:
+    """Whether matmul adds stream-K to a configuration: persistent, no multicast or split-K, at least two whole
+    waves of tiles and a partial one of at most 3/4 of a wave, whose K steps stream-K spreads over every block
+    instead of leaving the other blocks idle. H200, 128 x 256 tiles, side by side with and without: 4096 x 14336
+    x 4096 (13.6 waves) +0.9 / +1.0% (f16 / bf16), 8192^3 and 16384 x 4096 x 4096 (15.5 waves) +1.5 to +3.7%, and
+    4096^3 (3.9 waves) -5%: there nearly every tile of the last wave is split, and the fix-ups cost more than
+    the idle blocks did."""
+    if not STREAM_K or len(config) < 6 or isinstance(config[0], tuple):
+        return False
+    tiles = hopper_tiles(config, M, N)
+    return bool(config[3]) and not config[5] and hopper_split(config) == 1 and tiles > 2 * sms and \
+        0 < tiles % sms <= 0.75 * sms
 
 
 def _sms_of(t) -> int:
@@ -762,17 +782,24 @@ def _hopper_plan(a, b, out, config, tune, sms) -> Plan:
                           stacklevel=4)
     if config is None:
         config, how = choose_hopper(M, N, K, od, sms), "heuristic"
+    if how != "given" and stream_k_helps(config, M, N, sms):
+        config = tuple(config[:6]) + (1, 1)
     kw = hopper_kwargs(config, N, _size_of(od))
     kernel = H.make_hopper_gemm(ab, od, num_sms=sms, **kw)
     fused = _fused_epilogue()
+    plain = {k: v for k, v in kw.items() if k != "stream_k"}   # the fused epilogues run without stream-K
 
     def run(a, b, out, bias, activation):
         if bias is None and activation is None:
-            kernel(a.contiguous(), b.contiguous(), out)
+            extra = ()
+            if kw.get("stream_k"):
+                import torch
+                extra = H.workspace(kernel, a.device, torch.cuda.current_stream(a.device).cuda_stream)
+            kernel(a.contiguous(), b.contiguous(), out, *extra)
         elif fused and (activation is None or activation in ("relu", "gelu", "silu")):
-            H.hopper_matmul(a, b, out=out, bias=bias, activation=activation, **kw)
+            H.hopper_matmul(a, b, out=out, bias=bias, activation=activation, **plain)
         else:
-            kernel(a.contiguous(), b.contiguous(), out)
+            H.hopper_matmul(a, b, out=out, **kw)
             _epilogue(out, bias, activation)
     return Plan(run, f"{describe_hopper(kw)} ({how})", "hopper", kw)
 

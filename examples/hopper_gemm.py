@@ -60,7 +60,8 @@ _KERNELS = {}
 OUTS = ("float16", "bfloat16", "float32")
 
 
-def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast, split_k):
+def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast, split_k,
+                  stream_k=False):
     # at least two stages: a consumer releases a stage only after it issued the next K tile's wgmma (one group
     # stays in flight), so with one stage the producer and the consumers would wait for each other forever
     if bn % 8 or not 8 <= bn <= 256 or consumers < 1 or 64 * consumers > 256 or stages < 2:
@@ -74,6 +75,9 @@ def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias
     if split_k > 1 and (persistent or multicast):
         raise tiledsl.LaunchError(f"hopper gemm: split_k={split_k} runs one tile per block in clusters of its own; "
                                   f"it does not combine with {'persistent' if persistent else 'multicast'}=True")
+    if stream_k and (not persistent or multicast or split_k > 1 or bias is not None or activation is not None):
+        raise tiledsl.LaunchError("hopper gemm: stream_k=True takes the persistent grid (persistent=True) without "
+                                  "multicast, split_k, bias or activation")
     if activation not in ACTIVATIONS:
         raise tiledsl.LaunchError(f"hopper gemm: activation={activation!r} is not one of None, 'relu', 'gelu', "
                                   f"'silu'")
@@ -83,22 +87,41 @@ def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias
 
 
 def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m, bias, activation,
-         split_k=1):
+         split_k=1, stream_k=False):
     key = (ab, bt, out, stages, consumers, bn, bool(tma_store), bool(multicast), bias, activation, split_k)
     if persistent:
         key += ("persistent", int(num_sms), int(group_m))
+    if stream_k:
+        key += ("stream_k",)
     if key not in _KERNELS:
         _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast,
-                      split_k)
+                      split_k, stream_k)
         _KERNELS[key] = build(ab, bt, out, stages, consumers, bn, tma_store, persistent, num_sms, group_m,
-                              multicast, bias, activation, split_k)
+                              multicast, bias, activation, split_k, stream_k)
     return _KERNELS[key]
+
+
+_WORKSPACES = {}
+
+
+def workspace(kernel, device, stream: int):
+    """The stream-K kernel's workspace on `device` for launches on `stream`: W (grid width, BM * BN) float32, a
+    row of partial sums per block, and F (grid width,) int32 flags, zero (each flag is raised by the block that
+    publishes its row and lowered again by the block that adds it). One pair per (device, stream, shape): two
+    launches running at once on different streams must not share one."""
+    torch = _torch()
+    key = (str(device), stream, kernel.slots)
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = (torch.empty(kernel.slots, dtype=torch.float32, device=device),
+                            torch.zeros(kernel.slots[0], dtype=torch.int32, device=device))
+    return _WORKSPACES[key]
 
 
 def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = STAGES,
                      consumers: int = CONSUMERS, bn: int = BN, tma_store: bool = False, multicast: bool = False,
                      persistent: bool = False, num_sms: int = NUM_SMS, group_m: int = GROUP_M, *,
-                     bias: str | None = None, activation: str | None = None, split_k: int = 1):
+                     bias: str | None = None, activation: str | None = None, split_k: int = 1,
+                     stream_k: bool = False):
     """The warp-specialised GEMM kernel for input dtype `ab` (float16/bfloat16) and output dtype `out`
     (float16/bfloat16/float32; default: `ab`); called as kernel(A, B, C) with A (M, K), B (N, K), C (M, N), or
     kernel(A, B, C, bias) with a bias dtype.
@@ -125,13 +148,19 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     tiles; then each block finishes BN / split_k columns of the tile, adding the f32 partial sums the others staged
     in their rings once their K loops were done (read through distributed shared memory), and stores them. For
     shapes with too few tiles to fill the GPU (1024^3 has 64 tiles of 128 x 128: split_k=2 runs 128 blocks). One
-    tile per block, no multicast."""
+    tile per block, no multicast.
+
+    stream_k (persistent only; no multicast, split_k, bias or activation): the tiles that do not fill a whole
+    wave of num_sms blocks are not left to a few blocks: their K steps are split evenly over all of them, a split
+    tile's partial sums added up by the block that runs its first K step (examples/hopper_gemm_kernel.py). Called
+    as kernel(A, B, C, W, F) with the workspace of `workspace`: W (num_sms, BM * BN) float32, F (num_sms,) uint32
+    zeros (kernel.slots is W's shape)."""
     out = out or ab
     if ab not in HALF_TYPES or out not in OUTS:
         raise tiledsl.LaunchError(f"hopper gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {ab} -> {out}")
     return _get(ab, ab, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m, bias,
-                activation, split_k)
+                activation, split_k, stream_k)
 
 
 def make_hopper_gemm_fp8(a_type: str = "e4m3", b_type: str | None = None, out: str = "bfloat16",
@@ -198,7 +227,7 @@ def _grid_width(persistent, a):
 
 def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None, stages: int = STAGES,
                   consumers: int = CONSUMERS, bn: int = BN, tma_store: bool | None = None, multicast: bool = False,
-                  persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1):
+                  persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1, stream_k: bool = False):
     """C = act(a @ b.T + bias) for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on
     an sm_90 GPU; any M and N, K a multiple of 8 (16-byte rows for the TMA unit). Returns C (M, N) of `out_dtype`
     (default: a's dtype), or writes `out`. bias: None or (N,) of C's dtype or float32 (another of f16/bf16 is
@@ -206,7 +235,8 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     activation: None, "relu", "gelu" (erf form, as torch's default) or "silu", on the f32 values. tma_store
     (default: where C's rows are multiples of 16 bytes) picks the TMA-store epilogue, multicast the 2-CTA clusters
     that share B tiles, persistent a grid of one block per SM of a's device walking tiles in grouped order,
-    split_k > 1 clusters of that many blocks splitting each tile's K loop (make_hopper_gemm)."""
+    split_k > 1 clusters of that many blocks splitting each tile's K loop, stream_k the persistent grid's last
+    partial wave split by K steps over every block (make_hopper_gemm; its workspace kept per device and stream)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
         raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
                                   f"and (N, K) of one dtype")
@@ -219,11 +249,14 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     bias, bias_dt = _bias_of(bias, N, out, a)
     kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store, multicast, persistent,
                               _grid_width(persistent, a), group_m, bias=bias_dt, activation=activation,
-                              split_k=split_k)
+                              split_k=split_k, stream_k=stream_k)
     if K % 8:
         raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")
-    kernel(*(a.contiguous(), b.contiguous(), out) + (() if bias is None else (bias,)))
+    extra = () if bias is None else (bias,)
+    if stream_k:
+        extra = workspace(kernel, a.device, _torch().cuda.current_stream(a.device).cuda_stream)
+    kernel(*(a.contiguous(), b.contiguous(), out) + extra)
     return out
 
 

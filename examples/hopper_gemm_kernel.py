@@ -79,7 +79,7 @@ def split_staging(bm: int, bn: int, stages: int, consumers: int) -> int:
 
 def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_store: bool, persistent: bool,
           num_sms: int, group_m: int, multicast: bool, bias: str | None, activation: str | None,
-          split_k: int = 1):
+          split_k: int = 1, stream_k: bool = False):
     """The kernel for A of type `ab` and B of type `bt` (both float16 or both bfloat16; or each of e4m3/e5m2,
     which adds the scale_a, scale_b parameters), C of `out`, bias of dtype `bias` (None: no bias parameter) and
     `activation` (None, relu, gelu, silu). Checked arguments (make_hopper_gemm checks them).
@@ -193,6 +193,10 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
     FUSED = bias is not None or activation is not None or IS_FP8
+    SKW = bool(stream_k)
+    if SKW and (not persistent or CL > 1 or FUSED):
+        raise tiledsl.LaunchError("hopper gemm: stream_k takes the persistent grid without multicast, split_k, "
+                                  "bias, activation or fp8 operands")
     scale_of, finish = make_epilogue(bias is not None, IS_FP8, activation) if FUSED else (None, None)
 
     # with a half C through stmatrix (not split-K) the epilogue is deferred: the consumers pack a finished tile to
@@ -243,6 +247,23 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
 
     @tiledsl.inline
+    def piece(ti, bid, G, nk, ndp, tdp, lo, hi, f_t):
+        """The ti-th piece of a block's walk: its tile and K steps klo .. khi - 1 (every K step of tile bid + ti *
+        G, or with stream-K past the whole waves, the share of the split wave's iterations lo .. hi - 1 that falls
+        in SK tile f_t + ti - ndp)."""
+        if SKW:
+            t = f_t + ti - ndp
+            sk = ti >= ndp
+            tile = tdp + t if sk else bid + ti * G
+            klo = T.max(lo - t * nk, 0) if sk else 0
+            khi = T.min(hi - t * nk, nk) if sk else nk
+        else:
+            tile = bid + ti * G
+            klo = 0
+            khi = nk
+        return tile, klo, khi
+
+    @tiledsl.inline
     def put_part(C, epi, epw, free, done, parts, c, w, tid, h, u, row0, col0):
         """The deferred epilogue's part h of a consumer's packed tile (its u-th use of the staging buffer): written
         by stmatrix, out through the TMA store."""
@@ -251,7 +272,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         publish(C, epi, done, c, tid, u, row0, col0 + h * EPI)
 
     @tiledsl.inline
-    def gemm_tiles(A, B, C, bias_t, scale_a, scale_b, M, N, K):
+    def gemm_tiles(A, B, C, bias_t, scale_a, scale_b, W, F, M, N, K):
         """The kernel body: the producer warpgroup's TMA ring and the consumers' wgmma, epilogue and store (M, N,
         K: the entry's named sizes, which a helper does not see by name)."""
         tid = T.cuda.thread_id()
@@ -318,21 +339,41 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             mrank = rank                    # the tile row of the pair (multicast), else 0
         G = T.cuda.grid_dim(0) // CL
         bid = T.cuda.block_id(0) // CL
-        mine = (ntm * ntn - bid + G - 1) // G       # the tiles bid, bid + G, ... below ntm * ntn
+        tdp = 0
+        ndp = 0
+        skt = 0
+        lo = 0
+        hi = 0
+        f_t = 0
+        if SKW:
+            # stream-K: the whole waves of tiles as without it (ndp tiles a block), then the K steps of the last,
+            # partial wave (skt) split evenly over the blocks, each block's share a contiguous run lo .. hi - 1 (the
+            # tail of a tile, maybe whole tiles, the head of another); a split tile's partial sums are added up by
+            # the block that runs its first K step, at the end of its share (the others ran theirs at the start)
+            tdp = ntm * ntn // G * G
+            ndp = tdp // G
+            skt = (ntm * ntn - tdp) * nk
+            lo = bid * skt // G
+            hi = (bid + 1) * skt // G
+            f_t = lo // nk
+            mine = ndp + ((hi - 1) // nk - f_t + 1 if hi > lo else 0)
+        else:
+            mine = (ntm * ntn - bid + G - 1) // G       # the tiles bid, bid + G, ... below ntm * ntn
         if wg == 0:
             # the producer: few registers, one elected thread issues every copy
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
                 if elect_one() == 1:
+                    it0 = 0
                     for ti in range(mine):
-                        tile = bid + ti * G
+                        tile, klo, khi = piece(ti, bid, G, nk, ndp, tdp, lo, hi, f_t)
                         first = tile // (GM * ntn) * GM
                         rows = T.min(ntm - first, GM)
                         row0 = ((first + tile % (GM * ntn) % rows) * MC + mrank) * BM
                         col0 = tile % (GM * ntn) // rows * BNT
-                        for kj in range(nk):
-                            kt = k0 + kj
-                            it = ti * nk + kj               # the ring runs on across tiles
+                        for kk in range(khi - klo):
+                            kt = k0 + klo + kk
+                            it = it0 + kk                   # the ring runs on across tiles
                             s = it % STG
                             if it >= STG:
                                 # the (it // STG)-th refill of stage s waits for the consumers' previous use of
@@ -352,6 +393,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                                   coords=(col0 + rank * (BNT // MC), kt * KT), cta_mask=(1 << MC) - 1)
                             else:
                                 T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], B, full[s:s + 1], coords=(col0, kt * KT))
+                        it0 = it0 + khi - klo
             if SK > 1:
                 T.cuda.tile.apply(T.ptx[WAIT_C])    # the start's cluster arrive (every thread alternates)
         else:
@@ -369,38 +411,46 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                 sc = scale_of(scale_a, scale_b)
             if SK > 1:
                 got = T.alloc_local((1,), "float32")    # one partial sum read from a peer
+            if SKW:
+                flag = T.alloc_local((1,), "int32")     # a peer's 'partial sums published' flag, taken
+                # the workspace flat: one base a thread and compile-time offsets (a per-register index would be
+                # hoisted out of the walk's loop, a 64-bit register each)
+                wf = W.view(SMS * BM * BNT)
+            nst = 0                                     # tiles whose epilogue has run (staging buffer uses)
             if DEFER:
                 held = T.alloc_local((NACC // 2, 1), "uint32")     # the previous tile's C, packed to half2 words
                 parts = held.view(EH, EPI // 16, 4, 8, 4, layout=L_PKH)
                 prow0 = 0
                 pcol0 = 0
+                pend = 0                                # held has a tile still to store
+            it0 = 0
             for ti in range(mine):
-                tile = bid + ti * G
+                tile, klo, khi = piece(ti, bid, G, nk, ndp, tdp, lo, hi, f_t)
                 first = tile // (GM * ntn) * GM
                 rows = T.min(ntm - first, GM)
                 row0 = ((first + tile % (GM * ntn) % rows) * MC + mrank) * BM
                 col0 = tile % (GM * ntn) // rows * BNT
-                for kj in range(nk):
-                    it = ti * nk + kj
+                for kk in range(khi - klo):
+                    it = it0 + kk
                     s = it % STG
                     T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1],
                                       (it // STG) % 2)
                     T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
-                    # the tile's first K step overwrites the accumulators (scale_d = 0): no zeroing between tiles
-                    T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kj > 0)
+                    # the piece's first K step overwrites the accumulators (scale_d = 0): no zeroing between tiles
+                    T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0)
                     T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
                     if DEFER:
-                        # the previous tile's part h goes out while this tile's K step h runs on the tensor cores
+                        # the previous tile's part h goes out while this piece's K step h runs on the tensor cores
                         # (the remaining parts at the last step of a short loop)
-                        if ti > 0:
+                        if pend == 1:
                             for h in T.unroll(EH):
-                                if kj == T.min(h, nk - 1):
-                                    put_part(C, epi, epw, free, done, parts, c, w, tid, h, (ti - 1) * EH + h, prow0,
+                                if kk == T.min(h, khi - klo - 1):
+                                    put_part(C, epi, epw, free, done, parts, c, w, tid, h, (nst - 1) * EH + h, prow0,
                                              pcol0)
                     # keep this K tile's group in flight (the next one accumulates into the same registers, which
                     # the ISA orders); once the previous K tile's group is done its stage is read: release it
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
-                    if kj > 0 and lane == 0:
+                    if kk > 0 and lane == 0:
                         prev = (it + STG - 1) % STG
                         if MC > 1:
                             for r in T.unroll(MC):
@@ -410,13 +460,46 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
                 # the tile's last stage is read: the producer may refill it while this epilogue runs (a split-K
                 # rank may have had no K tile, hence no stage)
+                if DEFER:
+                    pend = 0
                 if lane == 0 and (SK == 1 or nk > 0):
-                    last = (ti * nk + nk - 1) % STG
+                    last = (it0 + khi - klo - 1) % STG
                     if MC > 1:
                         for r in T.unroll(MC):
                             T.cuda.tile.apply(T.ptx[RELEASE_MC], empty[last:last + 1], rank=r)
                     else:
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
+                it0 = it0 + khi - klo
+                if SKW:
+                    if klo > 0:
+                        # the tail (or a middle) of a split tile: this block's partial sums to its workspace row,
+                        # register i of consumer thread t at (i * CONS + c) * 128 + t (each warp's stores contiguous),
+                        # then published by one thread once every consumer thread has written (release at GPU scope)
+                        # (this is the block's first stream-K piece, ti == ndp: the row index written with ti keeps
+                        # the address in the loop, one base and compile-time offsets)
+                        wrow = (bid + ti - ndp) * (BM * BNT) + c * 128 + tid % 128
+                        for i in T.unroll(NACC):
+                            wf[wrow + i * (CONS * 128)] = acc[i]
+                        T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
+                        if tid == 128:
+                            T.cuda.tile.apply(T.ptx["red.release.gpu.global.add.s32"], F[bid:bid + 1], 1)
+                    # (a second `if`, not an `else`: the interpreter would run an else part holding a wait as a fiber
+                    # of its own, whose spin below never hands over to the publishing blocks)
+                    if klo == 0 and khi < nk:
+                        # the head of a split tile: add the partial sums of the blocks that ran the rest of it (bid + 1
+                        # .. the block whose share holds the tile's last K step), each taken when its flag is up (the
+                        # exchange leaves the flag down for the next launch)
+                        e = (tile - tdp + 1) * nk
+                        for j in range(bid + 1, T.min((e * G + skt - 1) // skt, G)):
+                            if tid == 128:
+                                flag[0] = 0
+                                while flag[0] == 0:
+                                    T.cuda.tile.apply(T.ptx["atom.acquire.gpu.global.exch.b32"], flag, F[j:j + 1], 0)
+                            # every consumer thread reads after thread 128's acquire
+                            T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
+                            wrow = j * (BM * BNT) + c * 128 + tid % 128
+                            for i in T.unroll(NACC):
+                                acc[i] = acc[i] + wf[wrow + i * (CONS * 128)]
                 if SK > 1:
                     # reduce-scatter: rank r finishes registers r * SL .. (r + 1) * SL - 1 (columns r * BN / SK ..
                     # of the tile), adding the other ranks' partial sums of them, read from their rings
@@ -459,11 +542,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                         acc[i] = acc[i] + got[0]
                 # rank r of a split-K cluster finishes its columns (registers r * SL .. (r + 1) * SL - 1)
                 for me in T.unroll(SK):
-                    if SK == 1 or rank == me:
+                    if (SK == 1 or rank == me) and (SKW == 0 or klo == 0):
                         # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
                         if TMA_STORE:
                             for h in T.unroll(me * (EH // SK), (me + 1) * (EH // SK)):
-                                u = ti * (EH // SK) + h - me * (EH // SK)    # the staging buffer's use count
+                                u = nst * (EH // SK) + h - me * (EH // SK)   # the staging buffer's use count
                                 if DEFER:
                                     # packed now (the next tile's first wgmma overwrites the accumulators), stored
                                     # during the next tile's K loop (above)
@@ -493,6 +576,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                             if DEFER:
                                 prow0 = row0
                                 pcol0 = col0
+                                pend = 1
+                            nst = nst + 1
                         else:
                             if FUSED:
                                 for jj in T.unroll(me * (SL // 4), (me + 1) * (SL // 4)):
@@ -510,9 +595,9 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                         C[row, col] = T.cast(acc[i], out)
             if DEFER:
                 # the last tile
-                if mine > 0:
+                if pend == 1:
                     for h in T.unroll(EH):
-                        put_part(C, epi, epw, free, done, parts, c, w, tid, h, (mine - 1) * EH + h, prow0, pcol0)
+                        put_part(C, epi, epw, free, done, parts, c, w, tid, h, (nst - 1) * EH + h, prow0, pcol0)
             if TMA_STORE:
                 if tid % 128 == 0:
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)    # the last part stays until read
@@ -529,7 +614,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
-            gemm_tiles(A, B, C, bias, scale_a, scale_b, M, N, K)  # noqa: F821
+            gemm_tiles(A, B, C, bias, scale_a, scale_b, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_fp8_bias
     elif IS_FP8:
         @tiledsl.jit
@@ -537,7 +622,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
-            gemm_tiles(A, B, C, None, scale_a, scale_b, M, N, K)  # noqa: F821
+            gemm_tiles(A, B, C, None, scale_a, scale_b, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_fp8
     elif bias is not None:
         @tiledsl.jit
@@ -545,15 +630,25 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
-            gemm_tiles(A, B, C, bias, None, None, M, N, K)  # noqa: F821
+            gemm_tiles(A, B, C, bias, None, None, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_bias
+    elif SKW:
+        @tiledsl.jit
+        def hopper_gemm_stream_k(A: A_ANN, B: B_ANN, C: C_ANN, W: T.Tensor((SMS, BM * BNT), "float32"),
+                                 F: T.Tensor((SMS,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(
+                grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                block=THREADS, max_registers=CAP, cluster=CLUSTER))
+            gemm_tiles(A, B, C, None, None, None, W, F, M, N, K)  # noqa: F821
+        kernel = hopper_gemm_stream_k
+        kernel.slots = (SMS, BM * BNT)
     else:
         @tiledsl.jit
         def hopper_gemm_tiles(A: A_ANN, B: B_ANN, C: C_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
-            gemm_tiles(A, B, C, None, None, None, M, N, K)  # noqa: F821
+            gemm_tiles(A, B, C, None, None, None, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_tiles
     kernel.tile = (BM, BNT, KT)
     return kernel

@@ -441,3 +441,65 @@ def test_gpu_sass_of_the_half_tma_store_epilogue_shows_stsm(ab, cfg):
         pytest.skip("no cuobjdump/nvdisasm to disassemble with")
     assert "STSM" in sass and "UTMASTG" in sass, sass[:2000]
     assert "STS.U16" not in sass
+
+
+@pytest.mark.parametrize("M,N,K,out,cfg,sms", [
+    # 12 tiles of 128 x 64 over 5 blocks: 2 whole waves (10 tiles), then the last 2 tiles' 5 K steps each
+    # split 2 a block (tile 10: block 0 its head, block 1 its middle, block 2 its tail, then tile 11's head), f32 C
+    # through plain stores
+    (384, 256, 320, "float32", dict(stages=2, bn=64, tma_store=False), 5),
+    # f16 C through the deferred stmatrix epilogue and TMA store, ragged M, N and K; 7 tiles over 3 blocks
+    (300, 200, 328, "float16", dict(stages=3, bn=64, tma_store=True, group_m=2), 3),
+    # BN 256 halves (the staging buffer used twice a tile), 4 tiles over 3 blocks: one tile split three ways
+    (256, 512, 192, "float16", dict(stages=4, bn=256, tma_store=True), 3)],
+    ids=["f32-plain", "f16-deferred-ragged", "bn256-three-way"])
+def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
+    """Stream-K: the tiles past the whole waves are split by K steps over every block; the blocks that ran a
+    split tile's tail publish partial sums (workspace row + flag), the block that ran its head adds them and
+    stores the tile; exact against numpy (sums of k/8 values are exact in any order), flags left down."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    a, b, ref = _inputs(M, N, K, seed=8)
+    c = _host_out(M, N, out)
+    c[...] = 1
+    k = H.make_hopper_gemm("float16", out, persistent=True, num_sms=sms, stream_k=True, **cfg)
+    W = np.full(k.slots, np.nan, np.float32)
+    F = np.zeros(k.slots[0], np.int32)
+    tiledsl.jit(k.fn, interpret=True)(a, b, c, W, F)
+    want = ref.astype(np.float16 if out == "float16" else np.float32).astype(np.float64)
+    np.testing.assert_array_equal(_as_float(c, out), want)
+    assert not F.any()
+
+
+def test_stream_k_refuses_what_it_does_not_combine_with():
+    for kw in (dict(persistent=False), dict(persistent=True, multicast=True), dict(persistent=True, bias="float16")):
+        with pytest.raises(tiledsl.LaunchError, match="stream_k"):
+            H.make_hopper_gemm("float16", "float16", stream_k=True, **kw)
+
+
+@pytest.mark.parametrize("ab,out", [("float16", "float16"), ("bfloat16", "bfloat16"), ("float16", "float32")])
+def test_stream_k_assembles_without_spills(ab, out):
+    """The benchmark's stream-K kernel (BN 256, 4 stages, TMA store; f32 C without the deferred epilogue): the
+    workspace rows written and read at one base a thread and compile-time offsets, no spills."""
+    k = H.make_hopper_gemm(ab, out, 4, 2, 256, True, False, True, 132, 8, stream_k=True)
+    a = _host_out(1024, 512, ab)
+    ck = k.compile(a, a, _host_out(1024, 1024, out), np.zeros(k.slots, np.float32), np.zeros(k.slots[0], np.int32),
+                   target="sm_90a")
+    ptx = ck.asm["ptx"]
+    assert "atom.acquire.gpu.global.exch.b32" in ptx and "red.release.gpu.global.add.s32" in ptx
+    r = ptxas(ptx, "sm_90a", verbose=True)
+    assert r.returncode == 0, r.stderr
+    assert "C7518" not in r.stderr and "C7517" not in r.stderr     # no wgmma serialised, no wait injected
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+
+
+def test_stream_k_is_added_only_where_a_short_partial_wave_follows_two_whole_ones():
+    import gemm as G
+    big = (256, 2, 4, 1, 1, 0)
+    assert G.stream_k_helps(big, 4096, 14336)           # 1792 tiles: 13 waves + 0.58
+    assert G.stream_k_helps(big, 8192, 8192)            # 2048 tiles: 15 waves + 0.52
+    assert not G.stream_k_helps(big, 4096, 4096)        # 512 tiles: 3 waves + 0.88
+    assert not G.stream_k_helps(big, 2048, 2048)        # 128 tiles: under one wave
+    assert not G.stream_k_helps((256, 2, 4, 1, 1, 1), 8192, 8192)     # multicast
+    assert not G.stream_k_helps((128, 2, 4, 0, 1, 0), 8192, 8192)     # one tile per block
+    assert G.hopper_kwargs(big + (1, 1), 14336, 2)["stream_k"] is True
+    assert "stream-K" in G.describe_hopper(G.hopper_kwargs(big + (1, 1), 14336, 2))
