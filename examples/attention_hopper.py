@@ -19,7 +19,9 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
         one per 64-column box), f32 accumulators in registers;
       - the online softmax on the accumulator layout (register i of a thread holds row 16w + l//4 + 8((i//2)%2),
         column 8(i//4) + 2(l%4) + i%2): the row max over the thread's registers and the 4 lanes of the row
-        (shfl.sync.bfly), exponentials ex2.approx of s * scale * log2(e) - m * scale * log2(e) in one fma;
+        (shfl.sync.bfly), exponentials ex2.approx of s * scale * log2(e) - m * scale * log2(e) in one fma; with
+        poly (config[5] > 0) that many of a thread's exponentials per tile are a polynomial on the FMA pipe
+        instead (examples/exp2_fma.py), so MUFU and the FMA units share them;
       - P converted to f16x2/bf16x2 in registers: the pairs of S's accumulators are, in order, the words of
         wgmma's A fragment (the "rs" form), so O += P V needs no shared memory for P;
       - O += P V: wgmma m64nDk16 with V from shared memory as B. V's tile is (BN keys, D) row-major: MN-major
@@ -83,6 +85,17 @@ PINGPONG_CANDIDATES = {
           (2, 176, 2, 0, 1)],
     256: [(2, 64, 2, 1, 1), (2, 64, 2, 0, 1)]}
 
+# the FMA-pipe exponentials (config[5] = poly, examples/exp2_fma.py): MUFU computes 16 exponentials a clock per SM,
+# so at D = 64 a tile's 16384 of them take about as long as its two GEMMs; poly of a thread's BN / 2 go through
+# the polynomial instead. POLY_UNIT registers (4n .. 4n + 3) are one 8-column block of S. Each candidate assembles
+# without spills, causal and not (tests/test_attention_hopper.py); not yet measured on the H200
+POLY_UNIT = 4
+POLY_CANDIDATES = {
+    64: [(2, 128, 4, 1, 1, 16), (2, 128, 4, 1, 1, 32), (2, 128, 4, 0, 1, 16), (2, 128, 4, 0, 1, 32),
+         (2, 128, 4, 1, 1, 8), (2, 128, 4, 1, 1, 24)],
+    128: [(2, 128, 3, 0, 1, 8), (2, 128, 3, 0, 1, 16)],
+    256: []}
+
 _KERNELS = {}
 
 
@@ -116,9 +129,11 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
-    config = (consumers, BN, stages, overlap[, pingpong]): consumer warpgroups (BM = 64 each), key/value rows per
-    tile, ring depth, whether S of the next tile is issued before the softmax of this one, and whether the consumers
-    take turns on the tensor cores (0 when left out; 1 takes 2 or 3 consumers). Default: CONFIGS[D].
+    config = (consumers, BN, stages, overlap[, pingpong[, poly]]): consumer warpgroups (BM = 64 each), key/value
+    rows per tile, ring depth, whether S of the next tile is issued before the softmax of this one, whether the
+    consumers take turns on the tensor cores (0 when left out; 1 takes 2 or 3 consumers), and how many of a
+    thread's BN / 2 exponentials per tile the FMA-pipe polynomial computes instead of MUFU's ex2.approx
+    (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out). Default: CONFIGS[D].
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
@@ -126,15 +141,17 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     config = tuple(config or CONFIGS[D])
     if len(config) == 4:
         config += (0,)                  # a 4-entry configuration (the earlier form): no ping-pong
+    if len(config) == 5:
+        config += (0,)                  # a 5-entry one: every exponential by ex2.approx
     key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
-    if len(config) != 5:
+    if len(config) != 6:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap"
-                                  f"[, pingpong])")
-    CONS, BN, STG, OVERLAP, PINGPONG = config
+                                  f"[, pingpong[, poly]])")
+    CONS, BN, STG, OVERLAP, PINGPONG, POLY = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
@@ -143,6 +160,10 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: 1 to 3 consumers, BN a multiple of "
                                   f"16 up to 256, at least 2 stages, overlap 0 or 1, pingpong 0 or 1 (1 takes at "
                                   f"least 2 consumers), within {SMEM_LIMIT} bytes of shared memory")
+    if not isinstance(POLY, int) or POLY < 0 or POLY > BN // 2 or POLY % POLY_UNIT:
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: poly = {POLY!r} (the exponentials of "
+                                  f"a thread's BN / 2 = {BN // 2} per tile computed by the FMA-pipe polynomial) "
+                                  f"must be a multiple of {POLY_UNIT} from 0 to {BN // 2}")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
@@ -177,7 +198,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     parts = forward_parts(shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV,
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
                           pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
-                          producer_regs=PRODUCER_REGS)
+                          producer_regs=PRODUCER_REGS, poly=POLY)
     ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
 
     @tiledsl.jit

@@ -16,6 +16,7 @@ from tiledsl import T
 from tiledsl.lang.inline import InlineFunction
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
+from exp2_fma import exp2_fma
 from hopper_producer import FULL_MASK, elect_one
 
 NEG = -math.inf
@@ -46,7 +47,7 @@ class ForwardParts(NamedTuple):
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
-                  cvt_o, overlap, pingpong, p_regs, to_p, producer_regs) -> ForwardParts:
+                  cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -56,12 +57,17 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     (attention_hopper's docstring); p_regs(): the helper that allocates P's registers, returning (pk: P's A words,
     hp: a scratch for the kernels that need one, pv: pk as wgmma's A fragment); to_p(pk, hp, sacc): the helper that
     turns S's probabilities into P's A words; producer_regs: the registers a producer thread keeps
-    (setmaxnreg.dec)."""
+    (setmaxnreg.dec); poly: how many of a thread's BN / 2 exponentials per tile are computed on the FMA pipe
+    (examples/exp2_fma.py) instead of by ex2.approx on MUFU, a multiple of 4 (0: all on MUFU)."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
     NP = min(4, BN // 8)                # independent partial reductions per row in the softmax
     L_S, L_O = acc_layout(BN), acc_layout(D)
+    # poly of a thread's NS exponentials go through the polynomial: whole 8-column blocks of S (a thread's
+    # registers 4n .. 4n + 3), spread evenly over the tile (block n where (n + 1) * poly / NS passes an integer)
+    NB = BN // 8
+    POLY_BLOCKS = tuple(int((n + 1) * poly // NS > n * poly // NS) for n in range(NB))
 
     @tiledsl.inline
     def init_barriers(tid, qbar, fullk, fullv, empty):
@@ -144,6 +150,17 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
 
     @tiledsl.inline
+    def exponentials(sacc):
+        """2^x of S's exponents in place: the blocks POLY_BLOCKS marks by the FMA-pipe polynomial (exp2_fma), the
+        others by ex2.approx on MUFU, in column order so the two kinds interleave in the instruction stream."""
+        sb = sacc.view(NB, 4, 1)
+        for n in T.unroll(NB):
+            if POLY_BLOCKS[n]:
+                exp2_fma(sb[n], sb[n])
+            else:
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sb[n], sb[n])
+
+    @tiledsl.inline
     def softmax(sacc, m, sh, al, lsum, part, j, row0, lane, first_row, cs):
         """The online softmax of S (tile j) in place, cs the log2-domain scale of the raw scores (a constant or a
         run-time value): mask, new row max m, exponentials, the rescale factor al of the old O and row sums, and
@@ -182,7 +199,10 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
             # the exponent s * cs - m * cs as one fma per score
             srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
             T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, cs, -mc)
-        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+        if poly:
+            exponentials(sacc)
+        else:
+            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
         T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
         for r in T.unroll(2):
             for n in T.unroll(BN // 8):

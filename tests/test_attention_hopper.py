@@ -3,7 +3,8 @@ kernel compiles for sm_90a with no target named and ptxas -arch=sm_90a assembles
 groups kept asynchronous (no C7514 serialization), the PTX holds the producer/consumer structure; small cases
 (ragged N = 130, GQA, causal, the ring turning over more tiles than stages) run on the fibered interpreter within
 2e-3 of the float64 reference, with and without ping-pong (the consumers taking turns through named barriers, each
-consumer warpgroup a fiber); attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
+consumer warpgroup a fiber) and with a share of the exponentials on the FMA pipe (config[5] = poly; bad values
+refused); attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
 H200 (GPU_SHAPES below are its shapes, compiled here in the slow test)."""
 import re
 
@@ -106,7 +107,7 @@ def test_every_ping_pong_candidate_assembles(D):
 def test_ping_pong_configurations_are_checked():
     assert AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1)) is \
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 0))
-    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0)]:
+    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0)]:
         with pytest.raises(tiledsl.LaunchError, match="configuration"):
             AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, bad)
 
@@ -196,7 +197,56 @@ def test_an_fa3_configuration_picks_fa3():
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
     ro, rl = A.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0) for key in AH._KERNELS)
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0) for key in AH._KERNELS)
+    o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_polynomial_exponentials_assemble(causal):
+    # config[5] = poly: 16 of a thread's 64 exponentials per tile on the FMA pipe (examples/exp2_fma.py), in whole
+    # 8-column blocks; the rest and the rescale factors stay on ex2.approx; no spills
+    config = (2, 128, 4, 1, 1, 16)
+    ptx, _ = kernel_ptx("float16", 64, causal, (1, 4, 2, 1000, 1000), config=config)
+    plain, _ = kernel_ptx("float16", 64, causal, (1, 4, 2, 1000, 1000), config=config[:5])
+    softmaxes = plain.count("ex2.approx.ftz.f32") // (64 + 2)          # the prologue's and the loop's
+    assert ptx.count("add.rm.f32") == ptx.count("mul.lo.u32") == 16 * softmaxes
+    assert ptx.count("fma.rn.f32") - plain.count("fma.rn.f32") == 3 * 16 * softmaxes
+    assert ptx.count("ex2.approx.ftz.f32") == plain.count("ex2.approx.ftz.f32") - 16 * softmaxes
+    assert ptx.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
+    check_assembles(ptx)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [64, 128])
+def test_every_poly_candidate_assembles(D):
+    # AH.POLY_CANDIDATES, causal and not (the benchmark's fa3poly / fa3all time them)
+    for config in AH.POLY_CANDIDATES[D]:
+        for causal in (False, True):
+            check_assembles(kernel_ptx("float16", D, causal, GPU_SHAPES[1000], config=config)[0])
+
+
+@pytest.mark.parametrize("causal, heads, n, nk, config, D", [
+    (False, (1, 1), 130, 130, (2, 128, 2, 1, 1, 16), 64),   # two query blocks, ragged keys, ping-pong
+    (True, (2, 1), 300, 300, (2, 64, 2, 0, 1, 32), 64),     # GQA, causal, every exponential on the FMA pipe
+    (True, (1, 1), 200, 200, (1, 64, 3, 1, 0, 8), 64),      # one consumer, no ping-pong
+    (False, (1, 1), 70, 200, (2, 64, 2, 0, 1, 8), 128),     # D = 128, ragged keys
+])
+def test_polynomial_exponentials_on_the_interpreter(causal, heads, n, nk, config, D):
+    """The masked scores (-inf: the polynomial's flush to 0) and the rest within the forward's bounds."""
+    H, HK = heads
+    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D + config[5], D=D)
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5, config=config)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
+@pytest.mark.parametrize("poly", [6, 2, 68, -4, 2.5])
+def test_bad_poly_values_are_refused(poly):
+    # a multiple of 4 (whole 8-column blocks of S) from 0 to BN / 2 = 64 registers a thread
+    with pytest.raises(tiledsl.LaunchError, match=re.escape(f"poly = {poly!r}")):
+        AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 128, 4, 1, 1, poly))
