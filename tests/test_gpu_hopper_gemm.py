@@ -429,3 +429,45 @@ def test_split_k_throughput_is_reported():
         torch.cuda.synchronize()
         ms = start.elapsed_time(end) / 50
         print(f"1024^3 f16 {name}: {2 * n ** 3 / ms / 1e9:.0f} TFLOP/s ({ms * 1e3:.1f} us, back to back)")
+
+
+# ------------------------------------------------------------------ stream-K (issue 17: the partial last wave)
+
+@pytest.mark.parametrize("M,N,K,cfg", [
+    # 1792 tiles of 128 x 256 over 132 blocks: the benchmark's LLM shape (13 waves + 0.58)
+    (4096, 14336, 4096, dict(bn=256, stages=4)),
+    # small grids: many tiles split two and three ways, ragged M, N, short and long K loops
+    (1000, 1504, 776, dict(bn=128, num_sms=7)), (4095, 4097, 4096, dict(bn=256, stages=4, num_sms=20)),
+    (640, 512, 64, dict(bn=256, stages=4, num_sms=3)), (1536, 1536, 2048, dict(bn=128, num_sms=5))])
+@pytest.mark.parametrize("dtype,out", [("float16", None), ("bfloat16", None), ("float16", "float32")])
+def test_stream_k_against_torch(M, N, K, cfg, dtype, out):
+    """The persistent grid with stream-K: right against fp32 at every shape, and the workspace flags left down
+    for the next launch (a second launch gives the same bits)."""
+    torch = _hopper()
+    dt = getattr(torch, dtype)
+    a, b, ref, _ = _operands(torch, M, N, K, dt, M + N + K + 1)
+    od = getattr(torch, out) if out else dt
+    cfg = dict(cfg)
+    k = H.make_hopper_gemm(dtype, out or dtype, persistent=True, tma_store=(N * (4 if out else 2)) % 16 == 0,
+                           stream_k=True, num_sms=cfg.pop("num_sms", 132), **cfg)
+    W, F = H.workspace(k, a.device, torch.cuda.current_stream().cuda_stream)
+    first = torch.empty(M, N, device="cuda", dtype=od)
+    again = torch.empty(M, N, device="cuda", dtype=od)
+    k(a, b, first, W, F)
+    k(a, b, again, W, F)
+    torch.cuda.synchronize()
+    assert _rel_err(torch, first, ref) <= 1e-2
+    assert torch.equal(first, again)
+    assert not F.any().item()
+
+
+def test_matmul_takes_stream_k_at_the_llm_shape():
+    import gemm as G
+    torch = _hopper()
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the shape's waves are counted for 132 SMs")
+    a, b, ref, _ = _operands(torch, 4096, 14336, 4096, torch.float16, 5)
+    c = G.matmul(a, b, config=None, tune=False)
+    torch.cuda.synchronize()
+    assert "stream-K" in G.plan_of(a, b, c, tune=False).describe
+    assert _rel_err(torch, c, ref) <= 1e-2
