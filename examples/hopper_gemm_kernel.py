@@ -79,7 +79,7 @@ def split_staging(bm: int, bn: int, stages: int, consumers: int) -> int:
 
 def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_store: bool, persistent: bool,
           num_sms: int, group_m: int, multicast: bool, bias: str | None, activation: str | None,
-          split_k: int = 1, stream_k: bool = False):
+          split_k: int = 1, stream_k: bool = False, defer_epilogue: bool = False):
     """The kernel for A of type `ab` and B of type `bt` (both float16 or both bfloat16; or each of e4m3/e5m2,
     which adds the scale_a, scale_b parameters), C of `out`, bias of dtype `bias` (None: no bias parameter) and
     `activation` (None, relu, gelu, silu). Checked arguments (make_hopper_gemm checks them).
@@ -98,11 +98,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     (f16/bf16) is packed to half2 words (cvt.rn.f16x2/bf16x2.f32, or the fused epilogue's four values at a time) and
     written by stmatrix.x4, one 16 x 16 block per instruction, into 64 x 64 boxes swizzled as the TMA unit swizzles
     128-byte rows (each matrix's 8 row addresses in 8 distinct 16-byte bank groups: no bank conflicts); the part
-    goes out as EPI / 64 box stores. Without split-K that half C is deferred: the words of the whole tile are packed
-    when its K loop ends and part h is written and stored during the next tile's K step h, between a wgmma's
-    commit and its wait, so the tensor cores keep running (the last tile's parts after the walk; the ptxas check
-    is that no wgmma is serialised: no wgmma may sit under a run-time branch for this). f32 C keeps the scalar
-    writes into a row-major buffer.
+    goes out as EPI / 64 box stores. With defer_epilogue (not split-K) that half C is deferred: the words of the
+    whole tile are packed when its K loop ends and part h is written and stored during the next tile's K step h,
+    between a wgmma's commit and its wait, so the tensor cores keep running (the last tile's parts after the walk;
+    the ptxas check is that no wgmma is serialised: no wgmma may sit under a run-time branch for this). f32 C keeps
+    the scalar writes into a row-major buffer.
 
     multicast: 2-CTA clusters along x whose two blocks walk the same tile pairs (two tile rows of one tile column,
     rank r taking row 2p + r): each loads half of the common B tile and multicasts it to both, releases stages in
@@ -199,10 +199,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                   "bias, activation or fp8 operands")
     scale_of, finish = make_epilogue(bias is not None, IS_FP8, activation) if FUSED else (None, None)
 
-    # with a half C through stmatrix (not split-K) the epilogue is deferred: the consumers pack a finished tile to
-    # half2 words (NACC / 2 registers) and store its parts during the next tile's first K steps, while its wgmmas
-    # run (H200, 128 x 256 tiles: +0.3-0.7% at 4096^3 .. 4096 x 14336 x 4096, the same at K = 8192)
-    DEFER = 1 if STM and SK == 1 else 0
+    # defer_epilogue, with a half C through stmatrix (not split-K): the consumers pack a finished tile to half2
+    # words (NACC / 2 registers) and store its parts during the next tile's first K steps, while its wgmmas run.
+    # Off by default: H200, 128 x 256 tiles, +0.3-0.7% at 4096^3 .. 4096 x 14336 x 4096 (the same at K = 8192),
+    # for a third more epilogue code: compiling the kernel took 502-527 ms with it against 367-403 without
+    DEFER = 1 if defer_epilogue and STM and SK == 1 else 0
     # the consumers' release of a stage in both blocks of a multicast pair: they only read it (through wgmma), so
     # the default release at CTA scope orders enough; the cluster-scope release put MEMBAR.ALL.GPU before each
     # arrive (H200, 4096^3 f16: 419 TFLOP/s against 738)

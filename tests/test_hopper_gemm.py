@@ -217,8 +217,8 @@ def test_multicast_ring_turns_on_the_fibered_interpreter():
     (256, 192, 256, "float32", dict(stages=3, bn=64, tma_store=False, multicast=True)),
     # f16 C through stmatrix: each tile's parts go out during the next tile's first K steps (deferred epilogue);
     # one K tile: both halves of the previous tile at the tile's only K step
-    (200, 320, 64, "float16", dict(stages=4, bn=256, tma_store=True)),
-    (330, 200, 264, "float16", dict(stages=2, bn=64, tma_store=True, group_m=2, multicast=True))],
+    (200, 320, 64, "float16", dict(stages=4, bn=256, tma_store=True, defer_epilogue=True)),
+    (330, 200, 264, "float16", dict(stages=2, bn=64, tma_store=True, group_m=2, multicast=True, defer_epilogue=True))],
     ids=["plain-stores", "grouped-ragged-tma-store", "bn256-4-stages-halves", "multicast-tma-store",
          "multicast-plain-stores", "deferred-one-k-tile", "deferred-multicast"])
 def test_persistent_grid_on_the_fibered_interpreter(M, N, K, out, cfg):
@@ -449,7 +449,7 @@ def test_gpu_sass_of_the_half_tma_store_epilogue_shows_stsm(ab, cfg):
     # through plain stores
     (384, 256, 320, "float32", dict(stages=2, bn=64, tma_store=False), 5),
     # f16 C through the deferred stmatrix epilogue and TMA store, ragged M, N and K; 7 tiles over 3 blocks
-    (300, 200, 328, "float16", dict(stages=3, bn=64, tma_store=True, group_m=2), 3),
+    (300, 200, 328, "float16", dict(stages=3, bn=64, tma_store=True, group_m=2, defer_epilogue=True), 3),
     # BN 256 halves (the staging buffer used twice a tile), 4 tiles over 3 blocks: one tile split three ways
     (256, 512, 192, "float16", dict(stages=4, bn=256, tma_store=True), 3)],
     ids=["f32-plain", "f16-deferred-ragged", "bn256-three-way"])
@@ -503,3 +503,17 @@ def test_stream_k_is_added_only_where_a_short_partial_wave_follows_two_whole_one
     assert not G.stream_k_helps((128, 2, 4, 0, 1, 0), 8192, 8192)     # one tile per block
     assert G.hopper_kwargs(big + (1, 1), 14336, 2)["stream_k"] is True
     assert "stream-K" in G.describe_hopper(G.hopper_kwargs(big + (1, 1), 14336, 2))
+
+
+@pytest.mark.parametrize("ab,stream_k", [("float16", False), ("bfloat16", True)])
+def test_deferred_epilogue_assembles_without_serialising_wgmma(ab, stream_k):
+    """defer_epilogue's stores sit between a wgmma's commit and its wait: ptxas must keep the wgmmas asynchronous
+    (no C7514/C7517/C7518 warning) and spill nothing."""
+    k = H.make_hopper_gemm(ab, ab, 4, 2, 256, True, False, True, 132, 8, stream_k=stream_k, defer_epilogue=True)
+    a = _host_out(1024, 512, ab)
+    extra = (np.zeros(k.slots, np.float32), np.zeros(k.slots[0], np.int32)) if stream_k else ()
+    ck = k.compile(a, a, _host_out(1024, 1024, ab), *extra, target="sm_90a")
+    r = ptxas(ck.asm["ptx"], "sm_90a", verbose=True)
+    assert r.returncode == 0, r.stderr
+    assert not any(w in r.stderr for w in ("C7514", "C7517", "C7518")), r.stderr
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
