@@ -791,10 +791,7 @@ def _hopper_plan(a, b, out, config, tune, sms) -> Plan:
 
     def run(a, b, out, bias, activation):
         if bias is None and activation is None:
-            extra = ()
-            if kw.get("stream_k"):
-                import torch
-                extra = H.workspace(kernel, a.device, torch.cuda.current_stream(a.device).cuda_stream)
+            extra = H.workspace(kernel, a) if kw.get("stream_k") else ()
             kernel(a.contiguous(), b.contiguous(), out, *extra)
         elif fused and (activation is None or activation in ("relu", "gelu", "silu")):
             H.hopper_matmul(a, b, out=out, bias=bias, activation=activation, **plain)

@@ -60,8 +60,7 @@ _KERNELS = {}
 OUTS = ("float16", "bfloat16", "float32")
 
 
-def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast, split_k,
-                  stream_k=False):
+def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast, split_k):
     # at least two stages: a consumer releases a stage only after it issued the next K tile's wgmma (one group
     # stays in flight), so with one stage the producer and the consumers would wait for each other forever
     if bn % 8 or not 8 <= bn <= 256 or consumers < 1 or 64 * consumers > 256 or stages < 2:
@@ -75,9 +74,6 @@ def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias
     if split_k > 1 and (persistent or multicast):
         raise tiledsl.LaunchError(f"hopper gemm: split_k={split_k} runs one tile per block in clusters of its own; "
                                   f"it does not combine with {'persistent' if persistent else 'multicast'}=True")
-    if stream_k and (not persistent or multicast or split_k > 1 or bias is not None or activation is not None):
-        raise tiledsl.LaunchError("hopper gemm: stream_k=True takes the persistent grid (persistent=True) without "
-                                  "multicast, split_k, bias or activation")
     if activation not in ACTIVATIONS:
         raise tiledsl.LaunchError(f"hopper gemm: activation={activation!r} is not one of None, 'relu', 'gelu', "
                                   f"'silu'")
@@ -97,7 +93,7 @@ def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, n
         key += ("defer_epilogue",)
     if key not in _KERNELS:
         _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast,
-                      split_k, stream_k)
+                      split_k)                  # (build refuses what stream_k does not combine with)
         _KERNELS[key] = build(ab, bt, out, stages, consumers, bn, tma_store, persistent, num_sms, group_m,
                               multicast, bias, activation, split_k, stream_k, defer_epilogue)
     return _KERNELS[key]
@@ -106,13 +102,14 @@ def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, n
 _WORKSPACES = {}
 
 
-def workspace(kernel, device, stream: int):
-    """The stream-K kernel's workspace on `device` for launches on `stream`: W (grid width, BM * BN) float32, a
-    row of partial sums per block, and F (grid width,) int32 flags, zero (each flag is raised by the block that
-    publishes its row and lowered again by the block that adds it). One pair per (device, stream, shape): two
-    launches running at once on different streams must not share one."""
+def workspace(kernel, a):
+    """The stream-K kernel's workspace for launches on torch tensor a's device and current stream: W (grid width,
+    BM * BN) float32, a row of partial sums per block, and F (grid width,) int32 flags, zero (each flag is raised
+    by the block that publishes its row and lowered again by the block that adds it). One pair per (device,
+    stream, shape): two launches running at once on different streams must not share one."""
     torch = _torch()
-    key = (str(device), stream, kernel.slots)
+    device = a.device
+    key = (str(device), torch.cuda.current_stream(device).cuda_stream, kernel.slots)
     if key not in _WORKSPACES:
         _WORKSPACES[key] = (torch.empty(kernel.slots, dtype=torch.float32, device=device),
                             torch.zeros(kernel.slots[0], dtype=torch.int32, device=device))
@@ -261,7 +258,7 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
                                   f"multiples); got M={M}, N={N}, K={K}")
     extra = () if bias is None else (bias,)
     if stream_k:
-        extra = workspace(kernel, a.device, _torch().cuda.current_stream(a.device).cuda_stream)
+        extra = workspace(kernel, a)
     kernel(*(a.contiguous(), b.contiguous(), out) + extra)
     return out
 

@@ -450,7 +450,7 @@ def test_stream_k_against_torch(M, N, K, cfg, dtype, out):
     cfg = dict(cfg)
     k = H.make_hopper_gemm(dtype, out or dtype, persistent=True, tma_store=(N * (4 if out else 2)) % 16 == 0,
                            stream_k=True, num_sms=cfg.pop("num_sms", 132), **cfg)
-    W, F = H.workspace(k, a.device, torch.cuda.current_stream().cuda_stream)
+    W, F = H.workspace(k, a)
     first = torch.empty(M, N, device="cuda", dtype=od)
     again = torch.empty(M, N, device="cuda", dtype=od)
     k(a, b, first, W, F)
