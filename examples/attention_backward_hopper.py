@@ -255,6 +255,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
             w = (tid % 128) // 32
             sacc = T.alloc_local((NS,), "float32")    # S^T, then P^T; then this tile's dQ half
             dpacc = T.alloc_local((NS,), "float32")   # dP^T, then dS^T
+            lq = T.alloc_local((NS // 2,), "float32")  # a thread's 16 query columns' LSE2, then Delta * scale
             dk = T.alloc_local((ND,), "float32")
             dv = T.alloc_local((ND,), "float32")
             pk = T.alloc_local((NS // 2, 1), "uint32")   # P^T packed: dV's A fragment
@@ -307,15 +308,26 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                             sacc[i] = NEG if (rh8 >= kn or off - rh8 < kd) else sacc[i]
                         else:
                             sacc[i] = NEG if rh8 >= kn else sacc[i]
-                # P^T = ex2(s * C - LSE2[query])
+                # P^T = ex2(s * C - LSE2[query]): the exponent as one fma (tiledsl never contracts a * b - c itself)
+                # (a thread's 16 query columns' LSE2 read first, as pairs: the fma calls in between would split
+                # the reads into 32 scalar ones)
+                sx = sacc.view(NS, 1)
+                for k in T.unroll(NS // 2):
+                    lq[k] = sl[st, 0, 8 * (k // 2) + 2 * (lane % 4) + k % 2]
                 for i in T.unroll(NS):
-                    sacc[i] = sacc[i] * C - sl[st, 0, 8 * (i // 4) + 2 * (lane % 4) + i % 2]
+                    T.cuda.tile.apply(T.ptx["fma.rn.f32"], sx[i], sx[i], C, -lq[2 * (i // 4) + i % 2])
                 T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
                 T.cuda.tile.apply(T.ptx[WAITG], 0, dpv, scope="warpgroup")
                 # dS^T = P^T (dP^T - Delta[query]) * scale; then P^T and dS^T packed (dV and dK are issued once
                 # both are: P^T's float32 registers and an in-flight P^T fragment are never live at once)
+                # as P^T (dP^T * scale - Delta * scale): one fma and one multiply a score (the 16 Delta * scale of a
+                # thread's query columns are formed once a tile, not once per score)
+                dx = dpacc.view(NS, 1)
+                for k in T.unroll(NS // 2):
+                    lq[k] = sl[st, 1, 8 * (k // 2) + 2 * (lane % 4) + k % 2] * SC
                 for i in T.unroll(NS):
-                    dpacc[i] = sacc[i] * (dpacc[i] - sl[st, 1, 8 * (i // 4) + 2 * (lane % 4) + i % 2]) * SC
+                    T.cuda.tile.apply(T.ptx["fma.rn.f32"], dx[i], dx[i], SC, -lq[2 * (i // 4) + i % 2])
+                    dpacc[i] = sacc[i] * dpacc[i]
                 T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
                 T.cuda.tile.apply(T.ptx[CVT], dsk, dpacc.view(NS // 2, 2)[:, 1:2], dpacc.view(NS // 2, 2)[:, 0:1])
                 # dV += P^T dO
