@@ -5,6 +5,7 @@ config), so everything but the timing itself runs here: candidates really compil
 """
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -276,3 +277,27 @@ def test_gemm_example_tunes_over_at_least_8_configs():
         G.tuned_gemm.kernel_for(epi, (a, np.zeros((256, 64), np.float16), c32), {})
     with pytest.raises(tiledsl.LaunchError, match="multiples"):
         G.tuned_gemm.kernel_for(G.tuned_gemm.configs[0], (np.zeros((100, 64), np.float16), a, a), {})
+
+
+def test_forked_workers_only_compile():
+    """The kernel factory and the argument binding run in the tuning process: a forked compile worker must never
+    do what may touch the GPU's driver (torch refuses CUDA in a forked child: "Cannot re-initialize CUDA")."""
+    parent = os.getpid()
+
+    def factory(A, Out, R):
+        assert os.getpid() == parent, "the kernel factory ran in a forked worker"
+
+        @tiledsl.jit
+        def times(A: T.Tensor((64,), "float32"), Out: T.Tensor((64,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+            i = T.cuda.thread_id()
+            Out[i] = A[i] * float(R)
+        return times
+    a, out = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    cfgs = [tiledsl.Config({"R": r}) for r in (1, 2, 3)]
+    t = tiledsl.autotune(configs=cfgs, key=["A"], pool="processes")(factory)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # not "parallel compilation failed; compiling in this process"
+        assert t._compile_all(cfgs, (a, out), {}, Target(80)) == {}
+    # each candidate's cubin is now in the disk cache: compiling again here is a disk hit
+    assert all(t._compile(c, (a, out), {}, Target(80))._compiled for c in cfgs)

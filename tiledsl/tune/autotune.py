@@ -192,13 +192,21 @@ class Autotuner:
 
     def _compile(self, cfg: Config, args, kwargs, target: Target):
         """Compile (or load) `cfg` for `target` exactly as its launch will look it up; returns the kernel."""
+        k, build = self._prepare(cfg, args, kwargs, target)
+        build()
+        return k
+
+    def _prepare(self, cfg: Config, args, kwargs, target: Target):
+        """(the kernel of `cfg`, a function compiling it for `target` as its launch will look it up). The kernel
+        factory and the argument binding run here, in the calling process: they may ask the GPU's driver (a
+        factory reading the SM count, torch placing a tensor), which a forked compile worker must never do."""
         from ..abi import check as C
         k = self.kernel_for(cfg, args, kwargs)
         values = k.bind(args, self._call_kwargs(cfg, kwargs))
         block = C.dims(cfg.block) if cfg.block is not None else None
         grid = cfg.grid if cfg.grid is not None and not callable(cfg.grid) else None
-        k._get(values, target, block, C.check_grid(C.dims(grid)) if grid is not None else None)
-        return k
+        grid = C.check_grid(C.dims(grid)) if grid is not None else None
+        return k, lambda: k._get(values, target, block, grid)
 
     def _launcher(self, k, cfg: Config, kwargs):
         """A callable launching `k` with `cfg` on the call's arguments."""
@@ -383,9 +391,15 @@ class Autotuner:
         from ..cache import disk
 
         def one(cfg):
+            try:
+                build = self._prepare(cfg, args, kwargs, target)[1]
+            except TiledslError as e:
+                reason = f"{type(e).__name__}: {e}"
+                return lambda: reason
+
             def compile_one():
                 try:
-                    self._compile(cfg, args, kwargs, target)
+                    build()
                     return None
                 except TiledslError as e:
                     return f"{type(e).__name__}: {e}"
