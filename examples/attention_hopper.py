@@ -39,7 +39,14 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
         and waits for both;
   * causal: tiles above the diagonal are never loaded, the crossing tiles masked; ragged N_kv: the zero-filled
     keys are masked to -inf; rows past N are computed on zeros and not stored;
-  * the epilogue divides O by the row sum, stores O (st.global of f16x2/bf16x2 words) and LSE.
+  * the epilogue divides O by the row sum, stores O (st.global of f16x2/bf16x2 words) and LSE;
+  * persistent (config[6] = 1; FA3's persistent tile scheduler): a grid of min(SMs, work items) blocks, each
+    walking its (batch * head, query block) items in a static order (hopper_attention_parts.work_item says which
+    and why), so a block's start (launch, barrier set-up, setmaxnreg) is paid once and an item's epilogue overlaps
+    the next item's loads. The ring's stage and phase follow a running count of the block's tiles (no re-init);
+    Q's barrier alternates its phase per item, and the producer loads the next Q only once every consumer warp
+    has arrived on a "Q free" barrier after its item's last S = Q K^T retired; the ping-pong turns run on from
+    item to item.
 
 On the interpreter the producer and the consumers run as fibers (interpreter/fibers.py) that hand over at their
 mbarrier waits, so the ring turns there as on the GPU; with ping-pong each consumer warpgroup is its own fiber, so
@@ -47,6 +54,7 @@ their turns alternate there too.
 
     python examples/attention_hopper.py   # on an H200/H100: against torch SDPA; else a small interpreter case
 """
+import functools
 import sys
 
 import numpy as np
@@ -62,6 +70,7 @@ LOG2E = 1.4426950408889634
 SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
+NUM_SMS = 132               # the persistent grid's width where no device is asked (an H100/H200 SXM)
 
 # (consumers, BN, stages, overlap[, pingpong]) per head dim: BM = 64 * consumers query rows per block
 # measured on the H200 (benchmarks/attention.py --configs fa3all --quick, f16, N = 4096, 2026-12-01, assembled by
@@ -96,6 +105,14 @@ POLY_CANDIDATES = {
     128: [(2, 128, 3, 0, 1, 8), (2, 128, 3, 0, 1, 16)],
     256: []}
 
+# the persistent twins (config[6] = 1: a grid of one block per SM walking the work items, parts.work_item) of the
+# defaults and of the fastest candidates, for the benchmark to compare with the one-block-per-item grid; each
+# assembles without spills, causal and not (tests/test_attention_hopper.py); not yet measured on the H200
+PERSISTENT_CANDIDATES = {
+    64: [(2, 128, 4, 1, 1, 0, 1), (2, 128, 4, 1, 0, 0, 1), (2, 128, 4, 1, 1, 16, 1)],
+    128: [(2, 128, 3, 0, 1, 0, 1), (2, 128, 3, 1, 1, 0, 1)],
+    256: [(2, 64, 2, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1)]}
+
 _KERNELS = {}
 
 
@@ -125,15 +142,18 @@ def smem_bytes(D: int, consumers: int, bn: int, stages: int) -> int:
     return 2 * (64 * consumers * D + 2 * stages * bn * D)
 
 
-def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
+def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=NUM_SMS):
     """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
-    config = (consumers, BN, stages, overlap[, pingpong[, poly]]): consumer warpgroups (BM = 64 each), key/value
-    rows per tile, ring depth, whether S of the next tile is issued before the softmax of this one, whether the
-    consumers take turns on the tensor cores (0 when left out; 1 takes 2 or 3 consumers), and how many of a
-    thread's BN / 2 exponentials per tile the FMA-pipe polynomial computes instead of MUFU's ex2.approx
-    (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out). Default: CONFIGS[D].
+    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent]]]): consumer warpgroups (BM = 64
+    each), key/value rows per tile, ring depth, whether S of the next tile is issued before the softmax of this
+    one, whether the consumers take turns on the tensor cores (0 when left out; 1 takes 2 or 3 consumers), how
+    many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial computes instead of MUFU's ex2.approx
+    (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and whether a grid of min(num_sms, work
+    items) blocks walks the (batch * head, query block) items (1) or one block runs each (0 when left out): the
+    persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once, and overlaps an item's
+    epilogue with the next item's Q and K/V loads. Default: CONFIGS[D].
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
@@ -143,15 +163,18 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
         config += (0,)                  # a 4-entry configuration (the earlier form): no ping-pong
     if len(config) == 5:
         config += (0,)                  # a 5-entry one: every exponential by ex2.approx
-    key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
+    if len(config) == 6:
+        config += (0,)                  # a 6-entry one: one block per work item
+    # the persistent grid's width shapes the walk: part of the key (only there)
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6:] == (1,) else None, config)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
-    if len(config) != 6:
+    if len(config) != 7:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap"
-                                  f"[, pingpong[, poly]])")
-    CONS, BN, STG, OVERLAP, PINGPONG, POLY = config
+                                  f"[, pingpong[, poly[, persistent]]])")
+    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
@@ -164,6 +187,10 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: poly = {POLY!r} (the exponentials of "
                                   f"a thread's BN / 2 = {BN // 2} per tile computed by the FMA-pipe polynomial) "
                                   f"must be a multiple of {POLY_UNIT} from 0 to {BN // 2}")
+    if PERSIST not in (0, 1) or not isinstance(num_sms, int) or num_sms < 1:
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: persistent = {PERSIST!r} must be 0 "
+                                  f"(one block per work item) or 1 (a grid of at most num_sms = {num_sms!r} blocks "
+                                  f"walking the items; num_sms a positive int)")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
@@ -174,6 +201,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     NS = BN // 2                        # f32 accumulators of S per consumer thread
     NQB = -(-N // BM)                   # query blocks per head
     NKT = -(-NK // BN)                  # key tiles
+    GRID = min(num_sms, NQB * B * H) if PERSIST else 0      # the persistent grid: no more blocks than items
     GROUP = H // HK
     C = float(scale) * LOG2E            # scores to the log2 domain
     TXQ, TXKV = BM * D * 2, BN * D * 2  # bytes the boxes pay to their barriers
@@ -198,8 +226,10 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
     parts = forward_parts(shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV,
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
                           pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
-                          producer_regs=PRODUCER_REGS, poly=POLY)
+                          producer_regs=PRODUCER_REGS, poly=POLY, grid=GRID)
     ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
+    work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
+    turns_open, turns_close = parts.turns_open, parts.turns_close
 
     @tiledsl.jit
     def attention_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
@@ -241,23 +271,68 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None):
             # epilogue: O / l, LSE
             store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
 
-    attention_fa3.tile = (BM, BN)
-    _KERNELS[key] = attention_fa3
-    return attention_fa3
+    @tiledsl.jit
+    def attention_fa3_persistent(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                                 K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
+                                 V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
+                                 O: T.Tensor((B, H, N, D), dtype), LSE: T.Tensor((B, H, N), "float32")):
+        # attention_fa3 with the persistent grid: each block walks its work items (parts.work_item says in which
+        # order); the ring, Q's barriers and the ping-pong turns run on from item to item
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS, max_registers=CAP))
+        tid = T.cuda.thread_id()
+        wg = tid // 128
+        pid = T.cuda.block_id()
+        sq = T.alloc_shared((DH * BM * 64,), dtype)
+        sk = T.alloc_shared((STG * DH * BN * 64,), dtype)
+        sv_ = T.alloc_shared((STG * DH * BN * 64,), dtype)
+        qbar, fullk, fullv, empty, qfree = ring_barriers(tid)
+        tq = sq.view(DH, 1, BM, 64, layout=L_TQ)
+        tk = sk.view(STG, DH, 1, BN, 64, layout=L_TKV)
+        tv = sv_.view(STG, DH, 1, BN, 64, layout=L_TKV)
+        wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
+        wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
+        wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
+        if wg == 0:
+            produce_walk(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid)
+        else:
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
+            c = wg - 1
+            lane = tid % 32
+            w = (tid % 128) // 32
+            turns_open(c)
+            tb = 0                                           # key tiles of the walk's earlier items
+            for k in range(walk_length(pid)):
+                bh, qb, b, h, hk, ntiles = work_item(pid, k)
+                row0 = qb * BM + 64 * c + 16 * w + lane // 4
+                oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
+                                            tb, k, qfree)
+                # the epilogue runs while the producer loads the next item's Q and first tiles
+                store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
+                tb = tb + ntiles
+            turns_close(c)
+
+    kernel = attention_fa3_persistent if PERSIST else attention_fa3
+    kernel.tile = (BM, BN)
+    _KERNELS[key] = kernel
+    return kernel
 
 
-def attention_hopper(q, k, v, causal=False, scale=None, config=None):
+def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=None):
     """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D) on an
     sm_90 GPU (torch CUDA tensors), or, for numpy float16 arrays, the same kernel on the CPU interpreter.
 
     scale defaults to 1/sqrt(D); causal masks key j > query i (top-left aligned, as torch's is_causal). O has q's
-    dtype and shape, LSE is float32 (B, H, N) in natural log. D must be one of SUPPORTED_D."""
+    dtype and shape, LSE is float32 (B, H, N) in natural log. D must be one of SUPPORTED_D. num_sms: the persistent
+    grid's width (config[6] = 1); default the device's SM count (NUM_SMS on the interpreter); tests give a small
+    one so each block walks several items."""
     from attention import _check, softmax_scale
     dt, shape, D = _check(q, k, v)
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     scale = softmax_scale(scale, D)
-    kern = make_attention_hopper(dt, D, causal, shape, scale, config)
+    if num_sms is None:
+        num_sms = NUM_SMS if isinstance(q, np.ndarray) else _sm_count(q.device)
+    kern = make_attention_hopper(dt, D, causal, shape, scale, config, num_sms)
     B, H, _, N, _ = shape
     if isinstance(q, np.ndarray):
         q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
@@ -271,6 +346,13 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None):
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
     kern(*_flat(q, k, v), o, lse)
     return o, lse
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device) -> int:
+    """The SMs of a torch CUDA device (asked once a device: the launch path stays flat)."""
+    import torch
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _flat(q, k, v):

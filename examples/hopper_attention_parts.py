@@ -16,6 +16,7 @@ from tiledsl import T
 from tiledsl.lang.inline import InlineFunction
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
+from attention import key_tiles
 from exp2_fma import exp2_fma
 from hopper_producer import FULL_MASK, elect_one
 
@@ -44,10 +45,15 @@ class ForwardParts(NamedTuple):
     row_sums: InlineFunction
     store: InlineFunction
     consume: InlineFunction
+    work_item: InlineFunction
+    walk_length: InlineFunction
+    produce_walk: InlineFunction
+    turns_open: InlineFunction
+    turns_close: InlineFunction
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
-                  cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0) -> ForwardParts:
+                  cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0, grid=0) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -58,7 +64,12 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     hp: a scratch for the kernels that need one, pv: pk as wgmma's A fragment); to_p(pk, hp, sacc): the helper that
     turns S's probabilities into P's A words; producer_regs: the registers a producer thread keeps
     (setmaxnreg.dec); poly: how many of a thread's BN / 2 exponentials per tile are computed on the FMA pipe
-    (examples/exp2_fma.py) instead of by ex2.approx on MUFU, a multiple of 4 (0: all on MUFU)."""
+    (examples/exp2_fma.py) instead of by ex2.approx on MUFU, a multiple of 4 (0: all on MUFU); grid: 0 for one
+    block per work item (query block of a head), else the persistent grid's width: each block walks several items
+    (work_item, walk_length), the ring's stage and phase follow a running tile count tb across them, Q's barrier
+    alternates its phase per item (k: the item's place in the block's walk), a "Q free" barrier tells the producer
+    when the next item's Q may overwrite this one's, the last tile's stage is released too, and the ping-pong turns
+    run on from item to item (turns_open / turns_close around the walk)."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -68,13 +79,23 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     # registers 4n .. 4n + 3), spread evenly over the tile (block n where (n + 1) * poly / NS passes an integer)
     NB = BN // 8
     POLY_BLOCKS = tuple(int((n + 1) * poly // NS > n * poly // NS) for n in range(NB))
+    persistent = grid > 0
+    NQB = -(-N // BM)                   # query blocks per head
+    NKT = -(-NK // BN)                  # key tiles
+    ITEMS = NQB * B * H                 # work items: (batch * head, query block)
+    G = max(grid, 1)
+    # the persistent walk's waves (G items each; the last may be partial) and which blocks run the last one
+    FULL, REM = ITEMS // G, ITEMS % G
+    LAST_REVERSED = FULL % 2 == 1
 
     @tiledsl.inline
-    def init_barriers(tid, qbar, fullk, fullv, empty):
-        """Thread 0 sets up the Q barrier and the ring's full (K, V) and empty barriers (4 warps per consumer
-        release a stage); the block meets before any thread uses them."""
+    def init_barriers(tid, qbar, fullk, fullv, empty, qfree=None):
+        """Thread 0 sets up the Q barrier(s) and the ring's full (K, V) and empty barriers (4 warps per consumer
+        release a stage, and, persistent, Q); the block meets before any thread uses them."""
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
+            if persistent:
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qfree, 4 * CONS)
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
@@ -86,25 +107,37 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     def ring_barriers(tid):
         """(qbar, fullk, fullv, empty): the mbarriers in shared memory, set up (init_barriers) before the block
         meets. qbar: Q has landed; fullk[s]: stage s holds K of its tile (phase u: the u-th fill); fullv[s]: ... and
-        V (V^T); empty[s]: every consumer warp is done with stage s."""
+        V (V^T); empty[s]: every consumer warp is done with stage s. Persistent: qbar's phase k is the walk's k-th
+        item, and a fifth, qfree: every consumer warp's last S = Q K^T of the k-th item has read Q (phase k)."""
         qbar = T.alloc_shared((1,), "uint64")
         fullk = T.alloc_shared((STG,), "uint64")
         fullv = T.alloc_shared((STG,), "uint64")
         empty = T.alloc_shared((STG,), "uint64")
-        init_barriers(tid, qbar, fullk, fullv, empty)
-        return qbar, fullk, fullv, empty
+        qfree = T.alloc_shared((1,), "uint64") if persistent else None
+        init_barriers(tid, qbar, fullk, fullv, empty, qfree)
+        return (qbar, fullk, fullv, empty, qfree) if persistent else (qbar, fullk, fullv, empty)
 
     @tiledsl.inline
-    def load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles):
-        """The producer's elected thread: Q once, then K and V of each of the block's ntiles key tiles into the
-        ring, each on its own full barrier (so S = Q K^T starts before V lands)."""
+    def ring(tb, j):
+        """Tile j of an item as the ring counts it (stage ring % STG, its fill ring // STG of that stage): with the
+        persistent walk, after the tb tiles of the block's earlier items (no re-init between items)."""
+        return tb + j if persistent else j
+
+    @tiledsl.inline
+    def load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles, tb=0, k=0, qfree=None):
+        """The producer's elected thread: Q once, then K and V of each of the item's ntiles key tiles into the
+        ring, each on its own full barrier (so S = Q K^T starts before V lands). Persistent: the k-th item of the
+        walk, after tb tiles; its Q waits until the previous item's last S = Q K^T has read the old one."""
+        if persistent:
+            # phase k - 1 of qfree; for k = 0 the wait for parity 1 passes at once (no phase has completed)
+            T.cuda.tile.apply(T.ptx[WAIT], qfree, (k + 1) % 2)
         T.cuda.tile.apply(T.ptx[EXPECT], qbar, tx_q)
         T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=step)
         for j in range(ntiles):
-            s = j % STG
-            if j >= STG:
-                # the (j // STG)-th refill of stage s waits for the consumers' previous use of it
-                T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
+            s = ring(tb, j) % STG
+            if ring(tb, j) >= STG:
+                # the (ring // STG)-th refill of stage s waits for the consumers' previous use of it
+                T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (ring(tb, j) // STG + 1) % 2)
             T.cuda.tile.apply(T.ptx[EXPECT], fullk[s:s + 1], tx_kv)
             T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b * HK + hk, j * BN, 0),
                               coord_steps=step)
@@ -125,6 +158,42 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         if T.cuda.warp_id() == 0:
             if elect_one() == 1:
                 load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
+
+    @tiledsl.inline
+    def walk_length(pid):
+        """How many work items block pid walks: every wave's but the last, and the last's where it has one."""
+        return (FULL + 1 if pid >= G - REM else FULL) if LAST_REVERSED else (FULL + 1 if pid < REM else FULL)
+
+    @tiledsl.inline
+    def work_item(pid, k):
+        """(bh, qb, b, h, hk, ntiles) of block pid's k-th item. The items in the one-block-per-item grid's order (a
+        head's query blocks side by side, so its K and V stay in L2 while the wave runs; causal: each head's
+        heaviest block first) are taken G at a time, a wave, one per block: a static schedule, no queue in global
+        memory to reset per launch. The odd waves run backwards ("snake"): causal items shrink along a head, so
+        a block that took a heavy item in one wave takes a light one in the next (for the benchmark's causal shapes
+        the busiest block's work is 3% above the mean, against 12-19% with every wave forwards)."""
+        i = k * G + ((G - 1 - pid) if k % 2 == 1 else pid)
+        bh = i // NQB
+        qb = i % NQB
+        if causal:
+            qb = NQB - 1 - qb
+        b = bh // H
+        h = bh % H
+        hk = h // (H // HK)
+        return bh, qb, b, h, hk, key_tiles(qb, NKT, BM, BN, causal)
+
+    @tiledsl.inline
+    def produce_walk(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid):
+        """The persistent producer: as produce, for each item of block pid's walk in turn; the ring runs on
+        (tb counts the tiles loaded so far), so the next item's loads overlap this item's epilogue."""
+        T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], producer_regs)
+        if T.cuda.warp_id() == 0:
+            if elect_one() == 1:
+                tb = 0
+                for k in range(walk_length(pid)):
+                    bh, qb, b, h, hk, ntiles = work_item(pid, k)
+                    load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles, tb, k, qfree)
+                    tb = tb + ntiles
 
     @tiledsl.inline
     def issue_s(sv, wq, wk, c, st):
@@ -252,19 +321,37 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     @tiledsl.inline
     def turn_end(c, last):
         """Ping-pong: consumer c has issued this turn's groups: the next consumer's turn. The last consumer's last
-        turn hands to nobody (so every barrier's arrivals match its syncs when the block ends)."""
+        turn hands to nobody (so every barrier's arrivals match its syncs when the block ends); in the persistent
+        walk it hands to the first consumer's next item, and turns_close takes the walk's last hand-over."""
         if pingpong:
-            if last:
+            if last and not persistent:
                 if c != CONS - 1:
                     T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
             else:
                 T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
 
     @tiledsl.inline
-    def consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, cs):
-        """Consumer warpgroup c's main loop over the block's ntiles key tiles, up to the full row sums: returns
+    def turns_open(c):
+        """Ping-pong: the last consumer lets the first one take the first turn (once a block: the persistent walk
+        hands over from item to item)."""
+        if pingpong:
+            if c == CONS - 1:
+                T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
+
+    @tiledsl.inline
+    def turns_close(c):
+        """Ping-pong, after the persistent walk: the first consumer takes the last consumer's last hand-over, so
+        every barrier's arrivals match its syncs when the block ends."""
+        if pingpong:
+            if c == 0:
+                T.cuda.tile.apply(T.ptx["bar.sync"], 1, 256)
+
+    @tiledsl.inline
+    def consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, cs, tb=0, k=0, qfree=None):
+        """Consumer warpgroup c's main loop over the item's ntiles key tiles, up to the full row sums: returns
         (oacc, lsum, m, al) for store(). row0: this lane's first row (the other is row0 + 8); cs: the log2-domain
-        scale of the raw scores."""
+        scale of the raw scores. Persistent: the k-th item of the walk, after tb tiles (its registers start afresh
+        here); once its last S has retired each warp arrives on qfree, and it releases the last tile's stage."""
         sacc = T.alloc_local((NS,), "float32")
         oacc = T.alloc_local((NO,), "float32")
         pk, hp, pv = p_regs()
@@ -280,15 +367,17 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         for r in T.unroll(2):
             m[r, 0] = NEG
             lsum[r, 0] = 0.0
-        if pingpong:
-            if c == CONS - 1:
-                # the last consumer lets the first one take the first turn
-                T.cuda.tile.apply(T.ptx["bar.arrive"], 1, 256)
+        if not persistent:
+            turns_open(c)
         # prologue: S of tile 0 and its softmax, so the loop always holds P of the tile it multiplies by V
-        T.cuda.tile.apply(T.ptx[WAIT], qbar, 0)
-        T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
+        T.cuda.tile.apply(T.ptx[WAIT], qbar, k % 2 if persistent else 0)
+        if persistent:
+            s0 = ring(tb, 0) % STG
+            T.cuda.tile.apply(T.ptx[WAIT], fullk[s0:s0 + 1], (ring(tb, 0) // STG) % 2)
+        else:
+            T.cuda.tile.apply(T.ptx[WAIT], fullk[0:1], 0)
         turn_begin(c)
-        issue_s(sv, wq, wk, c, 0)
+        issue_s(sv, wq, wk, c, ring(tb, 0) % STG if persistent else 0)
         turn_end(c, False)
         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
         softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
@@ -296,15 +385,15 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
         # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
         for j in range(ntiles - 1):
-            st = j % STG
-            s1 = (j + 1) % STG
+            st = ring(tb, j) % STG
+            s1 = ring(tb, j + 1) % STG
             if overlap or pingpong:
                 # S of the next tile goes to the tensor cores first (S's registers are free: P holds tile j); with
                 # ping-pong both groups are issued in one turn
-                T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], (ring(tb, j + 1) // STG) % 2)
                 turn_begin(c)
                 issue_s(sv, wq, wk, c, s1)
-                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
+                issue_pv(oacc, ov, pv, wv, al, fullv, st, ring(tb, j))
                 turn_end(c, False)
                 if overlap:
                     # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
@@ -322,24 +411,32 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                         T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
                     softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
             else:
-                issue_pv(oacc, ov, pv, wv, al, fullv, st, j)
+                issue_pv(oacc, ov, pv, wv, al, fullv, st, ring(tb, j))
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
                 if lane == 0:
                     T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-                T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], ((j + 1) // STG) % 2)
+                T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], (ring(tb, j + 1) // STG) % 2)
                 issue_s(sv, wq, wk, c, s1)
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
                 softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
             # P V has read P: the next tile's P may overwrite it
             to_p(pk, hp, sacc)
         last = ntiles - 1
+        if persistent:
+            # every S of the item has retired (the loop waited for each): the producer may load the next Q
+            if lane == 0:
+                T.cuda.tile.apply(T.ptx[ARRIVE], qfree)
         turn_begin(c)
-        issue_pv(oacc, ov, pv, wv, al, fullv, last % STG, last)
+        issue_pv(oacc, ov, pv, wv, al, fullv, ring(tb, last) % STG, ring(tb, last))
         turn_end(c, True)
         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
+        if persistent:
+            # the next item's tiles refill this stage
+            if lane == 0:
+                T.cuda.tile.apply(T.ptx[ARRIVE], empty[ring(tb, last) % STG:ring(tb, last) % STG + 1])
         # the epilogue's full row sums
         row_sums(lsum, sh, al)
         return oacc, lsum, m, al
 
     return ForwardParts(ring_barriers, init_barriers, load_ring, produce, issue_s, issue_pv, softmax, row_sums, store,
-                        consume)
+                        consume, work_item, walk_length, produce_walk, turns_open, turns_close)

@@ -4,7 +4,8 @@ groups kept asynchronous (no C7514 serialization), the PTX holds the producer/co
 (ragged N = 130, GQA, causal, the ring turning over more tiles than stages) run on the fibered interpreter within
 2e-3 of the float64 reference, with and without ping-pong (the consumers taking turns through named barriers, each
 consumer warpgroup a fiber) and with a share of the exponentials on the FMA pipe (config[5] = poly; bad values
-refused); attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
+refused) and with the persistent grid (config[6] = 1: a few blocks each walking several work items, the same
+numbers as one block per item); attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
 H200 (GPU_SHAPES below are its shapes, compiled here in the slow test)."""
 import re
 
@@ -107,7 +108,7 @@ def test_every_ping_pong_candidate_assembles(D):
 def test_ping_pong_configurations_are_checked():
     assert AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1)) is \
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 0))
-    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0)]:
+    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0)]:
         with pytest.raises(tiledsl.LaunchError, match="configuration"):
             AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, bad)
 
@@ -197,10 +198,10 @@ def test_an_fa3_configuration_picks_fa3():
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
     ro, rl = A.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0) for key in AH._KERNELS)
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1, 0) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
 
@@ -265,3 +266,67 @@ def test_bad_poly_values_are_refused(poly):
     # a multiple of 4 (whole 8-column blocks of S) from 0 to BN / 2 = 64 registers a thread
     with pytest.raises(tiledsl.LaunchError, match=re.escape(f"poly = {poly!r}")):
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 128, 4, 1, 1, poly))
+
+
+@pytest.mark.parametrize("causal, heads, n, nk, config, D, sms", [
+    # GQA, causal: 6 items (3 query blocks, 2 heads), 3 a block; ping-pong with overlap; the ring turns over
+    # within items and across them
+    (True, (2, 1), 300, 300, (2, 64, 2, 1, 1, 0, 1), 64, 2),
+    # 4 items on 3 blocks: the second wave (backwards) is partial, so only the last block walks 2
+    (False, (2, 1), 130, 200, (2, 64, 3, 1, 0, 0, 1), 64, 3),
+    # the serial schedule, 3 items on 2 blocks (the first block one, the second two)
+    (True, (1, 1), 300, 300, (2, 64, 2, 0, 0, 0, 1), 64, 2),
+    # three consumers taking turns in a ring, both items on one block
+    (True, (1, 1), 200, 200, (3, 64, 2, 1, 1, 0, 1), 64, 1),
+    # one key tile an item: only the prologue's turn and the last one, item after item
+    (False, (2, 1), 70, 70, (2, 128, 2, 1, 1, 0, 1), 64, 1),
+    # D = 128, serial ping-pong, GQA, causal
+    (True, (2, 1), 130, 130, (2, 64, 2, 0, 1, 0, 1), 128, 2),
+    # the FMA-pipe exponentials
+    (False, (2, 1), 130, 130, (2, 128, 2, 1, 1, 16, 1), 64, 3),
+])
+def test_persistent_on_the_interpreter(causal, heads, n, nk, config, D, sms):
+    """A grid of `sms` blocks walking the (head, query block) items: exactly the numbers of one block per item (each
+    row sees the same operations in the same order), and within the forward's bounds of the reference."""
+    H, HK = heads
+    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D + sms, D=D)
+    scale = 0.3 * 8 / D ** 0.5
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config, num_sms=sms)
+    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config[:6])
+    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=scale)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_persistent_configuration_assembles(causal):
+    # the persistent twin of CONFIGS[64]: a grid of min(SMs, items) blocks, one more mbarrier (Q free), the
+    # walk's last ping-pong hand-over taken after the loop; no spills, no serialised wgmma
+    config = AH.CONFIGS[64][:5] + (0, 1)
+    shape = (2, 8, 2, 4096, 4096)                                          # 512 items: more than the SMs
+    ptx, meta = kernel_ptx("float16", 64, causal, shape, config=config)
+    plain, _ = kernel_ptx("float16", 64, causal, shape, config=config[:6])
+    inits = "mbarrier.init.shared::cta.b64"
+    assert ptx.count(inits) == plain.count(inits) + 1
+    assert ptx.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
+    assert "bar.sync 1, 256;" in ptx and "bar.sync 1, 256;" not in plain
+    assert meta["dynamic_shared"] <= AH.SMEM_LIMIT
+    check_assembles(ptx)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_every_persistent_candidate_assembles(D):
+    # AH.PERSISTENT_CANDIDATES, causal and not (the benchmark's fa3persist / fa3all time them)
+    for config in AH.PERSISTENT_CANDIDATES[D]:
+        for causal in (False, True):
+            check_assembles(kernel_ptx("float16", D, causal, GPU_SHAPES[1000], config=config)[0])
+
+
+@pytest.mark.parametrize("config, sms, what", [((2, 64, 2, 1, 1, 0, 2), 132, "persistent = 2"),
+                                               ((2, 64, 2, 1, 1, 0, 1), 0, "num_sms = 0"),
+                                               ((2, 64, 2, 1, 1, 0, 1), 1.5, "num_sms = 1.5")])
+def test_bad_persistent_values_are_refused(config, sms, what):
+    with pytest.raises(tiledsl.LaunchError, match=re.escape(what)):
+        AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, config, sms)

@@ -2,8 +2,9 @@
 float32 inputs; max abs error <= 2e-3 for f16, plus bf16's own rounding for bf16), LSE against a float32
 log-sum-exp, over D 64/128, N 1024/4096 and a ragged 1000, causal or not, f16/bf16, grouped-query attention; the
 interpreter agrees with the GPU on the CI case; the SASS is HGMMA + UTMALDG code without local memory;
-attention(path=None) takes this kernel on sm_90. (tests/test_attention_hopper.py compiles these kernels through
-ptxas on CPU CI: GPU_SHAPES and GQA_SHAPES there are the shapes used here.)"""
+attention(path=None) takes this kernel on sm_90; the persistent grid (config[6] = 1) against the reference, with
+the device's grid and with a small one, and bit for bit against one block per item. (tests/test_attention_hopper.py
+compiles these kernels through ptxas on CPU CI: GPU_SHAPES and GQA_SHAPES there are the shapes used here.)"""
 import math
 import re
 
@@ -235,3 +236,52 @@ def test_fa3_polynomial_interpreter_agrees_with_gpu():
     # accumulation), which the polynomial, continuous at the integers since p(1) = 2, passes on as ex2.approx does.
     # (H200 2026-12-01, with the earlier polynomial's 8.6e-5 jump below each integer: LSE 6.7e-5 apart)
     _check_interpreter_agrees(_sm90(), seed=2, config=(2, 64, 2, 1, 1, 16))
+
+
+PERSISTENT_SHAPE = (2, 8, 2, 4096, 4096)        # GQA; 512 work items at BM = 128: more than the SMs
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_persistent_configurations(dtype, D, causal):
+    # AH.PERSISTENT_CANDIDATES on a grid of the device's SMs, each block walking about 4 items; a wrong ring or Q
+    # phase hangs (the test times out) or reads another item's tiles (O errs)
+    torch = _sm90()
+    dt = getattr(torch, dtype)
+    B, H, HK, N, NK = PERSISTENT_SHAPE
+    q, k, v = _qkv(torch, D + causal + 21, (B, H, N, D), (B, HK, NK, D), dtype=dtype)
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    for config in AH.PERSISTENT_CANDIDATES[D]:
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
+        torch.cuda.synchronize()
+        assert (o.float() - ro).abs().max().item() <= _tolerance(ro, dt, dtype), config
+        assert (lse - rl).abs().max().item() <= 1e-3, config
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_persistent_small_grid_ragged(D, causal):
+    # 7 blocks walking the 64 items of the ragged shape (9 or 10 each, the last wave partial)
+    torch = _sm90()
+    B, H, _, N, _ = GPU_SHAPES[1000]
+    q, k, v = _qkv(torch, D + causal + 23, (B, H, N, D))
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    for config in AH.PERSISTENT_CANDIDATES[D]:
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config, num_sms=7)
+        torch.cuda.synchronize()
+        assert (o.float() - ro).abs().max().item() <= 2e-3, config
+        assert (lse - rl).abs().max().item() <= 1e-3, config
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_persistent_is_bit_for_bit_one_block_per_item(causal):
+    # each row sees the same instructions in the same order with or without the walk (as on the interpreter,
+    # tests/test_attention_hopper.py): O and LSE equal to the bit
+    torch = _sm90()
+    B, H, HK, N, NK = PERSISTENT_SHAPE
+    q, k, v = _qkv(torch, causal + 25, (B, H, N, 64), (B, HK, NK, 64))
+    for config in AH.PERSISTENT_CANDIDATES[64]:
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
+        o1, l1 = AH.attention_hopper(q, k, v, causal=causal, config=config[:6])
+        assert torch.equal(o, o1) and torch.equal(lse, l1), config
