@@ -488,14 +488,26 @@ def _fa3_backward_fits(q, D) -> bool:
     return torch.cuda.get_device_capability(q.device) == (9, 0) and D in SUPPORTED_D
 
 
-def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None, path=None):
+def _sms_of(q) -> int:
+    """The SMs of q's device (the fa3 tail split's blocks); on the interpreter, an H200's."""
+    if isinstance(q, np.ndarray) or not getattr(q, "is_cuda", False):
+        from attention_backward_hopper import NUM_SMS
+        return NUM_SMS
+    import torch
+    return torch.cuda.get_device_properties(q.device).multi_processor_count
+
+
+def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None, path=None, tail_split=None,
+                       sms=None):
     """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernels on the CPU interpreter. dq has
     q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype.
     path: "fa2" (this module's mma.sync kernel), "fa3" (examples/attention_backward_hopper.py: TMA + wgmma, sm_90a,
     D = 128) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports, else fa2.
-    warps: the fa2 kernel's warps a block, 4 or 8 (default WARPS)."""
+    warps: the fa2 kernel's warps a block, 4 or 8 (default WARPS). tail_split (fa3): spread the query tiles of the
+    items past the whole waves of `sms` blocks (default: the device's SMs; 132 on the interpreter) over every
+    block (make_attention_backward_hopper); None: where attention_backward_hopper.tail_split_helps says so."""
     dt, shape, D = _check_grads(q, k, v, o, lse, do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):
@@ -506,10 +518,16 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
     if path == "fa3" and warps is not None:
         raise tiledsl.LaunchError("warps= configures the fa2 backward; the fa3 backward has none")
+    if path == "fa2" and (tail_split or sms is not None):
+        raise tiledsl.LaunchError("tail_split= and sms= configure the fa3 backward; the fa2 backward has none")
     B, H, HK, N, NK = shape
     if path == "fa3":
         import attention_backward_hopper as ABH
-        main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale)
+        if sms is None:
+            sms = _sms_of(q)
+        if tail_split is None:
+            tail_split = ABH.tail_split_helps(causal, shape, sms)
+        main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms)
         NP = -(-N // ABH.BM) * ABH.BM
         # the fa3 kernel's dQ accumulator is tiled (B * H, NP query rows: one block per tile and consumer), which
         # its own cast reads; fa2's is (B * H * N, D) row-major
@@ -541,6 +559,9 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         else:
             dka, dva = np.zeros_like(k), np.zeros_like(k)
         ins, tail = operands(q, k, v, do)
+        if getattr(main, "slots", None):
+            # the tail split's workspace: slots that every piece writes before any reads, counters at zero
+            tail = (np.full(main.slots, np.nan, np.float32), np.zeros(main.counters, np.int32))
         run(main, *ins, lse2, delta, dqa, dka, dva, *tail)
         dq = np.zeros_like(q)
         run(cast_q, dqa.reshape(-1, 8), dq.reshape(-1, 8))
@@ -560,6 +581,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     else:
         dka, dva = torch.empty_like(k), torch.empty_like(k)
     ins, tail = operands(q, k, v, do)
+    if getattr(main, "slots", None):
+        tail = ABH.workspace(main, q)
     main(*ins, lse2, delta, dqa, dka, dva, *tail)
     dq = torch.empty_like(q)
     cast_q(dqa.view(-1, 8), dq.view(-1, 8))

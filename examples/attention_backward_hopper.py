@@ -40,9 +40,19 @@ One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
   * the epilogue stores dK, dV in q's dtype (without GQA) or adds their float32 values into (B * H_kv * N_kv, D)
     accumulators (GQA: every query head's block adds its share).
 
+Tail split (tail_split=True; attention_backward takes it where tail_split_helps says so): 2048 items (a key block
+of a head) on 132 SMs are 15.52 waves, the last half idle. The split grid runs the items of the whole waves one a
+block as above, then spreads the remaining items' query tiles evenly over `sms` more blocks (tail_plan), each
+walking a contiguous run of (item, query tile) that may start and end inside items: a piece per item, K and V
+loaded for each (a "K and V free" mbarrier tells the producer the consumers are done with the last piece's). A
+split item's pieces (not GQA, whose pieces add into the float32 accumulators anyway) write float32 partial dK and
+dV to workspace slots and count themselves on the item's counter; the last adds all slots in piece order (no block
+ever waits for another: the grid is not persistent). The plain kernel's code is unchanged without it.
+
 On the interpreter the producer and the consumers run as fibers that hand over at their mbarrier waits and at the
 named barrier.
 """
+import heapq
 import math
 
 import tiledsl
@@ -64,6 +74,7 @@ STAGES = 2
 SUPPORTED_D = (128,)
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
+NUM_SMS = 132               # the tail split's blocks: an H100/H200 SXM's SMs (attention_backward asks the device)
 
 _KERNELS = {}
 
@@ -111,7 +122,103 @@ def smem_bytes(D: int, stages: int) -> int:
     return 2 * (2 * BK * D + 2 * stages * BM * D + 2 * BK * BM) + stages * 2 * BM * 4 + CONS * BM * 64 * 4
 
 
-def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
+def item_tiles(causal, shape) -> list:
+    """The query tiles each item (a block's key block kb of head bh, in launch order: item bh * NKB + kb) walks:
+    every one, or causal, those from the tile holding the key block's first key on."""
+    B, H, HK, N, NK = shape
+    nkb, nqt = -(-NK // BK), -(-N // BM)
+    per_head = [nqt - (min(nqt, kb * BK // BM) if causal else 0) for kb in range(nkb)]
+    return per_head * (B * H)
+
+
+def tail_plan(causal, shape, sms=NUM_SMS):
+    """The split kernel's schedule, (items run whole, items split, their tiles, split blocks), or None where
+    there is nothing to split. The first ni - ni % sms items run one block each, as without the split (ni < sms:
+    none); the tiles of the other items, in launch order, are dealt out in even contiguous runs to min(sms,
+    tiles) blocks, block s taking tiles s * tiles // blocks .. (s + 1) * tiles // blocks - 1: a run may start and
+    end inside an item. Causal shapes with more keys than queries have items that walk no tile (their dK and dV
+    are zeros, which only a block of their own stores): not split."""
+    if sms < 1:
+        raise tiledsl.LaunchError(f"the FA3 backward's tail split needs a positive number of SMs, got {sms}")
+    lens = item_tiles(causal, shape)
+    rest = len(lens) % sms
+    if rest == 0 or min(lens) == 0:
+        return None
+    tiles = sum(lens[len(lens) - rest:])
+    return len(lens) - rest, rest, tiles, min(sms, tiles)
+
+
+def makespan(blocks, sms) -> float:
+    """The time a non-persistent grid takes when each SM runs one block at a time and the next block in launch
+    order starts on the SM that frees first; `blocks` the blocks' durations in launch order."""
+    free = [0.0] * min(sms, len(blocks))
+    heapq.heapify(free)
+    for t in blocks:
+        heapq.heappush(free, heapq.heappop(free) + t)
+    return max(free)
+
+
+# A block's fixed costs in query tiles' time, for tail_split_helps' model (estimates, not measurements): loading K
+# and V and storing dK and dV about a tile's time; a split piece's partial dK and dV to its workspace slot (128
+# KB, to L2) and the last piece's read of each contributor's slot half a tile each
+PIECE_COST, SLOT_COST = 1.0, 0.5
+
+
+def split_durations(causal, shape, sms=NUM_SMS) -> list:
+    """The split grid's blocks' durations in launch order (tail_plan's schedule; in query tiles' time, with
+    PIECE_COST a piece and SLOT_COST for a piece's slot and, modelling a split item's last piece as its last in
+    launch order, each other piece's slot it reads)."""
+    lens = item_tiles(causal, shape)
+    ndp, _, tiles, nsp = tail_plan(causal, shape, sms)
+    out = [n + PIECE_COST for n in lens[:ndp]]
+    bounds = [s * tiles // nsp for s in range(nsp + 1)]
+    starts = [0]
+    for n in lens[ndp:]:
+        starts.append(starts[-1] + n)
+    for s in range(nsp):
+        t = bounds[s + 1] - bounds[s]
+        for x in range(len(starts) - 1):
+            a, b = max(bounds[s], starts[x]), min(bounds[s + 1], starts[x + 1])
+            if a < b:
+                t += PIECE_COST
+                if b - a < starts[x + 1] - starts[x]:
+                    pieces = sum(1 for u in range(nsp) if bounds[u] < starts[x + 1] and bounds[u + 1] > starts[x])
+                    t += SLOT_COST * (pieces if b == starts[x + 1] else 1)
+        out.append(t)
+    return out
+
+
+def tail_split_helps(causal, shape, sms=NUM_SMS) -> bool:
+    """Whether attention_backward's fa3 path splits the last wave (tail_split): where the list-scheduling model
+    (makespan of split_durations against the plain grid's items, each a tile count + PIECE_COST) gives the split
+    grid a makespan at least 1% under the plain grid's. At the benchmark shapes (2048 items on 132 SMs: 15.52
+    waves) non-causal: 15.57 and 15.53 waves against 16 (N = 4096 and 16384: -2.7%, -2.9%); causal, where the
+    items differ in length (a head's key blocks walk 64, 62, .. 2 tiles at N = 4096) and the plain grid's short
+    last items fill much of its last wave: N = 4096 -3.0%, N = 16384 +0.6% (not split)."""
+    if tail_plan(causal, shape, sms) is None:
+        return False
+    plain = makespan([n + PIECE_COST for n in item_tiles(causal, shape)], sms)
+    return makespan(split_durations(causal, shape, sms), sms) <= 0.99 * plain
+
+
+_WORKSPACES = {}
+
+
+def workspace(kernel, a):
+    """The split kernel's workspace for launches on torch tensor a's device and current stream: W (kernel.slots)
+    float32, two slots of a split block's partial dK and dV (its first and its last item's), and F
+    (kernel.counters,) int32 zeros, a split item's count of finished pieces (the last piece sets it back to 0).
+    One pair per (device, stream, shape): two launches running at once on different streams must not share one."""
+    import torch
+    key = (str(a.device), torch.cuda.current_stream(a.device).cuda_stream, kernel.slots, kernel.counters)
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = (torch.empty(kernel.slots, dtype=torch.float32, device=a.device),
+                            torch.zeros(kernel.counters, dtype=torch.int32, device=a.device))
+    return _WORKSPACES[key]
+
+
+def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, tail_split=False,
+                                   sms=NUM_SMS):
     """The FA3-style main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D (128), causal or not,
     shape = (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only.
 
@@ -119,7 +226,13 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
     reshaped); LSE2 (LSE * log2 e) and Delta (B * H, NP) float32, NP = N rounded up to whole BM-row tiles, zero
     past N (attention_backward.make_delta's); dQacc (B * H * NP, D) float32, zeroed, which the kernel adds into
     tiled: one 16 KB block per (b * H + h, query tile, consumer) in fragment order (make_cast_dq reads it);
-    dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else zeroed float32 accumulators (B * H_kv * N_kv, D)."""
+    dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else zeroed float32 accumulators (B * H_kv * N_kv, D).
+
+    tail_split: the items (a key block of a head) past the whole waves of `sms` blocks are not left to a last,
+    partly idle wave: their query tiles are spread evenly over `sms` blocks (tail_plan; tail_split_helps says
+    where that pays). The kernel then takes two more arguments, workspace(kernel, q)'s W (kernel.slots) float32
+    and F (kernel.counters,) int32 zeros; where there is nothing to split, tail_split=True builds the plain kernel
+    (kernel.slots is None)."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"the FA3 backward supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     if dtype not in ("float16", "bfloat16"):
@@ -128,7 +241,10 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
     if not 2 <= STG <= 4 or smem_bytes(D, STG) + 2048 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"the FA3 backward takes 2 to 4 stages within {SMEM_LIMIT} bytes of shared "
                                   f"memory, got {STG} (which needs {smem_bytes(D, STG) + 2048})")
+    plan = tail_plan(causal, shape, sms) if tail_split else None
     key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
+    if plan is not None:
+        key += ("tail_split", int(sms))
     if key in _KERNELS:
         return _KERNELS[key]
     B, H, HK, N, NK = shape
@@ -171,15 +287,114 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
     ragged_k = NK % BK != 0
 
-    @tiledsl.jit
-    def attention_bwd_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
-                          K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
-                          V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
-                          dO: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
-                          LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
-                          dQ: T.Tensor((B * H * NP, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
-                          dV: T.Tensor(kv_shape, acc_t)):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS, max_registers=CAP))
+    SPLIT = plan is not None
+    if SPLIT:
+        NDP, NSPLIT, TT, NSP = plan     # items run whole, items split, their tiles, split blocks
+    # a workspace slot: a block's partial dK then dV, register i of consumer thread t (0 .. 255) at float i * 256 + t
+    SLOT = 2 * ND * 128 * CONS
+
+    @tiledsl.inline
+    def first_tile(kb):
+        """The first query tile key block kb visits: causal starts at the one holding its first key."""
+        q0 = 0
+        if causal:
+            q0 = T.min(NQT, (kb * BK) // BM)
+        return q0
+
+    @tiledsl.inline
+    def split_start(s):
+        """Split block s's first tile among the split items' tiles (block NSP: their end)."""
+        return s * TT // NSP
+
+    @tiledsl.inline
+    def split_owner(t):
+        """The split block whose run holds tile t of the split items' tiles."""
+        return ((t + 1) * NSP - 1) // TT
+
+    @tiledsl.inline
+    def store_kv(dK, dV, dk, dv, key0, bhk, lane):
+        """This lane's key rows of dK and dV (accumulator register i: row half (i//2)%2, column 8(i//4) + 2(l%4) +
+        i%2): stored in q's dtype, or (GQA) added into the float32 accumulators."""
+        kvrow = bhk * NK
+        for r in T.unroll(2):
+            key = key0 + 8 * r
+            if key < NK:
+                if GROUP == 1:
+                    kw = T.alloc_local((D // 8, 1), "uint32")
+                    vw = T.alloc_local((D // 8, 1), "uint32")
+                    kp = dk.view(D // 8, 2, 2)[:, r]
+                    vp = dv.view(D // 8, 2, 2)[:, r]
+                    T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
+                    T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
+                    gdk = dK.view(dtype="uint32").view(B * HK * NK, D // 2)
+                    gdv = dV.view(dtype="uint32").view(B * HK * NK, D // 2)
+                    for n in T.unroll(D // 8):
+                        gdk[kvrow + key, 4 * n + lane % 4] = kw[n, 0]
+                        gdv[kvrow + key, 4 * n + lane % 4] = vw[n, 0]
+                else:
+                    gdk = dK.view(B * HK * NK * D)
+                    gdv = dV.view(B * HK * NK * D)
+                    kvbase = (kvrow + key) * D + 2 * (lane % 4)
+                    for n in T.unroll(D // 8):
+                        for e in T.unroll(2):
+                            at = kvbase + 8 * n + e
+                            T.cuda.tile.apply(T.ptx[RED], gdk[at:at + 1], dk[4 * n + 2 * r + e])
+                            T.cuda.tile.apply(T.ptx[RED], gdv[at:at + 1], dv[4 * n + 2 * r + e])
+
+    @tiledsl.inline
+    def finish_piece(W, F, dK, dV, dk, dv, key0, bhk, lane, tid, item, xs, kb, pq, qt, later, sflag, got):
+        """The end of a piece of `item` (tiles pq .. qt; the split items' tiles from xs on are its own when it is
+        one of them; later: 0 for the block's first piece, else 1): dK and dV stored where the piece is the whole
+        item (or added, GQA). A piece of a split item (not GQA) writes its partial sums to its slot (2 s + later
+        for split block s: only a block's first and last pieces can be parts of items) and counts itself done on
+        the item's counter (atom.acq_rel at GPU scope by one thread after the consumers' barrier: the slot's writes
+        are released, the other pieces' acquired); the piece that brings the count to the item's number of pieces
+        adds every piece's slot, its own too, in the order of the pieces (the same sums whichever piece is last:
+        deterministic), stores them, and sets the counter back to 0 for the next launch. No block waits for
+        another (the grid is not persistent: a block not yet resident could never arrive)."""
+        go = 1
+        if GROUP == 1:
+            whole = 0
+            if pq == first_tile(kb) and qt == NQT - 1:
+                whole = 1
+            go = whole
+            if whole == 0:
+                wf = W.view(2 * NSP * SLOT)
+                me = tid - 128
+                at = (2 * (T.cuda.block_id() - NDP) + later) * SLOT + me
+                for i in T.unroll(ND):
+                    wf[at + i * 256] = dk[i]
+                    wf[at + (ND + i) * 256] = dv[i]
+                T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+                xe = xs + NQT - first_tile(kb)
+                s0 = split_owner(xs)
+                s1 = split_owner(xe - 1)
+                if tid == 128:
+                    fx = T.max(item - NDP, 0)       # (item >= NDP here: the max says so to the bounds check)
+                    T.cuda.tile.apply(T.ptx["atom.acq_rel.gpu.global.add.s32"], got, F[fx:fx + 1], 1)
+                    sflag[0] = 0
+                    if got[0] == s1 - s0:
+                        sflag[0] = 1
+                        F[fx] = 0
+                T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+                go = sflag[0]
+                if go == 1:
+                    # every piece's slot (this block's own too, written above) in the order of the pieces
+                    for i in T.unroll(ND):
+                        dk[i] = 0.0
+                        dv[i] = 0.0
+                    for u in range(s0, s1 + 1):
+                        src = 2 * u * SLOT + me
+                        if split_start(u) < xs:
+                            src = src + SLOT
+                        for i in T.unroll(ND):
+                            dk[i] = dk[i] + wf[src + i * 256]
+                            dv[i] = dv[i] + wf[src + (ND + i) * 256]
+        if go == 1:
+            store_kv(dK, dV, dk, dv, key0, bhk, lane)
+
+    @tiledsl.inline
+    def bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, W, F):
         tid = T.cuda.thread_id()
         wg = tid // 128
         pid = T.cuda.block_id()
@@ -200,6 +415,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
         kvbar = T.alloc_shared((1,), "uint64")        # K and V have landed
         full = T.alloc_shared((STG,), "uint64")       # stage s holds its query tile (phase u: the u-th fill)
         empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
+        if SPLIT:
+            kvfree = T.alloc_shared((1,), "uint64")   # every consumer warp is done with the piece's K and V
+            sflag = T.alloc_shared((1,), "int32")     # thread 128 found this piece the item's last
         tk = sk.view(DH, 1, BK, 64, layout=L_TMAKV)
         tv = sv.view(DH, 1, BK, 64, layout=L_TMAKV)
         tq = sq.view(STG, DH, 1, BM, 64, layout=L_TMAQO)
@@ -218,24 +436,66 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+            if SPLIT:
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], kvfree, 4 * CONS)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
         T.cuda.syncthreads()
-        # the query tiles this block visits: causal starts at the one holding the block's first key
-        qt0 = 0
-        if causal:
-            qt0 = T.min(NQT, (kb * BK) // BM)
-        ntiles = NQT - qt0
+        if SPLIT:
+            # the block's walk: ntiles tiles from tile qt of `item` (items in launch order; the split items' tiles
+            # from xs on are its own when it is one of them). A piece is the part of the walk in one item: K and V are
+            # loaded for each (the producer waits for kvfree: the consumers are done with the last piece's), and
+            # each ends in finish_piece
+            item = pid
+            xs = 0
+            qt = first_tile(kb)
+            ntiles = NQT - qt
+            if pid >= NDP:
+                lo = split_start(pid - NDP)
+                item = NDP
+                # (the condition without a helper call: a while's condition re-evaluates only its expression, not
+                # the statements an inline helper expands to before it)
+                n = NQT - first_tile(item % NKB)
+                while xs + n <= lo:
+                    xs = xs + n
+                    item = item + 1
+                    n = NQT - first_tile(item % NKB)
+                qt = first_tile(item % NKB) + lo - xs
+                ntiles = split_start(pid - NDP + 1) - lo
+        else:
+            # the query tiles this block visits: causal starts at the one holding the block's first key
+            qt0 = 0
+            if causal:
+                qt0 = T.min(NQT, (kb * BK) // BM)
+            ntiles = NQT - qt0
         if wg == 0:
             # the producer: few registers, one elected thread issues every copy
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
                 if elect_one() == 1:
-                    T.cuda.tile.apply(T.ptx[EXPECT], kvbar, 2 * TXKV)
-                    T.cuda.tile.apply(T.ptx[LOAD], tk, K, kvbar, coords=(bhk, kb * BK, 0), coord_steps=STEP)
-                    T.cuda.tile.apply(T.ptx[LOAD], tv, V, kvbar, coords=(bhk, kb * BK, 0), coord_steps=STEP)
+                    if SPLIT:
+                        npc = 0                 # pieces begun
+                        newp = 1
+                    else:
+                        T.cuda.tile.apply(T.ptx[EXPECT], kvbar, 2 * TXKV)
+                        T.cuda.tile.apply(T.ptx[LOAD], tk, K, kvbar, coords=(bhk, kb * BK, 0), coord_steps=STEP)
+                        T.cuda.tile.apply(T.ptx[LOAD], tv, V, kvbar, coords=(bhk, kb * BK, 0), coord_steps=STEP)
                     for j in range(ntiles):
                         s = j % STG
-                        qt = qt0 + j
+                        if SPLIT:
+                            if newp == 1:
+                                bh = item // NKB
+                                kb = item % NKB
+                                bhk = (bh // H) * HK + (bh % H) // GROUP
+                                if npc > 0:
+                                    T.cuda.tile.apply(T.ptx[WAIT], kvfree, (npc - 1) % 2)
+                                T.cuda.tile.apply(T.ptx[EXPECT], kvbar, 2 * TXKV)
+                                T.cuda.tile.apply(T.ptx[LOAD], tk, K, kvbar, coords=(bhk, kb * BK, 0),
+                                                  coord_steps=STEP)
+                                T.cuda.tile.apply(T.ptx[LOAD], tv, V, kvbar, coords=(bhk, kb * BK, 0),
+                                                  coord_steps=STEP)
+                                npc = npc + 1
+                        else:
+                            qt = qt0 + j
                         if j >= STG:
                             # the (j // STG)-th refill of stage s waits for the consumers' previous use of it
                             T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (j // STG + 1) % 2)
@@ -248,6 +508,13 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                                           copy_bytes=BM * 4)
                         T.cuda.tile.apply(T.ptx[BULK], sl[s, 1], Delta[bh, qt * BM:qt * BM + BM], full[s:s + 1],
                                           copy_bytes=BM * 4)
+                        if SPLIT:
+                            qt = qt + 1
+                            newp = 0
+                            if qt == NQT:
+                                item = item + 1
+                                qt = first_tile(item % NKB)
+                                newp = 1
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
             c = wg - 1
@@ -275,10 +542,25 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
             tq = tid % 128
             gdq = dQ.view(B * H * NQT * CONS, BM * 64)      # the tiled accumulator: one block a (bh, tile, consumer)
             sdqp = sdq.view(CONS, NQ // 2, 128, 2)          # (consumer, register pair, warpgroup thread, 2)
-            T.cuda.tile.apply(T.ptx[WAIT], kvbar, 0)
+            if SPLIT:
+                got = T.alloc_local((1,), "int32")          # thread 128's count of the item's pieces done before
+                npc = 0                                     # pieces done
+                newp = 1
+                pq = qt                                     # the piece's first tile
+            else:
+                T.cuda.tile.apply(T.ptx[WAIT], kvbar, 0)
             for j in range(ntiles):
                 st = j % STG
-                qt = qt0 + j
+                if SPLIT:
+                    if newp == 1:
+                        bh = item // NKB
+                        kb = item % NKB
+                        bhk = (bh // H) * HK + (bh % H) // GROUP
+                        key0 = kb * BK + krow
+                        pq = qt
+                        T.cuda.tile.apply(T.ptx[WAIT], kvbar, npc % 2)
+                else:
+                    qt = qt0 + j
                 T.cuda.tile.apply(T.ptx[WAIT], full[st:st + 1], (j // STG) % 2)
                 # S^T and dP^T: two groups, dP^T on the tensor cores while P^T is computed
                 T.cuda.tile.apply(T.ptx[FENCE], sv_, dpv, scope="warpgroup")
@@ -371,41 +653,62 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None):
                 if tq == 0:
                     T.cuda.tile.apply(T.ptx[REDUCE], gdq[(bh * NQT + qt) * CONS + c], sdq[c], copy_bytes=DQ_BYTES)
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
-
-            # epilogue: this lane's key rows of dK and dV (accumulator register i: row half (i//2)%2, column
-            # 8(i//4) + 2(l%4) + i%2)
-            kvrow = bhk * NK
-            for r in T.unroll(2):
-                key = key0 + 8 * r
-                if key < NK:
-                    if GROUP == 1:
-                        kw = T.alloc_local((D // 8, 1), "uint32")
-                        vw = T.alloc_local((D // 8, 1), "uint32")
-                        kp = dk.view(D // 8, 2, 2)[:, r]
-                        vp = dv.view(D // 8, 2, 2)[:, r]
-                        T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
-                        T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
-                        gdk = dK.view(dtype="uint32").view(B * HK * NK, D // 2)
-                        gdv = dV.view(dtype="uint32").view(B * HK * NK, D // 2)
-                        for n in T.unroll(D // 8):
-                            gdk[kvrow + key, 4 * n + lane % 4] = kw[n, 0]
-                            gdv[kvrow + key, 4 * n + lane % 4] = vw[n, 0]
-                    else:
-                        gdk = dK.view(B * HK * NK * D)
-                        gdv = dV.view(B * HK * NK * D)
-                        kvbase = (kvrow + key) * D + 2 * (lane % 4)
-                        for n in T.unroll(D // 8):
-                            for e in T.unroll(2):
-                                at = kvbase + 8 * n + e
-                                T.cuda.tile.apply(T.ptx[RED], gdk[at:at + 1], dk[4 * n + 2 * r + e])
-                                T.cuda.tile.apply(T.ptx[RED], gdv[at:at + 1], dv[4 * n + 2 * r + e])
+                if SPLIT:
+                    if qt == NQT - 1 or j == ntiles - 1:
+                        # the piece's last tile: its K and V are free for the next piece's (the wgmmas that read
+                        # them are done)
+                        if lane == 0:
+                            T.cuda.tile.apply(T.ptx[ARRIVE], kvfree)
+                        finish_piece(W, F, dK, dV, dk, dv, key0, bhk, lane, tid, item, xs, kb, pq, qt, T.min(npc, 1), sflag,
+                                     got)
+                        for i in T.unroll(ND):
+                            dk[i] = 0.0
+                            dv[i] = 0.0
+                        npc = npc + 1
+                    qt = qt + 1
+                    newp = 0
+                    if qt == NQT:
+                        xs = xs + NQT - first_tile(kb)
+                        item = item + 1
+                        qt = first_tile(item % NKB)
+                        newp = 1
+            if not SPLIT:
+                # epilogue
+                store_kv(dK, dV, dk, dv, key0, bhk, lane)
             # the last dQ reduction has completed (its writes made) before the kernel ends
             if tq == 0:
                 T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group"], 0)
 
-    attention_bwd_fa3.tile = (BK, BM)
-    _KERNELS[key] = attention_bwd_fa3
-    return attention_bwd_fa3
+    if SPLIT:
+        @tiledsl.jit
+        def attention_bwd_fa3_split(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                                    K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
+                                    V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
+                                    dO: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                                    LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
+                                    dQ: T.Tensor((B * H * NP, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
+                                    dV: T.Tensor(kv_shape, acc_t), W: T.Tensor((2 * NSP, SLOT), "float32"),
+                                    F: T.Tensor((NSPLIT,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=NDP + NSP, block=THREADS, max_registers=CAP))
+            bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, W, F)
+        kernel = attention_bwd_fa3_split
+        kernel.slots, kernel.counters = (2 * NSP, SLOT), NSPLIT
+    else:
+        @tiledsl.jit
+        def attention_bwd_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                              K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
+                              V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
+                              dO: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                              LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
+                              dQ: T.Tensor((B * H * NP, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
+                              dV: T.Tensor(kv_shape, acc_t)):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS, max_registers=CAP))
+            bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, None, None)
+        kernel = attention_bwd_fa3
+        kernel.slots, kernel.counters = None, 0
+    kernel.tile = (BK, BM)
+    _KERNELS[key] = kernel
+    return kernel
 
 
 def make_cast_dq(dtype, BH, N, D=128):

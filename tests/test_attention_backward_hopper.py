@@ -13,9 +13,9 @@ import tiledsl
 from helpers import check_assembles
 
 
-def kernel_ptx(dtype, causal, shape, scale=None, D=128):
+def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False):
     """The main kernel's PTX for (B, H, H_kv, N, N_kv), with numpy stand-ins for its arguments (bfloat16 as its
-    uint16 bits)."""
+    uint16 bits; the tail split's workspace too)."""
     B, H, HK, N, NK = shape
     dt = np.float16 if dtype == "float16" else np.uint16
     NP = -(-N // ABH.BM) * ABH.BM
@@ -23,8 +23,9 @@ def kernel_ptx(dtype, causal, shape, scale=None, D=128):
     kv = np.empty((B * HK, NK, D), dt)
     stats = np.empty((B * H, NP), np.float32)
     acc = kv.reshape(B, HK, NK, D) if H == HK else np.empty((B * HK * NK, D), np.float32)
-    k = ABH.make_attention_backward_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5)
-    ck = k.compile(q, kv, kv, q, stats, stats, np.empty((B * H * NP, D), np.float32), acc, acc)
+    k = ABH.make_attention_backward_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, tail_split=tail_split)
+    ws = (np.empty(k.slots, np.float32), np.zeros(k.counters, np.int32)) if k.slots else ()
+    ck = k.compile(q, kv, kv, q, stats, stats, np.empty((B * H * NP, D), np.float32), acc, acc, *ws)
     return ck.asm["ptx"], ck.metadata
 
 
@@ -111,6 +112,10 @@ def test_bad_calls_are_refused():
         AB.attention_backward(q, q, q, o, lse, q, path="fa4")
     with pytest.raises(tiledsl.LaunchError, match="warps"):
         AB.attention_backward(q, q, q, o, lse, q, path="fa3", warps=4)
+    with pytest.raises(tiledsl.LaunchError, match="tail_split"):
+        AB.attention_backward(q, q, q, o, lse, q, path="fa2", tail_split=True)
+    with pytest.raises(tiledsl.LaunchError, match="positive number of SMs"):
+        ABH.make_attention_backward_hopper("float16", 128, False, (1, 1, 1, 64, 64), 0.1, tail_split=True, sms=0)
     with pytest.raises(tiledsl.LaunchError, match="stages"):
         ABH.make_attention_backward_hopper("float16", 128, False, (1, 1, 1, 64, 64), 0.1, stages=9)
     # 3 stages no longer fit beside the 32 KB of dQ staging
@@ -139,3 +144,97 @@ def test_cast_reads_the_tiled_dq_accumulator():
     out = np.zeros((BH * N * D // 8, 8), np.float16)
     tiledsl.jit(ABH.make_cast_dq("float16", BH, N).fn, interpret=True)(tiled.reshape(-1, 8), out)
     np.testing.assert_array_equal(out.reshape(BH, N, D), dq[:, :N].astype(np.float16))
+
+
+# the tail split (tail_split=True): (H, H_kv, N, N_kv, causal, sms) and the plan it makes
+SPLIT_CASES = {
+    # 4 items (2 heads x 2 key blocks of 5 query tiles) on 3 SMs: 3 whole, then item 3's 5 tiles over 3 blocks
+    "one-item-in-3": ((2, 2, 320, 256, False, 3), (3, 1, 5, 3)),
+    # fewer items than SMs: all 20 tiles over 5 blocks of 4; blocks 1..3 end one item and start the next
+    "all-split": ((2, 2, 320, 256, False, 5), (0, 4, 20, 5)),
+    # causal items of 5, 3 and 1 tiles: 4 whole, then items of 3 and 1 tiles over 4 blocks
+    "causal": ((2, 2, 320, 320, True, 4), (4, 2, 4, 4)),
+    # causal, 18 tiles over 7 blocks: block 3 ends item 1, runs item 2 whole and starts item 3 (three pieces)
+    "causal-3-pieces": ((2, 2, 320, 320, True, 7), (0, 6, 18, 7)),
+    # GQA: the pieces add into the float32 accumulators
+    "gqa": ((2, 1, 320, 256, False, 3), (3, 1, 5, 3)),
+    "gqa-causal": ((4, 2, 320, 320, True, 7), (7, 5, 13, 7)),
+}
+
+
+def _split_inputs(H, HK, N, NK, causal, seed, D=128):
+    rng = np.random.default_rng(seed)
+    q, do = (rng.standard_normal((1, H, N, D)).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal((1, HK, NK, D)).astype(np.float16) for _ in range(2))
+    o, lse = A.attention(q, k, v, causal=causal, scale=0.3, config=(4, 1, 1))
+    return q, k, v, o, lse, do
+
+
+@pytest.mark.parametrize("name", list(SPLIT_CASES))
+def test_tail_split_on_the_interpreter_against_the_reference(name):
+    """The split grid's gradients match the float64 reference at the plain kernel's tolerance (not bit-identical to
+    it: a split item's dK and dV are sums of partial sums) and are the same on a second run."""
+    (H, HK, N, NK, causal, sms), plan = SPLIT_CASES[name]
+    assert ABH.tail_plan(causal, (1, H, HK, N, NK), sms) == plan
+    q, k, v, o, lse, do = _split_inputs(H, HK, N, NK, causal, seed=N + sms)
+    run = lambda: AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.3, path="fa3",  # noqa: E731
+                                        tail_split=True, sms=sms)
+    got = run()
+    ref = AB.reference_backward(q, k, v, do, causal=causal, scale=0.3)
+    for g, r, x in zip(got, ref, (q, k, v)):
+        assert g.dtype == np.float16 and g.shape == x.shape
+        rel = np.linalg.norm(g.astype(np.float64) - r) / np.linalg.norm(r)
+        assert rel <= 1e-2, rel
+    for g, again in zip(got, run()):
+        np.testing.assert_array_equal(g, again)
+
+
+def test_tail_split_leaves_its_counters_at_zero_for_the_next_launch():
+    """Two launches of the split kernel on one workspace (an item in 3 pieces): the last piece of each split item
+    sets its counter back to 0, so the second launch finds the same last pieces and gives the same dK and dV."""
+    H, N, causal, sms = 2, 320, False, 3
+    q, k, v, o, lse, do = _split_inputs(H, H, N, 256, causal, seed=1)
+    shape = (1, H, H, N, 256)
+    kern = ABH.make_attention_backward_hopper("float16", 128, causal, shape, 0.3, tail_split=True, sms=sms)
+    assert kern.slots == (2 * 3, 2 * 64 * 256) and kern.counters == 1
+    NP = -(-N // ABH.BM) * ABH.BM
+    run = lambda kern_, *a: tiledsl.jit(kern_.fn, interpret=True)(*a)  # noqa: E731
+    delta, lse2 = (np.zeros((H, NP), np.float32) for _ in range(2))
+    run(AB.make_delta("float16", 128, H, N, NP), o.reshape(-1, 128), do.reshape(-1, 128), lse.reshape(-1),
+        delta.reshape(-1), lse2.reshape(-1))
+    W = np.full(kern.slots, np.nan, np.float32)
+    F = np.zeros(kern.counters, np.int32)
+    outs = []
+    for _ in range(2):
+        dqa = np.zeros((H * NP, 128), np.float32)
+        dk, dv = np.zeros_like(k), np.zeros_like(v)
+        run(kern, q.reshape(H, N, 128), k.reshape(H, 256, 128), v.reshape(H, 256, 128), do.reshape(H, N, 128),
+            lse2, delta, dqa, dk, dv, W, F)
+        assert not F.any()
+        outs.append((dqa, dk, dv))
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a, b)
+    assert np.isfinite(outs[0][1]).all() and np.abs(outs[0][1]).max() > 0
+
+
+@pytest.mark.parametrize("dtype, causal, shape", [
+    ("float16", False, BENCH_SHAPE), ("bfloat16", True, BENCH_SHAPE),
+    ("float16", False, (2, 8, 2, 1000, 1000)), ("bfloat16", True, (2, 8, 2, 1000, 1000))])
+def test_tail_split_assembles_without_spills(dtype, causal, shape):
+    ptx, meta = kernel_ptx(dtype, causal, shape, tail_split=True)
+    assert "atom.acq_rel.gpu.global.add.s32" in ptx or shape[1] != shape[2]
+    assert "__local_depot" not in ptx and meta["dynamic_shared"] <= ABH.SMEM_LIMIT
+    check_assembles(ptx)
+
+
+def test_tail_split_is_taken_where_the_model_says_it_shortens_the_grid():
+    # 2048 items on 132 SMs: 15 waves and 68 items, whose tiles go to 132 blocks
+    assert ABH.tail_plan(False, BENCH_SHAPE) == (1980, 68, 68 * 64, 132)
+    assert ABH.tail_split_helps(False, BENCH_SHAPE)
+    assert ABH.tail_split_helps(False, (1, 16, 16, 16384, 16384))
+    assert not ABH.tail_split_helps(False, (4, 33, 33, 4096, 4096))     # 4224 items: 32 whole waves
+    assert ABH.tail_plan(False, (4, 33, 33, 4096, 4096)) is None
+    # causal with more keys than queries: key blocks that walk no tile, not split
+    assert ABH.tail_plan(True, (1, 4, 4, 300, 1234)) is None
+    # the model: one SM, 3 blocks of 2, 1 and 1: 4; two SMs: 2 and 1 + 1
+    assert ABH.makespan([2, 1, 1], 1) == 4 and ABH.makespan([2, 1, 1], 2) == 2

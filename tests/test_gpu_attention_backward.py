@@ -34,7 +34,7 @@ def _rel(got, ref):
     return ((got.float() - ref).norm() / ref.norm()).item()
 
 
-def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None, path="fa2"):
+def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None, path="fa2", **fa3):
     torch = pytest.importorskip("torch")
     torch.manual_seed(seed)
     dt = getattr(torch, dtype)
@@ -42,7 +42,8 @@ def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None, pa
     k, v = (torch.randn(B, HK, NK, D, device="cuda", dtype=dt) for _ in range(2))
     do = torch.randn(B, H, N, D, device="cuda", dtype=dt)
     o, lse = A.attention(q, k, v, causal=causal, scale=scale)
-    dq, dk, dv = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps, path=path)
+    dq, dk, dv = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps, path=path,
+                                       **fa3)
     sc = 1.0 / math.sqrt(D) if scale is None else scale
     ref = _reference_grads(q, k, v, do, causal, sc)
     for name, g, r, x in zip("qkv", (dq, dk, dv), ref, (q, k, v)):
@@ -111,7 +112,42 @@ def test_fa3_backward_unequal_lengths(causal, n, nk):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_fa3_backward_benchmark_shape(causal):
-    _check("bfloat16", 4, 16, 16, 4096, 4096, 128, causal, seed=12, path="fa3")
+    # the plain grid (tail_split=False: one block per item)
+    _check("bfloat16", 4, 16, 16, 4096, 4096, 128, causal, seed=12, path="fa3", tail_split=False)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(4, 16, 16, 4096, 4096), (1, 16, 16, 16384, 16384)], ids=["4k", "16k"])
+def test_fa3_tail_split_matches_torch_autograd(dtype, causal, shape):
+    # examples/attention_backward_hopper.py's tail split: the last partial wave's items spread over every SM, a
+    # split item's dK and dV summed by its last piece from the others' workspace slots; twice (the counters
+    # are back at zero for the second launch, on the same workspace)
+    for seed in (13, 14):
+        _check(dtype, *shape, 128, causal, seed=seed, path="fa3", tail_split=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape, scale", [((2, 8, 2, 1000, 1000), 0.05), ((3, 7, 7, 1000, 1000), None),
+                                          ((1, 4, 2, 1234, 300), None)], ids=["gqa", "ragged", "gqa-unequal"])
+@pytest.mark.parametrize("sms", [132, 5])
+def test_fa3_tail_split_ragged_and_grouped(causal, shape, scale, sms):
+    # ragged query and key tails, GQA (pieces add into the float32 accumulators), and a small grid of 5 split
+    # blocks (items in several pieces)
+    _check("float16", *shape, 128, causal, scale=scale, seed=5, path="fa3", tail_split=True, sms=sms)
+
+
+def test_fa3_tail_split_dk_dv_are_deterministic():
+    # whichever piece of a split item finishes last, it adds the pieces' sums in the same order (dq is not: its
+    # float32 bulk reductions land in L2 in any order)
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(3)
+    q, k, v, do = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    o, lse = A.attention(q, k, v)
+    first = AB.attention_backward(q, k, v, o, lse, do, path="fa3", tail_split=True)
+    for _ in range(3):
+        again = AB.attention_backward(q, k, v, o, lse, do, path="fa3", tail_split=True)
+        assert torch.equal(first[1], again[1]) and torch.equal(first[2], again[2])
 
 
 def test_backward_path_none_takes_fa3_at_d128():
