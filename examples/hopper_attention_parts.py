@@ -221,16 +221,16 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
 
     @tiledsl.inline
-    def wait_v(fullv, r):
-        """With overlap: wait for V of the tile the ring counts r (ring()) right after the tile's softmax, before
-        the previous P V is waited for. The wait is a loop (try_wait), so it ends a basic block: ptxas schedules within a block, and with
+    def wait_v(fullv, j):
+        """With overlap: wait for V of tile j right after the tile's softmax, before the previous P V is waited
+        for. The wait is a loop (try_wait), so it ends a basic block: ptxas schedules within a block, and with
         wgmma.wait_group 0 in the softmax's block it hoisted that wait to the block's top, ahead of the softmax
         (so the P conversion after it could start early): none of the softmax ran under the P V it is meant to
         hide (SASS: no MUFU.EX2 between WARPGROUP.DEPBAR.LE gsb0 0x1 and 0x0, at D = 64, 128 and 256). V of
         tile j is loaded right after K of tile j, which S of tile j waited for, so this wait rarely holds the
         consumer up."""
         if overlap:
-            T.cuda.tile.apply(T.ptx[WAIT], fullv[r % STG:r % STG + 1], (r // STG) % 2)
+            T.cuda.tile.apply(T.ptx[WAIT], fullv[j % STG:j % STG + 1], (j // STG) % 2)
 
     @tiledsl.inline
     def exponentials(sacc):
@@ -395,7 +395,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         turn_end(c, False)
         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
         softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
-        wait_v(fullv, ring(tb, 0))
+        wait_v(fullv, 0)
         to_p(pk, hp, sacc)
         # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
         # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
@@ -415,7 +415,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     # while P V is on the tensor cores
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
                     softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
-                    wait_v(fullv, ring(tb, j + 1))
+                    wait_v(fullv, j + 1)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
                     # the warp's wgmmas have read stage st: release it (one arrive per warp)
                     if lane == 0:
