@@ -207,30 +207,16 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     @tiledsl.inline
     def issue_pv(oacc, ov, pv, wv, al, fullv, st, j):
         """O = O * al + P V of tile j (stage st) as one commit group, once V has landed (the previous P V has
-        retired, so O may be rescaled in registers first). With overlap, V was waited for after the tile's softmax
-        (wait_v)."""
+        retired, so O may be rescaled in registers first)."""
         for i in T.unroll(NO):
             oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
-        if not overlap:
-            T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
+        T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
         T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
         if trans_v:
             T.cuda.tile.apply(T.ptx[mma_o], ov, pv, wv[st], scope="warpgroup", trans_b=1)
         else:
             T.cuda.tile.apply(T.ptx[mma_o], ov, pv, wv[st], scope="warpgroup")
         T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], ov, pv, scope="warpgroup")
-
-    @tiledsl.inline
-    def wait_v(fullv, j):
-        """With overlap: wait for V of tile j right after the tile's softmax, before the previous P V is waited
-        for. The wait is a loop (try_wait), so it ends a basic block: ptxas schedules within a block, and with
-        wgmma.wait_group 0 in the softmax's block it hoisted that wait to the block's top, ahead of the softmax
-        (so the P conversion after it could start early): none of the softmax ran under the P V it is meant to
-        hide (SASS: no MUFU.EX2 between WARPGROUP.DEPBAR.LE gsb0 0x1 and 0x0, at D = 64, 128 and 256). V of
-        tile j is loaded right after K of tile j, which S of tile j waited for, so this wait rarely holds the
-        consumer up."""
-        if overlap:
-            T.cuda.tile.apply(T.ptx[WAIT], fullv[j % STG:j % STG + 1], (j // STG) % 2)
 
     @tiledsl.inline
     def exponentials(sacc):
@@ -395,7 +381,6 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         turn_end(c, False)
         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
         softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
-        wait_v(fullv, 0)
         to_p(pk, hp, sacc)
         # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
         # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
@@ -415,7 +400,6 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     # while P V is on the tensor cores
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
                     softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
-                    wait_v(fullv, j + 1)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
                     # the warp's wgmmas have read stage st: release it (one arrive per warp)
                     if lane == 0:

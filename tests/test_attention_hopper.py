@@ -7,11 +7,7 @@ consumer warpgroup a fiber) and with a share of the exponentials on the FMA pipe
 refused) and with the persistent grid (config[6] = 1: a few blocks each walking several work items, the same
 numbers as one block per item); attention(path=...) dispatches. tests/test_gpu_attention_hopper.py runs it on the
 H200 (GPU_SHAPES below are its shapes, compiled here in the slow test)."""
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -170,68 +166,6 @@ def test_ping_pong_on_the_interpreter(causal, heads, n, nk, config, D):
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D, D=D)
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5, config=config)
     ro, rl = A.reference(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5)
-    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
-    assert np.abs(lse - rl).max() <= 1e-4
-
-
-def _sass(ptx):
-    """The SASS of a one-kernel PTX (ptxas, then nvdisasm or cuobjdump from PATH), or None without a disassembler."""
-    tool = shutil.which("nvdisasm") or shutil.which("cuobjdump")
-    if tool is None:
-        return None
-    with tempfile.TemporaryDirectory() as d:
-        src, cubin = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx)
-        subprocess.run([shutil.which("ptxas"), "-arch=sm_90a", src, "-o", cubin], check=True)
-        args = [tool, "-c", cubin] if tool.endswith("nvdisasm") else [tool, "-sass", cubin]
-        return subprocess.run(args, check=True, capture_output=True, text=True).stdout
-
-
-def _between(text, start, end):
-    """The text from the first `start` to the next `end` after it."""
-    i = text.index(start)
-    return text[i:text.index(end, i)]
-
-
-OVERLAP_CASES = [(64, AH.CONFIGS[64]), (128, (2, 128, 3, 1, 1)), (256, (2, 80, 2, 1)), (256, (2, 64, 2, 1, 1))]
-
-
-@pytest.mark.parametrize("D, config", OVERLAP_CASES)
-@pytest.mark.parametrize("causal", [False, True])
-def test_the_overlap_waits_for_v_before_p_v(D, config, causal):
-    # with overlap the next tile's softmax runs while P V is on the tensor cores, between wgmma.wait_group 1 and 0.
-    # ptxas schedules within a basic block, and with the softmax and the wait for P V in one block it hoisted the
-    # wait to the block's top (no exponential was left under P V; SASS of D = 64, 128, 256). So the softmax ends
-    # with V's mbarrier wait, a loop that closes the block, right before the wait for P V
-    # (hopper_attention_parts.wait_v); the SASS test below checks what ptxas made of it
-    ptx, _ = kernel_ptx("float16", D, causal, GPU_SHAPES[4096], config=config)
-    assert re.search(r"mbarrier\.try_wait\.parity[^\n]*\n(\s*//[^\n]*\n)*\s*wgmma\.wait_group\.sync\.aligned 0;", ptx)
-    check_assembles(ptx)
-
-
-@pytest.mark.parametrize("D, config", OVERLAP_CASES)
-@pytest.mark.parametrize("causal", [False, True])
-def test_the_overlap_keeps_the_softmax_under_p_v_in_sass(D, config, causal):
-    # every exponential of the next tile's softmax (BN / 2 scores and the 2 rescale factors) between the SASS's
-    # WARPGROUP.DEPBAR.LE gsb0 0x1 (S retired) and 0x0 (P V retired)
-    sass = _sass(kernel_ptx("float16", D, causal, GPU_SHAPES[4096], config=config)[0])
-    if sass is None:
-        pytest.skip("needs nvdisasm or cuobjdump on PATH")
-    under = _between(sass, "WARPGROUP.DEPBAR.LE gsb0, 0x1", "WARPGROUP.DEPBAR.LE gsb0, 0x0")
-    assert under.count("MUFU.EX2") == config[1] // 2 + 2
-
-
-@pytest.mark.parametrize("causal, heads, n, nk, config", [
-    (False, (1, 1), 130, 200, (2, 80, 2, 1)),       # FA3's D = 256 tile, ragged keys: three tiles through 2 stages
-    (True, (2, 1), 200, 200, (2, 64, 2, 1, 1)),     # GQA, causal, overlap with ping-pong
-    (True, (1, 1), 130, 130, (2, 48, 3, 1)),        # three stages (BN = 48 fits them in shared memory)
-])
-def test_head_dim_256_overlap_on_the_interpreter(causal, heads, n, nk, config):
-    H, HK = heads
-    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + config[1], D=256)
-    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.15, config=config)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.15)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
 
