@@ -66,7 +66,7 @@ def main(argv=None):
                     del out, qq, kk, vv
                 flop = 10 * B * H * n * n * D / (2 if causal else 1)
                 tf = {key: flop / (float(np.median(t)) * 1e-3) / 1e12 for key, t in times.items()}
-                rule = "on" if ABH.tail_split_helps(causal, (B, H, H, n, n), sms) else "off"
+                rule = "on" if ABH.TAIL_SPLIT and ABH.tail_split_helps(causal, (B, H, H, n, n), sms) else "off"
                 print(f"| {dtype} | {causal} | {B}x{H}x{n} | {rule} | {tf['off']:.1f} | {tf['on']:.1f} | "
                       f"{tf['cudnn']:.1f} | {tf['on'] / tf['off']:.3f} | {tf['off'] / tf['cudnn']:.3f} | "
                       f"{tf['on'] / tf['cudnn']:.3f} |", flush=True)

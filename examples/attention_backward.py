@@ -507,7 +507,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     D = 128) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports, else fa2.
     warps: the fa2 kernel's warps a block, 4 or 8 (default WARPS). tail_split (fa3): spread the query tiles of the
     items past the whole waves of `sms` blocks (default: the device's SMs; 132 on the interpreter) over every
-    block (make_attention_backward_hopper); None: where attention_backward_hopper.tail_split_helps says so."""
+    block (make_attention_backward_hopper); None: where attention_backward_hopper's TAIL_SPLIT (off: measured
+    slower) and tail_split_helps say so."""
     dt, shape, D = _check_grads(q, k, v, o, lse, do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):
@@ -526,7 +527,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         if sms is None:
             sms = _sms_of(q)
         if tail_split is None:
-            tail_split = ABH.tail_split_helps(causal, shape, sms)
+            tail_split = ABH.TAIL_SPLIT and ABH.tail_split_helps(causal, shape, sms)
         main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms)
         NP = -(-N // ABH.BM) * ABH.BM
         # the fa3 kernel's dQ accumulator is tiled (B * H, NP query rows: one block per tile and consumer), which

@@ -40,7 +40,7 @@ One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
   * the epilogue stores dK, dV in q's dtype (without GQA) or adds their float32 values into (B * H_kv * N_kv, D)
     accumulators (GQA: every query head's block adds its share).
 
-Tail split (tail_split=True; attention_backward takes it where tail_split_helps says so): 2048 items (a key block
+Tail split (tail_split=True; off by default: TAIL_SPLIT, measured slower on the H200): 2048 items (a key block
 of a head) on 132 SMs are 15.52 waves, the last half idle. The split grid runs the items of the whole waves one a
 block as above, then spreads the remaining items' query tiles evenly over `sms` more blocks (tail_plan), each
 walking a contiguous run of (item, query tile) that may start and end inside items: a piece per item, K and V
@@ -157,6 +157,12 @@ def makespan(blocks, sms) -> float:
         heapq.heappush(free, heapq.heappop(free) + t)
     return max(free)
 
+
+# attention_backward's default takes the tail split only where TAIL_SPLIT and tail_split_helps both say so. Off:
+# on the H200 (benchmarks/attention_backward_split.py --rounds 3, interleaved with cuDNN, split / plain TFLOP/s)
+# 0.977 / 0.968 (f16 / bf16) at N = 4096 non-causal, 0.976 / 0.957 causal, 1.002 / 1.009 at N = 16384 non-causal:
+# reloading K and V a piece and the partial dK / dV slots cost more than the half-idle last wave (3%) did
+TAIL_SPLIT = False
 
 # A block's fixed costs in query tiles' time, for tail_split_helps' model (estimates, not measurements): loading K
 # and V and storing dK and dV about a tile's time; a split piece's partial dK and dV to its workspace slot (128
