@@ -458,8 +458,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
             if pid >= NDP:
                 lo = split_start(pid - NDP)
                 item = NDP
-                # (the condition without a helper call: a while's condition re-evaluates only its expression, not
-                # the statements an inline helper expands to before it)
+                # the item holding the block's first query tile: walk the items' tile counts up to lo
                 n = NQT - first_tile(item % NKB)
                 while xs + n <= lo:
                     xs = xs + n

@@ -2,6 +2,7 @@
 tests/test_control_flow.py (interpreter, PTX through ptxas) and tests/test_gpu_control.py (the GPU)."""
 import numpy as np
 
+import tiledsl
 from tiledsl import T
 
 N = 100            # threads that do work; the launch has 128, so 28 return early
@@ -180,6 +181,35 @@ def printer_lines():
     return out
 
 
+@tiledsl.inline
+def _capped(x, cap):
+    """A helper with statements of its own (not one expression), called in a while condition below."""
+    y = x
+    if x > cap:
+        y = cap
+    return y
+
+
+def inline_condition(A: T.Tensor((64,), "int32"), Out: T.Tensor((64, 2), "int32")):
+    """A while condition calling an inline helper with statements: they run before every test (once, before the
+    loop, they did: the loop never ended, or ran on a stale value); `continue` comes back to them."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    t = T.cuda.thread_id()
+    i = 0
+    odd = 0
+    while _capped(i, A[t]) < A[t]:
+        i += 1
+        if i % 2 == 0:
+            continue
+        odd += 1
+    Out[t, 0] = i
+    Out[t, 1] = odd
+
+
+def inline_condition_ref(a):
+    return np.array([[x, (x + 1) // 2] for x in a.tolist()], np.int32)
+
+
 CASES = [
     ("collatz", collatz, lambda: (np.arange(1, N + 1, dtype=np.int32), np.zeros(N, np.int32)),
      lambda a, o: (collatz_ref(a),)),
@@ -193,4 +223,7 @@ CASES = [
                                 np.zeros((128, 2), np.int32)), lambda a, o: (nested_ref(a),)),
     ("while_true", while_true, lambda: (np.random.default_rng(4).integers(1, 60, 64).astype(np.int32),
                                         np.zeros(64, np.int32)), lambda a, o: (while_true_ref(a),)),
+    ("inline_condition", inline_condition,
+     lambda: (np.random.default_rng(6).integers(0, 40, 64).astype(np.int32), np.zeros((64, 2), np.int32)),
+     lambda a, o: (inline_condition_ref(a),)),
 ]

@@ -72,11 +72,19 @@ class ControlFlow:
         loc = self.loc(node)
         # names the body assigns become variables first, so the condition reads the loop-carried value
         self.demote(self.assigned_names(node.body), node)
-        test = self.eval(node.test)
+        # the condition may emit statements of its own (an @tiledsl.inline helper's body): they belong to every
+        # test, not once before the loop, so they are caught here and the loop re-runs them (below)
+        self.body_stack.append([])
+        try:
+            test = self.eval(node.test)
+        finally:
+            pre = self.body_stack.pop()
         if isinstance(test, View) or isinstance(test, tuple):
             raise self.error(f"a while condition must be a scalar, not {ops.describe(test)}", node.test)
         cond = ops.truth(test, self.loc(node.test))
         if cond is False:
+            for st in pre:                                  # the one test still runs
+                self.emit(st)
             return                                          # never runs
         if cond is True and not _breaks(node.body):
             raise self.error("this while loop never ends: its condition is always true and its body has no "
@@ -91,6 +99,13 @@ class ControlFlow:
         self.unassign_fresh(before, f"it is assigned only inside the while loop at line {loc.line}, which may "
                                     f"run zero times or be left early")
         self.leave_runtime(saved, before)
+        if pre:
+            # `while True: <the condition's statements>; if not cond: break; <body>` (a `continue` in the body
+            # comes back to the test, statements included)
+            tloc = self.loc(node.test)
+            stop = [] if cond is True else [ir.If(tloc, ops.unary("not", cond, tloc), [ir.Break(tloc)], [])]
+            self.emit(ir.While(loc, ops.to_expr(True, loc), pre + stop + body))
+            return
         self.emit(ir.While(loc, ops.to_expr(cond, loc), body))
 
     def _loop_exit(self, node, word):
