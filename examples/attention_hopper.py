@@ -234,6 +234,21 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
     turns_open, turns_close = parts.turns_open, parts.turns_close
 
+    @tiledsl.inline
+    def tiles():
+        """Q, and the ring's K and V stages, in shared memory (allocated before the barriers): as the TMA unit
+        writes them (tq, tk, tv) and as wgmma reads them (wq, wk, wv)."""
+        sq = T.alloc_shared((DH * BM * 64,), dtype)
+        sk = T.alloc_shared((STG * DH * BN * 64,), dtype)
+        sv_ = T.alloc_shared((STG * DH * BN * 64,), dtype)
+        tq = sq.view(DH, 1, BM, 64, layout=L_TQ)
+        tk = sk.view(STG, DH, 1, BN, 64, layout=L_TKV)
+        tv = sv_.view(STG, DH, 1, BN, 64, layout=L_TKV)
+        wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
+        wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
+        wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
+        return tq, tk, tv, wq, wk, wv
+
     @tiledsl.jit
     def attention_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
                       K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
@@ -251,16 +266,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         b = bh // H
         h = bh % H
         hk = h // GROUP
-        sq = T.alloc_shared((DH * BM * 64,), dtype)
-        sk = T.alloc_shared((STG * DH * BN * 64,), dtype)
-        sv_ = T.alloc_shared((STG * DH * BN * 64,), dtype)
+        tq, tk, tv, wq, wk, wv = tiles()
         qbar, fullk, fullv, empty = ring_barriers(tid)
-        tq = sq.view(DH, 1, BM, 64, layout=L_TQ)
-        tk = sk.view(STG, DH, 1, BN, 64, layout=L_TKV)
-        tv = sv_.view(STG, DH, 1, BN, 64, layout=L_TKV)
-        wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
-        wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
-        wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
         ntiles = key_tiles(qb, NKT, BM, BN, causal)
         if wg == 0:
             produce(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
@@ -285,16 +292,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         tid = T.cuda.thread_id()
         wg = tid // 128
         pid = T.cuda.block_id()
-        sq = T.alloc_shared((DH * BM * 64,), dtype)
-        sk = T.alloc_shared((STG * DH * BN * 64,), dtype)
-        sv_ = T.alloc_shared((STG * DH * BN * 64,), dtype)
+        tq, tk, tv, wq, wk, wv = tiles()
         qbar, fullk, fullv, empty, qfree = ring_barriers(tid)
-        tq = sq.view(DH, 1, BM, 64, layout=L_TQ)
-        tk = sk.view(STG, DH, 1, BN, 64, layout=L_TKV)
-        tv = sv_.view(STG, DH, 1, BN, 64, layout=L_TKV)
-        wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
-        wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
-        wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
         if wg == 0:
             produce_walk(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid)
         else:
