@@ -117,10 +117,12 @@ def _decode_fp8(fmt: Fmt, bits) -> np.ndarray:
 # ---------------------------------------------------------------- error-free transformations
 
 def two_sum(a, b):
-    """s = fl(a + b) and e with a + b == s + e exactly (finite, non-overflowing inputs)."""
+    """s = fl(a + b) and e with a + b == s + e exactly (finite, non-overflowing inputs). An infinite s gives a NaN
+    e, which round_to ignores (infinities pass through it): numpy's warning about it is silenced."""
     s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
+    with np.errstate(invalid="ignore"):
+        bb = s - a
+        e = (a - (s - bb)) + (b - bb)
     return s, e
 
 
