@@ -116,6 +116,14 @@ PERSISTENT_CANDIDATES = {
     128: [(2, 128, 3, 0, 1, 0, 1), (2, 128, 3, 1, 1, 0, 1)],
     256: [(2, 64, 2, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1)]}
 
+# config[7] = early_k (a stage's K released once the S that read it has retired, not with V after P V), the twins
+# of the defaults and of the persistent candidates; each assembles without spills or serialised wgmma, causal and
+# not (tests/test_attention_hopper.py); not yet measured on the H200
+EARLY_K_CANDIDATES = {
+    64: [(2, 128, 4, 1, 1, 0, 0, 1), (2, 128, 4, 1, 1, 0, 1, 1)],
+    128: [(2, 128, 3, 1, 1, 0, 0, 1), (2, 128, 3, 0, 1, 0, 0, 1), (2, 128, 3, 1, 1, 0, 1, 1), (2, 128, 2, 1, 1, 0, 0, 1)],
+    256: [(2, 64, 2, 0, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1, 1), (2, 80, 2, 1, 0, 0, 0, 1)]}
+
 _KERNELS = {}
 
 
@@ -149,14 +157,16 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
-    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent]]]): consumer warpgroups (BM = 64
+    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k]]]]): consumer warpgroups (BM = 64
     each), key/value rows per tile, ring depth, whether S of the next tile is issued before the softmax of this
     one, whether the consumers take turns on the tensor cores (0 when left out; 1 takes 2 or 3 consumers), how
     many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial computes instead of MUFU's ex2.approx
     (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and whether a grid of min(num_sms, work
     items) blocks walks the (batch * head, query block) items (1) or one block runs each (0 when left out): the
     persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once, and overlaps an item's
-    epilogue with the next item's Q and K/V loads. Default: CONFIGS[D].
+    epilogue with the next item's Q and K/V loads; and whether a stage's K is released as soon as the S that
+    read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out), so the producer
+    refills K a tile sooner. Default: CONFIGS[D].
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
@@ -168,16 +178,18 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         config += (0,)                  # a 5-entry one: every exponential by ex2.approx
     if len(config) == 6:
         config += (0,)                  # a 6-entry one: one block per work item
+    if len(config) == 7:
+        config += (0,)                  # a 7-entry one: K released with V
     # the persistent grid's width shapes the walk: part of the key (only there)
-    key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6:] == (1,) else None, config)
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6:7] == (1,) else None, config)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
-    if len(config) != 7:
+    if len(config) != 8:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap"
-                                  f"[, pingpong[, poly[, persistent]]])")
-    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST = config
+                                  f"[, pingpong[, poly[, persistent[, early_k]]]])")
+    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
@@ -194,6 +206,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: persistent = {PERSIST!r} must be 0 "
                                   f"(one block per work item) or 1 (a grid of at most num_sms = {num_sms!r} blocks "
                                   f"walking the items; num_sms a positive int)")
+    if EARLY_K not in (0, 1):
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: early_k = {EARLY_K!r} must be 0 (a "
+                                  f"stage's K released with its V) or 1 (once the S that read it has retired)")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
@@ -229,7 +244,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     parts = forward_parts(shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV,
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
                           pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
-                          producer_regs=PRODUCER_REGS, poly=POLY, grid=GRID)
+                          producer_regs=PRODUCER_REGS, poly=POLY, grid=GRID, early_k=EARLY_K)
     ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
     work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
     turns_open, turns_close = parts.turns_open, parts.turns_close

@@ -53,7 +53,7 @@ class ForwardParts(NamedTuple):
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
-                  cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0, grid=0) -> ForwardParts:
+                  cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0, grid=0, early_k=0) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -69,7 +69,9 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     (work_item, walk_length), the ring's stage and phase follow a running tile count tb across them, Q's barrier
     alternates its phase per item (k: the item's place in the block's walk), a "Q free" barrier tells the producer
     when the next item's Q may overwrite this one's, the last tile's stage is released too, and the ping-pong turns
-    run on from item to item (turns_open / turns_close around the walk)."""
+    run on from item to item (turns_open / turns_close around the walk); early_k: a stage's K is released once
+    the S = Q K^T that read it has retired (its own barrier, empty[STG + s]), not with V after P V, so the
+    producer refills K about a tile sooner (FA3 runs K and V as two pipelines)."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -87,6 +89,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     # the persistent walk's waves (G items each; the last may be partial) and which blocks run the last one
     FULL, REM = ITEMS // G, ITEMS % G
     LAST_REVERSED = FULL % 2 == 1
+    NE = 2 * STG if early_k else STG    # empty barriers: a stage's V (and K), then with early_k each stage's K
 
     @tiledsl.inline
     def init_barriers(tid, qbar, fullk, fullv, empty, qfree=None):
@@ -100,6 +103,9 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+            if early_k:
+                for s in T.unroll(STG):
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[STG + s:STG + s + 1], 4 * CONS)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
         T.cuda.syncthreads()
 
@@ -112,7 +118,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         qbar = T.alloc_shared((1,), "uint64")
         fullk = T.alloc_shared((STG,), "uint64")
         fullv = T.alloc_shared((STG,), "uint64")
-        empty = T.alloc_shared((STG,), "uint64")
+        empty = T.alloc_shared((NE,), "uint64")
         qfree = T.alloc_shared((1,), "uint64") if persistent else None
         init_barriers(tid, qbar, fullk, fullv, empty, qfree)
         return (qbar, fullk, fullv, empty, qfree) if persistent else (qbar, fullk, fullv, empty)
@@ -136,11 +142,19 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         for j in range(ntiles):
             s = ring(tb, j) % STG
             if ring(tb, j) >= STG:
-                # the (ring // STG)-th refill of stage s waits for the consumers' previous use of it
-                T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (ring(tb, j) // STG + 1) % 2)
+                # the (ring // STG)-th refill of stage s waits for the consumers' previous use of it (early_k: of
+                # its K only, by the S that read it)
+                if early_k:
+                    T.cuda.tile.apply(T.ptx[WAIT], empty[STG + s:STG + s + 1], (ring(tb, j) // STG + 1) % 2)
+                else:
+                    T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (ring(tb, j) // STG + 1) % 2)
             T.cuda.tile.apply(T.ptx[EXPECT], fullk[s:s + 1], tx_kv)
             T.cuda.tile.apply(T.ptx[LOAD], tk[s], K, fullk[s:s + 1], coords=(b * HK + hk, j * BN, 0),
                               coord_steps=step)
+            if early_k:
+                if ring(tb, j) >= STG:
+                    # ... and its V by the P V that read it
+                    T.cuda.tile.apply(T.ptx[WAIT], empty[s:s + 1], (ring(tb, j) // STG + 1) % 2)
             T.cuda.tile.apply(T.ptx[EXPECT], fullv[s:s + 1], tx_kv)
             if trans_v:
                 # V as stored: (keys, D) rows, D / 64 boxes
@@ -347,6 +361,14 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 T.cuda.tile.apply(T.ptx["bar.sync"], 1, 256)
 
     @tiledsl.inline
+    def release_k(empty, lane, r):
+        """early_k: the S that read the K of the tile the ring counts r has retired: the warp releases the
+        stage's K (one arrive per warp)."""
+        if early_k:
+            if lane == 0:
+                T.cuda.tile.apply(T.ptx[ARRIVE], empty[STG + r % STG:STG + r % STG + 1])
+
+    @tiledsl.inline
     def consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, cs, tb=0, k=0, qfree=None):
         """Consumer warpgroup c's main loop over the item's ntiles key tiles, up to the full row sums: returns
         (oacc, lsum, m, al) for store(). row0: this lane's first row (the other is row0 + 8); cs: the log2-domain
@@ -380,6 +402,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         issue_s(sv, wq, wk, c, ring(tb, 0) % STG if persistent else 0)
         turn_end(c, False)
         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+        release_k(empty, lane, ring(tb, 0))
         softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
         to_p(pk, hp, sacc)
         # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
@@ -399,6 +422,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     # groups retire in order: all but the newest (P V) is S of the next tile; its softmax runs
                     # while P V is on the tensor cores
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
+                    release_k(empty, lane, ring(tb, j + 1))
                     softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
                     # the warp's wgmmas have read stage st: release it (one arrive per warp)
@@ -409,6 +433,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, ov, pv, scope="warpgroup")
                     if lane == 0:
                         T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                    release_k(empty, lane, ring(tb, j + 1))
                     softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
             else:
                 issue_pv(oacc, ov, pv, wv, al, fullv, st, ring(tb, j))
@@ -418,6 +443,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 T.cuda.tile.apply(T.ptx[WAIT], fullk[s1:s1 + 1], (ring(tb, j + 1) // STG) % 2)
                 issue_s(sv, wq, wk, c, s1)
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
+                release_k(empty, lane, ring(tb, j + 1))
                 softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
             # P V has read P: the next tile's P may overwrite it
             to_p(pk, hp, sacc)

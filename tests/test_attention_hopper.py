@@ -108,7 +108,7 @@ def test_every_ping_pong_candidate_assembles(D):
 def test_ping_pong_configurations_are_checked():
     assert AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1)) is \
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 0))
-    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0)]:
+    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0), (2, 64, 2, 1, 1, 0, 0, 2)]:
         with pytest.raises(tiledsl.LaunchError, match="configuration"):
             AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, bad)
 
@@ -198,10 +198,10 @@ def test_an_fa3_configuration_picks_fa3():
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
     ro, rl = A.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0) for key in AH._KERNELS)
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
 
@@ -297,6 +297,57 @@ def test_persistent_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     ro, rl = A.reference(q, k, v, causal=causal, scale=scale)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
+
+
+@pytest.mark.parametrize("causal, heads, n, nk, config, D, sms", [
+    # the serial schedule, 2 stages refilled many times (K's refill waits on its own barrier)
+    (False, (1, 1), 130, 520, (2, 64, 2, 0, 0, 0, 0, 1), 64, 0),
+    # overlap, ragged, GQA, causal
+    (True, (2, 1), 300, 300, (2, 64, 2, 1, 0, 0, 0, 1), 64, 0),
+    # ping-pong without overlap, 3 stages, D = 128
+    (False, (2, 1), 130, 400, (2, 64, 3, 0, 1, 0, 0, 1), 128, 0),
+    # overlap and ping-pong (the D = 128 default's schedule), causal
+    (True, (1, 1), 260, 260, (2, 64, 3, 1, 1, 0, 0, 1), 64, 0),
+    # the persistent walk: K's releases run on from item to item
+    (False, (2, 1), 130, 200, (2, 64, 2, 1, 1, 0, 1, 1), 64, 3),
+    (True, (1, 1), 300, 300, (2, 64, 2, 0, 0, 0, 1, 1), 64, 2),
+])
+def test_early_k_on_the_interpreter(causal, heads, n, nk, config, D, sms):
+    """config[7] = early_k: each stage's K freed by the S that read it, V by the P V: the same numbers as K and V
+    freed together (only the producer's waits move), within the reference's bounds."""
+    H, HK = heads
+    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D + 7, D=D)
+    scale = 0.3 * 8 / D ** 0.5
+    kw = {"num_sms": sms} if sms else {}
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config, **kw)
+    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config[:7], **kw)
+    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=scale)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_early_k_configuration_assembles(causal):
+    # the early_k twin of CONFIGS[128]: STG more mbarriers (K's), the same wgmma; no spills, no serialised wgmma
+    config = AH.CONFIGS[128][:5] + (0, 0, 1)
+    shape = (4, 16, 16, 4096, 4096)
+    ptx, meta = kernel_ptx("float16", 128, causal, shape, config=config)
+    plain, _ = kernel_ptx("float16", 128, causal, shape, config=config[:7])
+    inits = "mbarrier.init.shared::cta.b64"
+    assert ptx.count(inits) == plain.count(inits) + config[2]
+    assert ptx.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
+    assert meta["dynamic_shared"] <= AH.SMEM_LIMIT
+    check_assembles(ptx)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_every_early_k_candidate_assembles(D):
+    # AH.EARLY_K_CANDIDATES, causal and not (the benchmark's fa3all times them)
+    for config in AH.EARLY_K_CANDIDATES[D]:
+        for causal in (False, True):
+            check_assembles(kernel_ptx("float16", D, causal, GPU_SHAPES[1000], config=config)[0])
 
 
 @pytest.mark.parametrize("causal", [False, True])

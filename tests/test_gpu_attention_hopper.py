@@ -259,6 +259,24 @@ def test_fa3_persistent_configurations(dtype, D, causal):
         assert (lse - rl).abs().max().item() <= 1e-3, config
 
 
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_early_k_configurations(D, causal):
+    # AH.EARLY_K_CANDIDATES (config[7] = 1: K's stage freed by the S that read it): against the reference, and
+    # bit for bit the numbers of their twins without it (only the producer's waits move)
+    torch = _sm90()
+    B, H, HK, N, NK = PERSISTENT_SHAPE
+    q, k, v = _qkv(torch, D + causal + 27, (B, H, N, D), (B, HK, NK, D))
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    for config in AH.EARLY_K_CANDIDATES[D]:
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
+        o1, l1 = AH.attention_hopper(q, k, v, causal=causal, config=config[:7])
+        torch.cuda.synchronize()
+        assert (o.float() - ro).abs().max().item() <= 2e-3, config
+        assert (lse - rl).abs().max().item() <= 1e-3, config
+        assert torch.equal(o, o1) and torch.equal(lse, l1), config
+
+
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_fa3_persistent_small_grid_ragged(D, causal):

@@ -44,7 +44,7 @@ CASES = [
     Case("make_float32", action=make("float32", 64, False, (1, 1, 1, 16, 16), 0.125), err=L,
          words=("float16 and bfloat16, not float32",)),
     Case("config_too_short", action=make("float16", 64, False, (1, 1, 1, 16, 16), 0.125, (2, 128)), err=L,
-         words=("(consumers, BN, stages, overlap[, pingpong[, poly[, persistent]]])",)),
+         words=("(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k]]]])",)),
     Case("config_ping_pong_one_consumer", action=make("float16", 64, False, (1, 1, 1, 16, 16), 0.125,
                                                       (1, 128, 2, 1, 1)), err=L,
          words=("1 takes at least 2 consumers",)),
