@@ -327,50 +327,42 @@ def test_early_k_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     assert np.abs(lse - rl).max() <= 1e-4
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_the_early_k_configuration_assembles(causal):
-    # the early_k twin of CONFIGS[128]: STG more mbarriers (K's), the same wgmma; no spills, no serialised wgmma
-    config = AH.CONFIGS[128][:5] + (0, 0, 1)
-    shape = (4, 16, 16, 4096, 4096)
-    ptx, meta = kernel_ptx("float16", 128, causal, shape, config=config)
-    plain, _ = kernel_ptx("float16", 128, causal, shape, config=config[:7])
+def twin_assembles(D, causal, shape, config, twin, more_inits):
+    """A configuration's PTX against its twin's (the same but for one field): `more_inits` more mbarriers, the
+    same wgmma, within the shared memory, assembled without spills or serialised wgmma. Returns both PTX."""
+    ptx, meta = kernel_ptx("float16", D, causal, shape, config=config)
+    plain, _ = kernel_ptx("float16", D, causal, shape, config=twin)
     inits = "mbarrier.init.shared::cta.b64"
-    assert ptx.count(inits) == plain.count(inits) + config[2]
+    assert ptx.count(inits) == plain.count(inits) + more_inits
     assert ptx.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
     assert meta["dynamic_shared"] <= AH.SMEM_LIMIT
     check_assembles(ptx)
+    return ptx, plain
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("D", [64, 128, 256])
-def test_every_early_k_candidate_assembles(D):
-    # AH.EARLY_K_CANDIDATES, causal and not (the benchmark's fa3all times them)
-    for config in AH.EARLY_K_CANDIDATES[D]:
-        for causal in (False, True):
-            check_assembles(kernel_ptx("float16", D, causal, GPU_SHAPES[1000], config=config)[0])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_early_k_configuration_assembles(causal):
+    # the early_k twin of CONFIGS[128]: one more mbarrier a stage (K's)
+    config = AH.CONFIGS[128][:5] + (0, 0, 1)
+    twin_assembles(128, causal, (4, 16, 16, 4096, 4096), config, config[:7], config[2])
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_persistent_configuration_assembles(causal):
     # the persistent twin of CONFIGS[64]: a grid of min(SMs, items) blocks, one more mbarrier (Q free), the
-    # walk's last ping-pong hand-over taken after the loop; no spills, no serialised wgmma
+    # walk's last ping-pong hand-over taken after the loop
     config = AH.CONFIGS[64][:5] + (0, 1)
     shape = (2, 8, 2, 4096, 4096)                                          # 512 items: more than the SMs
-    ptx, meta = kernel_ptx("float16", 64, causal, shape, config=config)
-    plain, _ = kernel_ptx("float16", 64, causal, shape, config=config[:6])
-    inits = "mbarrier.init.shared::cta.b64"
-    assert ptx.count(inits) == plain.count(inits) + 1
-    assert ptx.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
+    ptx, plain = twin_assembles(64, causal, shape, config, config[:6], 1)
     assert "bar.sync 1, 256;" in ptx and "bar.sync 1, 256;" not in plain
-    assert meta["dynamic_shared"] <= AH.SMEM_LIMIT
-    check_assembles(ptx)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("D", [64, 128, 256])
-def test_every_persistent_candidate_assembles(D):
-    # AH.PERSISTENT_CANDIDATES, causal and not (the benchmark's fa3persist / fa3all time them)
-    for config in AH.PERSISTENT_CANDIDATES[D]:
+@pytest.mark.parametrize("which", ["PERSISTENT_CANDIDATES", "EARLY_K_CANDIDATES"])
+def test_every_persistent_and_early_k_candidate_assembles(D, which):
+    # causal and not (the benchmark's fa3persist, fa3early and fa3all time them)
+    for config in getattr(AH, which)[D]:
         for causal in (False, True):
             check_assembles(kernel_ptx("float16", D, causal, GPU_SHAPES[1000], config=config)[0])
 
