@@ -191,12 +191,8 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         head walk its K and V tiles in step, so L2 still serves all but the first of them."""
         i = k * G + ((G - 1 - pid) if k % 2 == 1 else pid)
         if causal:
+            qb = NQB - 1 - i // (B * H)
             bh = i % (B * H)
-            # (two assignments, not qb = NQB - 1 - i // (B * H): a variable assigned once is proven through its
-            # definition, and the wgmma descriptor proof cannot evaluate the snake's select inside i, which the
-            # ring's stage reaches through ntiles; assigned twice, qb is a run-time value like any other)
-            qb = i // (B * H)
-            qb = NQB - 1 - qb
         else:
             bh = i // NQB
             qb = i % NQB

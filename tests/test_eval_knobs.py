@@ -41,6 +41,18 @@ def test_pinned_evaluation_shares_the_op_table():
         assert op in ev.OPS
 
 
+def test_pinned_evaluation_takes_a_select_branch():
+    # a snake walk's `G - 1 - pid if k % 2 == 1 else pid` under a wgmma stage index: every run-time value (pid,
+    # k) pinned, the branch its pinned condition takes (an unevaluable select failed the descriptor proof)
+    pid = ir.Special(dt.int32, None, "ctaid.x")
+    odd = ir.Compare(dt.bool_, None, "eq", bin_("mod", pid, 2), 1)
+    walk = ir.Select(dt.int32, None, odd, bin_("sub", 131, pid), pid)
+    assert [ev.evaluate_pinned(walk, p) for p in ev.PINS] == [0, 128]          # pins 0 (even) and 3 (odd)
+    assert ev.evaluate_pinned(bin_("mod", bin_("add", walk, 1), 2), 3) == 1
+    unknown = ir.Select(dt.int32, None, ir.Unary(dt.bool_, None, "not", odd), 1, 2)
+    assert ev.evaluate_pinned(unknown, 0) is None                              # a condition it cannot evaluate
+
+
 def test_serialize_refuses_what_launchers_cannot_evaluate():
     with pytest.raises(CompilationError, match="a grid dimension may use"):
         ev.serialize(bin_("xor", 6, 3))

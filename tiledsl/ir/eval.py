@@ -81,10 +81,27 @@ def evaluate_pinned(e, pin: int, memo: dict | None = None) -> int | None:
         v = evaluate_pinned(e.a, pin, memo)
     elif isinstance(e, ir.Binary):
         v = apply(e.op, evaluate_pinned(e.a, pin, memo), evaluate_pinned(e.b, pin, memo))
+    elif isinstance(e, ir.Compare):
+        v = compare(e.op, evaluate_pinned(e.a, pin, memo), evaluate_pinned(e.b, pin, memo))
+    elif isinstance(e, ir.Select):
+        # a run-time choice between integers (a snake walk's `pid if k % 2 == 0 else G - 1 - pid`): the branch
+        # its pinned condition takes
+        c = evaluate_pinned(e.cond, pin, memo)
+        v = None if c is None else evaluate_pinned(e.a if c else e.b, pin, memo)
     else:
         v = None
     memo[k] = v
     return v
+
+
+CMPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+        "ne": operator.ne}
+
+
+def compare(op: str, a: int | None, b: int | None) -> int | None:
+    """`a op b` as 1 or 0, or None when either side is not a static int."""
+    f = CMPS.get(op)
+    return None if a is None or b is None or f is None else int(f(a, b))
 
 
 def located(view, coords) -> list:
