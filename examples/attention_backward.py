@@ -48,6 +48,7 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
 from attention import LOG2E, NEG, _check, attention, layouts
+from sm_count import sm_count
 
 # query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
 # 64-row tile's S^T and dP^T (64 more) spill (ptxas -v sm_90: 104 bytes); 32 rows fit
@@ -488,15 +489,6 @@ def _fa3_backward_fits(q, D) -> bool:
     return torch.cuda.get_device_capability(q.device) == (9, 0) and D in SUPPORTED_D
 
 
-def _sms_of(q) -> int:
-    """The SMs of q's device (the fa3 tail split's blocks); on the interpreter, an H200's."""
-    if isinstance(q, np.ndarray) or not getattr(q, "is_cuda", False):
-        from attention_backward_hopper import NUM_SMS
-        return NUM_SMS
-    import torch
-    return torch.cuda.get_device_properties(q.device).multi_processor_count
-
-
 def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None, path=None, tail_split=None,
                        sms=None):
     """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
@@ -525,7 +517,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     if path == "fa3":
         import attention_backward_hopper as ABH
         if sms is None:
-            sms = _sms_of(q)
+            sms = sm_count(q)
         if tail_split is None:
             tail_split = ABH.TAIL_SPLIT and ABH.tail_split_helps(causal, shape, sms)
         main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms)

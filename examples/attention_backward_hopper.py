@@ -61,6 +61,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention_backward import cast_row8
 from hopper_producer import elect_one
+from sm_count import NUM_SMS   # the tail split's blocks (attention_backward asks the device)
 
 LOG2E = 1.4426950408889634
 NEG = -math.inf
@@ -74,7 +75,6 @@ STAGES = 2
 SUPPORTED_D = (128,)
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
-NUM_SMS = 132               # the tail split's blocks: an H100/H200 SXM's SMs (attention_backward asks the device)
 
 _KERNELS = {}
 

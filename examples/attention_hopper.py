@@ -54,7 +54,6 @@ their turns alternate there too.
 
     python examples/attention_hopper.py   # on an H200/H100: against torch SDPA; else a small interpreter case
 """
-import functools
 import sys
 
 import numpy as np
@@ -65,12 +64,12 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention import key_tiles
 from hopper_attention_parts import forward_parts
+from sm_count import NUM_SMS, sm_count
 
 LOG2E = 1.4426950408889634
 SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 (227 KB)
-NUM_SMS = 132               # the persistent grid's width where no device is asked (an H100/H200 SXM)
 
 # (consumers, BN, stages, overlap[, pingpong]) per head dim: BM = 64 * consumers query rows per block
 # measured on the H200 (benchmarks/attention.py --configs fa3all --quick, f16, N = 4096, 2026-12-01, assembled by
@@ -348,7 +347,7 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=Non
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     scale = softmax_scale(scale, D)
     if num_sms is None:
-        num_sms = NUM_SMS if isinstance(q, np.ndarray) else _sm_count(q.device)
+        num_sms = sm_count(q)
     kern = make_attention_hopper(dt, D, causal, shape, scale, config, num_sms)
     B, H, _, N, _ = shape
     if isinstance(q, np.ndarray):
@@ -363,13 +362,6 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=Non
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
     kern(*_flat(q, k, v), o, lse)
     return o, lse
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device) -> int:
-    """The SMs of a torch CUDA device (asked once a device: the launch path stays flat)."""
-    import torch
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _flat(q, k, v):

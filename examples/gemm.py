@@ -19,6 +19,8 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
+from sm_count import NUM_SMS, sm_count
+
 GROUP_M = 8
 # matmul()'s choice: the first configuration whose block tile divides the shape (fastest first; measured on
 # the H200 at 4096^3 f16, one sweep: 411, 390 and 394 TFLOP/s)
@@ -469,7 +471,6 @@ def route(capability, M: int, N: int, K: int, ab: str, out: str) -> str:
 
 def _make_plan(a, b, out, config, static, tune) -> Plan:
     """The plan of one matmul key: the route, then the configuration (given, tuned or the heuristic's)."""
-    import torch
     M, K = a.shape
     N = b.shape[0]
     ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
@@ -482,7 +483,7 @@ def _make_plan(a, b, out, config, static, tune) -> Plan:
         shown = dict(config) if isinstance(config[0], tuple) else config
         raise tiledsl.LaunchError(f"config={shown} is a Hopper configuration, but these operands take the mma.sync "
                                   f"path (route(): an sm_90 GPU, f16/bf16 inputs, K a multiple of 8; static=True)")
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else NUM_SMS
+    sms = sm_count(a)
     if path == "hopper":
         return _hopper_plan(a, b, out, config, tune, sms)
     if path == "mma-padded":
@@ -569,7 +570,7 @@ tuned_gemm = tiledsl.autotune(configs=[tiledsl.Config({"config": c}) for c in TU
                               key=["A", "B", "C"], prune=_prune)(_gemm_for)
 
 
-def choose(M, N, K, out, static=True, sms=132):
+def choose(M, N, K, out, static=True, sms=NUM_SMS):
     """The first preferred configuration that tiles the shape with at least 90% of a wave of blocks (one per
     SM); when none does, the one that tiles it with the most blocks."""
     prefs = [c for c in (PREFERRED if static else DYNAMIC_PREFERRED) if usable(c, out)]
@@ -583,7 +584,7 @@ def choose(M, N, K, out, static=True, sms=132):
 _PLANS = {}     # matmul's choice per (sizes, dtypes, config, static): the steady call is one dict lookup
 
 
-def _plan(M, N, K, ab, out, config, static, sms=132):
+def _plan(M, N, K, ab, out, config, static, sms=NUM_SMS):
     if config is None:
         config = choose(M, N, K, out, static, sms)
     bm, bn, bk = config[:3]
@@ -594,7 +595,6 @@ def _plan(M, N, K, ab, out, config, static, sms=132):
 
 
 # ---------------------------------------------------------------- the Hopper path (examples/hopper_gemm.py)
-NUM_SMS = 132       # an H100/H200 SXM; plans ask the device
 # A Hopper configuration: (BN, consumer warpgroups (BM = 64 each), stages, persistent, TMA-store epilogue where C's
 # rows allow it, 2-CTA multicast of B[, split_k]); split_k, the blocks of a cluster sharing one tile's K loop, may
 # be left out (1). The first is the big shapes' (659 TFLOP/s at 4096^3 f16 on the H200, 0.94x cuBLAS); the smaller
@@ -707,13 +707,6 @@ def stream_k_helps(config, M: int, N: int, sms: int = NUM_SMS) -> bool:
         0 < tiles % sms <= 0.75 * sms
 
 
-def _sms_of(t) -> int:
-    if not getattr(t, "is_cuda", False):
-        return NUM_SMS
-    import torch
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
-
-
 def _size_of(dtype: str) -> int:
     return 4 if dtype == "float32" else 2
 
@@ -722,7 +715,7 @@ def _hopper_for(A, B, C, hconfig):
     """The kernel factory the Hopper path tunes: make_hopper_gemm for these arrays and configuration."""
     ab, out = (DTYPES.get(str(t.dtype), str(t.dtype)) for t in (A, C))
     kw = hopper_kwargs(hconfig, B.shape[0], _size_of(out))
-    return _hopper_module().make_hopper_gemm(ab, out, num_sms=_sms_of(A), **kw)
+    return _hopper_module().make_hopper_gemm(ab, out, num_sms=sm_count(A), **kw)
 
 
 def prune_hopper(configs, M: int, N: int, sms: int = NUM_SMS) -> list:
@@ -751,7 +744,7 @@ def prune_hopper(configs, M: int, N: int, sms: int = NUM_SMS) -> list:
 
 
 def _prune_hopper_args(configs, args):
-    return prune_hopper(configs, args["A"].shape[0], args["B"].shape[0], _sms_of(args["A"]))
+    return prune_hopper(configs, args["A"].shape[0], args["B"].shape[0], sm_count(args["A"]))
 
 
 tuned_hopper = tiledsl.autotune(configs=[tiledsl.Config({"hconfig": c}) for c in HOPPER_CONFIGS],
@@ -833,7 +826,7 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, c
         if config is not None:
             kw = dict(config)
         else:
-            kw = hopper_kwargs(choose_hopper(M, N, K, "bfloat16", _sms_of(a)), N,
+            kw = hopper_kwargs(choose_hopper(M, N, K, "bfloat16", sm_count(a)), N,
                                torch.empty((), dtype=out_dtype).element_size())
             kw = {k: v for k, v in kw.items() if k in params}
             try:        # the FP8 form's own limits may refuse a configuration the f16 one takes: its defaults then

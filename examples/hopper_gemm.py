@@ -53,6 +53,7 @@ import numpy as np
 
 import tiledsl
 from hopper_gemm_epilogue import ACTIVATIONS
+from sm_count import sm_count
 from hopper_gemm_kernel import (BK, BN, CONSUMER_REGS, CONSUMERS, FP8, FULL_MASK, GROUP_M, NUM_SMS,  # noqa: F401
                                 PRODUCER_REGS, SMEM_LIMIT, STAGES, SW128, build, epilogue_columns, layouts)
 
@@ -223,9 +224,7 @@ def _out_of(a, M, N, out, out_dtype, default):
 
 
 def _grid_width(persistent, a):
-    if persistent and a.is_cuda:
-        return _torch().cuda.get_device_properties(a.device).multi_processor_count
-    return NUM_SMS
+    return sm_count(a) if persistent else NUM_SMS
 
 
 def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None, stages: int = STAGES,

@@ -13,11 +13,11 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from hopper_gemm_epilogue import make_epilogue
 from hopper_producer import FULL_MASK, elect_one  # noqa: F401 (FULL_MASK: hopper_gemm's)
+from sm_count import NUM_SMS   # the persistent grid's default width; hopper_matmul asks the device
 
 BN, BK = 128, 64          # block tile columns and K tile (BK f16/bf16 = 128 bytes: one 128-byte swizzle row)
 CONSUMERS = 2             # consumer warpgroups, 64 rows of the block tile each
 STAGES = 4                # the depth of the shared ring
-NUM_SMS = 132             # the persistent grid's default width (an H100/H200 SXM); hopper_matmul asks the device
 GROUP_M = 8               # tile rows walked together by the persistent grid (L2 reuse of B's columns)
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 SW128 = (3, 3, 3)         # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements

@@ -14,6 +14,7 @@ import numpy as np
 import tiledsl
 from tiledsl import T
 from reductions import block_allreduce
+from sm_count import NUM_SMS, sm_count
 
 LOG2E = 1.4426950408889634
 
@@ -60,7 +61,7 @@ def softmax_in_registers(r, f, red, threads, V):
         h[j // 8, j % 8] = T.cast(f[j] * inv, "float16")
 
 
-def make_softmax(n, threads=None, pipelined=None, sms=132, per_sm=1):
+def make_softmax(n, threads=None, pipelined=None, sms=NUM_SMS, per_sm=1):
     """The kernel for rows of n float16 values (any number of rows), over `threads` threads a block.
 
     pipelined: `per_sm` resident blocks per SM walk their rows, copying the next row into shared memory
@@ -138,22 +139,13 @@ def softmax(x, out=None):
     """softmax over the last axis of a 2-D float16 array (torch/cupy on the GPU; numpy runs on the interpreter)."""
     if x.ndim != 2:
         raise tiledsl.LaunchError(f"softmax takes a 2-D array, got {x.ndim}-D")
-    k = make_softmax(x.shape[1], sms=_sms(x))
+    k = make_softmax(x.shape[1], sms=sm_count(x))
     if out is None:
         out = sys.modules[type(x).__module__.split(".")[0]].empty_like(x)      # numpy, cupy or torch
     if isinstance(x, np.ndarray):
         k = tiledsl.jit(k.fn, interpret=True)
     k(x, out)
     return out
-
-
-def _sms(x):
-    """The number of SMs of x's GPU (132 on an H200; the interpreter's value does not matter)."""
-    dev = getattr(x, "device", None)
-    if getattr(dev, "type", None) == "cuda":
-        import torch
-        return torch.cuda.get_device_properties(dev).multi_processor_count
-    return 132
 
 
 def reference(x):
