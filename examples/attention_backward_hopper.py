@@ -3,8 +3,9 @@ mbarrier ring + warp specialisation (the idioms of examples/attention_hopper.py'
 
 make_attention_backward_hopper(...) builds the main kernel of examples/attention_backward.py's contract on this
 path (attention_backward(..., path="fa3") runs it after that module's preprocessing, Delta = rowsum(dO * O) and
-LSE * log2 e, then make_cast_dq, this module's float32 -> q-dtype cast of the tiled dQ accumulator). D = 128 (two consumer warpgroups split dQ's columns in two
-64-column halves, one per 128-byte swizzle box), f16 and bf16, causal or not, any N, grouped-query attention.
+LSE * log2 e, then make_cast_dq, this module's float32 -> q-dtype cast of the tiled dQ accumulator). D = 128
+(two consumer warpgroups split dQ's columns in two 64-column halves, one per 128-byte swizzle box), f16 and bf16,
+causal or not, any N, grouped-query attention.
 
 One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
 
@@ -664,8 +665,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                         # them are done)
                         if lane == 0:
                             T.cuda.tile.apply(T.ptx[ARRIVE], kvfree)
-                        finish_piece(W, F, dK, dV, dk, dv, key0, bhk, lane, tid, item, xs, kb, pq, qt, T.min(npc, 1), sflag,
-                                     got)
+                        finish_piece(W, F, dK, dV, dk, dv, key0, bhk, lane, tid, item, xs, kb, pq, qt,
+                                     T.min(npc, 1), sflag, got)
                         for i in T.unroll(ND):
                             dk[i] = 0.0
                             dv[i] = 0.0
