@@ -40,6 +40,10 @@ OPS: dict[str, Callable[[int, int], int | None]] = {
     "min": min, "max": max, "shl": _shl, "shr": _shr, "and": operator.and_, "or": operator.or_,
     "xor": operator.xor}
 
+# Python's comparisons by IR name (ir/ops.py folds compile-time comparisons with the same table)
+PY_CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+          "ne": operator.ne}
+
 # what a host grid expression may use: the operations every launcher can evaluate (runtime/ generates code for them)
 HOST_OPS = ("add", "sub", "mul", "floordiv", "mod", "min", "max", "shl", "shr")
 
@@ -82,7 +86,8 @@ def evaluate_pinned(e, pin: int, memo: dict | None = None) -> int | None:
     elif isinstance(e, ir.Binary):
         v = apply(e.op, evaluate_pinned(e.a, pin, memo), evaluate_pinned(e.b, pin, memo))
     elif isinstance(e, ir.Compare):
-        v = compare(e.op, evaluate_pinned(e.a, pin, memo), evaluate_pinned(e.b, pin, memo))
+        a, b = evaluate_pinned(e.a, pin, memo), evaluate_pinned(e.b, pin, memo)
+        v = None if a is None or b is None else int(PY_CMP[e.op](a, b))
     elif isinstance(e, ir.Select):
         # a run-time choice between integers (a snake walk's `pid if k % 2 == 0 else G - 1 - pid`): the branch
         # its pinned condition takes
@@ -92,16 +97,6 @@ def evaluate_pinned(e, pin: int, memo: dict | None = None) -> int | None:
         v = None
     memo[k] = v
     return v
-
-
-CMPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
-        "ne": operator.ne}
-
-
-def compare(op: str, a: int | None, b: int | None) -> int | None:
-    """`a op b` as 1 or 0, or None when either side is not a static int."""
-    f = CMPS.get(op)
-    return None if a is None or b is None or f is None else int(f(a, b))
 
 
 def located(view, coords) -> list:

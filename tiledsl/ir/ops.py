@@ -12,14 +12,13 @@ import operator
 from ..core import dtypes as dt
 from ..ir import nodes as ir
 from ..core.errors import CompilationError
+from .eval import PY_CMP
 
 ARITH = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "and", "or", "xor", "shl", "shr", "min", "max"}
 PY_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
           "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "and": operator.and_,
           "or": operator.or_, "xor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
           "min": min, "max": max}
-PY_CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
-          "eq": operator.eq, "ne": operator.ne}
 
 
 def is_number(x) -> bool:
