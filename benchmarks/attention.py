@@ -9,7 +9,8 @@ backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
 Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
 TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
-timings after warm-up (benchmarks/kernels.py's `bench`); the three 64 MiB inputs exceed the L2 cache, so no
+timings after warm-up (benchmarks/kernels.py's `bench`), tiledsl's variants and torch's backends timed side by
+side: in turn, round after round (attention_rows.side_by_side); the three 64 MiB inputs exceed the L2 cache, so no
 rotation is needed. Every shape is checked: O against a float32 reference on two (batch, head) pairs, all rows
 (max abs error; the tolerance is 2e-3 in f16, plus twice the reference's own rounding error in bf16), LSE too.
 With several --configs the kernel runs with each (warps.mi.qreg: BM = 16 * warps * mi query rows per block) and
@@ -36,7 +37,7 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.dirname(os.path.abspath(__file__))]
 
-from attention_rows import best_of, explicit_configs, notes, ratio, timing, tflops  # noqa: E402
+from attention_rows import best_of, explicit_configs, notes, ratio, side_by_side, timing, tflops  # noqa: E402
 from kernels import bench  # noqa: E402
 
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
@@ -83,34 +84,45 @@ def check(torch, A, q, k, v, causal, config, target=None):
 
 
 def run_shape(torch, A, dtype, D, N, causal, configs, quick, fa2_target=None):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     dt = getattr(torch, dtype)
     B, H = 16384 // N, 2048 // D
     torch.manual_seed(N + D)
     q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(3))
     tf, reps = timing(4 * B * H * N * N * D / (2 if causal else 1), quick)
     row = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": f"{B}x{H}", "ok": True}
-    ours = {}
+    fns = {}
     for w in configs:
         tg = fa2_target if len(w) == 3 else None        # an FA2 configuration may be compiled for another target
         eo, el, tol = check(torch, A, q, k, v, causal, w, tg)
         ok = eo <= tol and el <= 1e-3
         row["ok"] &= ok
         row.setdefault("err", []).append(f"{eo:.1e}/{el:.0e}" + ("" if ok else " FAIL"))
-        ours[w] = tf(bench(lambda: A.attention(q, k, v, causal=causal, config=w, target=tg), torch, **reps))
-    row["config"] = max(ours, key=ours.get)
-    row["ours"] = ours[row["config"]]
-    row["each"] = ours
+        fns[w] = lambda w=w, tg=tg: A.attention(q, k, v, causal=causal, config=w, target=tg)
     for be in BACKENDS:
+        f = sdpa_call(torch, be, lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
         try:
-            with sdpa_kernel(getattr(SDPBackend, be)):
-                f = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
-                f()
-                row[SHORT[be]] = tf(bench(f, torch, **reps))
+            f()
+            fns[SHORT[be]] = f
         except Exception as e:                      # a backend that cannot run this shape: n/a
             row[SHORT[be]] = None
             row.setdefault("notes", []).append(f"{SHORT[be]}: {type(e).__name__}")
+    ms = side_by_side(fns, torch, bench, reps)
+    ours = {w: tf(ms[w]) for w in configs}
+    row["config"] = max(ours, key=ours.get)
+    row["ours"] = ours[row["config"]]
+    row["each"] = ours
+    row.update({SHORT[be]: tf(ms[SHORT[be]]) for be in BACKENDS if SHORT[be] in ms})
     return row
+
+
+def sdpa_call(torch, backend, fn):
+    """fn() run with torch's SDPA restricted to `backend` (SDPBackend's name)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def f():
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return fn()
+    return f
 
 
 BWD_TOL = 1e-2
@@ -135,7 +147,6 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
     import attention_backward_hopper as ABH
     variants = [(p, w) for p in paths if p == "fa2" or D in ABH.SUPPORTED_D for w in (warps if p == "fa2" else
                                                                                       (None,))]
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     dt = getattr(torch, dtype)
     B, H = 16384 // N, 2048 // D
     torch.manual_seed(N + D + 1)
@@ -147,7 +158,7 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
     pairs = [(0, 0), (B - 1, H - 1)]
     refs = backward_reference(torch, q, k, v, do, causal, scale, pairs)
     err = 0.0
-    ours = {}
+    fns = {}
     for path, w in variants:
         grads = AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w, path=path)
         torch.cuda.synchronize()
@@ -156,26 +167,31 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
                 err = max(err, ((g[b:b + 1, h:h + 1].float() - r).norm() / r.norm()).item())
         del grads
         label = path if path == "fa3" else f"fa2/{w or AB.WARPS}"
-        ours[label] = tf(bench(lambda: AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w, path=path),
-                               torch, **reps))
+        fns[label] = lambda w=w, path=path: AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w,
+                                                                  path=path)
     del refs
     row["err"] = err
     row["ok"] = err <= BWD_TOL
-    row["warps"] = max(ours, key=ours.get)
-    row["ours"] = ours[row["warps"]]
-    row["each"] = ours
+    ours_labels = list(fns)
     for be in BACKENDS:
+        # the backend's graph, its forward run once outside the timing
+        qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
         try:
-            with sdpa_kernel(getattr(SDPBackend, be)):
-                qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
-                out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, is_causal=causal)
-                f = lambda: torch.autograd.grad(out, (qq, kk, vv), do, retain_graph=True)  # noqa: E731
-                f()
-                row[SHORT[be]] = tf(bench(f, torch, **reps))
-                del out, qq, kk, vv
+            out = sdpa_call(torch, be, lambda: torch.nn.functional.scaled_dot_product_attention(
+                qq, kk, vv, is_causal=causal))()
+            f = sdpa_call(torch, be, lambda out=out, qq=qq, kk=kk, vv=vv: torch.autograd.grad(
+                out, (qq, kk, vv), do, retain_graph=True))
+            f()
+            fns[SHORT[be]] = f
         except Exception as e:                      # a backend that cannot run this shape: n/a
             row[SHORT[be]] = None
             row.setdefault("notes", []).append(f"{SHORT[be]}: {type(e).__name__}")
+    ms = side_by_side(fns, torch, bench, reps)
+    ours = {label: tf(ms[label]) for label in ours_labels}
+    row["warps"] = max(ours, key=ours.get)
+    row["ours"] = ours[row["warps"]]
+    row["each"] = ours
+    row.update({SHORT[be]: tf(ms[SHORT[be]]) for be in BACKENDS if SHORT[be] in ms})
     return row
 
 
