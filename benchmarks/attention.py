@@ -37,6 +37,7 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.dirname(os.path.abspath(__file__))]
 
+import attention_rows  # noqa: E402
 from attention_rows import best_of, explicit_configs, notes, ratio, side_by_side, timing, tflops  # noqa: E402
 from kernels import bench  # noqa: E402
 
@@ -253,7 +254,10 @@ def plot(path, fwd_rows, bwd_rows, title):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="N in {4096} only, fewer timed runs")
+    p.add_argument("--quick", action="store_true", help="fewer timed runs, and N in {4096} only unless --ns")
+    p.add_argument("--rounds", type=int, default=None,
+                   help=f"rounds of the side-by-side timing (default {attention_rows.ROUNDS}): more for A/B "
+                        "comparisons of close variants")
     p.add_argument("--dtypes", default="float16,bfloat16")
     p.add_argument("--dims", default="64,128,256")
     p.add_argument("--ns", default="1024,4096,16384")
@@ -261,7 +265,7 @@ def main(argv=None):
                    help="kernel configurations to time: FA2's (warps, m16 tiles per warp, Q in registers): 'default' "
                         "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'; FA3's "
                         "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k]]]]; "
-                        "examples/attention_hopper.py, sm_90): 'fa3' (its CONFIGS), 'fa3all' (its CANDIDATES, "
+                        "examples/attention_hopper.py, sm_90): 'fa3' (its default_config), 'fa3all' (its CANDIDATES, "
                         "PINGPONG_CANDIDATES, POLY_CANDIDATES, PERSISTENT_CANDIDATES and EARLY_K_CANDIDATES), "
                         "'fa3persist' (its CONFIGS and PERSISTENT_CANDIDATES: the persistent grid beside the "
                         "default), 'fa3early' (its CONFIGS and EARLY_K_CANDIDATES: K's stage freed by its S), "
@@ -287,6 +291,7 @@ def main(argv=None):
                    help="the FP8 (e4m3) forward against the f16 FA3 kernel and cuDNN instead (default D = 128, N "
                         "4096 and 16384; --configs: the FP8 kernel's, 'fa3all' for its CANDIDATES)")
     opts = p.parse_args(argv)
+    attention_rows.ROUNDS = opts.rounds or attention_rows.ROUNDS
     import torch
     from tiledsl.runtime.driver import gpu_available
     if not gpu_available():
@@ -299,7 +304,7 @@ def main(argv=None):
             [int(x) for x in opts.ns.split(",")]
         return 1 if main_fp8(torch, reference, bench, dims, ns, opts.configs, opts.quick) else 0
     import attention as A
-    ns = [4096] if opts.quick else [int(x) for x in opts.ns.split(",")]
+    ns = [4096] if opts.quick and opts.ns == p.get_default("ns") else [int(x) for x in opts.ns.split(",")]
     rows = []
     for dtype in ([] if opts.backward and opts.backward_only else opts.dtypes.split(",")):
         for D in (int(x) for x in opts.dims.split(",")):
@@ -315,13 +320,14 @@ def main(argv=None):
                             import attention_hopper as AH    # 4-8 entries: fa3
                             pp, poly = AH.PINGPONG_CANDIDATES[D], AH.POLY_CANDIDATES[D]
                             pers, early = AH.PERSISTENT_CANDIDATES[D], AH.EARLY_K_CANDIDATES[D]
-                            configs = {"fa3": [AH.CONFIGS[D]],
+                            dflt = AH.default_config(D, causal)
+                            configs = {"fa3": [dflt],
                                        "fa3all": AH.CANDIDATES[D] + pp + poly + pers + early,
-                                       "fa3pp": [AH.CONFIGS[D]] + [c for c in pp if c != AH.CONFIGS[D]],
-                                       "fa3poly": [AH.CONFIGS[D]] + poly,
-                                       "fa3persist": [AH.CONFIGS[D]] + pers,
-                                       "fa3early": [AH.CONFIGS[D]] + early,
-                                       "both": [A.default_config(D, (1, 1, 1, N, N)), AH.CONFIGS[D]]}[opts.configs]
+                                       "fa3pp": [dflt] + [c for c in pp if c != dflt],
+                                       "fa3poly": [dflt] + poly,
+                                       "fa3persist": [dflt] + pers,
+                                       "fa3early": [dflt] + early,
+                                       "both": [A.default_config(D, (1, 1, 1, N, N)), dflt]}[opts.configs]
                         else:
                             configs = explicit_configs(opts.configs)
                         r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick, opts.fa2_target)

@@ -80,8 +80,23 @@ SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 
 # D = 128 since 2026-12-01 (session 25): (2, 128, 3, 1, 1), overlap and ping-pong, against (2, 128, 3, 0, 1),
 # side by side with cuDNN (f16 / bf16; N = 4096 non-causal, causal, N = 16384 non-causal, causal): 569 / 497 /
 # 583 / 584 against 558 / 489 / 572 / 568 (f16), 582 / 503 / 613 / 603 against 571 / 509 / 602 / 577 (bf16)
-CONFIGS = {64: (2, 128, 4, 1, 1), 128: (2, 128, 3, 1, 1), 256: (2, 64, 2, 0)}
+# Since session 26 (2026-12-01) the default depends on causal too (default_config): H200, f16, side by side with
+# cuDNN (benchmarks/attention.py --rounds 5, N = 4096 non-causal, causal, N = 16384 non-causal, causal):
+#   D = 64: three consumers (BM = 192) with a 4-deep ring, 463 / 380 / 491 / 462 TFLOP/s against 411 / 362 / 423 /
+#     416 for (2, 128, 4, 1, 1) (cuDNN 423 / 392 / 434 / 406): a third warpgroup's GEMMs hide MUFU's exponentials;
+#   D = 128: the persistent grid non-causal (550 / 569 against 543 / 562; 577 / 593 against 549 / 578 in another
+#     run: the 15.5 waves of 2048 blocks at N = 4096 end in a half-empty one), one block per item causal (483 / 573
+#     against 443 / 535 persistent: the causal walk visits every head at once, which thrashes the L2);
+#   D = 256: BN = 80 with ping-pong, K freed by its S (572 / 499 / 598 / 594 against 524 / 470 / 553 / 536 for
+#     (2, 64, 2, 0)).
+CONFIGS = {64: (3, 128, 4, 1, 1), 128: (2, 128, 3, 1, 1, 0, 1), 256: (2, 80, 2, 0, 1, 0, 0, 1)}
+CAUSAL_CONFIGS = {64: (3, 128, 4, 1, 1), 128: (2, 128, 3, 1, 1), 256: (2, 80, 2, 0, 1, 0, 0, 1)}
 SUPPORTED_D = tuple(CONFIGS)
+
+
+def default_config(D: int, causal: bool) -> tuple:
+    """The configuration attention_hopper runs with when none is given: CONFIGS[D], or CAUSAL_CONFIGS[D] causal."""
+    return (CAUSAL_CONFIGS if causal else CONFIGS)[D]
 # what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py): 3
 # consumers (BM = 192) fit D = 64's registers only (D = 128 spills at 160 per thread); BN = 176 / 192 at D = 128 and
 # 80 at D = 256 are FA3's published tile shapes (here 170-200 TFLOP/s at D = 128: slower); overlap = 0 is the serial
@@ -91,7 +106,8 @@ CANDIDATES = {64: [(2, 128, 4, 1), (2, 128, 2, 1), (3, 128, 2, 1), (2, 176, 2, 1
               256: [(2, 64, 2, 0), (2, 64, 2, 1), (2, 80, 2, 1), (2, 80, 2, 0)]}
 # the ping-pong configurations a benchmark may compare (5th entry 1), each with 0 spills causal and not
 PINGPONG_CANDIDATES = {
-    64: [(2, 128, 4, 1, 1), (2, 128, 2, 1, 1), (2, 128, 4, 0, 1), (2, 128, 2, 0, 1), (3, 128, 2, 1, 1)],
+    64: [(2, 128, 4, 1, 1), (2, 128, 2, 1, 1), (2, 128, 4, 0, 1), (2, 128, 2, 0, 1), (3, 128, 2, 1, 1),
+         (3, 128, 4, 1, 1), (3, 128, 3, 1, 1), (3, 128, 6, 1, 1)],
     128: [(2, 128, 2, 1, 1), (2, 128, 2, 0, 1), (2, 128, 3, 1, 1), (2, 128, 3, 0, 1), (2, 176, 2, 1, 1),
           (2, 176, 2, 0, 1)],
     256: [(2, 64, 2, 1, 1), (2, 64, 2, 0, 1)]}
@@ -113,18 +129,19 @@ POLY_CANDIDATES = {
 # with a head's query blocks side by side in the walk: +1-7% at N = 4096 and D = 256, 437 against 564 TFLOP/s at
 # D = 128 causal N = 16384 (the walk's causal order has changed since; not measured again)
 PERSISTENT_CANDIDATES = {
-    64: [(2, 128, 4, 1, 1, 0, 1), (2, 128, 4, 1, 0, 0, 1), (2, 128, 4, 1, 1, 16, 1)],
+    64: [(2, 128, 4, 1, 1, 0, 1), (2, 128, 4, 1, 0, 0, 1), (2, 128, 4, 1, 1, 16, 1), (3, 128, 4, 1, 1, 0, 1)],
     128: [(2, 128, 3, 0, 1, 0, 1), (2, 128, 3, 1, 1, 0, 1)],
-    256: [(2, 64, 2, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1)]}
+    256: [(2, 64, 2, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1), (2, 80, 2, 0, 1, 0, 1, 1)]}
 
 # config[7] = early_k (a stage's K released once the S that read it has retired, not with V after P V), the twins
 # of the defaults and of the persistent candidates; each assembles without spills or serialised wgmma, causal and
 # not (tests/test_attention_hopper.py); not yet measured on the H200
 EARLY_K_CANDIDATES = {
-    64: [(2, 128, 4, 1, 1, 0, 0, 1), (2, 128, 4, 1, 1, 0, 1, 1)],
+    64: [(2, 128, 4, 1, 1, 0, 0, 1), (2, 128, 4, 1, 1, 0, 1, 1), (3, 128, 4, 1, 1, 0, 0, 1)],
     128: [(2, 128, 3, 1, 1, 0, 0, 1), (2, 128, 3, 0, 1, 0, 0, 1), (2, 128, 3, 1, 1, 0, 1, 1),
           (2, 128, 2, 1, 1, 0, 0, 1)],
-    256: [(2, 64, 2, 0, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1, 1), (2, 80, 2, 1, 0, 0, 0, 1)]}
+    256: [(2, 64, 2, 0, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1, 1), (2, 80, 2, 1, 0, 0, 0, 1),
+          (2, 80, 2, 0, 1, 0, 0, 1), (2, 80, 2, 1, 1, 0, 0, 1)]}
 
 _KERNELS = {}
 
@@ -168,12 +185,12 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once, and overlaps an item's
     epilogue with the next item's Q and K/V loads; and whether a stage's K is released as soon as the S that
     read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out), so the producer
-    refills K a tile sooner. Default: CONFIGS[D].
+    refills K a tile sooner. Default: default_config(D, causal).
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
-    config = tuple(config or CONFIGS[D])
+    config = tuple(config or default_config(D, causal))
     if 4 <= len(config) < 8:
         # fields left out (the earlier, shorter forms) are 0: no ping-pong, every exponential by ex2.approx, one
         # block per work item, K released with V

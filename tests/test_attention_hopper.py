@@ -45,7 +45,7 @@ def test_compiles_for_sm90a_and_assembles_without_spills(dtype, D, causal):
     # ragged N and GQA: the masks and the per-head tensor maps are all in this kernel
     ptx, meta = kernel_ptx(dtype, D, causal, (1, 4, 2, 1000, 1000))
     assert ".target sm_90a" in ptx
-    cons, bn, _, overlap = AH.CONFIGS[D][:4]
+    cons, bn, _, overlap = AH.default_config(D, causal)[:4]
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}" in ptx          # S = Q K^T
     assert f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}" in ptx           # O += P V
@@ -342,16 +342,16 @@ def twin_assembles(D, causal, shape, config, twin, more_inits):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_early_k_configuration_assembles(causal):
-    # the early_k twin of CONFIGS[128]: one more mbarrier a stage (K's)
-    config = AH.CONFIGS[128][:5] + (0, 0, 1)
+    # the early_k twin of CAUSAL_CONFIGS[128]: one more mbarrier a stage (K's)
+    config = AH.CAUSAL_CONFIGS[128][:5] + (0, 0, 1)
     twin_assembles(128, causal, (4, 16, 16, 4096, 4096), config, config[:7], config[2])
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_persistent_configuration_assembles(causal):
-    # the persistent twin of CONFIGS[64]: a grid of min(SMs, items) blocks, one more mbarrier (Q free), the
-    # walk's last ping-pong hand-over taken after the loop
-    config = AH.CONFIGS[64][:5] + (0, 1)
+    # the persistent twin of (2, 128, 4, 1, 1) at D = 64: a grid of min(SMs, items) blocks, one more mbarrier (Q
+    # free), the walk's last ping-pong hand-over taken after the loop
+    config = (2, 128, 4, 1, 1, 0, 1)
     shape = (2, 8, 2, 4096, 4096)                                          # 512 items: more than the SMs
     ptx, plain = twin_assembles(64, causal, shape, config, config[:6], 1)
     assert "bar.sync 1, 256;" in ptx and "bar.sync 1, 256;" not in plain
