@@ -80,15 +80,17 @@ SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 
 # D = 128 since 2026-12-01 (session 25): (2, 128, 3, 1, 1), overlap and ping-pong, against (2, 128, 3, 0, 1),
 # side by side with cuDNN (f16 / bf16; N = 4096 non-causal, causal, N = 16384 non-causal, causal): 569 / 497 /
 # 583 / 584 against 558 / 489 / 572 / 568 (f16), 582 / 503 / 613 / 603 against 571 / 509 / 602 / 577 (bf16)
-# Since session 26 (2026-12-01) the default depends on causal too (default_config): H200, f16, side by side with
-# cuDNN (benchmarks/attention.py --rounds 5, N = 4096 non-causal, causal, N = 16384 non-causal, causal):
+# Since session 26 (2026-12-01) the default depends on causal too (default_config). H200, f16, side by side with
+# cuDNN (benchmarks/attention.py --rounds 5; N = 4096 non-causal, causal, N = 16384 non-causal, causal):
 #   D = 64: three consumers (BM = 192) with a 4-deep ring, 463 / 380 / 491 / 462 TFLOP/s against 411 / 362 / 423 /
-#     416 for (2, 128, 4, 1, 1) (cuDNN 423 / 392 / 434 / 406): a third warpgroup's GEMMs hide MUFU's exponentials;
+#     416 for (2, 128, 4, 1, 1) (cuDNN 423 / 392 / 434 / 406): a third warpgroup's GEMMs run under the others'
+#     softmax, whose exponentials (MUFU) cost about as much as the GEMMs at this head dim;
 #   D = 128: the persistent grid non-causal (550 / 569 against 543 / 562; 577 / 593 against 549 / 578 in another
-#     run: the 15.5 waves of 2048 blocks at N = 4096 end in a half-empty one), one block per item causal (483 / 573
-#     against 443 / 535 persistent: the causal walk visits every head at once, which thrashes the L2);
-#   D = 256: BN = 80 with ping-pong, K freed by its S (572 / 499 / 598 / 594 against 524 / 470 / 553 / 536 for
-#     (2, 64, 2, 0)).
+#     run: at N = 4096 the 2048 blocks are 15.5 waves, the last half empty), one block per item causal (483 / 573
+#     against 443 / 535 persistent; why the causal walk is slower is open: its model balances the waves to 1.004);
+#   D = 256: BN = 80 with ping-pong, K freed by its S (572 / 499 / 598 / 594 against 557 / 484 / 593 / 595 for
+#     (2, 80, 2, 1, 0, 0, 0, 1) in the same run; (2, 64, 2, 0), the earlier default, made 524-536 / 462-470 / 553
+#     / 536 in this session's other runs).
 CONFIGS = {64: (3, 128, 4, 1, 1), 128: (2, 128, 3, 1, 1, 0, 1), 256: (2, 80, 2, 0, 1, 0, 0, 1)}
 CAUSAL_CONFIGS = {64: (3, 128, 4, 1, 1), 128: (2, 128, 3, 1, 1), 256: (2, 80, 2, 0, 1, 0, 0, 1)}
 SUPPORTED_D = tuple(CONFIGS)
@@ -97,6 +99,8 @@ SUPPORTED_D = tuple(CONFIGS)
 def default_config(D: int, causal: bool) -> tuple:
     """The configuration attention_hopper runs with when none is given: CONFIGS[D], or CAUSAL_CONFIGS[D] causal."""
     return (CAUSAL_CONFIGS if causal else CONFIGS)[D]
+
+
 # what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py): 3
 # consumers (BM = 192) fit D = 64's registers only (D = 128 spills at 160 per thread); BN = 176 / 192 at D = 128 and
 # 80 at D = 256 are FA3's published tile shapes (here 170-200 TFLOP/s at D = 128: slower); overlap = 0 is the serial
@@ -104,7 +108,9 @@ def default_config(D: int, causal: bool) -> tuple:
 CANDIDATES = {64: [(2, 128, 4, 1), (2, 128, 2, 1), (3, 128, 2, 1), (2, 176, 2, 1), (2, 128, 2, 0), (2, 128, 4, 0)],
               128: [(2, 128, 2, 0), (2, 128, 2, 1), (2, 176, 2, 1), (2, 192, 2, 1), (2, 128, 3, 1), (2, 128, 3, 0)],
               256: [(2, 64, 2, 0), (2, 64, 2, 1), (2, 80, 2, 1), (2, 80, 2, 0)]}
-# the ping-pong configurations a benchmark may compare (5th entry 1), each with 0 spills causal and not
+# the ping-pong configurations a benchmark may compare (5th entry 1), each with 0 spills causal and not. FA3's
+# BN = 176 at D = 128 with ping-pong and overlap, side by side (f16, 2026-12-01): 486 / 415 / 532 / 498 TFLOP/s
+# against the default's 543 / 483 / 562 / 573 (BN = 144 / 160 / 192: 483-520 non-causal)
 PINGPONG_CANDIDATES = {
     64: [(2, 128, 4, 1, 1), (2, 128, 2, 1, 1), (2, 128, 4, 0, 1), (2, 128, 2, 0, 1), (3, 128, 2, 1, 1),
          (3, 128, 4, 1, 1), (3, 128, 3, 1, 1), (3, 128, 6, 1, 1)],
