@@ -100,18 +100,31 @@ def run_shape(torch, A, dtype, D, N, causal, configs, quick, fa2_target=None):
         row.setdefault("err", []).append(f"{eo:.1e}/{el:.0e}" + ("" if ok else " FAIL"))
         fns[w] = lambda w=w, tg=tg: A.attention(q, k, v, causal=causal, config=w, target=tg)
     for be in BACKENDS:
-        f = sdpa_call(torch, be, lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
-        try:
-            f()
-            fns[SHORT[be]] = f
-        except Exception as e:                      # a backend that cannot run this shape: n/a
-            row[SHORT[be]] = None
-            row.setdefault("notes", []).append(f"{SHORT[be]}: {type(e).__name__}")
+        add_backend(row, fns, be, lambda be=be: sdpa_call(
+            torch, be, lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)))
+    return timed(row, fns, configs, "config", torch, reps, tf)
+
+
+def add_backend(row, fns, backend, make):
+    """fns[backend's short name] = make() once it has run (the shape's first call outside the timing); a backend
+    that cannot run the shape is n/a in the row, its exception's type noted."""
+    try:
+        f = make()
+        f()
+        fns[SHORT[backend]] = f
+    except Exception as e:
+        row[SHORT[backend]] = None
+        row.setdefault("notes", []).append(f"{SHORT[backend]}: {type(e).__name__}")
+
+
+def timed(row, fns, ours, best_key, torch, reps, tf):
+    """The row with fns timed side by side: each of tiledsl's variants (the labels `ours`) under "each", the
+    fastest's label under best_key and its TFLOP/s under "ours", and each torch backend's TFLOP/s."""
     ms = side_by_side(fns, torch, bench, reps)
-    ours = {w: tf(ms[w]) for w in configs}
-    row["config"] = max(ours, key=ours.get)
-    row["ours"] = ours[row["config"]]
-    row["each"] = ours
+    each = {k: tf(ms[k]) for k in ours}
+    row[best_key] = max(each, key=each.get)
+    row["ours"] = each[row[best_key]]
+    row["each"] = each
     row.update({SHORT[be]: tf(ms[SHORT[be]]) for be in BACKENDS if SHORT[be] in ms})
     return row
 
@@ -175,25 +188,16 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
     row["ok"] = err <= BWD_TOL
     ours_labels = list(fns)
     for be in BACKENDS:
-        # the backend's graph, its forward run once outside the timing
-        qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
-        try:
-            out = sdpa_call(torch, be, lambda: torch.nn.functional.scaled_dot_product_attention(
-                qq, kk, vv, is_causal=causal))()
-            f = sdpa_call(torch, be, lambda out=out, qq=qq, kk=kk, vv=vv: torch.autograd.grad(
-                out, (qq, kk, vv), do, retain_graph=True))
-            f()
-            fns[SHORT[be]] = f
-        except Exception as e:                      # a backend that cannot run this shape: n/a
-            row[SHORT[be]] = None
-            row.setdefault("notes", []).append(f"{SHORT[be]}: {type(e).__name__}")
-    ms = side_by_side(fns, torch, bench, reps)
-    ours = {label: tf(ms[label]) for label in ours_labels}
-    row["warps"] = max(ours, key=ours.get)
-    row["ours"] = ours[row["warps"]]
-    row["each"] = ours
-    row.update({SHORT[be]: tf(ms[SHORT[be]]) for be in BACKENDS if SHORT[be] in ms})
-    return row
+        add_backend(row, fns, be, lambda be=be: backward_call(torch, be, q, k, v, do, causal))
+    return timed(row, fns, ours_labels, "warps", torch, reps, tf)
+
+
+def backward_call(torch, backend, q, k, v, do, causal):
+    """The backend's backward as a call: its graph, the forward run once here, outside the timing."""
+    qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    out = sdpa_call(torch, backend, lambda: torch.nn.functional.scaled_dot_product_attention(
+        qq, kk, vv, is_causal=causal))()
+    return sdpa_call(torch, backend, lambda: torch.autograd.grad(out, (qq, kk, vv), do, retain_graph=True))
 
 
 def _bwd_header():
