@@ -14,9 +14,9 @@ ROUNDS = 3
 
 def side_by_side(fns: dict, torch, bench, reps: dict, rounds: int | None = None) -> dict:
     """{name: median ms}: each fn timed by bench() once a round for `rounds` (default ROUNDS) rounds, the fns in
-    turn (a different one first each round), the median of its rounds. Side by side, because the H200 runs these kernels near its
-    700 W cap: timed one after the other, whoever ran first after an idle spell had cooler silicon (the GEMM
-    benchmark's `side_by_side` saw cuBLAS at 748 TFLOP/s first in a process and 688 interleaved). `reps`:
+    turn (a different one first each round), the median of its rounds. Side by side, because the H200 runs these
+    kernels near its 700 W cap: timed one after the other, whoever ran first after an idle spell had cooler silicon
+    (the GEMM benchmark's `side_by_side` saw cuBLAS at 748 TFLOP/s first in a process and 688 interleaved). `reps`:
     timing()'s bench options for the whole measurement, spread over the rounds."""
     import numpy as np
     rounds = rounds or ROUNDS
