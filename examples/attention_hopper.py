@@ -138,11 +138,16 @@ POLY_CANDIDATES = {
 # defaults and of the fastest candidates, for the benchmark to compare with the one-block-per-item grid; each
 # assembles without spills, causal and not (tests/test_attention_hopper.py). H200, f16, side by side with cuDNN,
 # with a head's query blocks side by side in the walk: +1-7% at N = 4096 and D = 256, 437 against 564 TFLOP/s at
-# D = 128 causal N = 16384 (the walk's causal order has changed since; not measured again)
+# D = 128 causal N = 16384; with the causal walk's qb-major order (2026-12-01) still 443 / 535 against 483 / 573 at
+# D = 128 causal N = 4096 / 16384. Config[6] = 2 (the last of each list) draws the items in the one-block-per-item
+# grid's order from a counter instead (FA3's dynamic scheduler): the balance of the hardware's block scheduler and
+# that grid's L2 locality (a head's query blocks side by side; the static causal walk has every head's in flight
+# at once, so K and V stream from memory); not yet measured on the H200
 PERSISTENT_CANDIDATES = {
-    64: [(2, 128, 4, 1, 1, 0, 1), (2, 128, 4, 1, 0, 0, 1), (2, 128, 4, 1, 1, 16, 1), (3, 128, 4, 1, 1, 0, 1)],
-    128: [(2, 128, 3, 0, 1, 0, 1), (2, 128, 3, 1, 1, 0, 1)],
-    256: [(2, 64, 2, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1), (2, 80, 2, 0, 1, 0, 1, 1)]}
+    64: [(2, 128, 4, 1, 1, 0, 1), (2, 128, 4, 1, 0, 0, 1), (2, 128, 4, 1, 1, 16, 1), (3, 128, 4, 1, 1, 0, 1),
+         (3, 128, 4, 1, 1, 0, 2)],
+    128: [(2, 128, 3, 0, 1, 0, 1), (2, 128, 3, 1, 1, 0, 1), (2, 128, 3, 1, 1, 0, 2)],
+    256: [(2, 64, 2, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1), (2, 80, 2, 0, 1, 0, 1, 1), (2, 80, 2, 0, 1, 0, 2, 1)]}
 
 # config[7] = early_k (a stage's K released once the S that read it has retired, not with V after P V), the twins
 # of the defaults and of the persistent candidates; each assembles without spills or serialised wgmma, causal and
@@ -221,7 +226,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         # block per work item, K released with V, every consumer computing every tile
         config += (0,) * (9 - len(config))
     # the persistent grid's width shapes the walk: part of the key (only there)
-    key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6:7] == (1,) else None, config)
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6] in (1, 2) else None, config)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
@@ -242,10 +247,11 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: poly = {POLY!r} (the exponentials of "
                                   f"a thread's BN / 2 = {BN // 2} per tile computed by the FMA-pipe polynomial) "
                                   f"must be a multiple of {POLY_UNIT} from 0 to {BN // 2}")
-    if PERSIST not in (0, 1) or not isinstance(num_sms, int) or num_sms < 1:
+    if PERSIST not in (0, 1, 2) or not isinstance(num_sms, int) or num_sms < 1:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: persistent = {PERSIST!r} must be 0 "
-                                  f"(one block per work item) or 1 (a grid of at most num_sms = {num_sms!r} blocks "
-                                  f"walking the items; num_sms a positive int)")
+                                  f"(one block per work item), 1 (a grid of at most num_sms = {num_sms!r} blocks "
+                                  f"walking the items in a static order) or 2 (... drawing them from a counter); "
+                                  f"num_sms a positive int")
     if EARLY_K not in (0, 1):
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: early_k = {EARLY_K!r} must be 0 (a "
                                   f"stage's K released with its V) or 1 (once the S that read it has retired)")
@@ -265,12 +271,16 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     NS = BN // 2                        # f32 accumulators of S per consumer thread
     NQB = -(-N // BM)                   # query blocks per head
     NKT = -(-NK // BN)                  # key tiles
-    GRID = min(num_sms, NQB * B * H) if PERSIST else 0      # the persistent grid: no more blocks than items
+    ITEMS = NQB * B * H                 # work items: (batch * head, query block)
+    GRID = min(num_sms, ITEMS) if PERSIST else 0            # the persistent grid: no more blocks than items
     GROUP = H // HK
     C = float(scale) * LOG2E            # scores to the log2 domain
     TXQ, TXKV = BM * D * 2, BN * D * 2  # bytes the boxes pay to their barriers
     CAP = min((65536 // THREADS) // 8 * 8, 248)
-    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8))
+    # the dynamic walk's producer keeps its item's number and the drawn count besides the static walk's state: 32
+    # registers (the consumers' share is the same at 2 and 3 consumers: 240 and 160)
+    PREGS = 32 if PERSIST == 2 else PRODUCER_REGS
+    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PREGS) // (128 * CONS) // 8 * 8))
     LY = layouts(D, BM, BN, STG, CONS, dtype)
     L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
     L_P = LY["p"]
@@ -290,11 +300,12 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     parts = forward_parts(shape=shape, D=D, BN=BN, STG=STG, CONS=CONS, boxes=DH, step=STEP, tx_q=TXQ, tx_kv=TXKV,
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
                           pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
-                          producer_regs=PRODUCER_REGS, poly=POLY, grid=GRID, early_k=EARLY_K,
-                          trim=TRIM)
+                          producer_regs=PREGS, poly=POLY, grid=GRID, early_k=EARLY_K,
+                          trim=TRIM, dynamic=int(PERSIST == 2))
     ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
     work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
     turns_open, turns_close = parts.turns_open, parts.turns_close
+    dynamic_item, produce_dynamic = parts.dynamic_item, parts.produce_dynamic
 
     @tiledsl.inline
     def tiles():
@@ -375,8 +386,48 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                 tb = tb + ntiles
             turns_close(c)
 
-    kernel = attention_fa3_persistent if PERSIST else attention_fa3
+    @tiledsl.jit
+    def attention_fa3_dynamic(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
+                              K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
+                              V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
+                              O: T.Tensor((B, H, N, D), dtype), LSE: T.Tensor((B, H, N), "float32"),
+                              CTR: T.Tensor((2,), "int32")):
+        # the persistent grid drawing its items from CTR (zeros at launch; the last block leaves them so): the
+        # producer publishes each item's number in nxt with its Q, and ITEMS there once the items are gone
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS, max_registers=CAP))
+        tid = T.cuda.thread_id()
+        wg = tid // 128
+        pid = T.cuda.block_id()
+        tq, tk, tv, wq, wk, wv = tiles()
+        qbar, fullk, fullv, empty, qfree = ring_barriers(tid)
+        nxt = T.alloc_shared((1,), "int32")
+        if wg == 0:
+            produce_dynamic(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid, nxt, CTR)
+        else:
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
+            c = wg - 1
+            lane = tid % 32
+            w = (tid % 128) // 32
+            turns_open(c)
+            tb = 0
+            k = 0
+            while True:
+                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], qbar, k % 2)
+                item = nxt[0]
+                if item >= ITEMS:
+                    break
+                bh, qb, b, h, hk, ntiles = dynamic_item(item)
+                row0 = qb * BM + 64 * c + 16 * w + lane // 4
+                oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
+                                            tb, k, qfree)
+                store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
+                tb = tb + ntiles
+                k = k + 1
+            turns_close(c)
+
+    kernel = {0: attention_fa3, 1: attention_fa3_persistent, 2: attention_fa3_dynamic}[PERSIST]
     kernel.tile = (BM, BN)
+    kernel.counters = PERSIST == 2
     _KERNELS[key] = kernel
     return kernel
 
@@ -402,14 +453,28 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=Non
         q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
         o = np.zeros_like(q)
         lse = np.zeros((B, H, N), np.float32)
-        tiledsl.jit(kern.fn, interpret=True)(*_flat(q, k, v), o, lse)
+        more = (np.zeros(2, np.int32),) if kern.counters else ()
+        tiledsl.jit(kern.fn, interpret=True)(*_flat(q, k, v), o, lse, *more)
         return o, lse
     import torch
     q, k, v = (x.contiguous() for x in (q, k, v))
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-    kern(*_flat(q, k, v), o, lse)
+    kern(*_flat(q, k, v), o, lse, *((counters(q),) if kern.counters else ()))
     return o, lse
+
+
+_COUNTERS = {}
+
+
+def counters(q):
+    """The dynamic walk's two int32 counters for launches on torch tensor q's device and current stream, zeros
+    (each launch leaves them so): two launches running at once on different streams must not share them."""
+    import torch
+    key = (str(q.device), torch.cuda.current_stream(q.device).cuda_stream)
+    if key not in _COUNTERS:
+        _COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=q.device)
+    return _COUNTERS[key]
 
 
 def _flat(q, k, v):

@@ -50,11 +50,13 @@ class ForwardParts(NamedTuple):
     produce_walk: InlineFunction
     turns_open: InlineFunction
     turns_close: InlineFunction
+    dynamic_item: InlineFunction
+    produce_dynamic: InlineFunction
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
                   cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0, grid=0, early_k=0,
-                  trim=0) -> ForwardParts:
+                  trim=0, dynamic=0) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -76,7 +78,9 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     the key tiles its own 64 rows need (consumer_tiles) and passes through the block's others, taking its
     ping-pong turns and releasing their stages without a wgmma, where BM > BN or BN does not divide BM leaves a
     consumer's last tiles above its diagonal (causal), and a consumer whose rows all lie past N (the last query
-    block) computes one tile only."""
+    block) computes one tile only; dynamic (with grid): the persistent blocks take their items in the one-block-
+    per-item grid's order (dynamic_item) from a counter in global memory (produce_dynamic) instead of a static walk,
+    so the blocks that drew short items take more, as the hardware's block scheduler does for that grid."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -135,13 +139,17 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         return tb + j if persistent else j
 
     @tiledsl.inline
-    def load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles, tb=0, k=0, qfree=None):
+    def load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles, tb=0, k=0, qfree=None,
+                  nxt=None, item=0):
         """The producer's elected thread: Q once, then K and V of each of the item's ntiles key tiles into the
         ring, each on its own full barrier (so S = Q K^T starts before V lands). Persistent: the k-th item of the
-        walk, after tb tiles; its Q waits until the previous item's last S = Q K^T has read the old one."""
+        walk, after tb tiles; its Q waits until the previous item's last S = Q K^T has read the old one. Dynamic:
+        the item's number goes to the consumers in nxt, published by Q's barrier (its arrival releases the store)."""
         if persistent:
             # phase k - 1 of qfree; for k = 0 the wait for parity 1 passes at once (no phase has completed)
             T.cuda.tile.apply(T.ptx[WAIT], qfree, (k + 1) % 2)
+            if dynamic:
+                nxt[0] = item
         T.cuda.tile.apply(T.ptx[EXPECT], qbar, tx_q)
         T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=step)
         for j in range(ntiles):
@@ -218,6 +226,50 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     bh, qb, b, h, hk, ntiles = work_item(pid, k)
                     load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles, tb, k, qfree)
                     tb = tb + ntiles
+
+    @tiledsl.inline
+    def dynamic_item(item):
+        """(bh, qb, b, h, hk, ntiles) of work item `item` of the dynamic walk: the one-block-per-item grid's order, a
+        head's query blocks side by side (its K and V stay in L2 while its blocks run), causal heaviest first."""
+        bh = item // NQB
+        qb = item % NQB
+        if causal:
+            qb = NQB - 1 - qb
+        b = bh // H
+        h = bh % H
+        hk = h // (H // HK)
+        return bh, qb, b, h, hk, key_tiles(qb, NKT, BM, BN, causal)
+
+    @tiledsl.inline
+    def produce_dynamic(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid, nxt, ctr):
+        """The dynamic producer: block pid's first item is pid, each next one G + the count it draws from ctr[0]
+        (once the item's loads are issued), until the count passes the items; then ITEMS in nxt wakes the
+        consumers to stop (a plain arrival on Q's barrier), and the last block to stop sets ctr back to zeros for
+        the next launch (ctr[1] counts the stopped blocks: when it reaches G no block draws any more)."""
+        T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], producer_regs)
+        if T.cuda.warp_id() == 0:
+            if elect_one() == 1:
+                got = T.alloc_local((1,), "int32")
+                item = pid
+                tb = 0
+                k = 0
+                while item < ITEMS:
+                    bh, qb, b, h, hk, ntiles = dynamic_item(item)
+                    load_ring(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles, tb, k, qfree,
+                              nxt, item)
+                    tb = tb + ntiles
+                    k = k + 1
+                    # (drawn once the item's loads are issued: the producer then waits for the consumers anyway,
+                    # and the count does not stay live through the loads, within the producer's 24 registers)
+                    T.cuda.tile.apply(T.ptx["atom.relaxed.gpu.global.add.s32"], got, ctr[0:1], 1)
+                    item = G + got[0]
+                T.cuda.tile.apply(T.ptx[WAIT], qfree, (k + 1) % 2)
+                nxt[0] = ITEMS
+                T.cuda.tile.apply(T.ptx[ARRIVE], qbar)
+                T.cuda.tile.apply(T.ptx["atom.acq_rel.gpu.global.add.s32"], got, ctr[1:2], 1)
+                if got[0] == G - 1:
+                    ctr[0] = 0
+                    ctr[1] = 0
 
     @tiledsl.inline
     def issue_s(sv, wq, wk, c, st):
@@ -531,4 +583,5 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         return oacc, lsum, m, al
 
     return ForwardParts(ring_barriers, init_barriers, load_ring, produce, issue_s, issue_pv, softmax, row_sums, store,
-                        consume, work_item, walk_length, produce_walk, turns_open, turns_close)
+                        consume, work_item, walk_length, produce_walk, turns_open, turns_close, dynamic_item,
+                        produce_dynamic)

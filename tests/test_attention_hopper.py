@@ -27,14 +27,15 @@ def kernel_ptx(dtype, D, causal, shape, scale=None, config=None):
     """The kernel's compiled PTX (no target named: sm_90a) and its metadata."""
     B, H, HK, N, NK = shape
     k = AH.make_attention_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, config)
+    more = (np.zeros(2, np.int32),) if k.counters else ()      # the dynamic walk's counters
     if dtype == "float16":                     # numpy arguments suffice (no torch needed)
         q, kv = np.empty((B * H, N, D), np.float16), np.empty((B * HK, NK, D), np.float16)
-        ck = k.compile(q, kv, kv, q.reshape(B, H, N, D), np.empty((B, H, N), np.float32))
+        ck = k.compile(q, kv, kv, q.reshape(B, H, N, D), np.empty((B, H, N), np.float32), *more)
         return ck.asm["ptx"], ck.metadata
     torch = pytest.importorskip("torch")       # bfloat16 arguments for compile() (the CPU build suffices)
     q = torch.empty((B * H, N, D), dtype=getattr(torch, dtype))
     kv = torch.empty((B * HK, NK, D), dtype=getattr(torch, dtype))
-    ck = k.compile(q, kv, kv, q.view(B, H, N, D), torch.empty((B, H, N)))
+    ck = k.compile(q, kv, kv, q.view(B, H, N, D), torch.empty((B, H, N)), *more)
     return ck.asm["ptx"], ck.metadata
 
 
@@ -357,6 +358,53 @@ def test_trim_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     assert np.abs(lse - rl).max() <= 1e-4
 
 
+@pytest.mark.parametrize("causal, heads, n, nk, config, sms", [
+    # two blocks drawing six items (ping-pong, overlap), causal: the long items first
+    (True, (2, 1), 300, 300, (2, 64, 2, 1, 1, 0, 2), 2),
+    # one block takes every item: the ring, Q's barrier and the turns run on through all of them
+    (False, (2, 1), 300, 260, (2, 64, 2, 1, 1, 0, 2), 1),
+    # no ping-pong, K freed early
+    (False, (2, 1), 200, 300, (2, 64, 2, 0, 0, 0, 2, 1), 2),
+    # three consumers with trim, causal
+    (True, (2, 1), 300, 300, (3, 64, 2, 1, 1, 0, 2, 0, 1), 2),
+])
+def test_dynamic_on_the_interpreter(causal, heads, n, nk, config, sms):
+    """config[6] = 2: a grid of `sms` blocks drawing the items from a counter: exactly the numbers of one block per
+    item, within the reference's bounds."""
+    H, HK = heads
+    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + sms + 5)
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
+    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:6] + (0,) + config[7:])
+    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
+def test_dynamic_counters_are_zeros_after_each_launch():
+    # the last block to stop sets the counters back, so the next launch draws from 0 again (same numbers)
+    q, k, v = _inputs(2, 1, 300, 300, seed=3)
+    kern = AH.make_attention_hopper("float16", 64, True, (1, 2, 1, 300, 300), 0.3, (2, 64, 2, 1, 1, 0, 2), 2)
+    assert kern.counters
+    run = tiledsl.jit(kern.fn, interpret=True)
+    ctr = np.zeros(2, np.int32)
+    outs = []
+    for _ in range(2):
+        o, lse = np.zeros_like(q), np.zeros((1, 2, 300), np.float32)
+        run(*AH._flat(q, k, v), o, lse, ctr)
+        assert ctr.tolist() == [0, 0]
+        outs.append((o, lse))
+    assert np.array_equal(outs[0][0], outs[1][0]) and np.array_equal(outs[0][1], outs[1][1])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_dynamic_configuration_assembles(causal):
+    # the dynamic twin of CAUSAL_CONFIGS[128]: one more mbarrier (Q free), the same wgmma, the counter's atomics
+    config = AH.CAUSAL_CONFIGS[128][:5] + (0, 2)
+    ptx, _ = twin_assembles(128, causal, (4, 16, 16, 4096, 4096), config, config[:6], 1)
+    assert "atom.relaxed.gpu.global.add.s32" in ptx and "atom.acq_rel.gpu.global.add.s32" in ptx
+
+
 def twin_assembles(D, causal, shape, config, twin, more_inits):
     """A configuration's PTX against its twin's (the same but for one field): `more_inits` more mbarriers, the
     same wgmma, within the shared memory, assembled without spills or serialised wgmma. Returns both PTX."""
@@ -397,7 +445,7 @@ def test_every_persistent_and_early_k_candidate_assembles(D, which):
             check_assembles(kernel_ptx("float16", D, causal, GPU_SHAPES[1000], config=config)[0])
 
 
-@pytest.mark.parametrize("config, sms, what", [((2, 64, 2, 1, 1, 0, 2), 132, "persistent = 2"),
+@pytest.mark.parametrize("config, sms, what", [((2, 64, 2, 1, 1, 0, 3), 132, "persistent = 3"),
                                                ((2, 64, 2, 1, 1, 0, 1), 0, "num_sms = 0"),
                                                ((2, 64, 2, 1, 1, 0, 1), 1.5, "num_sms = 1.5")])
 def test_bad_persistent_values_are_refused(config, sms, what):
