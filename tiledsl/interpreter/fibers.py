@@ -42,16 +42,14 @@ def blocking(stmts, waits=WAITS) -> bool:
     return False
 
 
-def by_warpgroup(lin, idx, blk) -> list:
-    """The active threads `idx` (flat ids; their linear tids in the block are lin[idx], their blocks in the batch
-    blk[idx]) grouped by (block, warpgroup), lowest first. A part of an if/else whose warps take turns through named
-    barriers runs one fiber per group: the same code, with the barrier id computed per warpgroup (FA3's ping-pong
-    consumers), has each warpgroup wait for the other's later arrival, which no lockstep order can give. The
-    blocks are split too: on the GPU they run independently, and a warpgroup whose block has less work (a shorter
-    loop, a consumer passing over tiles its rows do not reach) must not wait for its twin in another block to
-    finish the loop before it arrives on its own block's barriers."""
-    key = blk[idx].astype(np.int64) * (int(lin.max()) // WARPGROUP + 1) + lin[idx] // WARPGROUP
-    return [idx[key == g] for g in np.unique(key)]
+def by_warpgroup(lin, idx) -> list:
+    """The active threads `idx` (flat ids; their linear tids in the block are lin[idx]) grouped by warpgroup of the
+    block, lowest first; each group keeps every block of the batch (the blocks still run in lockstep). A part of
+    an if/else whose warps take turns through named barriers runs one fiber per group: the same code, with the
+    barrier id computed per warpgroup (FA3's ping-pong consumers), has each warpgroup wait for the other's later
+    arrival, which no lockstep order can give."""
+    wg = lin[idx] // WARPGROUP
+    return [idx[wg == g] for g in np.unique(wg)]
 
 
 class _Fiber:

@@ -297,12 +297,12 @@ class Program:
 def _fibered(then, orelse, loc, split_then=False, split_else=False):
     """The divergent case of an if/else whose parts may wait for each other (fibers.py): `else` runs as a fiber
     that starts when `then` first waits, and the statement ends when both parts have. A part with a named-barrier
-    sync (split_then / split_else) runs one fiber per warpgroup of each block (fibers.by_warpgroup): its
-    warpgroups may take turns; the first group of `then` stays on the calling thread."""
+    sync (split_then / split_else) runs one fiber per warpgroup (fibers.by_warpgroup): its warpgroups may take
+    turns; the first warpgroup of `then` stays on the calling thread."""
     def divergent(m, idx, c):
         t_idx, e_idx = sub(idx, c), sub(idx, ~c)
-        t_groups = fibers.by_warpgroup(m.lin, t_idx, m.blk) if split_then else [t_idx]
-        e_groups = fibers.by_warpgroup(m.lin, e_idx, m.blk) if split_else else [e_idx]
+        t_groups = fibers.by_warpgroup(m.lin, t_idx) if split_then else [t_idx]
+        e_groups = fibers.by_warpgroup(m.lin, e_idx) if split_else else [e_idx]
         fb = fibers.fibers_of(m)
         others = [fb.spawn(lambda g=g: then(m, g)) for g in t_groups[1:]]
         others += [fb.spawn(lambda g=g: orelse(m, g)) for g in e_groups]
