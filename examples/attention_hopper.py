@@ -46,12 +46,9 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
     the next item's loads. The ring's stage and phase follow a running count of the block's tiles (no re-init);
     Q's barrier alternates its phase per item, and the producer loads the next Q only once every consumer warp
     has arrived on a "Q free" barrier after its item's last S = Q K^T retired; the ping-pong turns run on from
-    item to item;
-  * trim (config[8] = 1, with ping-pong): each consumer computes only the key tiles its own 64 rows reach
-    (hopper_attention_parts.consumer_tiles) and passes over the block's others: their turns with no wgmma in
-    them, their stages released once the producer has filled them. With BM > BN (three consumers) or BN not
-    dividing BM, a consumer's last tiles can lie wholly above its diagonal, and the last query block's consumers
-    past N would compute a whole row of tiles for nothing.
+    item to item. With config[6] = 2 the blocks draw their items from a counter in global memory instead (FA3's
+    dynamic scheduler), in the one-block-per-item grid's order; the producer publishes each item's number in
+    shared memory with Q's barrier.
 
 On the interpreter the producer and the consumers run as fibers (interpreter/fibers.py) that hand over at their
 mbarrier waits, so the ring turns there as on the GPU; with ping-pong each consumer warpgroup is its own fiber, so
@@ -160,20 +157,6 @@ EARLY_K_CANDIDATES = {
     256: [(2, 64, 2, 0, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 0, 1), (2, 80, 2, 0, 0, 0, 1, 1), (2, 80, 2, 1, 0, 0, 0, 1),
           (2, 80, 2, 0, 1, 0, 0, 1), (2, 80, 2, 1, 1, 0, 0, 1)]}
 
-# config[8] = trim (each consumer computes only the key tiles its rows reach; takes ping-pong), the twins of the
-# defaults where a consumer's rows can end short of the block's last tile: three consumers over BN = 128 at D = 64
-# (BM = 192: the first consumer's last tile lies above its diagonal in every other query block; at N = 4096 the
-# last query block's second and third consumers lie past N) and BN = 80 at D = 256; by a count of the tiles,
-# 8% of the consumers' tiles at D = 64, causal, N = 4096 (3% non-causal) and 1.5% at D = 256 are passed over.
-# Each assembles without spills or serialised wgmma (tests/test_attention_hopper.py). H200, f16, N = 4096, side by
-# side (2026-12-01): D = 64 467 / 385 TFLOP/s against 473 / 391 without (non-causal / causal): no gain. The turns
-# keep the consumers in step, so a round of turns lasts as long as its busiest consumer and a passed turn frees
-# little (GPU test: the numbers bit for bit those of computing every tile)
-TRIM_CANDIDATES = {
-    64: [(3, 128, 4, 1, 1, 0, 0, 0, 1), (3, 128, 4, 1, 1, 0, 1, 0, 1)],
-    128: [],
-    256: [(2, 80, 2, 0, 1, 0, 0, 1, 1), (2, 80, 2, 1, 1, 0, 0, 1, 1)]}
-
 _KERNELS = {}
 
 
@@ -207,7 +190,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
-    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, trim]]]]]): consumer warpgroups
+    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k]]]]): consumer warpgroups
     (BM = 64 each), key/value rows per tile, ring depth, whether S of the next tile is issued before the softmax of this
     one, whether the consumers take turns on the tensor cores (0 when left out; 1 takes 2 or 3 consumers), how
     many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial computes instead of MUFU's ex2.approx
@@ -216,29 +199,26 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once, and overlaps an item's
     epilogue with the next item's Q and K/V loads; and whether a stage's K is released as soon as the S that
     read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out), so the producer
-    refills K a tile sooner; and whether each consumer computes only the key tiles its own rows need (1, with
-    ping-pong; causal with BM > BN or BN not dividing BM, a consumer's last tiles can lie wholly above its
-    diagonal, and the last query block's consumers past N compute one tile) or every tile (0 when left out).
-    Default: default_config(D, causal).
+    refills K a tile sooner. Default: default_config(D, causal).
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     config = tuple(config or default_config(D, causal))
-    if 4 <= len(config) < 9:
+    if 4 <= len(config) < 8:
         # fields left out (the earlier, shorter forms) are 0: no ping-pong, every exponential by ex2.approx, one
-        # block per work item, K released with V, every consumer computing every tile
-        config += (0,) * (9 - len(config))
+        # block per work item, K released with V
+        config += (0,) * (8 - len(config))
     # the persistent grid's width shapes the walk: part of the key (only there)
     key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6] in (1, 2) else None, config)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
-    if len(config) != 9:
+    if len(config) != 8:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap"
-                                  f"[, pingpong[, poly[, persistent[, early_k[, trim]]]]])")
-    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K, TRIM = config
+                                  f"[, pingpong[, poly[, persistent[, early_k]]]])")
+    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
@@ -259,12 +239,6 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     if EARLY_K not in (0, 1):
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: early_k = {EARLY_K!r} must be 0 (a "
                                   f"stage's K released with its V) or 1 (once the S that read it has retired)")
-    if TRIM not in (0, 1) or (TRIM and not PINGPONG):
-        # (without ping-pong the consumer warpgroups run in lockstep on the interpreter, which then cannot check
-        # the passes: one consumer's wait for the ring would hold the others' releases)
-        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: trim = {TRIM!r} must be 0 (every "
-                                  f"consumer computes every key tile of the block) or 1 (only those its rows need; "
-                                  f"takes ping-pong)")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
@@ -305,7 +279,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
                           pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
                           producer_regs=PREGS, poly=POLY, grid=GRID, early_k=EARLY_K,
-                          trim=TRIM, dynamic=int(PERSIST == 2))
+                          dynamic=int(PERSIST == 2))
     ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
     work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
     turns_open, turns_close = parts.turns_open, parts.turns_close

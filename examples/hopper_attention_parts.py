@@ -56,7 +56,7 @@ class ForwardParts(NamedTuple):
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
                   cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0, grid=0, early_k=0,
-                  trim=0, dynamic=0) -> ForwardParts:
+                  dynamic=0) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -74,13 +74,10 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     when the next item's Q may overwrite this one's, the last tile's stage is released too, and the ping-pong turns
     run on from item to item (turns_open / turns_close around the walk); early_k: a stage's K is released once
     the S = Q K^T that read it has retired (its own barrier, empty[STG + s]), not with V after P V, so the
-    producer refills K about a tile sooner (FA3 runs K and V as two pipelines); trim: each consumer computes only
-    the key tiles its own 64 rows need (consumer_tiles) and passes through the block's others, taking its
-    ping-pong turns and releasing their stages without a wgmma, where BM > BN or BN does not divide BM leaves a
-    consumer's last tiles above its diagonal (causal), and a consumer whose rows all lie past N (the last query
-    block) computes one tile only; dynamic (with grid): the persistent blocks take their items in the one-block-
-    per-item grid's order (dynamic_item) from a counter in global memory (produce_dynamic) instead of a static walk,
-    so the blocks that drew short items take more, as the hardware's block scheduler does for that grid."""
+    producer refills K about a tile sooner (FA3 runs K and V as two pipelines); dynamic (with grid): the
+    persistent blocks take their items in the one-block-per-item grid's order (dynamic_item) from a counter in
+    global memory (produce_dynamic) instead of a static walk, so the blocks that drew short items take more, as
+    the hardware's block scheduler does for that grid."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -260,7 +257,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     tb = tb + ntiles
                     k = k + 1
                     # (drawn once the item's loads are issued: the producer then waits for the consumers anyway,
-                    # and the count does not stay live through the loads, within the producer's 24 registers)
+                    # and the count does not stay live through the loads)
                     T.cuda.tile.apply(T.ptx["atom.relaxed.gpu.global.add.s32"], got, ctr[0:1], 1)
                     item = G + got[0]
                 T.cuda.tile.apply(T.ptx[WAIT], qfree, (k + 1) % 2)
@@ -407,56 +404,6 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
 
     @tiledsl.inline
-    def turn_end_at(c, last):
-        """turn_end for a turn that is the consumer's last or not by a value known at run time only (trim)."""
-        if pingpong:
-            if persistent:
-                T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
-            else:
-                if last:
-                    if c != CONS - 1:
-                        T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
-                else:
-                    T.cuda.tile.apply(T.ptx["bar.arrive"], 1 + (c + 1) % CONS, 256)
-
-    @tiledsl.inline
-    def trimmed_tiles(qb, c, ntiles):
-        """trim: how many of the block's ntiles key tiles consumer c computes: those its rows qb * BM + 64 c .. +
-        63 reach (causal: up to the last real row's diagonal), at least one (a consumer whose rows all lie past N
-        keeps the prologue's tile, so the loop needs no branch around it)."""
-        r0 = qb * BM + 64 * c
-        mine = ntiles
-        if causal:
-            mine = T.min(ntiles, (T.min(r0 + 64, N) + BN - 1) // BN)
-        if r0 >= N:
-            mine = 1
-        return mine
-
-    @tiledsl.inline
-    def all_tiles(qb, c, ntiles):
-        """Without trim every consumer computes every tile of the block."""
-        return ntiles
-
-    # (two helpers, not one with a branch on trim: without trim the kernel's code is the same as before trim was)
-    consumer_tiles = trimmed_tiles if trim else all_tiles
-
-    @tiledsl.inline
-    def pass_tiles(c, lane, first, ntiles, fullk, fullv, empty, tb):
-        """trim: the block's tiles first .. ntiles - 1, which consumer c does not compute: each one's ping-pong turn
-        with no wgmma in it, and its stage released once the producer has filled it (an arrival before the fill
-        would count towards the stage's previous use, which the other consumers may still be reading)."""
-        for t in range(first, ntiles):
-            r = ring(tb, t)
-            st = r % STG
-            T.cuda.tile.apply(T.ptx[WAIT], fullk[st:st + 1], (r // STG) % 2)
-            turn_begin(c)
-            turn_end_at(c, t == ntiles - 1)
-            release_k(empty, lane, r)
-            T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (r // STG) % 2)
-            if lane == 0:
-                T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
-
-    @tiledsl.inline
     def turns_open(c):
         """Ping-pong: the last consumer lets the first one take the first turn (once a block: the persistent walk
         hands over from item to item)."""
@@ -518,9 +465,8 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
         to_p(pk, hp, sacc)
         # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
-        # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous); with trim the
-        # consumer's own tiles only
-        for j in range(consumer_tiles(qb, c, ntiles) - 1):
+        # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
+        for j in range(ntiles - 1):
             st = ring(tb, j) % STG
             s1 = ring(tb, j + 1) % STG
             if overlap or pingpong:
@@ -560,24 +506,19 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
             # P V has read P: the next tile's P may overwrite it
             to_p(pk, hp, sacc)
-        last = consumer_tiles(qb, c, ntiles) - 1
+        last = ntiles - 1
         if persistent:
             # every S of the item has retired (the loop waited for each): the producer may load the next Q
             if lane == 0:
                 T.cuda.tile.apply(T.ptx[ARRIVE], qfree)
         turn_begin(c)
         issue_pv(oacc, ov, pv, wv, al, fullv, ring(tb, last) % STG, ring(tb, last))
-        if trim:
-            turn_end_at(c, last == ntiles - 1)
-        else:
-            turn_end(c, True)
+        turn_end(c, True)
         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
-        if persistent or trim:
-            # the next item's tiles, or (trim) the block's tiles this consumer passes over, refill this stage
+        if persistent:
+            # the next item's tiles refill this stage
             if lane == 0:
                 T.cuda.tile.apply(T.ptx[ARRIVE], empty[ring(tb, last) % STG:ring(tb, last) % STG + 1])
-        if trim:
-            pass_tiles(c, lane, last + 1, ntiles, fullk, fullv, empty, tb)
         # the epilogue's full row sums
         row_sums(lsum, sh, al)
         return oacc, lsum, m, al

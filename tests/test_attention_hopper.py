@@ -109,7 +109,7 @@ def test_every_ping_pong_candidate_assembles(D):
 def test_ping_pong_configurations_are_checked():
     assert AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1)) is \
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 0))
-    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0, 0), (2, 64, 2, 1, 1, 0, 0, 2)]:
+    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0), (2, 64, 2, 1, 1, 0, 0, 2)]:
         with pytest.raises(tiledsl.LaunchError, match="configuration"):
             AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, bad)
 
@@ -199,10 +199,10 @@ def test_an_fa3_configuration_picks_fa3():
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
     ro, rl = A.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0, 0) for key in AH._KERNELS)
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 0) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
 
@@ -328,36 +328,6 @@ def test_early_k_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     assert np.abs(lse - rl).max() <= 1e-4
 
 
-@pytest.mark.parametrize("causal, heads, n, nk, config, D, sms", [
-    # three consumers (BM = 192) over BN = 64: the first consumer's last tiles lie above its diagonal; the last
-    # query block's third consumer is past N (one tile); ping-pong turns taken without wgmma
-    (True, (2, 1), 300, 300, (3, 64, 2, 1, 1, 0, 0, 0, 1), 64, 0),
-    # BN = 80 does not divide BM = 128: ping-pong without overlap, K freed early
-    (True, (1, 1), 260, 260, (2, 80, 2, 0, 1, 0, 0, 1, 1), 64, 0),
-    # non-causal: the last query block's second and third consumers past N pass every tile but one
-    (False, (2, 1), 200, 260, (3, 64, 3, 1, 1, 0, 0, 0, 1), 64, 0),
-    # BN = 48, two consumers
-    (True, (1, 1), 200, 200, (2, 48, 2, 1, 1, 0, 0, 0, 1), 64, 0),
-    # the persistent walk: one block walks both items, the turns and the ring running on across them
-    (True, (1, 1), 300, 300, (3, 64, 2, 1, 1, 0, 1, 0, 1), 64, 1),
-])
-def test_trim_on_the_interpreter(causal, heads, n, nk, config, D, sms):
-    """config[8] = trim: each consumer computes only the key tiles its rows reach, and passes over the block's
-    others (their turns and stage releases without wgmma): the same numbers as computing them (a tile wholly above
-    a row's diagonal adds exactly nothing: its scores are -inf, its rescale factor 1), within the reference's
-    bounds, and no hang (every barrier's arrivals still match its waits)."""
-    H, HK = heads
-    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D + 11, D=D)
-    scale = 0.3 * 8 / D ** 0.5
-    kw = {"num_sms": sms} if sms else {}
-    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config, **kw)
-    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config[:8], **kw)
-    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=scale)
-    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
-    assert np.abs(lse - rl).max() <= 1e-4
-
-
 @pytest.mark.parametrize("causal, heads, n, nk, config, sms", [
     # two blocks drawing six items (ping-pong, overlap), causal: the long items first
     (True, (2, 1), 300, 300, (2, 64, 2, 1, 1, 0, 2), 2),
@@ -365,8 +335,8 @@ def test_trim_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     (False, (2, 1), 300, 260, (2, 64, 2, 1, 1, 0, 2), 1),
     # no ping-pong, K freed early
     (False, (2, 1), 200, 300, (2, 64, 2, 0, 0, 0, 2, 1), 2),
-    # three consumers with trim, causal
-    (True, (2, 1), 300, 300, (3, 64, 2, 1, 1, 0, 2, 0, 1), 2),
+    # three consumers, causal
+    (True, (2, 1), 300, 300, (3, 64, 2, 1, 1, 0, 2), 2),
 ])
 def test_dynamic_on_the_interpreter(causal, heads, n, nk, config, sms):
     """config[6] = 2: a grid of `sms` blocks drawing the items from a counter: exactly the numbers of one block per
@@ -437,7 +407,7 @@ def test_the_persistent_configuration_assembles(causal):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("D", [64, 128, 256])
-@pytest.mark.parametrize("which", ["PERSISTENT_CANDIDATES", "EARLY_K_CANDIDATES", "TRIM_CANDIDATES"])
+@pytest.mark.parametrize("which", ["PERSISTENT_CANDIDATES", "EARLY_K_CANDIDATES"])
 def test_every_persistent_and_early_k_candidate_assembles(D, which):
     # causal and not (the benchmark's fa3persist, fa3early and fa3all time them)
     for config in getattr(AH, which)[D]:
@@ -451,20 +421,3 @@ def test_every_persistent_and_early_k_candidate_assembles(D, which):
 def test_bad_persistent_values_are_refused(config, sms, what):
     with pytest.raises(tiledsl.LaunchError, match=re.escape(what)):
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, config, sms)
-
-
-@pytest.mark.parametrize("config, what", [((2, 64, 2, 1, 1, 0, 0, 0, 2), "trim = 2"),
-                                          ((2, 64, 2, 1, 0, 0, 0, 0, 1), "takes ping-pong"),
-                                          ((2, 64, 2, 1, 1, 0, 0, 0, 1, 0), "[, trim]")])
-def test_bad_trim_values_are_refused(config, what):
-    with pytest.raises(tiledsl.LaunchError, match=re.escape(what)):
-        AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, config)
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("D, config", [(64, (3, 128, 4, 1, 1, 0, 0, 0, 1)), (256, (2, 80, 2, 0, 1, 0, 0, 1, 1)),
-                                       (128, (2, 128, 3, 1, 1, 0, 1, 0, 1))])
-def test_the_trim_configurations_assemble(D, config, causal):
-    # the trim twins of the defaults: no more barriers, the same wgmma, no spills and no serialised wgmma (the
-    # passes' turns carry no wgmma)
-    twin_assembles(D, causal, (4, 2048 // D, 2048 // D, 4096, 4096), config, config[:8], 0)

@@ -277,24 +277,6 @@ def test_fa3_early_k_configurations(D, causal):
         assert torch.equal(o, o1) and torch.equal(lse, l1), config
 
 
-@pytest.mark.parametrize("D", [64, 256])
-@pytest.mark.parametrize("causal", [False, True])
-def test_fa3_trim_configurations(D, causal):
-    # AH.TRIM_CANDIDATES (config[8] = 1: each consumer only the key tiles its rows reach): against the reference,
-    # and bit for bit the numbers of their twins computing every tile (a tile above a row's diagonal adds nothing);
-    # N = 1000 leaves the last query block's later consumers past N
-    torch = _sm90()
-    q, k, v = _qkv(torch, D + causal + 31, (2, 4, 1000, D), (2, 2, 1000, D))
-    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
-    for config in AH.TRIM_CANDIDATES[D]:
-        o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
-        o1, l1 = AH.attention_hopper(q, k, v, causal=causal, config=config[:8])
-        torch.cuda.synchronize()
-        assert (o.float() - ro).abs().max().item() <= 2e-3, config
-        assert (lse - rl).abs().max().item() <= 1e-3, config
-        assert torch.equal(o, o1) and torch.equal(lse, l1), config
-
-
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_fa3_persistent_small_grid_ragged(D, causal):
