@@ -210,7 +210,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         # block per work item, K released with V
         config += (0,) * (8 - len(config))
     # the persistent grid's width shapes the walk: part of the key (only there)
-    key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6] in (1, 2) else None, config)
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6:7] in ((1,), (2,)) else None,
+           config)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
