@@ -1,9 +1,11 @@
 """Write the PTX of the reference kernels to a folder, one file each, to prove a refactoring emits the same code.
 
-    python benchmarks/ptx_snapshot.py OUT_DIR          # then: diff -r BEFORE_DIR AFTER_DIR
+    python benchmarks/ptx_snapshot.py OUT_DIR [--attention]   # then: diff -r BEFORE_DIR AFTER_DIR
 
 The kernels: every GEMM configuration (f16 and bf16 inputs; f16 and f32 outputs; specialised to a shape and
-dynamic), the mma.sync ceiling kernels, the two seed examples and the compile examples of docs/patterns/.
+dynamic), the mma.sync ceiling kernels, the two seed examples and the compile examples of docs/patterns/; with
+--attention also the FA3-style forward (examples/attention_hopper.py) in every configuration its lists name (the
+defaults and the candidates, causal and not, on a ragged grouped-query shape; sm_90a, about 2-3 minutes).
 No GPU is needed (kernel.compile with target sm_90).
 """
 import os
@@ -71,11 +73,31 @@ def doc_kernels():
         yield f"doc_{page.stem}", ns["ck"].asm["ptx"]
 
 
-def main(out):
+def attention_kernels():
+    import attention_hopper as AH
+    shape = (2, 4, 2, 1000, 1000)               # ragged N and grouped-query heads: every mask in the kernel
+    B, H, HK, N, NK = shape
+    for D in AH.SUPPORTED_D:
+        lists = (AH.CANDIDATES, AH.PINGPONG_CANDIDATES, AH.POLY_CANDIDATES, AH.PERSISTENT_CANDIDATES,
+                 AH.EARLY_K_CANDIDATES, {D: [AH.CONFIGS[D], AH.CAUSAL_CONFIGS[D]]})
+        q, kv = np.zeros((B * H, N, D), np.float16), np.zeros((B * HK, NK, D), np.float16)
+        for cfg in sorted({tuple(c) for lst in lists for c in lst[D]}):
+            for causal in (False, True):
+                k = AH.make_attention_hopper("float16", D, causal, shape, D ** -0.5, cfg)
+                more = (np.zeros(2, np.int32),) if k.counters else ()
+                ck = k.compile(q, kv, kv, q.reshape(B, H, N, D), np.zeros((B, H, N), np.float32), *more,
+                               target="sm_90a")
+                yield f"fa3_d{D}_{'causal' if causal else 'full'}_{'.'.join(map(str, cfg))}", ck.asm["ptx"]
+
+
+def main(out, *flags):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     n = 0
-    for source in (seed_kernels, doc_kernels, ceiling_kernels, gemm_kernels):
+    sources = (seed_kernels, doc_kernels, ceiling_kernels, gemm_kernels)
+    if "--attention" in flags:
+        sources += (attention_kernels,)
+    for source in sources:
         for name, ptx in source():
             (out / f"{name}.ptx").write_text(ptx)
             n += 1
