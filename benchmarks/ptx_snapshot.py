@@ -105,4 +105,6 @@ def main(out, *flags):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - {"--attention"}:
+        sys.exit("usage: python benchmarks/ptx_snapshot.py OUT_DIR [--attention]")
     main(*sys.argv[1:])
