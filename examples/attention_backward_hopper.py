@@ -62,6 +62,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention_backward import cast_row8
 from hopper_producer import elect_one
+from stream_buffers import stream_buffers
 from sm_count import NUM_SMS   # the tail split's blocks (attention_backward asks the device)
 
 LOG2E = 1.4426950408889634
@@ -208,20 +209,14 @@ def tail_split_helps(causal, shape, sms=NUM_SMS) -> bool:
     return makespan(split_durations(causal, shape, sms), sms) <= 0.99 * plain
 
 
-_WORKSPACES = {}
-
-
 def workspace(kernel, a):
     """The split kernel's workspace for launches on torch tensor a's device and current stream: W (kernel.slots)
     float32, two slots of a split block's partial dK and dV (its first and its last item's), and F
     (kernel.counters,) int32 zeros, a split item's count of finished pieces (the last piece sets it back to 0).
-    One pair per (device, stream, shape): two launches running at once on different streams must not share one."""
-    import torch
-    key = (str(a.device), torch.cuda.current_stream(a.device).cuda_stream, kernel.slots, kernel.counters)
-    if key not in _WORKSPACES:
-        _WORKSPACES[key] = (torch.empty(kernel.slots, dtype=torch.float32, device=a.device),
-                            torch.zeros(kernel.counters, dtype=torch.int32, device=a.device))
-    return _WORKSPACES[key]
+    One pair per (device, stream, shape) (stream_buffers)."""
+    return stream_buffers(a, ("split backward", kernel.slots, kernel.counters), lambda torch, device: (
+        torch.empty(kernel.slots, dtype=torch.float32, device=device),
+        torch.zeros(kernel.counters, dtype=torch.int32, device=device)))
 
 
 def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, tail_split=False,

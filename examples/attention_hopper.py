@@ -67,6 +67,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 from attention import key_tiles
 from hopper_attention_parts import forward_parts
 from sm_count import NUM_SMS, sm_count
+from stream_buffers import stream_buffers
 
 LOG2E = 1.4426950408889634
 SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
@@ -443,17 +444,10 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=Non
     return o, lse
 
 
-_COUNTERS = {}
-
-
 def counters(q):
     """The dynamic walk's two int32 counters for launches on torch tensor q's device and current stream, zeros
-    (each launch leaves them so): two launches running at once on different streams must not share them."""
-    import torch
-    key = (str(q.device), torch.cuda.current_stream(q.device).cuda_stream)
-    if key not in _COUNTERS:
-        _COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=q.device)
-    return _COUNTERS[key]
+    (each launch leaves them so; one pair per device and stream: stream_buffers)."""
+    return stream_buffers(q, "dynamic walk", lambda torch, device: torch.zeros(2, dtype=torch.int32, device=device))
 
 
 def _flat(q, k, v):

@@ -54,6 +54,7 @@ import numpy as np
 import tiledsl
 from hopper_gemm_epilogue import ACTIVATIONS
 from sm_count import sm_count
+from stream_buffers import stream_buffers
 from hopper_gemm_kernel import (BK, BN, CONSUMER_REGS, CONSUMERS, FP8, FULL_MASK, GROUP_M, NUM_SMS,  # noqa: F401
                                 PRODUCER_REGS, SMEM_LIMIT, STAGES, SW128, build, epilogue_columns, layouts)
 
@@ -100,21 +101,14 @@ def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, n
     return _KERNELS[key]
 
 
-_WORKSPACES = {}
-
-
 def workspace(kernel, a):
     """The stream-K kernel's workspace for launches on torch tensor a's device and current stream: W (grid width,
     BM * BN) float32, a row of partial sums per block, and F (grid width,) int32 flags, zero (each flag is raised
     by the block that publishes its row and lowered again by the block that adds it). One pair per (device,
-    stream, shape): two launches running at once on different streams must not share one."""
-    torch = _torch()
-    device = a.device
-    key = (str(device), torch.cuda.current_stream(device).cuda_stream, kernel.slots)
-    if key not in _WORKSPACES:
-        _WORKSPACES[key] = (torch.empty(kernel.slots, dtype=torch.float32, device=device),
-                            torch.zeros(kernel.slots[0], dtype=torch.int32, device=device))
-    return _WORKSPACES[key]
+    stream, shape) (stream_buffers)."""
+    return stream_buffers(a, ("stream-k", kernel.slots), lambda torch, device: (
+        torch.empty(kernel.slots, dtype=torch.float32, device=device),
+        torch.zeros(kernel.slots[0], dtype=torch.int32, device=device)))
 
 
 def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = STAGES,

@@ -1,0 +1,37 @@
+"""examples/stream_buffers.py without a GPU: a stand-in torch whose current stream the test sets. One set of buffers
+per (device, stream, what), made once and handed back after, as the stream-K GEMM's and the split backward's
+workspaces and the dynamic attention walk's counters rely on (their kernels leave the integer parts at zero)."""
+import sys
+import types
+
+import stream_buffers as SB
+
+
+class _Stream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+def _fake_torch(current):
+    cuda = types.SimpleNamespace(current_stream=lambda device: _Stream(current[str(device)]))
+    return types.SimpleNamespace(cuda=cuda)
+
+
+def test_one_set_per_device_stream_and_need(monkeypatch):
+    current = {"cuda:0": 7, "cuda:1": 7}
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(current))
+    monkeypatch.setattr(SB, "_BUFFERS", {})
+    made = []
+
+    def make(torch, device):
+        made.append(device)
+        return object()
+    a0, a1 = types.SimpleNamespace(device="cuda:0"), types.SimpleNamespace(device="cuda:1")
+    first = SB.stream_buffers(a0, ("stream-k", (3, 8)), make)
+    assert SB.stream_buffers(a0, ("stream-k", (3, 8)), make) is first and made == ["cuda:0"]
+    assert SB.stream_buffers(a0, ("stream-k", (4, 8)), make) is not first          # other sizes
+    assert SB.stream_buffers(a0, "dynamic walk", make) is not first                # another kernel's need
+    assert SB.stream_buffers(a1, ("stream-k", (3, 8)), make) is not first          # another device
+    current["cuda:0"] = 9
+    assert SB.stream_buffers(a0, ("stream-k", (3, 8)), make) is not first          # another stream
+    assert made == ["cuda:0", "cuda:0", "cuda:0", "cuda:1", "cuda:0"]
