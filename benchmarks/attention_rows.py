@@ -9,21 +9,20 @@ def timing(flop, quick):
     return (lambda ms: flop / (ms * 1e-3) / 1e12), (dict(reps=10, min_ms=50.0) if quick else {})
 
 
-ROUNDS = 3
+ROUNDS = 3                  # benchmarks/attention.py --rounds sets it
 
 
-def side_by_side(fns: dict, torch, bench, reps: dict, rounds: int | None = None) -> dict:
-    """{name: median ms}: each fn timed by bench() once a round for `rounds` (default ROUNDS) rounds, the fns in
-    turn (a different one first each round), the median of its rounds. Side by side, because the H200 runs these
-    kernels near its 700 W cap: timed one after the other, whoever ran first after an idle spell had cooler silicon
-    (the GEMM benchmark's `side_by_side` saw cuBLAS at 748 TFLOP/s first in a process and 688 interleaved). `reps`:
-    timing()'s bench options for the whole measurement, spread over the rounds."""
+def side_by_side(fns: dict, torch, bench, reps: dict) -> dict:
+    """{name: median ms}: each fn timed by bench() once a round for ROUNDS rounds, the fns in turn (a different one
+    first each round), the median of its rounds. Side by side, because the H200 runs these kernels near its 700 W
+    cap: timed one after the other, whoever ran first after an idle spell had cooler silicon (the GEMM benchmark's
+    `side_by_side` saw cuBLAS at 748 TFLOP/s first in a process and 688 interleaved). `reps`: timing()'s bench
+    options for the whole measurement, spread over the rounds."""
     import numpy as np
-    rounds = rounds or ROUNDS
-    per = dict(reps, reps=min(reps.get("reps", 30), 10), min_ms=reps.get("min_ms", 150.0) / rounds)
+    per = dict(reps, reps=min(reps.get("reps", 30), 10), min_ms=reps.get("min_ms", 150.0) / ROUNDS)
     names = list(fns)
     times = {k: [] for k in names}
-    for r in range(rounds):
+    for r in range(ROUNDS):
         for k in names[r % len(names):] + names[:r % len(names)]:
             times[k].append(bench(fns[k], torch, **per))
     return {k: float(np.median(v)) for k, v in times.items()}
