@@ -61,7 +61,7 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention_backward import cast_row8
-from hopper_producer import elect_one
+from hopper_producer import consumer_registers, elect_one
 from stream_buffers import stream_buffers
 from sm_count import NUM_SMS   # the tail split's blocks (attention_backward asks the device)
 
@@ -279,7 +279,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     TXKV = BK * D * 2
     TXQ = 2 * BM * D * 2 + 2 * BM * 4   # Q and dO boxes, LSE * log2 e and Delta
     CAP = (65536 // THREADS) // 8 * 8
-    CREGS = min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8)
+    CREGS = consumer_registers(THREADS, CAP, CONS, PRODUCER_REGS, CONSUMER_REGS)
     LY = layouts(D, STG, dtype)
     L_TMAKV, L_TMAQO, L_AKV, L_BQO, L_BTQO, L_BTK = (LY[n] for n in ("tma_kv", "tma_qo", "a_kv", "b_qo", "bt_qo",
                                                                    "bt_k"))

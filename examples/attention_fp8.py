@@ -39,6 +39,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 from attention import key_tiles
 from attention_hopper import CONSUMER_REGS, LOG2E, PRODUCER_REGS, SMEM_LIMIT, _flat
 from hopper_attention_parts import forward_parts
+from hopper_producer import consumer_registers
 
 SWIZZLE = {64: (2, 4, 3), 128: (3, 4, 3)}   # 16-byte chunk c of a 64/128-byte row r at c ^ (r % 4 or 8), in bytes
 KEY_BLOCK = 16                              # V^T's keys are permuted within blocks of 16 (the P fragment's period)
@@ -128,7 +129,7 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
     C0 = float(scale) * LOG2E           # scores to the log2 domain (times the q and k descales at run time)
     TXQ, TXKV = BM * D, BN * D           # bytes the boxes pay to their barriers (K's and V^T's are the same)
     CAP = min((65536 // THREADS) // 8 * 8, 248)
-    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * CONS) // 8 * 8))
+    CREGS = consumer_registers(THREADS, CAP, CONS, PRODUCER_REGS, CONSUMER_REGS)
     LY = layouts(D, BM, BN, STG, CONS)
     L_TQ, L_TK, L_TV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_k"], LY["tma_v"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
     L_P, L_H = LY["p"], LY["halves"]

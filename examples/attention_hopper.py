@@ -66,6 +66,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention import key_tiles
 from hopper_attention_parts import forward_parts
+from hopper_producer import consumer_registers
 from sm_count import NUM_SMS, sm_count
 from stream_buffers import stream_buffers
 
@@ -258,9 +259,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     TXQ, TXKV = BM * D * 2, BN * D * 2  # bytes the boxes pay to their barriers
     CAP = min((65536 // THREADS) // 8 * 8, 248)
     # the dynamic walk's producer keeps its item's number and the drawn count besides the static walk's state: 32
-    # registers (the consumers' share is the same at 2 and 3 consumers: 240 and 160)
+    # registers, which leaves two consumers 232 (240 with 24; three consumers 160 either way)
     PREGS = 32 if PERSIST == 2 else PRODUCER_REGS
-    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PREGS) // (128 * CONS) // 8 * 8))
+    CREGS = consumer_registers(THREADS, CAP, CONS, PREGS, CONSUMER_REGS)
     LY = layouts(D, BM, BN, STG, CONS, dtype)
     L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
     L_P = LY["p"]

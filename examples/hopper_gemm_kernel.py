@@ -12,7 +12,7 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from hopper_gemm_epilogue import make_epilogue
-from hopper_producer import FULL_MASK, elect_one  # noqa: F401 (FULL_MASK: hopper_gemm's)
+from hopper_producer import FULL_MASK, consumer_registers, elect_one  # noqa: F401 (FULL_MASK: hopper_gemm's)
 from sm_count import NUM_SMS   # the persistent grid's default width; hopper_matmul asks the device
 
 BN, BK = 128, 64          # block tile columns and K tile (BK f16/bf16 = 128 bytes: one 128-byte swizzle row)
@@ -134,7 +134,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     # moves them from the producer to the consumers within that budget
     # (setmaxnreg counts are multiples of 8; .inc may not go below the launch's count, nor the total above 64K)
     CAP = min((65536 // THREADS) // 8 * 8, 248)
-    CREGS = max(CAP, min(CONSUMER_REGS, (65536 - 128 * PRODUCER_REGS) // (128 * consumers) // 8 * 8))
+    CREGS = consumer_registers(THREADS, CAP, consumers, PRODUCER_REGS, CONSUMER_REGS)
     TX = (BM + BNT) * ROW_BYTES                 # the bytes one stage's two boxes pay to its "full" barrier
     NACC = BNT // 2                             # f32 accumulators per consumer thread
     L = layouts(BM, BNT, KT, STG, CONS, ab)

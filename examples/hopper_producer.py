@@ -1,7 +1,8 @@
 """The producer warpgroup's one issuing thread, as every warp-specialised Hopper kernel here picks it
 (examples/hopper_gemm_kernel.py, attention_hopper.py, attention_fp8.py, attention_backward_hopper.py): after
 `setmaxnreg.dec`, warp 0 runs `elect.sync` and the elected lane issues every TMA copy (one thread, so each copy and
-each expect_tx is issued once; elect.sync rather than lane 0 so the warp stays converged for the compiler)."""
+each expect_tx is issued once; elect.sync rather than lane 0 so the warp stays converged for the compiler), and
+how the block's registers are split between it and the consumer warpgroups (consumer_registers)."""
 import tiledsl
 from tiledsl import T
 
@@ -15,3 +16,17 @@ def elect_one():
     elected = T.alloc_local((1,), "uint32")
     T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
     return elected[0]
+
+
+def consumer_registers(threads: int, cap: int, consumers: int, producer_regs: int, consumer_regs: int) -> int:
+    """The registers a consumer thread asks for with `setmaxnreg.inc` in a block of `threads` threads launched
+    with `cap` registers each, once the producer warpgroup has dropped to producer_regs: at most consumer_regs,
+    at least cap (inc never lowers), a multiple of 8. The block's pool is threads * cap registers, not the SM's
+    65536: an inc that the producer's dec does not pay for waits for registers no warp will free, so the block
+    hangs. Raises tiledsl.LaunchError when even cap cannot be met."""
+    pool = threads * cap
+    regs = max(cap, min(consumer_regs, (pool - 128 * producer_regs) // (128 * consumers) // 8 * 8))
+    if 128 * producer_regs + 128 * consumers * regs > pool or not 24 <= producer_regs <= cap:
+        raise tiledsl.LaunchError(f"setmaxnreg: a producer warpgroup at {producer_regs} registers and {consumers} "
+                                  f"consumer warpgroup(s) at {regs} do not fit the block's {threads} x {cap}")
+    return regs

@@ -37,10 +37,27 @@ def ptxas(ptx: str, arch: str, verbose: bool = False) -> subprocess.CompletedPro
                                os.path.join(d, "k.cubin")], capture_output=True, text=True)
 
 
+def check_register_split(ptx: str) -> None:
+    """A warp-specialised kernel's setmaxnreg requests fit its block: one producer warpgroup's dec and the other
+    warpgroups' inc stay within .maxntid x .maxnreg registers. ptxas accepts a split that does not fit, and on the
+    GPU the consumers' inc then waits for registers nobody frees: the block hangs."""
+    dec = set(re.findall(r"setmaxnreg\.dec\.sync\.aligned\.u32 (\d+);", ptx))
+    inc = set(re.findall(r"setmaxnreg\.inc\.sync\.aligned\.u32 (\d+);", ptx))
+    if not dec and not inc:
+        return
+    threads = np.prod([int(x) for x in re.search(r"\.maxntid (\d+), (\d+), (\d+)", ptx).groups()])
+    cap = int(re.search(r"\.maxnreg (\d+)", ptx).group(1))
+    assert len(dec) <= 1 and len(inc) <= 1, (dec, inc)
+    low = int(dec.pop()) if dec else cap
+    high = int(inc.pop()) if inc else cap
+    assert 128 * low + (threads - 128) * high <= threads * cap, (threads, cap, low, high)
+
+
 def check_assembles(ptx: str, max_spill: int = 0) -> str:
     """A one-kernel sm_90a PTX assembles with at most `max_spill` bytes of stack frame and spills, and ptxas keeps
     its wgmma asynchronous: it serializes wgmma (warning C7514) when other instructions touch in-flight
     accumulators, which the pipelines must not do. Returns ptxas -v's report."""
+    check_register_split(ptx)
     r = ptxas(ptx, "sm_90a", verbose=True)
     assert r.returncode == 0, r.stderr
     m = re.search(r"\b(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
