@@ -407,7 +407,7 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=
     runs the sm_80 kernel on an H200)."""
     if path is None:
         if config is not None:
-            path = "fa3" if isinstance(config, (tuple, list)) and len(config) in (4, 5, 6, 7, 8) else "fa2"
+            path = "fa3" if isinstance(config, (tuple, list)) and len(config) in (4, 5, 6, 7, 8, 9) else "fa2"
         else:
             path = "fa3" if _fa3_fits(q, k, v) else "fa2"
     if path == "fa3":

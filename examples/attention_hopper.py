@@ -39,6 +39,10 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
         and waits for both;
   * causal: tiles above the diagonal are never loaded, the crossing tiles masked; ragged N_kv: the zero-filled
     keys are masked to -inf; rows past N are computed on zeros and not stored;
+  * lazy rescale (config[8] = 1, the defaults; FA4's): a row's running max moves only when a tile's scores pass it
+    by more than 2^8 (LAZY_BITS in the log2 domain), so on most tiles al is exactly 1 for every row of a thread
+    and its O rescale (D / 2 multiplies) is branched over; P is then up to 2^8, and O and the row sums, which share
+    the stale max, divide out as before;
   * the epilogue divides O by the row sum, stores O (st.global of f16x2/bf16x2 words) and LSE;
   * persistent (config[6] = 1; FA3's persistent tile scheduler): a grid of min(SMs, work items) blocks, each
     walking its (batch * head, query block) items in a static order (hopper_attention_parts.work_item says which
@@ -95,8 +99,21 @@ SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 
 #   D = 256: BN = 80 with ping-pong, K freed by its S (572 / 499 / 598 / 594 against 557 / 484 / 593 / 595 for
 #     (2, 80, 2, 1, 0, 0, 0, 1) in the same run; (2, 64, 2, 0), the earlier default, made 524-536 / 462-470 / 553
 #     / 536 in this session's other runs).
-CONFIGS = {64: (3, 128, 4, 1, 1), 128: (2, 128, 3, 1, 1, 0, 1), 256: (2, 80, 2, 0, 1, 0, 0, 1)}
-CAUSAL_CONFIGS = {64: (3, 128, 4, 1, 1), 128: (2, 128, 3, 1, 1), 256: (2, 80, 2, 0, 1, 0, 0, 1)}
+# Since session 27 (2026-12-01) every default takes the lazy rescale (config[8] = 1, FA4's: a row's max moves only
+# by more than 2^8, so O's D / 2 multiplies a thread and tile run only on the tiles where one of its rows moved).
+# H200, f16, side by side, two runs (--rounds 3 and 5), lazy against eager, the same order of shapes:
+#   D = 64: 463 / 399 / 503 / 466 against 458 / 388 / 499 / 464; 473 / 399 / 518 / 477 against 470 / 389 / 511 / 459;
+#   D = 128 (causal, one block per item): 506 / 593 against 468 / 573; 520 / 600 against 503 / 597;
+#   D = 128 (non-causal, persistent): 592 / 625 against 638 / 589; 591 / 610 against 569 / 592;
+#   D = 256: 603 / 521 / 649 / 641 against 632 / 532 / 638 / 603; 599 / 522 / 638 / 642 against 587 / 508 / 637 / 627
+# (19 of 24 comparisons ahead, about 2% on average). The price: a stale max leaves a row's largest probability
+# inexact in f16 / bf16 (2^-11 / 2^-9 relative) where the eager rescale makes it exactly 1, so a peaked softmax (O
+# about one row of V) errs by up to that much more (tests/test_gpu_attention_hopper.py::test_fa3_lazy_rescale);
+# config[8] = 0 keeps the eager rescale. FA3 with poly (the FMA-pipe exponentials) at three consumers: slower
+# (446 / 379 / 481 / 448 with poly 8, 423 / 359 / 452 / 426 with 16, against 470 / 389 / 511 / 459).
+CONFIGS = {64: (3, 128, 4, 1, 1, 0, 0, 0, 1), 128: (2, 128, 3, 1, 1, 0, 1, 0, 1), 256: (2, 80, 2, 0, 1, 0, 0, 1, 1)}
+CAUSAL_CONFIGS = {64: (3, 128, 4, 1, 1, 0, 0, 0, 1), 128: (2, 128, 3, 1, 1, 0, 0, 0, 1),
+                  256: (2, 80, 2, 0, 1, 0, 0, 1, 1)}
 SUPPORTED_D = tuple(CONFIGS)
 
 
@@ -192,25 +209,27 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
-    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k]]]]): consumer warpgroups
-    (BM = 64 each), key/value rows per tile, ring depth, whether S of the next tile is issued before the softmax of this
-    one, whether the consumers take turns on the tensor cores (0 when left out; 1 takes 2 or 3 consumers), how
-    many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial computes instead of MUFU's ex2.approx
-    (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and whether a grid of min(num_sms, work
-    items) blocks walks the (batch * head, query block) items (1) or one block runs each (0 when left out): the
+    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy]]]]]): consumer
+    warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S of the next tile is issued before the
+    softmax of this one, whether the consumers take turns on the tensor cores (0 when left out; 1 takes 2 or 3
+    consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial computes instead of
+    MUFU's ex2.approx (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and whether a grid of
+    min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or one block runs each (0 when left out): the
     persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once, and overlaps an item's
     epilogue with the next item's Q and K/V loads; and whether a stage's K is released as soon as the S that
     read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out), so the producer
-    refills K a tile sooner. Default: default_config(D, causal).
+    refills K a tile sooner; and whether a row's running max moves only when a tile passes it by more than 2^8
+    (1: O is rescaled only on the tiles where one of a thread's rows moved; hopper_attention_parts.LAZY_BITS) or on
+    every tile (0 when left out). Default: default_config(D, causal).
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     config = tuple(config or default_config(D, causal))
-    if 4 <= len(config) < 8:
+    if 4 <= len(config) < 9:
         # fields left out (the earlier, shorter forms) are 0: no ping-pong, every exponential by ex2.approx, one
-        # block per work item, K released with V
-        config += (0,) * (8 - len(config))
+        # block per work item, K released with V, O rescaled on every tile
+        config += (0,) * (9 - len(config))
     # the persistent grid's width shapes the walk: part of the key (only there)
     key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6:7] in ((1,), (2,)) else None,
            config)
@@ -218,10 +237,10 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
-    if len(config) != 8:
+    if len(config) != 9:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap"
-                                  f"[, pingpong[, poly[, persistent[, early_k]]]])")
-    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K = config
+                                  f"[, pingpong[, poly[, persistent[, early_k[, lazy]]]]])")
+    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K, LAZY = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
@@ -242,6 +261,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     if EARLY_K not in (0, 1):
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: early_k = {EARLY_K!r} must be 0 (a "
                                   f"stage's K released with its V) or 1 (once the S that read it has retired)")
+    if LAZY not in (0, 1):
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: lazy = {LAZY!r} must be 0 (O rescaled "
+                                  f"on every tile) or 1 (only when a row's max moves by more than 2^8)")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
@@ -282,7 +304,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
                           pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
                           producer_regs=PREGS, poly=POLY, grid=GRID, early_k=EARLY_K,
-                          dynamic=int(PERSIST == 2))
+                          dynamic=int(PERSIST == 2), lazy=LAZY)
     ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
     work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
     turns_open, turns_close = parts.turns_open, parts.turns_close

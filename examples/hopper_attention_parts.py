@@ -21,6 +21,7 @@ from exp2_fma import exp2_fma
 from hopper_producer import FULL_MASK, elect_one
 
 NEG = -math.inf
+LAZY_BITS = 8.0                         # lazy rescale: P up to 2^8, well inside f16 / bf16 / e4m3's range
 LN2 = 0.6931471805599453
 WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
 EXPECT = "mbarrier.arrive.expect_tx.shared::cta.b64"
@@ -56,7 +57,7 @@ class ForwardParts(NamedTuple):
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
                   cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0, grid=0, early_k=0,
-                  dynamic=0) -> ForwardParts:
+                  dynamic=0, lazy=0) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -77,7 +78,11 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     producer refills K about a tile sooner (FA3 runs K and V as two pipelines); dynamic (with grid): the
     persistent blocks take their items in the one-block-per-item grid's order (dynamic_item) from a counter in
     global memory (produce_dynamic) instead of a static walk, so the blocks that drew short items take more, as
-    the hardware's block scheduler does for that grid."""
+    the hardware's block scheduler does for that grid; lazy: a row's running max moves only when a tile's scores
+    pass it by more than LAZY_BITS in the log2 domain (FA4's conditional rescale), so O's rescale (D / 2
+    multiplies a thread and tile) runs only on the tiles where some row of the thread moved: the exponentials
+    of the others are then up to 2^LAZY_BITS, and O and the row sums, which share the stale max, divide out
+    exactly as before."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -281,8 +286,14 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     def issue_pv(oacc, ov, pv, wv, al, fullv, st, j):
         """O = O * al + P V of tile j (stage st) as one commit group, once V has landed (the previous P V has
         retired, so O may be rescaled in registers first)."""
-        for i in T.unroll(NO):
-            oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
+        if lazy:
+            # al is exactly 1 for a row whose max stayed: skip the multiplies unless one of the thread's moved
+            if al[0, 0] != 1.0 or al[1, 0] != 1.0:
+                for i in T.unroll(NO):
+                    oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
+        else:
+            for i in T.unroll(NO):
+                oacc[i] = oacc[i] * al[(i // 2) % 2, 0]
         T.cuda.tile.apply(T.ptx[WAIT], fullv[st:st + 1], (j // STG) % 2)
         T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], ov, pv, scope="warpgroup")
         if trans_v:
@@ -334,10 +345,20 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
             for r in T.unroll(2):
                 sh[r, 0] = T.max(sh[r, 0], al[r, 0])
         for r in T.unroll(2):
+            if lazy:
+                # the max moves only when the tile passes it by more than LAZY_BITS (from -inf: any score;
+                # -inf - -inf is NaN, so a row with no score yet stays -inf); else al = 2^0 = 1 exactly
+                if (sh[r, 0] - m[r, 0]) * cs > LAZY_BITS:
+                    al[r, 0] = m[r, 0] * cs - sh[r, 0] * cs
+                    m[r, 0] = sh[r, 0]
+                else:
+                    al[r, 0] = 0.0
+                sh[r, 0] = m[r, 0]
             # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
             mc = sh[r, 0] * cs if sh[r, 0] != NEG else 0.0
-            al[r, 0] = m[r, 0] * cs - mc
-            m[r, 0] = sh[r, 0]
+            if not lazy:
+                al[r, 0] = m[r, 0] * cs - mc
+                m[r, 0] = sh[r, 0]
             # the exponent s * cs - m * cs as one fma per score
             srow = sacc.view(BN // 8, 2, 2, 1)[:, r]
             T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, cs, -mc)

@@ -109,7 +109,7 @@ def test_every_ping_pong_candidate_assembles(D):
 def test_ping_pong_configurations_are_checked():
     assert AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1)) is \
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 0))
-    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0), (2, 64, 2, 1, 1, 0, 0, 2)]:
+    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0, 0), (2, 64, 2, 1, 1, 0, 0, 2)]:
         with pytest.raises(tiledsl.LaunchError, match="configuration"):
             AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, bad)
 
@@ -199,10 +199,10 @@ def test_an_fa3_configuration_picks_fa3():
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
     ro, rl = A.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0) for key in AH._KERNELS)
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
 
@@ -349,6 +349,32 @@ def test_dynamic_on_the_interpreter(causal, heads, n, nk, config, sms):
     ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
+
+
+@pytest.mark.parametrize("causal, n, nk, config, sms", [
+    (False, 300, 300, (2, 64, 2, 1, 1, 0, 0, 0, 1), None),   # overlap + ping-pong: O rescaled under S's wgmma
+    (True, 300, 300, (2, 64, 2, 0, 1, 0, 0, 1, 1), None),    # serial ping-pong, K freed early (D = 256's form)
+    (True, 200, 300, (3, 64, 2, 1, 1, 0, 1, 0, 1), 2),       # three consumers on the persistent walk
+])
+def test_lazy_rescale_on_the_interpreter(causal, n, nk, config, sms):
+    """config[8] = 1: a row's max moves only by more than 2^8. The keys grow along the sequence, so the max moves
+    several times after the first tile (the rescale's branch runs) and stays put on others (it is skipped): the
+    reference's numbers, and the eager rescale's within rounding."""
+    q, k, v = _inputs(2, 1, n, nk, seed=n + nk + 11)
+    k = (k.astype(np.float32) * (1 + np.arange(nk) / 30)[:, None]).astype(np.float16)
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
+    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:8], num_sms=sms)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+    assert np.abs(o.astype(np.float64) - o1).max() <= 2e-3 and np.abs(lse - l1).max() <= 1e-4
+    assert not np.array_equal(o, o1)                        # P went through other roundings: the path ran
+
+
+@pytest.mark.parametrize("lazy", [2, -1, 0.5])
+def test_bad_lazy_values_are_refused(lazy):
+    with pytest.raises(tiledsl.LaunchError, match=re.escape(f"lazy = {lazy!r}")):
+        AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 1, 0, 0, 0, lazy))
 
 
 def test_dynamic_counters_are_zeros_after_each_launch():

@@ -277,6 +277,34 @@ def test_fa3_early_k_configurations(D, causal):
         assert torch.equal(o, o1) and torch.equal(lse, l1), config
 
 
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa3_lazy_rescale(D, causal):
+    # config[8] = 1 (the defaults' lazy rescale). Standard normal inputs: the reference's numbers. Keys that grow
+    # along the sequence (rows' maxima move past the first tile, so the rescale's branch runs, and the softmax is peaked, so
+    # O is about one row of V, up to ~4): the eager rescale's error plus 2^-10 of O (a stale max leaves the
+    # dominant probability inexact in f16, 2^-11 relative, where the eager one makes it exactly 1)
+    torch = _sm90()
+    B, H, HK, N, NK = PERSISTENT_SHAPE
+    q, k, v = _qkv(torch, D + causal + 31, (B, H, N, D), (B, HK, NK, D))
+    base = tuple(AH.default_config(D, causal))[:8]
+    base += (0,) * (8 - len(base))
+    cfg = base + (1,)
+    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, config=cfg)
+    torch.cuda.synchronize()
+    assert (o.float() - ro).abs().max().item() <= 2e-3
+    assert (lse - rl).abs().max().item() <= 1e-3
+    kk = k * (1 + torch.arange(NK, device="cuda") / 300)[:, None].to(k.dtype)
+    ro, rl = _reference(q, kk, v, causal, 1.0 / math.sqrt(D))
+    o, lse = AH.attention_hopper(q, kk, v, causal=causal, config=cfg)
+    o1, _ = AH.attention_hopper(q, kk, v, causal=causal, config=base + (0,))
+    torch.cuda.synchronize()
+    eager = (o1.float() - ro).abs().max().item()
+    assert (o.float() - ro).abs().max().item() <= eager + ro.abs().max().item() / 1024
+    assert (lse - rl).abs().max().item() <= 1e-3
+
+
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_fa3_persistent_small_grid_ragged(D, causal):
