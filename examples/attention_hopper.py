@@ -159,7 +159,10 @@ POLY_CANDIDATES = {
 # grid's order from a counter instead (FA3's dynamic scheduler): the balance of the hardware's block scheduler and
 # that grid's L2 locality (a head's query blocks side by side; the static causal walk has every head's in flight
 # at once, so K and V stream from memory). H200, f16, N = 4096, D = 64, side by side: 472 / 398 TFLOP/s against
-# 473 / 391 for one block per item (non-causal / causal); D = 128 and 256 not measured (the device time ran out)
+# 473 / 391 for one block per item (non-causal / causal); D = 128 (2, 128, 3, 1, 1, 0, 2): 561 / 494 / 580 / 564
+# against 554 (persistent) / 500 / 582 (persistent) / 573 for the defaults (N = 4096 non-causal, causal, N = 16384
+# non-causal, causal); D = 256 (2, 80, 2, 0, 1, 0, 2, 1): 572 / 471 / 616 / 596 against 609 / 503 / 614 / 600
+# (2026-12-01, session 27: the first run after its register split was mended, hopper_producer.consumer_registers)
 PERSISTENT_CANDIDATES = {
     64: [(2, 128, 4, 1, 1, 0, 1), (2, 128, 4, 1, 0, 0, 1), (2, 128, 4, 1, 1, 16, 1), (3, 128, 4, 1, 1, 0, 1),
          (3, 128, 4, 1, 1, 0, 2)],
