@@ -241,6 +241,13 @@ def test_fa3_polynomial_interpreter_agrees_with_gpu():
 PERSISTENT_SHAPE = (2, 8, 2, 4096, 4096)        # GQA; 512 work items at BM = 128: more than the SMs
 
 
+def _persistent_case(torch, seed, D, causal, dtype="float16"):
+    """q, k, v of PERSISTENT_SHAPE at head dim D (_qkv's, from `seed`) and the fp32 reference's O and LSE."""
+    B, H, HK, N, NK = PERSISTENT_SHAPE
+    q, k, v = _qkv(torch, seed, (B, H, N, D), (B, HK, NK, D), dtype=dtype)
+    return (q, k, v) + tuple(_reference(q, k, v, causal, 1.0 / math.sqrt(D)))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
@@ -249,9 +256,7 @@ def test_fa3_persistent_configurations(dtype, D, causal):
     # phase hangs (the test times out) or reads another item's tiles (O errs)
     torch = _sm90()
     dt = getattr(torch, dtype)
-    B, H, HK, N, NK = PERSISTENT_SHAPE
-    q, k, v = _qkv(torch, D + causal + 21, (B, H, N, D), (B, HK, NK, D), dtype=dtype)
-    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    q, k, v, ro, rl = _persistent_case(torch, D + causal + 21, D, causal, dtype)
     for config in AH.PERSISTENT_CANDIDATES[D]:
         o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
         torch.cuda.synchronize()
@@ -265,9 +270,7 @@ def test_fa3_early_k_configurations(D, causal):
     # AH.EARLY_K_CANDIDATES (config[7] = 1: K's stage freed by the S that read it): against the reference, and
     # bit for bit the numbers of their twins without it (only the producer's waits move)
     torch = _sm90()
-    B, H, HK, N, NK = PERSISTENT_SHAPE
-    q, k, v = _qkv(torch, D + causal + 27, (B, H, N, D), (B, HK, NK, D))
-    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
+    q, k, v, ro, rl = _persistent_case(torch, D + causal + 27, D, causal)
     for config in AH.EARLY_K_CANDIDATES[D]:
         o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
         o1, l1 = AH.attention_hopper(q, k, v, causal=causal, config=config[:7])
@@ -281,16 +284,15 @@ def test_fa3_early_k_configurations(D, causal):
 @pytest.mark.parametrize("causal", [False, True])
 def test_fa3_lazy_rescale(D, causal):
     # config[8] = 1 (the defaults' lazy rescale). Standard normal inputs: the reference's numbers. Keys that grow
-    # along the sequence (rows' maxima move past the first tile, so the rescale's branch runs, and the softmax is peaked, so
-    # O is about one row of V, up to ~4): the eager rescale's error plus 2^-10 of O (a stale max leaves the
-    # dominant probability inexact in f16, 2^-11 relative, where the eager one makes it exactly 1)
+    # along the sequence (rows' maxima move past the first tile, so the rescale's branch runs, and the softmax is
+    # peaked, so O is about one row of V, up to ~4): the eager rescale's error plus 2^-10 of O (a stale max leaves
+    # the dominant probability inexact in f16, 2^-11 relative, where the eager one makes it exactly 1)
     torch = _sm90()
-    B, H, HK, N, NK = PERSISTENT_SHAPE
-    q, k, v = _qkv(torch, D + causal + 31, (B, H, N, D), (B, HK, NK, D))
+    q, k, v, ro, rl = _persistent_case(torch, D + causal + 31, D, causal)
+    NK = k.shape[2]
     base = tuple(AH.default_config(D, causal))[:8]
     base += (0,) * (8 - len(base))
     cfg = base + (1,)
-    ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
     o, lse = AH.attention_hopper(q, k, v, causal=causal, config=cfg)
     torch.cuda.synchronize()
     assert (o.float() - ro).abs().max().item() <= 2e-3
