@@ -2,7 +2,7 @@
 backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16]
-                                   [--configs default|all|fa3|fa3all|fa3pp|fa3poly|fa3persist|fa3early|both|8.1.1,8.2.0]
+                                   [--configs default|all|fa3|fa3all|fa3pp|fa3poly|fa3persist|fa3early|fa3lazy|both|8.1.1,8.2.0]
                                    [--backward [--backward-only] [--bwd-warps 4,8] [--bwd-paths fa3,fa2]]
                                    [--plot FILE.png]
     python benchmarks/attention.py --fp8 [--quick] [--dims 128] [--ns 4096,16384] [--configs fa3all]
@@ -268,14 +268,15 @@ def main(argv=None):
     p.add_argument("--configs", default="default",
                    help="kernel configurations to time: FA2's (warps, m16 tiles per warp, Q in registers): 'default' "
                         "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'; FA3's "
-                        "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k]]]]; "
+                        "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy]]]]]; "
                         "examples/attention_hopper.py, sm_90): 'fa3' (its default_config), 'fa3all' (its CANDIDATES, "
                         "PINGPONG_CANDIDATES, POLY_CANDIDATES, PERSISTENT_CANDIDATES and EARLY_K_CANDIDATES), "
                         "'fa3persist' (its CONFIGS and PERSISTENT_CANDIDATES: the persistent grid beside the "
                         "default), 'fa3early' (its CONFIGS and EARLY_K_CANDIDATES: K's stage freed by its S), "
                         "'fa3pp' (its CONFIGS and PINGPONG_CANDIDATES: the ping-pong schedule beside the default), "
                         "'fa3poly' (its CONFIGS and POLY_CANDIDATES: a share of the softmax's exponentials on the "
-                        "FMA pipe beside the default), e.g. '2.128.2.1', '2.128.2.0.1', '2.128.4.1.1.16' or "
+                        "FMA pipe beside the default), 'fa3lazy' (its defaults, which take the lazy rescale, beside "
+                        "their eager twins), e.g. '2.128.2.1', '2.128.2.0.1', '2.128.4.1.1.16' or "
                         "'2.128.4.1.1.0.1'; 'both': "
                         "the FA2 and FA3 defaults")
     p.add_argument("--backward", action="store_true",
@@ -320,7 +321,7 @@ def main(argv=None):
                         elif opts.configs == "all":
                             configs = A.CANDIDATES[D]
                         elif opts.configs in ("fa3", "fa3all", "fa3pp", "fa3poly", "fa3persist", "fa3early",
-                                              "both"):
+                                              "fa3lazy", "both"):
                             import attention_hopper as AH    # 4-8 entries: fa3
                             pp, poly = AH.PINGPONG_CANDIDATES[D], AH.POLY_CANDIDATES[D]
                             pers, early = AH.PERSISTENT_CANDIDATES[D], AH.EARLY_K_CANDIDATES[D]
@@ -331,6 +332,7 @@ def main(argv=None):
                                        "fa3poly": [dflt] + poly,
                                        "fa3persist": [dflt] + pers,
                                        "fa3early": [dflt] + early,
+                                       "fa3lazy": [dflt, tuple(dflt[:8]) + (0,) * (9 - len(dflt[:8]))],
                                        "both": [A.default_config(D, (1, 1, 1, N, N)), dflt]}[opts.configs]
                         else:
                             configs = explicit_configs(opts.configs)
