@@ -2,7 +2,8 @@
 backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16]
-                                   [--configs default|all|fa3|fa3all|fa3pp|fa3poly|fa3persist|fa3early|fa3lazy|both|8.1.1,8.2.0]
+                                   [--configs default|all|fa3|fa3all|fa3pp|fa3poly|fa3persist|fa3early|fa3lazy|both
+                                              |8.1.1,8.2.0]
                                    [--backward [--backward-only] [--bwd-warps 4,8] [--bwd-paths fa3,fa2]]
                                    [--plot FILE.png]
     python benchmarks/attention.py --fp8 [--quick] [--dims 128] [--ns 4096,16384] [--configs fa3all]
