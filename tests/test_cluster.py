@@ -145,3 +145,65 @@ def test_interpreter_faults():
         if T.cuda.thread_id() < 64:
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], 40)
     assert "all 128 threads of a warpgroup" in _fault(split_warpgroup, np.zeros(2, np.uint32))
+
+
+def _split(dec, inc, consumers_first=False):
+    """A producer warpgroup (dec) and two consumer warpgroups (inc) at a cap of 168 registers (384 threads: the
+    block owns 64512), the consumers waiting on the producer's mbarrier (the FA3 forward's shape), the branch
+    order as written or consumers first."""
+    init, arrive, wait = K.INIT, K.CTA_ARRIVE, K.CTA_WAIT
+
+    def split(A: T.Tensor((128,), "float32"), Out: T.Tensor((256,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=384, max_registers=168))
+        tid = T.cuda.thread_id()
+        tile = T.alloc_shared((128,), "float32")
+        full = T.alloc_shared((1,), "uint64")
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx[init], full, 128)
+        T.cuda.syncthreads()
+        if consumers_first:
+            if tid >= 128:
+                T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], inc)
+                T.cuda.tile.apply(T.ptx[wait], full, 0)
+                Out[tid - 128] = tile[tid % 128] + 1.0
+            else:
+                T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], dec)
+                tile[tid] = A[tid] * 3.0
+                T.cuda.tile.apply(T.ptx[arrive], full)
+        else:
+            if tid < 128:
+                T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], dec)
+                tile[tid] = A[tid] * 3.0
+                T.cuda.tile.apply(T.ptx[arrive], full)
+            else:
+                T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], inc)
+                T.cuda.tile.apply(T.ptx[wait], full, 0)
+                Out[tid - 128] = tile[tid % 128] + 1.0
+    return split
+
+
+@pytest.mark.parametrize("consumers_first", [False, True])
+def test_interpreter_setmaxnreg_split_that_fits(consumers_first):
+    # 128 x 24 + 256 x 240 = 64512: the block's own registers (the consumers' inc waits for the producer's dec
+    # when they come first, as on the GPU)
+    a = np.arange(128, dtype=np.float32)
+    out = np.zeros(256, np.float32)
+    tiledsl.jit(_split(24, 240, consumers_first), interpret=True, target="sm_90a")(a, out)
+    np.testing.assert_array_equal(out, np.concatenate([a * 3 + 1] * 2))
+
+
+@pytest.mark.parametrize("consumers_first", [False, True])
+def test_interpreter_setmaxnreg_split_that_hangs(consumers_first):
+    # 128 x 32 + 256 x 240 = 65536 > 384 x 168 = 64512: the GPU hung on this split (the dynamic attention walk,
+    # 2026-12-01); the interpreter names the inc
+    msg = _fault(_split(32, 240, consumers_first), np.arange(128, dtype=np.float32), np.zeros(256, np.float32))
+    assert "setmaxnreg.inc.sync.aligned.u32 240 waits for registers no warpgroup will free" in msg
+    assert "384 threads x 168 registers" in msg and "128 x (32, 240, 240)" in msg
+
+
+def test_interpreter_setmaxnreg_inc_without_a_dec():
+    # every warpgroup asks for more and nobody gives any back
+    def greedy(Out: T.Tensor((2,), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256, max_registers=128))
+        T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], 136)
+    assert "waits for registers no warpgroup will free" in _fault(greedy, np.zeros(2, np.uint32))

@@ -31,3 +31,17 @@ def test_the_ptx_check_catches_a_split_that_hangs():
     with pytest.raises(AssertionError):
         check_register_split(ptx)
     check_register_split(ptx.replace("u32 240", "u32 232"))
+
+
+def test_the_interpreter_hangs_where_the_gpu_did(monkeypatch):
+    # the dynamic walk with the consumers' share computed from the SM's 65536 registers (the split that hung on the
+    # H200): on the interpreter its second consumer's inc waits for registers nobody frees, a KernelFault
+    import numpy as np
+
+    import attention_hopper as AH
+    monkeypatch.setattr(AH, "consumer_registers", lambda threads, cap, cons, p, c: 240)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 2, 130, 64)).astype(np.float16) for _ in range(3))
+    with pytest.raises(tiledsl.KernelFault, match=r"240 waits for registers no warpgroup will free.*"
+                                                  r"128 x \(32, 240, 240\) = 65536"):
+        AH.attention_hopper(q, k, v, config=(2, 64, 2, 1, 1, 0, 2), num_sms=2)

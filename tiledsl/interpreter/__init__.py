@@ -45,8 +45,8 @@ flushed when it is subnormal after rounding.
 How exactness is reached (rounding.py): products of f16/bf16/f32 values are exact in float64 and an error-free
 two_sum keeps a sum exact as a pair, so each result is rounded once, in its mode, straight to the target format.
 fma.f64 and float64 forms in directed modes use exact fractions (slower, one element at a time).
-Not modelled: memory races between threads (lockstep hides them), register allocation (setmaxnreg only checks
-that whole warpgroups execute it).
+Not modelled: memory races between threads (lockstep hides them), register allocation beyond setmaxnreg's
+accounting (each block's warpgroups share the launch's cap x threads; an inc nobody pays for is a KernelFault).
 
 Layout of the package
 ---------------------

@@ -23,8 +23,10 @@ import numpy as np
 
 from ..ir import nodes as ir
 
-# opcodes whose semantics may wait for another thread's progress (the mbarrier waits, named-barrier syncs)
-WAITS = ("mbarrier.try_wait", "mbarrier.test_wait", "bar.sync", "bar.cta.sync", "barrier.sync", "barrier.cta.sync")
+# opcodes whose semantics may wait for another thread's progress (the mbarrier waits, named-barrier syncs, and
+# setmaxnreg.inc, which waits for registers another warpgroup's dec frees)
+WAITS = ("mbarrier.try_wait", "mbarrier.test_wait", "bar.sync", "bar.cta.sync", "barrier.sync", "barrier.cta.sync",
+         "setmaxnreg.inc")
 # the named-barrier syncs among them: warps running the same code may take turns through these
 TURNS = ("bar.sync", "bar.cta.sync", "barrier.sync", "barrier.cta.sync")
 WARPGROUP = 128             # threads of a warpgroup: the unit a part is split into when its warps take turns
@@ -173,9 +175,16 @@ def fibers_of(m):
 
 
 def wait_turn(m) -> bool:
-    """For a wait's semantics: let the machine's other fibers run; False when none can (a deadlock)."""
+    """For a wait's semantics: let the machine's other fibers run; False when none can (a deadlock). When a
+    setmaxnreg.inc is among the stalled waits, the deadlock is raised as its fault (m.stalled, set by the
+    cluster family's semantics): the registers it waits for are the cause the other waits stall behind."""
     f = getattr(m, "fibers", None)
-    return f is not None and f.wait_turn()
+    if f is not None and f.wait_turn():
+        return True
+    stalled = getattr(m, "stalled", None)
+    if stalled is not None:
+        raise stalled
+    return False
 
 
 def moved(m):

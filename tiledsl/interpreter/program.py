@@ -309,6 +309,8 @@ def _fibered(then, orelse, loc, split_then=False, split_else=False):
         then(m, t_groups[0])
 
         def deadlock():
+            if getattr(m, "stalled", None) is not None:     # a setmaxnreg.inc nobody pays for: the cause
+                raise m.stalled
             raise m.fault(loc, "the two parts of this if/else wait for each other and neither can go on "
                                "(on the GPU this hangs)", m.first(idx))
         for other in others:

@@ -13,13 +13,18 @@ The interpreter runs the blocks of a cluster in one batch, next to each other in
 - elect.sync: every executing lane must be in its membermask and every lane of the mask must execute it; the
   leader is the lowest lane of the mask (the ISA promises only a deterministic choice); d = the leader's lane,
   p = 1 in the leader, 0 elsewhere.
-- setmaxnreg: register allocation is not modelled; the instruction checks that whole warpgroups execute it.
+- setmaxnreg: whole warpgroups execute it (checked). With the kernel's register cap known (LaunchConfig
+  max_registers), each block's warpgroups start at the cap and the block owns warpgroups x 128 x cap registers:
+  `.dec` lowers the warpgroup's count at once, `.inc` waits until the raised count fits beside the others' (the
+  warpgroups whose threads all returned hold none), as the GPU's does. A warp-specialised kernel's inc runs in a
+  fiber (interpreter/fibers.py), so the producer's dec comes first whatever the branch order; an inc that no
+  warpgroup's dec or exit will ever pay for is the deadlock the GPU hangs on: a KernelFault naming the line.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...interpreter import control
+from ...interpreter import control, fibers
 from ...interpreter.machine import UINT
 from ...interpreter.operands import AddrOp, RegOp, native_error, operand, warps
 from ...ir import nodes as ir
@@ -162,6 +167,8 @@ def _elect(n, cx):
 
 def _setmaxnreg(n):
     loc = n.loc
+    inc = n.form.inc
+    want = int(n.groups[0][0].text)
 
     def f(m, idx):
         t = _flat(m, idx)
@@ -170,4 +177,48 @@ def _setmaxnreg(n):
         if (counts != 128).any() or m.T % 128:
             raise m.fault(loc, f"{n.opcode} must be executed by all 128 threads of a warpgroup together (.sync."
                                f"aligned); here part of a warpgroup is inactive", m.first(idx))
+        cap = getattr(m.prog.kernel.launch, "max_registers", None)
+        if not cap:
+            return                  # ptxas chooses the registers: the block's pool is not known here
+        held = _registers(m, cap)
+        blk, wg = m.blk[t[::128]], m.lin[t[::128]] // 128
+        if not inc:
+            held[blk, wg] = want
+            fibers.moved(m)
+            return
+        while True:
+            ask = held.copy()
+            ask[blk, wg] = want
+            total = (ask * _live(m)).sum(axis=1)[blk]
+            if (total <= m.T * cap // 128).all():
+                held[blk, wg] = want
+                m.stalled = None
+                fibers.moved(m)
+                return
+            b = int(blk[np.argmax(total > m.T * cap // 128)])
+            each = ", ".join(str(int(x)) for x in ask[b])
+            # the fault this wait is if nothing frees registers (any wait that finds the deadlock raises it)
+            m.stalled = m.fault(loc, f"{n.opcode} {want} waits for registers no warpgroup will free: the block "
+                                     f"was launched with {m.T} threads x {cap} registers (max_registers) = "
+                                     f"{m.T * cap}, and its warpgroups would hold 128 x ({each}) = "
+                                     f"{128 * int(total.max())} (the GPU hangs here)", m.first(idx))
+            if not fibers.wait_turn(m):
+                raise m.stalled
     return f
+
+
+def _registers(m, cap):
+    """Per block of the batch and warpgroup: the registers a thread holds (setmaxnreg), from the launch's cap."""
+    held = getattr(m, "setmaxnreg", None)
+    if held is None:
+        held = m.setmaxnreg = np.full((m.nb, m.T // 128), cap, np.int64)
+    return held
+
+
+def _live(m):
+    """Per block and warpgroup: 1 while some thread of it has not returned (an exited warp frees its registers)."""
+    ex = getattr(m, "exit", None)
+    if ex is None:
+        return 1
+    gone = (ex == control.RETURN).reshape(m.nb, m.T // 128, 128).all(axis=2)
+    return (~gone).astype(np.int64)
