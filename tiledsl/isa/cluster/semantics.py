@@ -181,7 +181,9 @@ def _setmaxnreg(n):
         if not cap:
             return                  # ptxas chooses the registers: the block's pool is not known here
         held = _registers(m, cap)
-        blk, wg = m.blk[t[::128]], m.lin[t[::128]] // 128
+        W = m.T // 128
+        pairs = np.unique(m.blk[t] * W + m.lin[t] // 128)      # the executing (block, warpgroup) pairs
+        blk, wg = pairs // W, pairs % W
         if not inc:
             held[blk, wg] = want
             fibers.moved(m)
@@ -189,19 +191,19 @@ def _setmaxnreg(n):
         while True:
             ask = held.copy()
             ask[blk, wg] = want
-            total = (ask * _live(m)).sum(axis=1)[blk]
-            if (total <= m.T * cap // 128).all():
+            total = (ask * _live(m)).sum(axis=1)            # per block of the batch
+            if (total[blk] <= W * cap).all():
                 held[blk, wg] = want
                 m.stalled = None
                 fibers.moved(m)
                 return
-            b = int(blk[np.argmax(total > m.T * cap // 128)])
+            b = int(blk[np.argmax(total[blk] > W * cap)])
             each = ", ".join(str(int(x)) for x in ask[b])
             # the fault this wait is if nothing frees registers (any wait that finds the deadlock raises it)
             m.stalled = m.fault(loc, f"{n.opcode} {want} waits for registers no warpgroup will free: the block "
                                      f"was launched with {m.T} threads x {cap} registers (max_registers) = "
                                      f"{m.T * cap}, and its warpgroups would hold 128 x ({each}) = "
-                                     f"{128 * int(total.max())} (the GPU hangs here)", m.first(idx))
+                                     f"{128 * int(total[b])} (the GPU hangs here)", m.first(idx))
             if not fibers.wait_turn(m):
                 raise m.stalled
     return f
