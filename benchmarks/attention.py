@@ -43,6 +43,8 @@ from attention_rows import best_of, explicit_configs, notes, ratio, side_by_side
 from kernels import bench  # noqa: E402
 
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+# --configs fa3epi: (align, tma_o) of the twins timed beside the FA3 default (its own first)
+EPILOGUE_TWINS = ((0, 0), (1, 0), (0, 1), (1, 1))
 SHORT = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn", "EFFICIENT_ATTENTION": "eff"}
 
 
@@ -269,7 +271,8 @@ def main(argv=None):
     p.add_argument("--configs", default="default",
                    help="kernel configurations to time: FA2's (warps, m16 tiles per warp, Q in registers): 'default' "
                         "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'; FA3's "
-                        "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy]]]]]; "
+                        "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[, "
+                        "tma_o]]]]]]]; "
                         "examples/attention_hopper.py, sm_90): 'fa3' (its default_config), 'fa3all' (its CANDIDATES, "
                         "PINGPONG_CANDIDATES, POLY_CANDIDATES, PERSISTENT_CANDIDATES and EARLY_K_CANDIDATES), "
                         "'fa3persist' (its CONFIGS and PERSISTENT_CANDIDATES: the persistent grid beside the "
@@ -277,7 +280,9 @@ def main(argv=None):
                         "'fa3pp' (its CONFIGS and PINGPONG_CANDIDATES: the ping-pong schedule beside the default), "
                         "'fa3poly' (its CONFIGS and POLY_CANDIDATES: a share of the softmax's exponentials on the "
                         "FMA pipe beside the default), 'fa3lazy' (its defaults, which take the lazy rescale, beside "
-                        "their eager twins), e.g. '2.128.2.1', '2.128.2.0.1', '2.128.4.1.1.16' or "
+                        "their eager twins), 'fa3epi' (its defaults beside their twins with align, tma_o and "
+                        "both: the last query block ending at row N, O through the TMA store), e.g. '2.128.2.1', "
+                        "'2.128.2.0.1', '2.128.4.1.1.16' or "
                         "'2.128.4.1.1.0.1'; 'both': "
                         "the FA2 and FA3 defaults")
     p.add_argument("--backward", action="store_true",
@@ -322,8 +327,8 @@ def main(argv=None):
                         elif opts.configs == "all":
                             configs = A.CANDIDATES[D]
                         elif opts.configs in ("fa3", "fa3all", "fa3pp", "fa3poly", "fa3persist", "fa3early",
-                                              "fa3lazy", "both"):
-                            import attention_hopper as AH    # 4-8 entries: fa3
+                                              "fa3lazy", "fa3epi", "both"):
+                            import attention_hopper as AH    # 4-11 entries: fa3
                             pp, poly = AH.PINGPONG_CANDIDATES[D], AH.POLY_CANDIDATES[D]
                             pers, early = AH.PERSISTENT_CANDIDATES[D], AH.EARLY_K_CANDIDATES[D]
                             dflt = AH.default_config(D, causal)
@@ -333,7 +338,8 @@ def main(argv=None):
                                        "fa3poly": [dflt] + poly,
                                        "fa3persist": [dflt] + pers,
                                        "fa3early": [dflt] + early,
-                                       "fa3lazy": [dflt, tuple(dflt[:8]) + (0,) * (9 - len(dflt[:8]))],
+                                       "fa3lazy": [dflt, AH.full_config(dflt[:8])],
+                                       "fa3epi": [AH.full_config(dflt)[:9] + e for e in EPILOGUE_TWINS],
                                        "both": [A.default_config(D, (1, 1, 1, N, N)), dflt]}[opts.configs]
                         else:
                             configs = explicit_configs(opts.configs)

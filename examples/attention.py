@@ -86,10 +86,10 @@ _KERNELS = {}
 # examples/attention_fp8.py): one definition, so the three agree. One expression (not an assignment the causal case
 # overwrites): the kernels' PTX stays what it was when each wrote these lines itself.
 @tiledsl.inline
-def key_tiles(qb, NKT, BM, BN, causal):
-    """The key tiles (of BN keys; NKT in all) that query block qb (of BM rows) visits: causal stops at the one
-    holding the block's last row's diagonal."""
-    return T.min(NKT, ((qb + 1) * BM + BN - 1) // BN) if causal else NKT
+def key_tiles(qb, NKT, BM, BN, causal, qoff=0):
+    """The key tiles (of BN keys; NKT in all) that query block qb (of BM rows, the first qoff of the first block
+    below row 0) visits: causal stops at the one holding the block's last row's diagonal."""
+    return T.min(NKT, ((qb + 1) * BM - qoff + BN - 1) // BN) if causal else NKT
 
 
 # (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
@@ -402,12 +402,12 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=
 
     path: "fa2" (this module's kernel), "fa3" (examples/attention_hopper.py: TMA + wgmma, sm_90a) or None: fa3
     for CUDA tensors on an sm_90 device with D in its supported set, or where config is an fa3 configuration
-    (4 to 8 entries: attention_hopper.CONFIGS), else fa2. target: the fa2 kernel compiled for this target instead of
+    (4 to 11 entries: attention_hopper.FIELDS), else fa2. target: the fa2 kernel compiled for this target instead of
     the device's (on a GPU of a newer architecture the driver compiles its PTX for the device: target="sm_80"
     runs the sm_80 kernel on an H200)."""
     if path is None:
         if config is not None:
-            path = "fa3" if isinstance(config, (tuple, list)) and len(config) in (4, 5, 6, 7, 8, 9) else "fa2"
+            path = "fa3" if isinstance(config, (tuple, list)) and 4 <= len(config) <= 11 else "fa2"
         else:
             path = "fa3" if _fa3_fits(q, k, v) else "fa2"
     if path == "fa3":

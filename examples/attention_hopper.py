@@ -43,7 +43,17 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
     by more than 2^8 (LAZY_BITS in the log2 domain), so on most tiles al is exactly 1 for every row of a thread
     and its O rescale (D / 2 multiplies) is branched over; P is then up to 2^8, and O and the row sums, which share
     the stale max, divide out as before;
-  * the epilogue divides O by the row sum, stores O (st.global of f16x2/bf16x2 words) and LSE;
+  * the epilogue divides O by the row sum, stores O (st.global of f16x2/bf16x2 words) and LSE; with tma_o
+    (config[10] = 1) each consumer instead writes O by stmatrix into its own 64 rows of Q's buffer (its last S has
+    read them; no other warpgroup reads them), meets its warps on a named barrier (1 + CONSUMERS + c, after a
+    proxy fence) and one thread stores the D / 64 boxes through the TMA unit, which writes whole rows and drops
+    those past N: 4 stmatrix.x4 and one TMA store a warp per 64 columns where st.global takes 16 instructions of 8
+    rows x 16 bytes each;
+  * align (config[9] = 1): query block qb starts at row qb * BM - (NQB * BM - N), so the last block ends at row N
+    and the ragged one is the first (its rows below 0 arrive as zeros and are not stored). Causal, a block walks
+    the key tiles up to its last row: the ragged block is then a head's cheapest instead of its dearest (D = 64,
+    BM = 192, N = 4096: 363 key tiles a head instead of 384). A row sees the same tiles on the same numbers either
+    way (the extra ones are fully masked), so O and LSE are the same to the bit;
   * persistent (config[6] = 1; FA3's persistent tile scheduler): a grid of min(SMs, work items) blocks, each
     walking its (batch * head, query block) items in a static order (hopper_attention_parts.work_item says which
     and why), so a block's start (launch, barrier set-up, setmaxnreg) is paid once and an item's epilogue overlaps
@@ -200,7 +210,27 @@ def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -
     # P as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of key step kk; this is
     # S's register pair (2p, 2p + 1) for p = 4 kk + r
     L["p"] = TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
+    # O staged in Q's buffer (tma_o), consumer c in rows 64c.. of every box: as the TMA unit reads it, (consumer,
+    # box, 1, 64 rows, 64 columns); and as b32 words as stmatrix.x4 of warp w writes them, (consumer, warp, box,
+    # 16-column block b, matrix i // 2, i % 2, row j, word x) -> row 16w + 8(i % 2) + j, word 8b + 4(i // 2) + x of
+    # the box's 32-word rows, XOR-swizzled as the boxes are (in 4-word chunks)
+    L["o_boxes"] = TileLayout(S[(consumers, dh, 1, 64, 64) : (64 * 64, bm * 64, 64 * 64, 64, 1)], swizzle=SW128)
+    L["o_words"] = TileLayout(S[(consumers, 4, dh, 4, 2, 2, 8, 4) :
+                                (2048, 512, bm * 32, 8, 4, 256, 32, 1)], swizzle=(3, 2, 3))
     return L
+
+
+FIELDS = ("consumers", "BN", "stages", "overlap", "pingpong", "poly", "persistent", "early_k", "lazy", "align",
+          "tma_o")
+FORM = "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[, tma_o]]]]]]])"
+
+
+def full_config(config) -> tuple:
+    """config with the fields it leaves out (the earlier, shorter forms: at least the first 4) as 0: no ping-pong,
+    every exponential by ex2.approx, one block per work item, K released with V, O rescaled on every tile, the
+    query blocks starting at row 0, O stored from registers."""
+    config = tuple(config)
+    return config + (0,) * (len(FIELDS) - len(config)) if 4 <= len(config) < len(FIELDS) else config
 
 
 def smem_bytes(D: int, consumers: int, bn: int, stages: int) -> int:
@@ -212,27 +242,30 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
-    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy]]]]]): consumer
-    warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S of the next tile is issued before the
-    softmax of this one, whether the consumers take turns on the tensor cores (0 when left out; 1 takes 2 or 3
-    consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial computes instead of
-    MUFU's ex2.approx (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and whether a grid of
-    min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or one block runs each (0 when left out): the
-    persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once, and overlaps an item's
-    epilogue with the next item's Q and K/V loads; and whether a stage's K is released as soon as the S that
-    read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out), so the producer
-    refills K a tile sooner; and whether a row's running max moves only when a tile passes it by more than 2^8
-    (1: O is rescaled only on the tiles where one of a thread's rows moved; hopper_attention_parts.LAZY_BITS) or on
-    every tile (0 when left out). Default: default_config(D, causal).
+    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[,
+    tma_o]]]]]]]): consumer warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S of the next
+    tile is issued before the softmax of this one, whether the consumers take turns on the tensor cores (0 when left
+    out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial
+    computes instead of MUFU's ex2.approx (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and
+    whether a grid of min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or one block
+    runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once,
+    and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K is released as
+    soon as the S that read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out),
+    so the producer refills K a tile sooner; and whether a row's running max moves only when a tile passes it by
+    more than 2^8 (1: O is rescaled only on the tiles where one of a thread's rows moved;
+    hopper_attention_parts.LAZY_BITS) or on every tile (0 when left out); and whether the last query block ends at
+    row N, the ragged one being the first (1: its rows below 0 are zeros, computed and not stored; causal, the
+    ragged block is then a head's cheapest, with the fewest key tiles, where at 0 it is the dearest, every key tile
+    for its few rows) or the first starts at row 0 (0 when left out); and whether O leaves through shared
+    memory (1: each consumer writes its rows by stmatrix into its own 64 rows of Q, which its last S has finished
+    reading, and one thread's TMA store writes them out whole; the block may end as soon as the unit has read them)
+    or by st.global from registers (0 when left out; 8 rows of 16 bytes an instruction). Default: default_config(D,
+    causal).
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
-    (B, H, N, D), LSE (B, H, N) float32."""
+    (B, H, N, D) (with tma_o a tensor map of its (B * H, N, D) view: o_arg), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
-    config = tuple(config or default_config(D, causal))
-    if 4 <= len(config) < 9:
-        # fields left out (the earlier, shorter forms) are 0: no ping-pong, every exponential by ex2.approx, one
-        # block per work item, K released with V, O rescaled on every tile
-        config += (0,) * (9 - len(config))
+    config = full_config(config or default_config(D, causal))
     # the persistent grid's width shapes the walk: part of the key (only there)
     key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6:7] in ((1,), (2,)) else None,
            config)
@@ -240,10 +273,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
-    if len(config) != 9:
-        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: (consumers, BN, stages, overlap"
-                                  f"[, pingpong[, poly[, persistent[, early_k[, lazy]]]]])")
-    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K, LAZY = config
+    if len(config) != len(FIELDS):
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: {FORM}")
+    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K, LAZY, ALIGN, TMA_O = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
@@ -267,6 +299,12 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     if LAZY not in (0, 1):
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: lazy = {LAZY!r} must be 0 (O rescaled "
                                   f"on every tile) or 1 (only when a row's max moves by more than 2^8)")
+    if ALIGN not in (0, 1):
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: align = {ALIGN!r} must be 0 (the first "
+                                  f"query block starts at row 0) or 1 (the last one ends at row N)")
+    if TMA_O not in (0, 1):
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: tma_o = {TMA_O!r} must be 0 (O stored "
+                                  f"from registers) or 1 (through shared memory and the TMA store)")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
@@ -276,6 +314,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     DH, KR = D // 64, BN // 16
     NS = BN // 2                        # f32 accumulators of S per consumer thread
     NQB = -(-N // BM)                   # query blocks per head
+    QOFF = (NQB * BM - N) * ALIGN       # align: the first block's rows below 0
     NKT = -(-NK // BN)                  # key tiles
     ITEMS = NQB * B * H                 # work items: (batch * head, query block)
     GRID = min(num_sms, ITEMS) if PERSIST else 0            # the persistent grid: no more blocks than items
@@ -289,7 +328,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     CREGS = consumer_registers(THREADS, CAP, CONS, PREGS, CONSUMER_REGS)
     LY = layouts(D, BM, BN, STG, CONS, dtype)
     L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
-    L_P = LY["p"]
+    L_P, L_OW, L_OB = LY["p"], LY["o_words"], LY["o_boxes"]
     STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
 
     @tiledsl.inline
@@ -307,11 +346,25 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
                           pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
                           producer_regs=PREGS, poly=POLY, grid=GRID, early_k=EARLY_K,
-                          dynamic=int(PERSIST == 2), lazy=LAZY)
+                          dynamic=int(PERSIST == 2), lazy=LAZY, qoff=QOFF, tma_o=TMA_O)
     ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
     work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
     turns_open, turns_close = parts.turns_open, parts.turns_close
-    dynamic_item, produce_dynamic = parts.dynamic_item, parts.produce_dynamic
+    dynamic_item, produce_dynamic, block_row = parts.dynamic_item, parts.produce_dynamic, parts.block_row
+    # O: the (B, H, N, D) tensor st.global writes, or with tma_o a tensor map of its (B * H, N, D) view whose
+    # boxes are a consumer's 64 rows by 64 columns
+    O_ANN = T.TensorMap((B * H, N, D), dtype, box=(1, 64, 64), swizzle=128) if TMA_O else T.Tensor((B, H, N, D),
+                                                                                                      dtype)
+
+    @tiledsl.inline
+    def epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree=None):
+        """O / l and LSE of consumer c's rows: through shared memory and the TMA store (tma_o: osw, oso are the
+        staging views tiles() returns), else by st.global."""
+        if TMA_O:
+            store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h, block_row(qb) + 64 * c, c, w, tid, osw, oso,
+                  qfree)
+        else:
+            store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
 
     @tiledsl.inline
     def tiles():
@@ -326,13 +379,17 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
         wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
         wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
-        return tq, tk, tv, wq, wk, wv
+        # Q's buffer as the consumers' O staging (tma_o): b32 words as stmatrix.x4 writes them, and each
+        # consumer's (D / 64 boxes, 1, 64 rows, 64 columns) as the TMA unit reads them
+        osw = sq.view(dtype="uint32").view(CONS, 4, D // 16, 4, 8, 4, layout=L_OW) if TMA_O else None
+        oso = sq.view(CONS, DH, 1, 64, 64, layout=L_OB) if TMA_O else None
+        return tq, tk, tv, wq, wk, wv, osw, oso
 
     @tiledsl.jit
     def attention_fa3(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
                       K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
                       V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
-                      O: T.Tensor((B, H, N, D), dtype), LSE: T.Tensor((B, H, N), "float32")):
+                      O: O_ANN, LSE: T.Tensor((B, H, N), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NQB * B * H, block=THREADS, max_registers=CAP))
         tid = T.cuda.thread_id()
         wg = tid // 128
@@ -345,9 +402,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         b = bh // H
         h = bh % H
         hk = h // GROUP
-        tq, tk, tv, wq, wk, wv = tiles()
+        tq, tk, tv, wq, wk, wv, osw, oso = tiles()
         qbar, fullk, fullv, empty = ring_barriers(tid)
-        ntiles = key_tiles(qb, NKT, BM, BN, causal)
+        ntiles = key_tiles(qb, NKT, BM, BN, causal, QOFF)
         if wg == 0:
             produce(Q, K, V, tq, tk, tv, qbar, fullk, fullv, empty, bh, qb, b, hk, ntiles)
         else:
@@ -355,23 +412,23 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
             c = wg - 1
             lane = tid % 32
             w = (tid % 128) // 32
-            row0 = qb * BM + 64 * c + 16 * w + lane // 4     # this lane's first row; the other is row0 + 8
+            row0 = block_row(qb) + 64 * c + 16 * w + lane // 4   # this lane's first row; the other is row0 + 8
             oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C)
             # epilogue: O / l, LSE
-            store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
+            epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso)
 
     @tiledsl.jit
     def attention_fa3_persistent(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
                                  K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
                                  V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
-                                 O: T.Tensor((B, H, N, D), dtype), LSE: T.Tensor((B, H, N), "float32")):
+                                 O: O_ANN, LSE: T.Tensor((B, H, N), "float32")):
         # attention_fa3 with the persistent grid: each block walks its work items (parts.work_item says in which
         # order); the ring, Q's barriers and the ping-pong turns run on from item to item
         T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS, max_registers=CAP))
         tid = T.cuda.thread_id()
         wg = tid // 128
         pid = T.cuda.block_id()
-        tq, tk, tv, wq, wk, wv = tiles()
+        tq, tk, tv, wq, wk, wv, osw, oso = tiles()
         qbar, fullk, fullv, empty, qfree = ring_barriers(tid)
         if wg == 0:
             produce_walk(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid)
@@ -384,11 +441,11 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
             tb = 0                                           # key tiles of the walk's earlier items
             for k in range(walk_length(pid)):
                 bh, qb, b, h, hk, ntiles = work_item(pid, k)
-                row0 = qb * BM + 64 * c + 16 * w + lane // 4
+                row0 = block_row(qb) + 64 * c + 16 * w + lane // 4
                 oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
                                             tb, k, qfree)
                 # the epilogue runs while the producer loads the next item's Q and first tiles
-                store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
+                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree)
                 tb = tb + ntiles
             turns_close(c)
 
@@ -396,7 +453,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     def attention_fa3_dynamic(Q: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
                               K: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
                               V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BN, 64), swizzle=128),
-                              O: T.Tensor((B, H, N, D), dtype), LSE: T.Tensor((B, H, N), "float32"),
+                              O: O_ANN, LSE: T.Tensor((B, H, N), "float32"),
                               CTR: T.Tensor((2,), "int32")):
         # the persistent grid drawing its items from CTR (zeros at launch; the last block leaves them so): the
         # producer publishes each item's number in nxt with its Q, and ITEMS there once the items are gone
@@ -404,7 +461,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         tid = T.cuda.thread_id()
         wg = tid // 128
         pid = T.cuda.block_id()
-        tq, tk, tv, wq, wk, wv = tiles()
+        tq, tk, tv, wq, wk, wv, osw, oso = tiles()
         qbar, fullk, fullv, empty, qfree = ring_barriers(tid)
         nxt = T.alloc_shared((1,), "int32")
         if wg == 0:
@@ -423,10 +480,10 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                 if item >= ITEMS:
                     break
                 bh, qb, b, h, hk, ntiles = dynamic_item(item)
-                row0 = qb * BM + 64 * c + 16 * w + lane // 4
+                row0 = block_row(qb) + 64 * c + 16 * w + lane // 4
                 oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
                                             tb, k, qfree)
-                store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
+                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree)
                 tb = tb + ntiles
                 k = k + 1
             turns_close(c)
@@ -434,6 +491,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     kernel = {0: attention_fa3, 1: attention_fa3_persistent, 2: attention_fa3_dynamic}[PERSIST]
     kernel.tile = (BM, BN)
     kernel.counters = PERSIST == 2
+    kernel.tma_o = bool(TMA_O)
     _KERNELS[key] = kernel
     return kernel
 
@@ -460,13 +518,13 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=Non
         o = np.zeros_like(q)
         lse = np.zeros((B, H, N), np.float32)
         more = (np.zeros(2, np.int32),) if kern.counters else ()
-        tiledsl.jit(kern.fn, interpret=True)(*_flat(q, k, v), o, lse, *more)
+        tiledsl.jit(kern.fn, interpret=True)(*_flat(q, k, v), o_arg(o, kern), lse, *more)
         return o, lse
     import torch
     q, k, v = (x.contiguous() for x in (q, k, v))
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-    kern(*_flat(q, k, v), o, lse, *((counters(q),) if kern.counters else ()))
+    kern(*_flat(q, k, v), o_arg(o, kern), lse, *((counters(q),) if kern.counters else ()))
     return o, lse
 
 
@@ -474,6 +532,11 @@ def counters(q):
     """The dynamic walk's two int32 counters for launches on torch tensor q's device and current stream, zeros
     (each launch leaves them so; one pair per device and stream: stream_buffers)."""
     return stream_buffers(q, "dynamic walk", lambda torch, device: torch.zeros(2, dtype=torch.int32, device=device))
+
+
+def o_arg(o, kern):
+    """O as the kernel takes it: the (B, H, N, D) tensor, or with tma_o its (B * H, N, D) view (a tensor map's)."""
+    return o.reshape(o.shape[0] * o.shape[1], o.shape[2], o.shape[3]) if kern.tma_o else o
 
 
 def _flat(q, k, v):

@@ -27,6 +27,8 @@ WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
 EXPECT = "mbarrier.arrive.expect_tx.shared::cta.b64"
 ARRIVE = "mbarrier.arrive.shared::cta.b64"
 LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+STORE = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"
+STMX4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
 
 
 def acc_layout(n: int) -> TileLayout:
@@ -53,11 +55,12 @@ class ForwardParts(NamedTuple):
     turns_close: InlineFunction
     dynamic_item: InlineFunction
     produce_dynamic: InlineFunction
+    block_row: InlineFunction
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
                   cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0, grid=0, early_k=0,
-                  dynamic=0, lazy=0) -> ForwardParts:
+                  dynamic=0, lazy=0, qoff=0, tma_o=0) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -82,7 +85,11 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     pass it by more than LAZY_BITS in the log2 domain (FA4's conditional rescale), so O's rescale (D / 2
     multiplies a thread and tile) runs only on the tiles where some row of the thread moved: the exponentials
     of the others are then up to 2^LAZY_BITS, and O and the row sums, which share the stale max, divide out
-    exactly as before."""
+    exactly as before; qoff: query block qb's first row is qb * BM - qoff (block_row), so with qoff = NQB * BM - N
+    the ragged block is the first one (its rows below 0 arrive as the TMA unit's zero fill and are not stored)
+    and the last block ends at row N: causal, the ragged block is then the cheapest of a head, not the dearest;
+    tma_o: the epilogue (store) writes O through shared memory (stmatrix into the consumer's own rows of Q, which
+    its last S has finished reading, then the TMA store), not by st.global from registers."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -101,6 +108,14 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     FULL, REM = ITEMS // G, ITEMS % G
     LAST_REVERSED = FULL % 2 == 1
     NE = 2 * STG if early_k else STG    # empty barriers: a stage's V (and K), then with early_k each stage's K
+    # tma_o: O's packed words (store's) as stmatrix.x4 registers: word 4b + i of lane 4r + x, the pair of row 8(i %
+    # 2) + r, columns 16b + 8(i // 2) + 2x, + 1, is register i of 16-column block b
+    L_PK = TileLayout(S[(D // 16, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
+
+    @tiledsl.inline
+    def block_row(qb):
+        """The first query row of query block qb (below 0 for the first block when qoff > 0)."""
+        return qb * BM - qoff if qoff else qb * BM
 
     @tiledsl.inline
     def init_barriers(tid, qbar, fullk, fullv, empty, qfree=None):
@@ -109,7 +124,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
             if persistent:
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qfree, 4 * CONS)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qfree, CONS if tma_o else 4 * CONS)
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
@@ -153,7 +168,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
             if dynamic:
                 nxt[0] = item
         T.cuda.tile.apply(T.ptx[EXPECT], qbar, tx_q)
-        T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, qb * BM, 0), coord_steps=step)
+        T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, block_row(qb), 0), coord_steps=step)
         for j in range(ntiles):
             s = ring(tb, j) % STG
             if ring(tb, j) >= STG:
@@ -214,7 +229,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         b = bh // H
         h = bh % H
         hk = h // (H // HK)
-        return bh, qb, b, h, hk, key_tiles(qb, NKT, BM, BN, causal)
+        return bh, qb, b, h, hk, key_tiles(qb, NKT, BM, BN, causal, qoff)
 
     @tiledsl.inline
     def produce_walk(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid):
@@ -240,7 +255,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         b = bh // H
         h = bh % H
         hk = h // (H // HK)
-        return bh, qb, b, h, hk, key_tiles(qb, NKT, BM, BN, causal)
+        return bh, qb, b, h, hk, key_tiles(qb, NKT, BM, BN, causal, qoff)
 
     @tiledsl.inline
     def produce_dynamic(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid, nxt, ctr):
@@ -386,22 +401,40 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
 
     @tiledsl.inline
-    def store(O, LSE, oacc, lsum, m, al, num, cs, row0, lane, bh, b, h):
-        """O * num / l packed to 16-bit pairs and stored (rows past N are not), and LSE = (m * cs + log2 l) * ln 2
-        (num: 1, or fp8's V descale)."""
+    def store(O, LSE, oacc, lsum, m, al, num, cs, row0, lane, bh, b, h, first=0, c=0, w=0, tid=0, ow_smem=None,
+              o_smem=None, qfree=None):
+        """O * num / l packed to 16-bit pairs and stored (rows past N, and below 0, are not), and LSE = (m * cs +
+        log2 l) * ln 2 (num: 1, or fp8's V descale). With tma_o the words go by stmatrix.x4 (one 16 x 16 block an
+        instruction) into consumer c's 64 rows of Q's buffer (ow_smem: as b32 words, o_smem: as the TMA unit reads
+        them; the consumer's last S has read them and no other warpgroup reads them), then one thread's TMA store
+        of the D / 64 boxes from row `first` (the unit drops rows past N and below 0), waited for until it has read
+        them (before the block may end; persistent, before Q's next load: qfree); w: the warp in the warpgroup."""
         for r in T.unroll(2):
             inv = num / lsum[r, 0]
             for n in T.unroll(D // 8):
                 for e in T.unroll(2):
                     oacc[4 * n + 2 * r + e] = oacc[4 * n + 2 * r + e] * inv
+        # word 2n + r: row half r's columns 8n + 2(l % 4), + 1
         ow = T.alloc_local((NO // 2, 1), "uint32")
         T.cuda.tile.apply(T.ptx[cvt_o], ow, oacc.view(NO // 2, 2)[:, 1:2], oacc.view(NO // 2, 2)[:, 0:1])
-        gO = O.view(dtype="uint32").view(B * H * N, D // 2)
+        if tma_o:
+            T.cuda.tile.apply(T.ptx[STMX4], ow_smem[c, w], ow.view(D // 16, 4, 8, 4, layout=L_PK), scope="warp")
+            # the generic-proxy writes become visible to the TMA unit, then the warpgroup meets (its own barrier)
+            T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+            T.cuda.tile.apply(T.ptx["bar.sync"], 1 + CONS + c, 128)
+            if tid % 128 == 0:
+                T.cuda.tile.apply(T.ptx[STORE], O, o_smem[c], coords=(bh, first, 0), coord_steps=step)
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
+                if persistent:
+                    T.cuda.tile.apply(T.ptx[ARRIVE], qfree)
+        gO = O.view(dtype="uint32").view(B * H * N, D // 2) if not tma_o else None
         for r in T.unroll(2):
             row = row0 + 8 * r
-            if row < N:
-                for n in T.unroll(D // 8):
-                    gO[bh * N + row, 4 * n + lane % 4] = ow[2 * n + r, 0]
+            if row < N and (row >= 0 if qoff else True):
+                if not tma_o:
+                    for n in T.unroll(D // 8):
+                        gO[bh * N + row, 4 * n + lane % 4] = ow[2 * n + r, 0]
                 if lane % 4 == 0:
                     LSE[b, h, row] = (m[r, 0] * cs + al[r, 0]) * LN2
 
@@ -483,7 +516,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         turn_end(c, False)
         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
         release_k(empty, lane, ring(tb, 0))
-        softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, qb * BM + 64 * c, cs)
+        softmax(sacc, m, sh, al, lsum, part, 0, row0, lane, block_row(qb) + 64 * c, cs)
         to_p(pk, hp, sacc)
         # every tile but the last: its P V and the next tile's S and softmax (the last tile is peeled off so the
         # loop body has no branch between the wgmma groups: ptxas then keeps them asynchronous)
@@ -503,7 +536,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     # while P V is on the tensor cores
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, sv, scope="warpgroup")
                     release_k(empty, lane, ring(tb, j + 1))
-                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, block_row(qb) + 64 * c, cs)
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
                     # the warp's wgmmas have read stage st: release it (one arrive per warp)
                     if lane == 0:
@@ -514,7 +547,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     if lane == 0:
                         T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
                     release_k(empty, lane, ring(tb, j + 1))
-                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
+                    softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, block_row(qb) + 64 * c, cs)
             else:
                 issue_pv(oacc, ov, pv, wv, al, fullv, st, ring(tb, j))
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, ov, pv, scope="warpgroup")
@@ -524,12 +557,13 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 issue_s(sv, wq, wk, c, s1)
                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, sv, scope="warpgroup")
                 release_k(empty, lane, ring(tb, j + 1))
-                softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, qb * BM + 64 * c, cs)
+                softmax(sacc, m, sh, al, lsum, part, j + 1, row0, lane, block_row(qb) + 64 * c, cs)
             # P V has read P: the next tile's P may overwrite it
             to_p(pk, hp, sacc)
         last = ntiles - 1
-        if persistent:
-            # every S of the item has retired (the loop waited for each): the producer may load the next Q
+        if persistent and not tma_o:
+            # every S of the item has retired (the loop waited for each): the producer may load the next Q (with
+            # tma_o once the epilogue's store has read O from Q's rows: store)
             if lane == 0:
                 T.cuda.tile.apply(T.ptx[ARRIVE], qfree)
         turn_begin(c)
@@ -546,4 +580,4 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
 
     return ForwardParts(ring_barriers, init_barriers, load_ring, produce, issue_s, issue_pv, softmax, row_sums, store,
                         consume, work_item, walk_length, produce_walk, turns_open, turns_close, dynamic_item,
-                        produce_dynamic)
+                        produce_dynamic, block_row)

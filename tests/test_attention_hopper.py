@@ -30,12 +30,12 @@ def kernel_ptx(dtype, D, causal, shape, scale=None, config=None):
     more = (np.zeros(2, np.int32),) if k.counters else ()      # the dynamic walk's counters
     if dtype == "float16":                     # numpy arguments suffice (no torch needed)
         q, kv = np.empty((B * H, N, D), np.float16), np.empty((B * HK, NK, D), np.float16)
-        ck = k.compile(q, kv, kv, q.reshape(B, H, N, D), np.empty((B, H, N), np.float32), *more)
+        ck = k.compile(q, kv, kv, AH.o_arg(q.reshape(B, H, N, D), k), np.empty((B, H, N), np.float32), *more)
         return ck.asm["ptx"], ck.metadata
     torch = pytest.importorskip("torch")       # bfloat16 arguments for compile() (the CPU build suffices)
     q = torch.empty((B * H, N, D), dtype=getattr(torch, dtype))
     kv = torch.empty((B * HK, NK, D), dtype=getattr(torch, dtype))
-    ck = k.compile(q, kv, kv, q.view(B, H, N, D), torch.empty((B, H, N)), *more)
+    ck = k.compile(q, kv, kv, AH.o_arg(q.view(B, H, N, D), k), torch.empty((B, H, N)), *more)
     return ck.asm["ptx"], ck.metadata
 
 
@@ -109,7 +109,7 @@ def test_every_ping_pong_candidate_assembles(D):
 def test_ping_pong_configurations_are_checked():
     assert AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1)) is \
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 0))
-    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0, 0), (2, 64, 2, 1, 1, 0, 0, 2)]:
+    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0), (2, 64, 2, 1, 1, 0, 0, 2)]:
         with pytest.raises(tiledsl.LaunchError, match="configuration"):
             AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, bad)
 
@@ -199,12 +199,15 @@ def test_an_fa3_configuration_picks_fa3():
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
     ro, rl = A.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0, 0) for key in AH._KERNELS)
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 0) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+    o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1, 0, 0, 0, 1, 1, 1))   # and the full form
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 1, 1, 1) for key in AH._KERNELS)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -369,6 +372,68 @@ def test_lazy_rescale_on_the_interpreter(causal, n, nk, config, sms):
     assert np.abs(lse - rl).max() <= 1e-4
     assert np.abs(o.astype(np.float64) - o1).max() <= 2e-3 and np.abs(lse - l1).max() <= 1e-4
     assert not np.array_equal(o, o1)                        # P went through other roundings: the path ran
+
+
+@pytest.mark.parametrize("causal, heads, n, nk, config, sms", [
+    (True, (2, 1), 300, 300, (2, 64, 2, 1, 1, 0, 0, 0, 1), None),    # BM = 128: the first block's 84 rows below 0
+    (True, (1, 1), 300, 420, (3, 64, 2, 1, 1, 0, 0, 0, 1), None),    # three consumers, keys past the queries
+    (False, (2, 1), 300, 260, (2, 64, 2, 0, 1, 0, 0, 1, 1), None),   # non-causal, serial, K freed early
+    (True, (2, 1), 300, 300, (2, 64, 2, 1, 1, 0, 1, 0, 1), 2),       # the persistent walk
+    (True, (2, 1), 200, 300, (3, 64, 2, 1, 1, 0, 2, 0, 1), 2),       # the dynamic walk, three consumers
+])
+def test_align_on_the_interpreter(causal, heads, n, nk, config, sms):
+    """config[9] = 1: the last query block ends at row N, the first starts below 0 (its rows there are zeros,
+    computed and not stored). A row visits the same key tiles in the same order either way, but for fully masked
+    ones past its diagonal, which add exact zeros: bit for bit the numbers of the blocks starting at row 0."""
+    H, HK = heads
+    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + 13)
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config + (1,), num_sms=sms)
+    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
+    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
+    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
+def test_align_saves_causal_key_tiles():
+    """The tile count align = 1 is for: D = 64's causal default (BM = 192, BN = 128) at N = 4096 walks 363 key
+    tiles a head where blocks from row 0 walk 384 (the ragged block, 64 rows, takes one tile instead of 32)."""
+    def tiles(qoff):
+        nqb, nkt = -(-4096 // 192), 4096 // 128
+        return sum(min(nkt, -(-((qb + 1) * 192 - qoff) // 128)) for qb in range(nqb))
+    assert (tiles(0), tiles(21 * 192 + 192 - 4096)) == (384, 363)
+
+
+@pytest.mark.parametrize("D, causal", [(64, True), (256, False)])
+def test_the_tma_o_configuration_assembles(D, causal):
+    # tma_o (with align) on the defaults of the two head dims it is for: O by stmatrix and the TMA store, no
+    # st.global of O, the same wgmma, no spills
+    config = AH.full_config(AH.default_config(D, causal))[:9] + (1, 1)
+    ptx, plain = twin_assembles(D, causal, (4, 2048 // D, 2048 // D, 4096, 4096), config, config[:9], 0)
+    # one stmatrix.x4 a 16-column block of O's 64 rows
+    assert ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == D // 16 and "stmatrix" not in plain
+    assert "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group" in ptx
+    assert "cp.async.bulk.wait_group.read 0" in ptx
+    # st.global of O's words (D / 8 a row half) gone: LSE's two remain
+    assert (ptx.count("st.global.b32"), plain.count("st.global.b32")) == (2, 2 + D // 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_every_align_and_tma_o_gpu_test_kernel_assembles(D):
+    """The kernels tests/test_gpu_attention_hopper.py::test_fa3_align_and_tma_o_are_bit_for_bit launches (f16)."""
+    for causal in (False, True):
+        dflt = AH.full_config(AH.default_config(D, causal))
+        for walk in (0, 1, 2):
+            for extra in ((0, 0), (1, 0), (0, 1), (1, 1)):
+                config = dflt[:6] + (walk,) + dflt[7:9] + extra
+                check_assembles(kernel_ptx("float16", D, causal, GQA_SHAPES[0], GQA_SCALE, config)[0])
+
+
+@pytest.mark.parametrize("align", [2, -1, 0.5])
+def test_bad_align_values_are_refused(align):
+    with pytest.raises(tiledsl.LaunchError, match=re.escape(f"align = {align!r}")):
+        AH.make_attention_hopper("float16", 64, True, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 1, 0, 0, 0, 1, align))
 
 
 @pytest.mark.parametrize("lazy", [2, -1, 0.5])

@@ -290,9 +290,8 @@ def test_fa3_lazy_rescale(D, causal):
     torch = _sm90()
     q, k, v, ro, rl = _persistent_case(torch, D + causal + 31, D, causal)
     NK = k.shape[2]
-    base = tuple(AH.default_config(D, causal))[:8]
-    base += (0,) * (8 - len(base))
-    cfg = base + (1,)
+    full = AH.full_config(AH.default_config(D, causal))
+    cfg, eager_cfg = full[:8] + (1,) + full[9:], full[:8] + (0,) + full[9:]
     o, lse = AH.attention_hopper(q, k, v, causal=causal, config=cfg)
     torch.cuda.synchronize()
     assert (o.float() - ro).abs().max().item() <= 2e-3
@@ -300,7 +299,7 @@ def test_fa3_lazy_rescale(D, causal):
     kk = k * (1 + torch.arange(NK, device="cuda") / 300)[:, None].to(k.dtype)
     ro, rl = _reference(q, kk, v, causal, 1.0 / math.sqrt(D))
     o, lse = AH.attention_hopper(q, kk, v, causal=causal, config=cfg)
-    o1, _ = AH.attention_hopper(q, kk, v, causal=causal, config=base + (0,))
+    o1, _ = AH.attention_hopper(q, kk, v, causal=causal, config=eager_cfg)
     torch.cuda.synchronize()
     eager = (o1.float() - ro).abs().max().item()
     assert (o.float() - ro).abs().max().item() <= eager + ro.abs().max().item() / 1024
@@ -333,3 +332,32 @@ def test_fa3_persistent_is_bit_for_bit_one_block_per_item(causal):
         o, lse = AH.attention_hopper(q, k, v, causal=causal, config=config)
         o1, l1 = AH.attention_hopper(q, k, v, causal=causal, config=config[:6])
         assert torch.equal(o, o1) and torch.equal(lse, l1), config
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("walk", [0, 1, 2], ids=["grid", "persistent", "dynamic"])
+def test_fa3_align_and_tma_o_are_bit_for_bit(dtype, D, causal, walk):
+    # config[9] = align (the last query block ends at row N: the first starts below 0, its rows there zero-filled
+    # by the TMA unit and not stored) and config[10] = tma_o (O through Q's buffer and the TMA store, which drops
+    # the rows past N and below 0): each row sees the same instructions on the same numbers, so O and LSE equal
+    # the default's to the bit; on a ragged grouped-query shape (N = 1000: the first block's 24 or 152 rows below
+    # 0), every walk
+    torch = _sm90()
+    B, H, HK, N, NK = GQA_SHAPES[0]
+    q, k, v = _qkv(torch, D + causal + 41, (B, H, N, D), (B, HK, NK, D), dtype=dtype)
+    dflt = AH.full_config(AH.default_config(D, causal))
+    base = dflt[:6] + (walk,) + dflt[7:9]
+    o0, l0 = AH.attention_hopper(q, k, v, causal=causal, scale=GQA_SCALE, config=base + (0, 0))
+    ro, rl = _reference(q, k, v, causal, GQA_SCALE)
+    assert (o0.float() - ro).abs().max().item() <= _tolerance(ro, getattr(torch, dtype), dtype)
+    for extra in ((1, 0), (0, 1), (1, 1)):
+        o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=GQA_SCALE, config=base + extra)
+        torch.cuda.synchronize()
+        assert torch.equal(o, o0) and torch.equal(lse, l0), (base + extra, (o.float() - o0.float()).abs().max())
+
+
+def test_fa3_tma_o_interpreter_agrees_with_gpu():
+    torch = _sm90()
+    _check_interpreter_agrees(torch, 47, (2, 64, 2, 1, 1, 0, 0, 0, 1, 1, 1))

@@ -101,7 +101,10 @@ class Fibers:
                 self.cv.wait()
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
         try:
-            f.run()
+            # numpy's error state is per thread: a fiber's arithmetic is the GPU's as the main thread's is (an
+            # inf or NaN quietly, no warning; Program.run ignores them there)
+            with np.errstate(all="ignore"):
+                f.run()
         except BaseException as e:          # handed to whoever joins this fiber, or to the next waiter
             f.error = e
             self.failed.append(e)
