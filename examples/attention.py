@@ -16,8 +16,9 @@ configuration (warps, mi, qreg): CONFIGS per head dim, CANDIDATES for the benchm
   * P is packed to f16x2/bf16x2 in registers: the m16n8 accumulator of two adjacent n8 tiles is exactly the
     m16k16 A fragment, so P V needs no shared memory; V's fragments come from ldmatrix.x4.trans;
   * causal (top-left aligned, key j <= query i): tiles wholly above the diagonal are never visited, the tiles
-    that cross it and the ragged last tile are masked to -inf; rows >= N are computed on clamped loads and not
-    stored.
+    that cross it and the ragged last tile are masked to -inf, and a warp whose rows all come before a tile's
+    first key skips that tile's arithmetic (it would add exact zeros; the block's copies and barriers still run);
+    rows >= N are computed on clamped loads and not stored.
 The epilogue divides O by the row sum and writes LSE = (m * scale * log2(e) + log2(l)) * ln(2).
 
     python examples/attention.py      # on the GPU: against torch SDPA; without one: a small case on the interpreter
@@ -279,56 +280,60 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
                 copy_kv(cp_k, gK, 1 - st, jt + 1, kvbase, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-            qk_tile(s_v, qfr, rk_ld, rk_mma, ld_k, st)
+            # causal: a warp whose rows all come before the tile's first key skips its arithmetic (every score
+            # masked: P = 0, the max and so O and the row sums unchanged, to the bit); the copies and barriers
+            # are the block's and run as before. The other warps' work fills the issue slots it leaves
+            if (jt * BN <= qb * BM + warp * WR + WR - 1) if causal else True:
+                qk_tile(s_v, qfr, rk_ld, rk_mma, ld_k, st)
 
-            # mask the ragged last tile and (causal) the tiles crossing the diagonal
-            col0 = jt * BN + 2 * (lane % 4)
-            need = (jt + 1) * BN > NK
-            if causal:
-                need = need or (jt + 1) * BN - 1 > qb * BM
-            if need:
-                for i in T.unroll(MI * NI * 4):
-                    col = col0 + ((i // 4) % NI) * 8 + i % 2
-                    if causal:
-                        row = row0 + 16 * (i // (NI * 4)) + 8 * ((i % 4) // 2)
-                        s[i] = NEG if (col >= NK or col > row) else s[i]
-                    else:
-                        s[i] = NEG if col >= NK else s[i]
+                # mask the ragged last tile and (causal) the tiles crossing the diagonal
+                col0 = jt * BN + 2 * (lane % 4)
+                need = (jt + 1) * BN > NK
+                if causal:
+                    need = need or (jt + 1) * BN - 1 > qb * BM
+                if need:
+                    for i in T.unroll(MI * NI * 4):
+                        col = col0 + ((i // 4) % NI) * 8 + i % 2
+                        if causal:
+                            row = row0 + 16 * (i // (NI * 4)) + 8 * ((i % 4) // 2)
+                            s[i] = NEG if (col >= NK or col > row) else s[i]
+                        else:
+                            s[i] = NEG if col >= NK else s[i]
 
-            # online softmax: new row max over the tile and the 4 lanes of the row
-            for x in T.unroll(MI * 2):
-                mi, r = x // 2, x % 2
-                sh[x, 0] = m[x, 0]
-                for n in T.unroll(NI):
-                    e0 = (mi * NI + n) * 4 + 2 * r
-                    sh[x, 0] = T.max(sh[x, 0], T.max(s[e0], s[e0 + 1]))
-            for k in T.unroll(2):
-                T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, 0xFFFFFFFF)
+                # online softmax: new row max over the tile and the 4 lanes of the row
                 for x in T.unroll(MI * 2):
-                    sh[x, 0] = T.max(sh[x, 0], al[x, 0])
-            for x in T.unroll(MI * 2):
-                mi, r = x // 2, x % 2
-                # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
-                mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
-                al[x, 0] = m[x, 0] * C - mc
-                m[x, 0] = sh[x, 0]
-                # the exponent s * C - m * C as one fma per score (scalar * and + round separately: two ops)
-                srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
-                T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
-            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
-            T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
-            for x in T.unroll(MI * 2):
-                mi, r = x // 2, x % 2
-                acc = lsum[x, 0] * al[x, 0]
-                for n in T.unroll(NI):
-                    e0 = (mi * NI + n) * 4 + 2 * r
-                    acc = acc + s[e0] + s[e0 + 1]
-                lsum[x, 0] = acc
-            for i in T.unroll(MI * DN * 4):
-                o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
-            # P to f16x2/bf16x2: words (m tile, n tile, row half), the A fragment order of P V's k16 steps
-            pairs = s.view(MI * NI * 2, 2)
-            T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+                    mi, r = x // 2, x % 2
+                    sh[x, 0] = m[x, 0]
+                    for n in T.unroll(NI):
+                        e0 = (mi * NI + n) * 4 + 2 * r
+                        sh[x, 0] = T.max(sh[x, 0], T.max(s[e0], s[e0 + 1]))
+                for k in T.unroll(2):
+                    T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, 0xFFFFFFFF)
+                    for x in T.unroll(MI * 2):
+                        sh[x, 0] = T.max(sh[x, 0], al[x, 0])
+                for x in T.unroll(MI * 2):
+                    mi, r = x // 2, x % 2
+                    # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
+                    mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
+                    al[x, 0] = m[x, 0] * C - mc
+                    m[x, 0] = sh[x, 0]
+                    # the exponent s * C - m * C as one fma per score (scalar * and + round separately: two ops)
+                    srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
+                    T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
+                for x in T.unroll(MI * 2):
+                    mi, r = x // 2, x % 2
+                    acc = lsum[x, 0] * al[x, 0]
+                    for n in T.unroll(NI):
+                        e0 = (mi * NI + n) * 4 + 2 * r
+                        acc = acc + s[e0] + s[e0 + 1]
+                    lsum[x, 0] = acc
+                for i in T.unroll(MI * DN * 4):
+                    o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
+                # P to f16x2/bf16x2: words (m tile, n tile, row half), the A fragment order of P V's k16 steps
+                pairs = s.view(MI * NI * 2, 2)
+                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
 
             # V[jt] has landed and every warp is done with V[jt - 1]: refill the other V stage
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
@@ -336,10 +341,11 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
             if jt + 1 < ntiles:
                 copy_kv(cp_v, gV, 1 - st, jt + 1, kvbase, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
-            for kt in T.unroll(KT):
-                for dp in T.unroll(DN // 2):
-                    T.cuda.tile.apply(T.ptx[LDMT], rv_ld, ld_v[st, kt, dp], scope="warp")
-                    T.cuda.tile.apply(T.ptx[MMA], o_v[dp], p_mma[kt], rv_mma, o_v[dp], scope="warp")
+            if (jt * BN <= qb * BM + warp * WR + WR - 1) if causal else True:
+                for kt in T.unroll(KT):
+                    for dp in T.unroll(DN // 2):
+                        T.cuda.tile.apply(T.ptx[LDMT], rv_ld, ld_v[st, kt, dp], scope="warp")
+                        T.cuda.tile.apply(T.ptx[MMA], o_v[dp], p_mma[kt], rv_mma, o_v[dp], scope="warp")
 
         # epilogue: the full row sums, O / l, LSE
         for k in T.unroll(2):

@@ -223,6 +223,11 @@ def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -
 FIELDS = ("consumers", "BN", "stages", "overlap", "pingpong", "poly", "persistent", "early_k", "lazy", "align",
           "tma_o")
 FORM = "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[, tma_o]]]]]]])"
+# the on / off fields and what 0 and 1 mean (make_attention_hopper's errors say so)
+SWITCHES = {"early_k": ("a stage's K released with its V", "once the S that read it has retired"),
+            "lazy": ("O rescaled on every tile", "only when a row's max moves by more than 2^8"),
+            "align": ("the first query block starts at row 0", "the last one ends at row N"),
+            "tma_o": ("O stored from registers", "through shared memory and the TMA store")}
 
 
 def full_config(config) -> tuple:
@@ -293,18 +298,10 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                                   f"(one block per work item), 1 (a grid of at most num_sms = {num_sms!r} blocks "
                                   f"walking the items in a static order) or 2 (... drawing them from a counter); "
                                   f"num_sms a positive int")
-    if EARLY_K not in (0, 1):
-        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: early_k = {EARLY_K!r} must be 0 (a "
-                                  f"stage's K released with its V) or 1 (once the S that read it has retired)")
-    if LAZY not in (0, 1):
-        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: lazy = {LAZY!r} must be 0 (O rescaled "
-                                  f"on every tile) or 1 (only when a row's max moves by more than 2^8)")
-    if ALIGN not in (0, 1):
-        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: align = {ALIGN!r} must be 0 (the first "
-                                  f"query block starts at row 0) or 1 (the last one ends at row N)")
-    if TMA_O not in (0, 1):
-        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: tma_o = {TMA_O!r} must be 0 (O stored "
-                                  f"from registers) or 1 (through shared memory and the TMA store)")
+    for name, (zero, one) in SWITCHES.items():
+        if config[FIELDS.index(name)] not in (0, 1):
+            raise tiledsl.LaunchError(f"attention_hopper configuration {config}: {name} = "
+                                      f"{config[FIELDS.index(name)]!r} must be 0 ({zero}) or 1 ({one})")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
