@@ -159,11 +159,13 @@ def backward_reference(torch, q, k, v, do, causal, scale, pairs):
 
 def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), paths=("fa3", "fa2")):
     """One row of the backward table: TFLOP/s of tiledsl's backward (the best of its variants, each checked: the
-    fa3 path where it supports D, the fa2 path with each of `warps`) and of torch's per backend, and the largest
-    relative gradient error."""
+    fa3 path where it supports D, fa3tma likewise (with tma_kv), the fa2 path with each of `warps`) and of torch's
+    per backend, and the largest relative gradient error."""
     import attention_backward_hopper as ABH
     variants = [(p, w) for p in paths if p == "fa2" or D in ABH.SUPPORTED_D for w in (warps if p == "fa2" else
                                                                                       (None,))]
+    # fa3tma: the fa3 path with dK and dV through the TMA store (attention_backward_hopper's tma_kv)
+    opts = {"fa3tma": dict(path="fa3", tma_kv=True)}
     dt = getattr(torch, dtype)
     B, H = 16384 // N, 2048 // D
     torch.manual_seed(N + D + 1)
@@ -177,15 +179,15 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
     err = 0.0
     fns = {}
     for path, w in variants:
-        grads = AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w, path=path)
+        kw = opts.get(path, dict(path=path))
+        grads = AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w, **kw)
         torch.cuda.synchronize()
         for (b, h), ref in zip(pairs, refs):
             for g, r in zip(grads, ref):
                 err = max(err, ((g[b:b + 1, h:h + 1].float() - r).norm() / r.norm()).item())
         del grads
-        label = path if path == "fa3" else f"fa2/{w or AB.WARPS}"
-        fns[label] = lambda w=w, path=path: AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w,
-                                                                  path=path)
+        label = f"fa2/{w or AB.WARPS}" if path == "fa2" else path
+        fns[label] = lambda w=w, kw=kw: AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w, **kw)
     del refs
     row["err"] = err
     row["ok"] = err <= BWD_TOL
@@ -293,7 +295,8 @@ def main(argv=None):
                         "or e.g. '4,8'")
     p.add_argument("--bwd-paths", default="fa3,fa2",
                    help="the backward paths to time, best reported (each shown): fa3 (examples/"
-                        "attention_backward_hopper.py, where it supports D) and/or fa2 (with each of --bwd-warps)")
+                        "attention_backward_hopper.py, where it supports D), fa3tma (the same with tma_kv: dK and "
+                        "dV through the TMA store) and/or fa2 (with each of --bwd-warps)")
     p.add_argument("--fa2-target", metavar="SM", default=None,
                    help="compile the FA2 configurations for this target, e.g. sm_80 (on a newer GPU the driver "
                         "compiles its PTX for the device)")

@@ -490,7 +490,7 @@ def _fa3_backward_fits(q, D) -> bool:
 
 
 def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None, path=None, tail_split=None,
-                       sms=None):
+                       sms=None, tma_kv=None):
     """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernels on the CPU interpreter. dq has
@@ -500,7 +500,9 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     warps: the fa2 kernel's warps a block, 4 or 8 (default WARPS). tail_split (fa3): spread the query tiles of the
     items past the whole waves of `sms` blocks (default: the device's SMs; 132 on the interpreter) over every
     block (make_attention_backward_hopper); None: where attention_backward_hopper's TAIL_SPLIT (off: measured
-    slower) and tail_split_helps say so."""
+    slower) and tail_split_helps say so. tma_kv (fa3, without grouped-query heads or the tail split): dK and dV
+    leave through shared memory and the TMA store; None: attention_backward_hopper's TMA_KV (off: not yet
+    measured)."""
     dt, shape, D = _check_grads(q, k, v, o, lse, do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):
@@ -511,8 +513,9 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
     if path == "fa3" and warps is not None:
         raise tiledsl.LaunchError("warps= configures the fa2 backward; the fa3 backward has none")
-    if path == "fa2" and (tail_split or sms is not None):
-        raise tiledsl.LaunchError("tail_split= and sms= configure the fa3 backward; the fa2 backward has none")
+    if path == "fa2" and (tail_split or sms is not None or tma_kv):
+        raise tiledsl.LaunchError("tail_split=, sms= and tma_kv= configure the fa3 backward; the fa2 backward has "
+                                  "none")
     B, H, HK, N, NK = shape
     if path == "fa3":
         import attention_backward_hopper as ABH
@@ -520,7 +523,10 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
             sms = sm_count(q)
         if tail_split is None:
             tail_split = ABH.TAIL_SPLIT and ABH.tail_split_helps(causal, shape, sms)
-        main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms)
+        if tma_kv is None:
+            tma_kv = ABH.TMA_KV and not tail_split and H == HK
+        main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms,
+                                                  tma_kv=tma_kv)
         NP = -(-N // ABH.BM) * ABH.BM
         # the fa3 kernel's dQ accumulator is tiled (B * H, NP query rows: one block per tile and consumer), which
         # its own cast reads; fa2's is (B * H * N, D) row-major
@@ -555,7 +561,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         if getattr(main, "slots", None):
             # the tail split's workspace: slots that every piece writes before any reads, counters at zero
             tail = (np.full(main.slots, np.nan, np.float32), np.zeros(main.counters, np.int32))
-        run(main, *ins, lse2, delta, dqa, dka, dva, *tail)
+        run(main, *ins, lse2, delta, dqa, *kv_args(main, dka, dva), *tail)
         dq = np.zeros_like(q)
         run(cast_q, dqa.reshape(-1, 8), dq.reshape(-1, 8))
         if not gqa:
@@ -576,7 +582,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     ins, tail = operands(q, k, v, do)
     if getattr(main, "slots", None):
         tail = ABH.workspace(main, q)
-    main(*ins, lse2, delta, dqa, dka, dva, *tail)
+    main(*ins, lse2, delta, dqa, *kv_args(main, dka, dva), *tail)
     dq = torch.empty_like(q)
     cast_q(dqa.view(-1, 8), dq.view(-1, 8))
     if not gqa:
@@ -585,6 +591,14 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     cast_kv(dka.view(-1, 8), dk.view(-1, 8))
     cast_kv(dva.view(-1, 8), dv.view(-1, 8))
     return dq, dk, dv
+
+
+def kv_args(main, dka, dva):
+    """dK's and dV's outputs as the main kernel takes them (the fa3 kernel with tma_kv: (B * H_kv, N_kv, D) views)."""
+    if getattr(main, "tma_kv", False):
+        from attention_backward_hopper import kv_arg
+        return kv_arg(dka, main), kv_arg(dva, main)
+    return dka, dva
 
 
 def reference_backward(q, k, v, do, causal=False, scale=None):

@@ -39,7 +39,11 @@ One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
     finite) and are not stored; causal: query tiles wholly above the diagonal are never visited, the tiles
     crossing it masked;
   * the epilogue stores dK, dV in q's dtype (without GQA) or adds their float32 values into (B * H_kv * N_kv, D)
-    accumulators (GQA: every query head's block adds its share).
+    accumulators (GQA: every query head's block adds its share). With tma_kv (not GQA, not split) they leave
+    through shared memory instead: once both consumers have met after their last dQ (which read every key row of
+    K), each writes dK by stmatrix into its own 64 rows of K's buffer and dV into its own rows of V's (only it
+    read those), and one thread a consumer stores the four 64 x 64 boxes through the TMA unit, which drops the
+    key rows past N_kv (examples/hopper_staging.py).
 
 Tail split (tail_split=True; off by default: TAIL_SPLIT, measured slower on the H200): 2048 items (a key block
 of a head) on 132 SMs are 15.52 waves, the last half idle. The split grid runs the items of the whole waves one a
@@ -62,6 +66,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention_backward import cast_row8
 from hopper_producer import consumer_registers, elect_one
+from hopper_staging import packed_words, staging_layouts
 from stream_buffers import stream_buffers
 from sm_count import NUM_SMS   # the tail split's blocks (attention_backward asks the device)
 
@@ -166,6 +171,10 @@ def makespan(blocks, sms) -> float:
 # reloading K and V a piece and the partial dK / dV slots cost more than the half-idle last wave (3%) did
 TAIL_SPLIT = False
 
+# attention_backward's default for tma_kv (dK and dV out through shared memory and the TMA store): off, not yet
+# measured on the H200
+TMA_KV = False
+
 # A block's fixed costs in query tiles' time, for tail_split_helps' model (estimates, not measurements): loading K
 # and V and storing dK and dV about a tile's time; a split piece's partial dK and dV to its workspace slot (128
 # KB, to L2) and the last piece's read of each contributor's slot half a tile each
@@ -220,7 +229,7 @@ def workspace(kernel, a):
 
 
 def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, tail_split=False,
-                                   sms=NUM_SMS):
+                                   sms=NUM_SMS, tma_kv=False):
     """The FA3-style main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D (128), causal or not,
     shape = (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only.
 
@@ -228,7 +237,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     reshaped); LSE2 (LSE * log2 e) and Delta (B * H, NP) float32, NP = N rounded up to whole BM-row tiles, zero
     past N (attention_backward.make_delta's); dQacc (B * H * NP, D) float32, zeroed, which the kernel adds into
     tiled: one 16 KB block per (b * H + h, query tile, consumer) in fragment order (make_cast_dq reads it);
-    dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else zeroed float32 accumulators (B * H_kv * N_kv, D).
+    dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else zeroed float32 accumulators (B * H_kv * N_kv, D); with
+    tma_kv (no GQA, no tail split: dK and dV through shared memory and the TMA store) tensor maps of their
+    (B * H_kv, N_kv, D) views (kv_arg).
 
     tail_split: the items (a key block of a head) past the whole waves of `sms` blocks are not left to a last,
     partly idle wave: their query tiles are spread evenly over `sms` blocks (tail_plan; tail_split_helps says
@@ -244,9 +255,17 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         raise tiledsl.LaunchError(f"the FA3 backward takes 2 to 4 stages within {SMEM_LIMIT} bytes of shared "
                                   f"memory, got {STG} (which needs {smem_bytes(D, STG) + 2048})")
     plan = tail_plan(causal, shape, sms) if tail_split else None
+    if tma_kv not in (False, True, 0, 1):
+        raise tiledsl.LaunchError(f"the FA3 backward's tma_kv must be True or False, got {tma_kv!r}")
+    if tma_kv and (plan is not None or shape[1] != shape[2]):
+        raise tiledsl.LaunchError("the FA3 backward's tma_kv stores dK and dV whole in q's dtype: not with the tail "
+                                  "split (its pieces add partial sums) nor grouped-query heads (float32 sums added "
+                                  "across query heads)")
     key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
     if plan is not None:
         key += ("tail_split", int(sms))
+    if tma_kv:
+        key += ("tma_kv",)
     if key in _KERNELS:
         return _KERNELS[key]
     B, H, HK, N, NK = shape
@@ -287,6 +306,15 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
     acc_t = dtype if GROUP == 1 else "float32"
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
+    TMA_KV = bool(tma_kv)
+    # dK and dV: tensors st.global (or red.global) writes, or with tma_kv tensor maps whose boxes are a consumer's
+    # 64 key rows by 64 columns
+    KV_ANN = T.TensorMap((B * HK, NK, D), dtype, box=(1, 64, 64), swizzle=128) if TMA_KV else T.Tensor(kv_shape,
+                                                                                                          acc_t)
+    L_PK = packed_words(D)
+    L_SW, L_SB = staging_layouts(CONS, DH, BK)
+    STORE = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"
+    STMX4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
     ragged_k = NK % BK != 0
 
     SPLIT = plan is not None
@@ -342,6 +370,39 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                             at = kvbase + 8 * n + e
                             T.cuda.tile.apply(T.ptx[RED], gdk[at:at + 1], dk[4 * n + 2 * r + e])
                             T.cuda.tile.apply(T.ptx[RED], gdv[at:at + 1], dv[4 * n + 2 * r + e])
+
+    @tiledsl.inline
+    def staged(c):
+        """Consumer c's writes to shared memory made visible to the TMA unit (generic to async proxy), then its
+        warpgroup meets on its own barrier (the id a compile-time immediate: a run-time one makes ptxas reserve
+        all 16 barriers)."""
+        T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+        if c == 0:
+            T.cuda.tile.apply(T.ptx["bar.sync"], STAGED_BAR, 128)
+        else:
+            T.cuda.tile.apply(T.ptx["bar.sync"], STAGED_BAR + 1, 128)
+
+    @tiledsl.inline
+    def store_kv_staged(dK, dV, dk, dv, sk, sv, c, w, tq, bhk, kb):
+        """tma_kv: dK and dV of consumer c's 64 key rows packed to q's dtype, written by stmatrix.x4 into its own rows
+        of K's and V's buffers once both consumers have met after their last dQ (the other's read K's rows), then
+        one thread's TMA stores (the unit drops key rows past N_kv); the block's last wait_group covers them."""
+        T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+        kw = T.alloc_local((ND // 2, 1), "uint32")
+        vw = T.alloc_local((ND // 2, 1), "uint32")
+        T.cuda.tile.apply(T.ptx[CVT], kw, dk.view(ND // 2, 2)[:, 1:2], dk.view(ND // 2, 2)[:, 0:1])
+        T.cuda.tile.apply(T.ptx[CVT], vw, dv.view(ND // 2, 2)[:, 1:2], dv.view(ND // 2, 2)[:, 0:1])
+        kwords = sk.view(dtype="uint32").view(CONS, 4, D // 16, 4, 8, 4, layout=L_SW)
+        vwords = sv.view(dtype="uint32").view(CONS, 4, D // 16, 4, 8, 4, layout=L_SW)
+        T.cuda.tile.apply(T.ptx[STMX4], kwords[c, w], kw.view(D // 16, 4, 8, 4, layout=L_PK), scope="warp")
+        T.cuda.tile.apply(T.ptx[STMX4], vwords[c, w], vw.view(D // 16, 4, 8, 4, layout=L_PK), scope="warp")
+        staged(c)
+        if tq == 0:
+            kboxes = sk.view(CONS, DH, 1, 64, 64, layout=L_SB)
+            vboxes = sv.view(CONS, DH, 1, 64, 64, layout=L_SB)
+            T.cuda.tile.apply(T.ptx[STORE], dK, kboxes[c], coords=(bhk, kb * BK + 64 * c, 0), coord_steps=STEP)
+            T.cuda.tile.apply(T.ptx[STORE], dV, vboxes[c], coords=(bhk, kb * BK + 64 * c, 0), coord_steps=STEP)
+            T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
 
     @tiledsl.inline
     def finish_piece(W, F, dK, dV, dk, dv, key0, bhk, lane, tid, item, xs, kb, pq, qt, later, sflag, got):
@@ -645,12 +706,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 # TMA unit, the warpgroup's 128 threads present; then one thread adds the block into the
                 # accumulator. Rows past N come from zero Q and dO rows: zeros, never read back
                 T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sdqp[c, :, tq], sacc.view(NQ // 2, 2))
-                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
-                # (the barrier's id a compile-time immediate: a run-time id makes ptxas reserve all 16 barriers)
-                if c == 0:
-                    T.cuda.tile.apply(T.ptx["bar.sync"], STAGED_BAR, 128)
-                else:
-                    T.cuda.tile.apply(T.ptx["bar.sync"], STAGED_BAR + 1, 128)
+                staged(c)
                 if tq == 0:
                     T.cuda.tile.apply(T.ptx[REDUCE], gdq[(bh * NQT + qt) * CONS + c], sdq[c], copy_bytes=DQ_BYTES)
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
@@ -675,7 +731,10 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                         newp = 1
             if not SPLIT:
                 # epilogue
-                store_kv(dK, dV, dk, dv, key0, bhk, lane)
+                if TMA_KV:
+                    store_kv_staged(dK, dV, dk, dv, sk, sv, c, w, tq, bhk, kb)
+                else:
+                    store_kv(dK, dV, dk, dv, key0, bhk, lane)
             # the last dQ reduction has completed (its writes made) before the kernel ends
             if tq == 0:
                 T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group"], 0)
@@ -701,15 +760,20 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                               V: T.TensorMap((B * HK, NK, D), dtype, box=(1, BK, 64), swizzle=128),
                               dO: T.TensorMap((B * H, N, D), dtype, box=(1, BM, 64), swizzle=128),
                               LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
-                              dQ: T.Tensor((B * H * NP, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
-                              dV: T.Tensor(kv_shape, acc_t)):
+                              dQ: T.Tensor((B * H * NP, D), "float32"), dK: KV_ANN, dV: KV_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS, max_registers=CAP))
             bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, None, None)
         kernel = attention_bwd_fa3
         kernel.slots, kernel.counters = None, 0
+    kernel.tma_kv = TMA_KV
     kernel.tile = (BK, BM)
     _KERNELS[key] = kernel
     return kernel
+
+
+def kv_arg(x, kernel):
+    """dK or dV as the kernel takes it: the tensor, or with tma_kv its (B * H_kv, N_kv, D) view (a tensor map's)."""
+    return x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3]) if kernel.tma_kv else x
 
 
 def make_cast_dq(dtype, BH, N, D=128):

@@ -81,6 +81,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 from attention import key_tiles
 from hopper_attention_parts import forward_parts
 from hopper_producer import consumer_registers
+from hopper_staging import staging_layouts
 from sm_count import NUM_SMS, sm_count
 from stream_buffers import stream_buffers
 
@@ -210,13 +211,8 @@ def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -
     # P as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of key step kk; this is
     # S's register pair (2p, 2p + 1) for p = 4 kk + r
     L["p"] = TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
-    # O staged in Q's buffer (tma_o), consumer c in rows 64c.. of every box: as the TMA unit reads it, (consumer,
-    # box, 1, 64 rows, 64 columns); and as b32 words as stmatrix.x4 of warp w writes them, (consumer, warp, box,
-    # 16-column block b, matrix i // 2, i % 2, row j, word x) -> row 16w + 8(i % 2) + j, word 8b + 4(i // 2) + x of
-    # the box's 32-word rows, XOR-swizzled as the boxes are (in 4-word chunks)
-    L["o_boxes"] = TileLayout(S[(consumers, dh, 1, 64, 64) : (64 * 64, bm * 64, 64 * 64, 64, 1)], swizzle=SW128)
-    L["o_words"] = TileLayout(S[(consumers, 4, dh, 4, 2, 2, 8, 4) :
-                                (2048, 512, bm * 32, 8, 4, 256, 32, 1)], swizzle=(3, 2, 3))
+    # O staged in Q's buffer (tma_o), consumer c in rows 64c.. of every box (examples/hopper_staging.py)
+    L["o_words"], L["o_boxes"] = staging_layouts(consumers, dh, bm)
     return L
 
 

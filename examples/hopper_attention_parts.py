@@ -19,6 +19,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 from attention import key_tiles
 from exp2_fma import exp2_fma
 from hopper_producer import FULL_MASK, elect_one
+from hopper_staging import packed_words
 
 NEG = -math.inf
 LAZY_BITS = 8.0                         # lazy rescale: P up to 2^8, well inside f16 / bf16 / e4m3's range
@@ -108,9 +109,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     FULL, REM = ITEMS // G, ITEMS % G
     LAST_REVERSED = FULL % 2 == 1
     NE = 2 * STG if early_k else STG    # empty barriers: a stage's V (and K), then with early_k each stage's K
-    # tma_o: O's packed words (store's) as stmatrix.x4 registers: word 4b + i of lane 4r + x, the pair of row 8(i %
-    # 2) + r, columns 16b + 8(i // 2) + 2x, + 1, is register i of 16-column block b
-    L_PK = TileLayout(S[(D // 16, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
+    L_PK = packed_words(D)              # tma_o: O's packed words as stmatrix.x4 operands
 
     @tiledsl.inline
     def block_row(qb):

@@ -13,7 +13,7 @@ import tiledsl
 from helpers import check_assembles
 
 
-def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False):
+def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv=False):
     """The main kernel's PTX for (B, H, H_kv, N, N_kv), with numpy stand-ins for its arguments (bfloat16 as its
     uint16 bits; the tail split's workspace too)."""
     B, H, HK, N, NK = shape
@@ -23,8 +23,10 @@ def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False):
     kv = np.empty((B * HK, NK, D), dt)
     stats = np.empty((B * H, NP), np.float32)
     acc = kv.reshape(B, HK, NK, D) if H == HK else np.empty((B * HK * NK, D), np.float32)
-    k = ABH.make_attention_backward_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, tail_split=tail_split)
+    k = ABH.make_attention_backward_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, tail_split=tail_split,
+                                           tma_kv=tma_kv)
     ws = (np.empty(k.slots, np.float32), np.zeros(k.counters, np.int32)) if k.slots else ()
+    acc = ABH.kv_arg(acc, k)
     ck = k.compile(q, kv, kv, q, stats, stats, np.empty((B * H * NP, D), np.float32), acc, acc, *ws)
     return ck.asm["ptx"], ck.metadata
 
@@ -37,6 +39,9 @@ GPU_SHAPES += [(dt, c, (2, 8, hk, 1000, 1000), 0.05) for dt in ("float16", "bflo
                for hk in (2, 1)]
 GPU_SHAPES += [("float16", c, (1, 4, 2, n, nk), None) for c in (False, True) for n, nk in ((300, 1234), (1234, 300))]
 GPU_SHAPES += [("bfloat16", c, BENCH_SHAPE, None) for c in (False, True)]
+# tests/test_gpu_attention_backward.py::test_fa3_tma_kv_is_bit_for_bit's tma_kv kernels
+GPU_TMA_KV_SHAPES = [(dt, c, (2, 4, 4, n, nk)) for dt in ("float16", "bfloat16") for c in (False, True)
+                     for n, nk in ((1000, 1000), (4096, 4096), (300, 1234), (1234, 300))]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -69,6 +74,12 @@ def test_every_gpu_test_kernel_assembles(dtype, causal, shape, scale):
     # none spills: causal with GQA spilled 4-12 bytes while dQ was added by scalar red (its addressing cost
     # registers); the bulk reduction's staging freed them (measured 2026-12-01)
     check_assembles(kernel_ptx(dtype, causal, shape, scale)[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype, causal, shape", GPU_TMA_KV_SHAPES)
+def test_every_tma_kv_gpu_test_kernel_assembles(dtype, causal, shape):
+    check_assembles(kernel_ptx(dtype, causal, shape, tma_kv=True)[0])
 
 
 def _case(H, HK, N, NK, causal, scale, seed, D=128):
@@ -114,6 +125,13 @@ def test_bad_calls_are_refused():
         AB.attention_backward(q, q, q, o, lse, q, path="fa3", warps=4)
     with pytest.raises(tiledsl.LaunchError, match="tail_split"):
         AB.attention_backward(q, q, q, o, lse, q, path="fa2", tail_split=True)
+    with pytest.raises(tiledsl.LaunchError, match="tma_kv= configure the fa3 backward"):
+        AB.attention_backward(q, q, q, o, lse, q, path="fa2", tma_kv=True)
+    for bad in (dict(shape=(1, 2, 1, 64, 64)), dict(shape=(4, 16, 16, 4096, 4096), tail_split=True, sms=132)):
+        with pytest.raises(tiledsl.LaunchError, match="tma_kv stores dK and dV whole"):
+            ABH.make_attention_backward_hopper("float16", 128, False, bad.pop("shape"), 0.1, tma_kv=True, **bad)
+    with pytest.raises(tiledsl.LaunchError, match="tma_kv must be True or False, got 2"):
+        ABH.make_attention_backward_hopper("float16", 128, False, (1, 1, 1, 64, 64), 0.1, tma_kv=2)
     with pytest.raises(tiledsl.LaunchError, match="positive number of SMs"):
         ABH.make_attention_backward_hopper("float16", 128, False, (1, 1, 1, 64, 64), 0.1, tail_split=True, sms=0)
     with pytest.raises(tiledsl.LaunchError, match="stages"):
@@ -238,3 +256,32 @@ def test_tail_split_is_taken_where_the_model_says_it_shortens_the_grid():
     assert ABH.tail_plan(True, (1, 4, 4, 300, 1234)) is None
     # the model: one SM, 3 blocks of 2, 1 and 1: 4; two SMs: 2 and 1 + 1
     assert ABH.makespan([2, 1, 1], 1) == 4 and ABH.makespan([2, 1, 1], 2) == 2
+
+
+@pytest.mark.parametrize("causal, n, nk", [(False, 200, 200), (True, 200, 200), (False, 130, 190), (True, 190, 130)])
+def test_tma_kv_on_the_interpreter_is_bit_for_bit(causal, n, nk):
+    # tma_kv: dK and dV staged in K's and V's buffers (once both consumers are past their last dQ) and stored by
+    # the TMA unit, which drops the key rows past N_kv (190 and 130: a ragged second key block): the same numbers
+    # as the st.global epilogue, to the bit
+    rng = np.random.default_rng(n + nk + causal)
+    q, do = (rng.standard_normal((1, 2, n, 128)).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal((1, 2, nk, 128)).astype(np.float16) for _ in range(2))
+    o, lse = A.attention(q, k, v, causal=causal, scale=0.1, config=(4, 1, 1))
+    g0 = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.1, path="fa3", tma_kv=False)
+    g1 = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.1, path="fa3", tma_kv=True)
+    assert all(np.array_equal(a, b) for a, b in zip(g0, g1))
+    ref = AB.reference_backward(q, k, v, do, causal=causal, scale=0.1)
+    for g, r in zip(g1, ref):
+        assert np.linalg.norm(g.astype(np.float64) - r) / np.linalg.norm(r) <= 1e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_tma_kv_assembles_without_spills(causal):
+    # dK and dV by stmatrix (8 x4 a consumer thread) and four TMA stores, no st.global: the benchmark's shape
+    ptx, _ = kernel_ptx("float16", causal, BENCH_SHAPE, tma_kv=True)
+    plain, _ = kernel_ptx("float16", causal, BENCH_SHAPE)
+    assert ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16 and "stmatrix" not in plain
+    assert ptx.count("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group") == 4
+    assert "st.global" not in ptx and "st.global" in plain
+    assert ptx.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
+    check_assembles(ptx)

@@ -244,3 +244,21 @@ def test_backward_sass_is_tensor_core_code_without_local_memory(D, causal):
         pytest.skip("cuobjdump not installed")
     assert "HMMA" in sass and "LDSM" in sass and "LDGSTS" in sass and "MUFU.EX2" in sass and "RED" in sass
     assert not re.search(r"\b(STL|LDL)\b", sass)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n, nk", [(1000, 1000), (4096, 4096), (300, 1234), (1234, 300)])
+def test_fa3_tma_kv_is_bit_for_bit(dtype, causal, n, nk):
+    # tma_kv: dK and dV through K's and V's buffers and the TMA store (which drops key rows past N_kv): the same
+    # bits as the st.global epilogue, and within the reference's bounds
+    torch = pytest.importorskip("torch")
+    _check(dtype, 2, 4, 4, n, nk, 128, causal, seed=n + nk, path="fa3", tma_kv=True)
+    torch.manual_seed(n + nk + 1)
+    dt = getattr(torch, dtype)
+    q, do = (torch.randn(2, 4, n, 128, device="cuda", dtype=dt) for _ in range(2))
+    k, v = (torch.randn(2, 4, nk, 128, device="cuda", dtype=dt) for _ in range(2))
+    o, lse = A.attention(q, k, v, causal=causal)
+    g0 = AB.attention_backward(q, k, v, o, lse, do, causal=causal, path="fa3", tma_kv=False)
+    g1 = AB.attention_backward(q, k, v, o, lse, do, causal=causal, path="fa3", tma_kv=True)
+    assert all(torch.equal(a, b) for a, b in zip(g0, g1))
