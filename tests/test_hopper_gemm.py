@@ -75,7 +75,8 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg, cap, regs
     bn = cfg.get("bn", H.BN)
     n_mma = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}")
     assert n_mma and n_mma % (H.BK // 16) == 0                  # BK/16 per K tile (LLVM may peel the first)
-    assert "0x4000004000010000" in ptx                          # 128B swizzle, SBO 1024 bytes, from the layout
+    # 128B swizzle, SBO 1024 bytes, from the layout: the descriptor's high and low static words
+    assert "0x40000040;" in ptx and "0x00010000;" in ptx
     assert f"setmaxnreg.dec.sync.aligned.u32 {H.PRODUCER_REGS};" in ptx
     assert f"setmaxnreg.inc.sync.aligned.u32 {regs};" in ptx
     assert "elect.sync" in ptx and LOAD in ptx
@@ -341,7 +342,7 @@ def test_fp8_compiles_and_assembles_without_spills(at, bt, out, cfg):
     bn = cfg.get("bn", 256)
     n_mma = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.{at}.{bt}")
     assert n_mma and n_mma % 4 == 0                             # 128-byte K tiles: four k32 steps each
-    assert "0x4000004000010000" in ptx                          # 128B swizzle, SBO 1024 bytes, as for f16
+    assert "0x40000040;" in ptx and "0x00010000;" in ptx       # 128B swizzle, SBO 1024 bytes, as for f16
     assert LOAD in ptx and "elect.sync" in ptx
     store = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
     assert (store in ptx) == cfg.get("tma_store", True)

@@ -274,3 +274,43 @@ def test_fp8_descriptor_bits_for_one_byte_elements():
         byte = {(r, k): lay.locate((0, 0, r, k), (1, 2, 64, 32))[0] for r in range(64) for k in range(32)}
         f, why = DS.derive(lambda r, k: byte[(r, k)], 64, 32, 1, True, mode)
         assert why is None and (f.mode, f.lbo, f.sbo) == (mode, lbo, sbo), (sw, f, why)
+
+
+def _run_descriptor_ptx(code: str, regs: dict) -> int:
+    """Evaluate descriptor_asm's PTX (the handful of integer instructions it emits) on 32-bit registers."""
+    import re
+    m32 = 0xFFFFFFFF
+    val = lambda x: regs[x] if x in regs else int(x, 0) & m32     # noqa: E731
+    for ins in filter(None, (s.strip() for s in code.split(";"))):
+        op, rest = ins.split(None, 1)
+        if op == "mov.b64":
+            d, lo, hi = re.match(r"(%\w+), \{(%\w+), (%\w+)\}", rest).groups()
+            regs[d] = regs[hi] << 32 | regs[lo]
+            continue
+        d, *a = [x.strip() for x in rest.split(",")]
+        x = [val(v) for v in a]
+        regs[d] = {"add.u32": lambda: (x[0] + x[1]) & m32, "add.s32": lambda: (x[0] + x[1]) & m32,
+                   "shr.u32": lambda: x[0] >> x[1], "and.b32": lambda: x[0] & x[1],
+                   "or.b32": lambda: x[0] | x[1], "mov.b32": lambda: x[0]}[op]()
+    return regs
+
+
+@pytest.mark.parametrize("mode, lbo, sbo", [(1, 16, 1024), (2, 16, 512), (3, 16, 256), (0, 128, 256),
+                                            (1, 8192, 1024)])
+def test_descriptor_asm_is_the_descriptor_of_base_plus_imm(mode, lbo, sbo):
+    # descriptor_asm forms ((base + imm) >> 4) & 0x3FFF | static as the base's field plus imm // 16 (so ptxas can
+    # share the base's part between the tiles of a view): the same 64 bits for every shared address a block can
+    # have (below 2^18 bytes), imm positive or negative, base aligned or not as long as base + imm is
+    from tiledsl.isa.wgmma.pattern import descriptor_asm
+    static = DS.Fields(mode=mode, lbo=lbo, sbo=sbo).static_bits()
+    rng = np.random.default_rng(mode * 7 + lbo)
+    for _ in range(3000):
+        start = int(rng.integers(0, (227 << 10) // 16)) * 16
+        imm = int(rng.choice([0, 16, 32, 96, 2048, 8192, 24576, -16, -2048, 8, -8, 40]))
+        base = start - imm
+        if base < 0:
+            continue
+        got = _run_descriptor_ptx(descriptor_asm("%b", imm, static, "%lo", "%hi", "%d"), {"%b": base})["%d"]
+        assert got == ((start >> 4) & 0x3FFF) | static, (base, imm)
+    with pytest.raises(ValueError, match="overlap its start address field"):
+        descriptor_asm("%b", 0, static | 1, "%lo", "%hi", "%d")
