@@ -65,7 +65,7 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention_backward import cast_row8
-from hopper_producer import consumer_registers, elect_one
+from hopper_producer import consumer_registers, elect_one, warpgroup_index
 from hopper_staging import packed_words, staging_layouts
 from stream_buffers import stream_buffers
 from sm_count import NUM_SMS   # the tail split's blocks (attention_backward asks the device)
@@ -459,7 +459,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     @tiledsl.inline
     def bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, W, F):
         tid = T.cuda.thread_id()
-        wg = tid // 128
+        wg = warpgroup_index(tid)
         pid = T.cuda.block_id()
         # the key blocks of one head are neighbours (its Q and dO stay in L2); causal: key block 0, which walks
         # every query tile, first

@@ -39,7 +39,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 from attention import key_tiles
 from attention_hopper import CONSUMER_REGS, LOG2E, PRODUCER_REGS, SMEM_LIMIT, _flat
 from hopper_attention_parts import forward_parts
-from hopper_producer import consumer_registers
+from hopper_producer import consumer_registers, warpgroup_index
 
 SWIZZLE = {64: (2, 4, 3), 128: (3, 4, 3)}   # 16-byte chunk c of a 64/128-byte row r at c ^ (r % 4 or 8), in bytes
 KEY_BLOCK = 16                              # V^T's keys are permuted within blocks of 16 (the P fragment's period)
@@ -165,7 +165,7 @@ def make_attention_fp8(out, D, causal, shape, scale, config=None):
                           DESCALE: T.Tensor((3,), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NQB * B * H, block=THREADS, max_registers=CAP))
         tid = T.cuda.thread_id()
-        wg = tid // 128
+        wg = warpgroup_index(tid)
         pid = T.cuda.block_id()
         bh = pid // NQB
         qb = pid % NQB

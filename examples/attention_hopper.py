@@ -80,7 +80,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from attention import key_tiles
 from hopper_attention_parts import forward_parts
-from hopper_producer import consumer_registers
+from hopper_producer import consumer_registers, warpgroup_index
 from hopper_staging import staging_layouts
 from sm_count import NUM_SMS, sm_count
 from stream_buffers import stream_buffers
@@ -385,7 +385,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                       O: O_ANN, LSE: T.Tensor((B, H, N), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=NQB * B * H, block=THREADS, max_registers=CAP))
         tid = T.cuda.thread_id()
-        wg = tid // 128
+        wg = warpgroup_index(tid)
         pid = T.cuda.block_id()
         # the query blocks of one head are neighbours (its K and V stay in L2); causal: heaviest first
         bh = pid // NQB
@@ -419,7 +419,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         # order); the ring, Q's barriers and the ping-pong turns run on from item to item
         T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS, max_registers=CAP))
         tid = T.cuda.thread_id()
-        wg = tid // 128
+        wg = warpgroup_index(tid)
         pid = T.cuda.block_id()
         tq, tk, tv, wq, wk, wv, osw, oso = tiles()
         qbar, fullk, fullv, empty, qfree = ring_barriers(tid)
@@ -452,7 +452,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         # producer publishes each item's number in nxt with its Q, and ITEMS there once the items are gone
         T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS, max_registers=CAP))
         tid = T.cuda.thread_id()
-        wg = tid // 128
+        wg = warpgroup_index(tid)
         pid = T.cuda.block_id()
         tq, tk, tv, wq, wk, wv, osw, oso = tiles()
         qbar, fullk, fullv, empty, qfree = ring_barriers(tid)

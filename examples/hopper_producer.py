@@ -2,7 +2,8 @@
 (examples/hopper_gemm_kernel.py, attention_hopper.py, attention_fp8.py, attention_backward_hopper.py): after
 `setmaxnreg.dec`, warp 0 runs `elect.sync` and the elected lane issues every TMA copy (one thread, so each copy and
 each expect_tx is issued once; elect.sync rather than lane 0 so the warp stays converged for the compiler), and
-how the block's registers are split between it and the consumer warpgroups (consumer_registers)."""
+how the block's registers are split between it and the consumer warpgroups (consumer_registers); and the
+warpgroup index as a warp-uniform value (warpgroup_index)."""
 import tiledsl
 from tiledsl import T
 
@@ -16,6 +17,19 @@ def elect_one():
     elected = T.alloc_local((1,), "uint32")
     T.cuda.tile.apply(T.ptx["elect.sync"], leader, FULL_MASK, p=elected)
     return elected[0]
+
+
+@tiledsl.inline
+def warpgroup_index(tid):
+    """tid // 128 as a value ptxas knows to be the same on every lane of the warp (lane 0's, by shfl.sync): what
+    derives from it (a consumer's rows of a shared buffer, its wgmma descriptors) then stays in uniform registers,
+    where from tid itself every wgmma's descriptor went through R2UR moves (a D = 256 attention main loop: 46 of
+    578 instructions a warp and tile)."""
+    mine = T.alloc_local((1,), "int32")
+    lane0 = T.alloc_local((1,), "int32")
+    mine[0] = tid // 128
+    T.cuda.tile.apply(T.ptx["shfl.sync.idx.b32"], lane0, mine, 0, 0x1F, FULL_MASK)
+    return lane0[0]
 
 
 def consumer_registers(threads: int, cap: int, consumers: int, producer_regs: int, consumer_regs: int) -> int:
