@@ -69,12 +69,20 @@ def reference(torch, q, k, v, causal, scale, pairs, chunk=2048):
     return out
 
 
+def fa2_call(config):
+    """attention()'s keywords for a configuration of the table: an FA2 one may carry a trailing "lazy" (its lazy
+    rescale: --fa2-lazy), whose kernel is the FA2 configuration's with lazy=True."""
+    if config and config[-1] == "lazy":
+        return dict(config=tuple(config[:-1]), path="fa2", lazy=True)
+    return dict(config=config)
+
+
 def check(torch, A, q, k, v, causal, config, target=None):
     """Max abs errors (O, LSE) of tiledsl's result against float32 on two (batch, head) pairs, and the O
     tolerance for the dtype."""
     D = q.shape[-1]
     scale = 1.0 / math.sqrt(D)
-    o, lse = A.attention(q, k, v, causal=causal, config=config, target=target)
+    o, lse = A.attention(q, k, v, causal=causal, target=target, **fa2_call(config))
     torch.cuda.synchronize()
     pairs = [(0, 0), (q.shape[0] - 1, q.shape[1] - 1)]
     eo = el = 0.0
@@ -96,12 +104,13 @@ def run_shape(torch, A, dtype, D, N, causal, configs, quick, fa2_target=None):
     row = {"dtype": dtype, "causal": causal, "D": D, "N": N, "BH": f"{B}x{H}", "ok": True}
     fns = {}
     for w in configs:
-        tg = fa2_target if len(w) == 3 else None        # an FA2 configuration may be compiled for another target
+        # an FA2 configuration (3 entries, or 4 with "lazy") may be compiled for another target
+        tg = fa2_target if len(w) == 3 or w[-1] == "lazy" else None
         eo, el, tol = check(torch, A, q, k, v, causal, w, tg)
         ok = eo <= tol and el <= 1e-3
         row["ok"] &= ok
         row.setdefault("err", []).append(f"{eo:.1e}/{el:.0e}" + ("" if ok else " FAIL"))
-        fns[w] = lambda w=w, tg=tg: A.attention(q, k, v, causal=causal, config=w, target=tg)
+        fns[w] = lambda w=w, tg=tg: A.attention(q, k, v, causal=causal, target=tg, **fa2_call(w))
     for be in BACKENDS:
         add_backend(row, fns, be, lambda be=be: sdpa_call(
             torch, be, lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)))
@@ -300,6 +309,8 @@ def main(argv=None):
     p.add_argument("--fa2-target", metavar="SM", default=None,
                    help="compile the FA2 configurations for this target, e.g. sm_80 (on a newer GPU the driver "
                         "compiles its PTX for the device)")
+    p.add_argument("--fa2-lazy", action="store_true",
+                   help="time each FA2 configuration beside its lazy-rescale twin (attention(..., lazy=True))")
     p.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of the tables (needs matplotlib)")
     p.add_argument("--fp8", action="store_true",
                    help="the FP8 (e4m3) forward against the f16 FA3 kernel and cuDNN instead (default D = 128, N "
@@ -346,6 +357,9 @@ def main(argv=None):
                                        "both": [A.default_config(D, (1, 1, 1, N, N)), dflt]}[opts.configs]
                         else:
                             configs = explicit_configs(opts.configs)
+                        if opts.fa2_lazy:
+                            configs = [c for w in configs for c in ((w, tuple(w) + ("lazy",)) if len(w) == 3
+                                                                    else (w,))]
                         r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick, opts.fa2_target)
                     except Exception:                # report and go on: one table per run
                         traceback.print_exc()

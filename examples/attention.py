@@ -36,6 +36,7 @@ from tiledsl.layout import S, TileLayout, laneid
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 BN = 64                 # key/value rows per tile
+LAZY_BITS = 8.0         # lazy rescale (FA4's): a row's max moves only by more than this (log2 domain): P up to 2^8
 NEG = -math.inf
 
 
@@ -120,18 +121,24 @@ def default_config(D, shape):
     return CONFIGS[D]
 
 
-def make_attention(dtype, D, causal, shape, scale, config=None):
+def make_attention(dtype, D, causal, shape, scale, config=None, lazy=False):
     """The forward kernel for element type `dtype` ("float16"/"bfloat16"), head dim D, causal or not,
     shape = (B, H, H_kv, N, N_kv) (every stride an immediate) and softmax scale `scale`.
 
     config = (warps, mi, qreg): `warps` warps of `mi` m16 tiles each (BM = 16 * warps * mi query rows per block);
     qreg: Q's fragments live in registers for the whole loop (1) or are reloaded from shared memory at every
-    k16 step (0: fewer registers, which mi = 2 needs at D = 128). Default: CONFIGS[D].
+    k16 step (0: fewer registers, which mi = 2 needs at D = 128). Default: CONFIGS[D]. lazy: a row's running max
+    moves only when a tile passes it by more than 2^8 (LAZY_BITS, log2 domain; FA4's conditional rescale, as the FA3
+    kernel's config[8]), so O's 4 * mi * D / 8 multiplies a thread and tile run only on the tiles where one of its
+    rows moved; P is then up to 2^8 and a row's largest probability inexact by up to f16's / bf16's rounding of it.
     Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D), O like Q, LSE (B, H, N) float32."""
     if D not in (64, 128, 256):
         raise tiledsl.LaunchError(f"attention supports head dims 64, 128 and 256, got {D}")
     config = tuple(config or default_config(D, shape))
-    key = (dtype, D, bool(causal), tuple(shape), float(scale), config)
+    if lazy not in (False, True, 0, 1):
+        raise tiledsl.LaunchError(f"attention's lazy must be True or False, got {lazy!r}")
+    lazy = bool(lazy)
+    key = (dtype, D, bool(causal), tuple(shape), float(scale), config, lazy)
     if key in _KERNELS:
         return _KERNELS[key]
     if dtype not in ("float16", "bfloat16"):
@@ -173,6 +180,15 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
             c = tid + THREADS * j
             r = T.min(tile * BN + c // CPR, NK - 1)
             T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[base + r, c % CPR, :], chunk_bytes=16)
+
+    @tiledsl.inline
+    def moved(al):
+        """lazy: whether the max of any of the thread's MI * 2 rows moved on this tile (its al, after ex2, is not
+        1)."""
+        any_ = al[0, 0] != 1.0
+        for x in T.unroll(1, MI * 2):
+            any_ = any_ or al[x, 0] != 1.0
+        return any_
 
     @tiledsl.inline
     def qk_tile(s_v, q, rk, rk_mma, ld_k, st):
@@ -313,10 +329,20 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
                         sh[x, 0] = T.max(sh[x, 0], al[x, 0])
                 for x in T.unroll(MI * 2):
                     mi, r = x // 2, x % 2
+                    if lazy:
+                        # the max moves only when the tile passes it by more than LAZY_BITS (from -inf: any
+                        # score; -inf - -inf is NaN, so a row with no score yet stays -inf); else al = 2^0 = 1
+                        if (sh[x, 0] - m[x, 0]) * C > LAZY_BITS:
+                            al[x, 0] = m[x, 0] * C - sh[x, 0] * C
+                            m[x, 0] = sh[x, 0]
+                        else:
+                            al[x, 0] = 0.0
+                        sh[x, 0] = m[x, 0]
                     # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
                     mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
-                    al[x, 0] = m[x, 0] * C - mc
-                    m[x, 0] = sh[x, 0]
+                    if not lazy:
+                        al[x, 0] = m[x, 0] * C - mc
+                        m[x, 0] = sh[x, 0]
                     # the exponent s * C - m * C as one fma per score (scalar * and + round separately: two ops)
                     srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
                     T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
@@ -329,8 +355,11 @@ def make_attention(dtype, D, causal, shape, scale, config=None):
                         e0 = (mi * NI + n) * 4 + 2 * r
                         acc = acc + s[e0] + s[e0 + 1]
                     lsum[x, 0] = acc
-                for i in T.unroll(MI * DN * 4):
-                    o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
+                # lazy: al is exactly 1 for a row whose max stayed; the 4 * MI * DN multiplies run only when one of
+                # the thread's rows moved
+                if moved(al) if lazy else True:
+                    for i in T.unroll(MI * DN * 4):
+                        o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
                 # P to f16x2/bf16x2: words (m tile, n tile, row half), the A fragment order of P V's k16 steps
                 pairs = s.view(MI * NI * 2, 2)
                 T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
@@ -399,7 +428,7 @@ def _check(q, k, v):
 _TARGETED = {}       # (kernel, target) -> the same kernel compiled for another target (attention(target=...))
 
 
-def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=None):
+def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=None, lazy=False):
     """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D).
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernel on the CPU interpreter.
@@ -410,20 +439,23 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=
     for CUDA tensors on an sm_90 device with D in its supported set, or where config is an fa3 configuration
     (4 to 11 entries: attention_hopper.FIELDS), else fa2. target: the fa2 kernel compiled for this target instead of
     the device's (on a GPU of a newer architecture the driver compiles its PTX for the device: target="sm_80"
-    runs the sm_80 kernel on an H200)."""
+    runs the sm_80 kernel on an H200). lazy (fa2): the lazy rescale (make_attention's; fa3 takes it as config[8])."""
     if path is None:
         if config is not None:
             path = "fa3" if isinstance(config, (tuple, list)) and 4 <= len(config) <= 11 else "fa2"
         else:
             path = "fa3" if _fa3_fits(q, k, v) else "fa2"
     if path == "fa3":
+        if lazy:
+            raise tiledsl.LaunchError("lazy= configures the fa2 kernel; the fa3 kernel takes it as config[8] "
+                                      "(attention_hopper.FIELDS)")
         from attention_hopper import attention_hopper
         return attention_hopper(q, k, v, causal=causal, scale=scale, config=config)
     if path != "fa2":
         raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
     dt, shape, D = _check(q, k, v)
     scale = softmax_scale(scale, D)
-    kern = make_attention(dt, D, causal, shape, scale, config)
+    kern = make_attention(dt, D, causal, shape, scale, config, lazy)
     B, H, _, N, _ = shape
     if isinstance(q, np.ndarray):
         q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))

@@ -124,6 +124,27 @@ def test_attention_refuses_what_it_does_not_support():
         A.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), scale=-0.5)
     with pytest.raises(tiledsl.LaunchError, match="B=1 and D=64"):
         A.attention(z(1, 1, 16, 64), z(1, 1, 16, 128), z(1, 1, 16, 128))
+    with pytest.raises(tiledsl.LaunchError, match="lazy must be True or False, got 2"):
+        A.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), path="fa2", lazy=2)
+    with pytest.raises(tiledsl.LaunchError, match=r"fa3 kernel takes it as config\[8\]"):
+        A.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), path="fa3", lazy=True)
+
+
+@pytest.mark.parametrize("causal, config, n, nk", [(False, (4, 1, 1), 200, 300), (True, (4, 2, 0), 300, 300),
+                                                   (True, (8, 1, 1), 256, 256)])
+def test_lazy_rescale_on_the_interpreter(causal, config, n, nk):
+    # lazy=True: keys growing along the sequence move the rows' maxima past the first tiles (the rescale's branch
+    # runs) and leave them on others (it is skipped): the reference's numbers, the eager kernel's within rounding
+    rng = np.random.default_rng(n + nk)
+    q = rng.standard_normal((1, 2, n, 64)).astype(np.float16)
+    k, v = (rng.standard_normal((1, 1, nk, 64)).astype(np.float16) for _ in range(2))
+    k = (k.astype(np.float32) * (1 + np.arange(nk) / 30)[:, None]).astype(np.float16)
+    o, lse = A.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2", lazy=True)
+    o1, l1 = A.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2")
+    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+    assert np.abs(o.astype(np.float64) - o1).max() <= 2e-3 and np.abs(lse - l1).max() <= 1e-4
+    assert not np.array_equal(o, o1)                        # P went through other roundings: the path ran
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
@@ -136,3 +157,16 @@ def test_every_candidate_configuration_passes_ptxas_without_spills(D):
         assert r.returncode == 0, r.stderr
         assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", r.stderr), (config,
                                                                                                          r.stderr)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_lazy_rescale_kernel_passes_ptxas_without_spills(causal, arch):
+    # the benchmark's D = 128 whole-tile configuration with lazy=True (f16: numpy arguments, no torch needed)
+    shape = (4, 16, 16, 4096, 4096)
+    k = A.make_attention("float16", 128, causal, shape, 128 ** -0.5, (4, 2, 0), lazy=True)
+    q = np.zeros((4, 16, 4096, 128), np.float16)
+    ptx = k.compile(q, q, q, q, np.zeros((4, 16, 4096), np.float32), target=arch).asm["ptx"]
+    r = _ptxas_v(ptx, arch)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", r.stderr), r.stderr
