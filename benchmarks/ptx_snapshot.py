@@ -1,11 +1,15 @@
 """Write the PTX of the reference kernels to a folder, one file each, to prove a refactoring emits the same code.
 
-    python benchmarks/ptx_snapshot.py OUT_DIR [--attention]   # then: diff -r BEFORE_DIR AFTER_DIR
+    python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper]   # then: diff -r BEFORE_DIR AFTER_DIR
 
 The kernels: every GEMM configuration (f16 and bf16 inputs; f16 and f32 outputs; specialised to a shape and
 dynamic), the mma.sync ceiling kernels, the two seed examples and the compile examples of docs/patterns/; with
 --attention also the FA3-style forward (examples/attention_hopper.py) in every configuration its lists name (the
-defaults and the candidates, causal and not, on a ragged grouped-query shape; sm_90a, about 2-3 minutes).
+defaults and the candidates, causal and not, on a ragged grouped-query shape; sm_90a, about 2-3 minutes); with
+--hopper the other kernels built on wgmma or on the attention examples: the Hopper GEMM (f16 / bf16 / f32 out,
+TMA store, persistent, multicast, one consumer) and its FP8 form, the FA3 backward (MHA / GQA / the benchmark's
+shape, causal or not, tail split and tma_kv), the FP8 attention forward and the FA2 attention forward (every
+candidate, causal or not, with and without lazy), about 3 minutes.
 No GPU is needed (kernel.compile with target sm_90).
 """
 import os
@@ -90,6 +94,69 @@ def attention_kernels():
                 yield f"fa3_d{D}_{'causal' if causal else 'full'}_{'.'.join(map(str, cfg))}", ck.asm["ptx"]
 
 
+def hopper_kernels():
+    import attention as A
+    import attention_backward_hopper as ABH
+    import attention_fp8 as F
+    import hopper_gemm as H
+    half = {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32}     # (host bfloat16: its bits)
+    gemm = [{}, dict(tma_store=True), dict(persistent=True, bn=256, tma_store=True), dict(multicast=True),
+            dict(stages=3, consumers=1, bn=64), dict(persistent=True, bn=256, tma_store=True, multicast=True)]
+    for ab, out in (("float16", "float16"), ("bfloat16", "bfloat16"), ("float16", "float32")):
+        a = np.zeros((256, 512), half[ab])
+        for cfg in gemm:
+            k = H.make_hopper_gemm(ab, out, **cfg)
+            name = "_".join(f"{key}{v}" for key, v in sorted(cfg.items())) or "default"
+            yield f"hgemm_{ab}_{out}_{name}", k.compile(a, a, np.zeros((256, 256), half[out])).asm["ptx"]
+    a8 = np.zeros((256, 512), np.uint8)
+    for out in ("bfloat16", "float16"):
+        k = H.make_hopper_gemm_fp8("e4m3", None, out)
+        yield f"hgemm_fp8_{out}", k.compile(a8, a8, np.zeros((256, 256), half[out]), np.ones(1, np.float32),
+                                            np.ones(1, np.float32)).asm["ptx"]
+    for shape in ((4, 16, 16, 4096, 4096), (2, 4, 2, 1000, 1000), (2, 4, 4, 1000, 1000)):
+        B, H_, HK, N, NK = shape
+        q, kv = np.zeros((B * H_, N, 128), np.float16), np.zeros((B * HK, NK, 128), np.float16)
+        stats = np.zeros((B * H_, N), np.float32)
+        for causal in (False, True):
+            for extra in (dict(), dict(tail_split=True, sms=132), dict(tma_kv=True)):
+                if extra.get("tma_kv") and H_ != HK:
+                    continue
+                k = ABH.make_attention_backward_hopper("float16", 128, causal, shape, 0.088, **extra)
+                if k.slots is None and extra.get("tail_split"):
+                    continue                                 # nothing to split: the plain kernel again
+                NP = -(-N // ABH.BM) * ABH.BM
+                stats = np.zeros((B * H_, NP), np.float32)
+                acc = np.zeros((B, HK, NK, 128), np.float16) if H_ == HK else np.zeros((B * HK * NK, 128), np.float32)
+                acc = ABH.kv_arg(acc, k)
+                ws = (np.zeros(k.slots, np.float32), np.zeros(k.counters, np.int32)) if k.slots else ()
+                name = "_".join(f"{key}" for key in sorted(extra)) or "plain"
+                yield (f"bwd_{'x'.join(map(str, shape))}_{'causal' if causal else 'full'}_{name}",
+                       k.compile(q, kv, kv, q, stats, stats, np.zeros((B * H_ * NP, 128), np.float32), acc, acc,
+                                 *ws).asm["ptx"])
+    shape = (1, 4, 2, 1000, 1000)
+    B, H_, HK, N, NK = shape
+    for D in F.SUPPORTED_D:
+        for causal in (False, True):
+            k = F.make_attention_fp8("float16", D, causal, shape, D ** -0.5)
+            yield (f"fp8attn_d{D}_{'causal' if causal else 'full'}",
+                   k.compile(np.zeros((B * H_, N, D), np.uint8), np.zeros((B * HK, NK, D), np.uint8),
+                             np.zeros((B * HK, D, -(-NK // 16) * 16), np.uint8), np.zeros((B, H_, N, D), np.float16),
+                             np.zeros((B, H_, N), np.float32), np.zeros(3, np.float32)).asm["ptx"])
+    for D in (64, 128, 256):
+        for cfg in A.CANDIDATES[D]:
+            for causal in (False, True):
+                for lazy in (False, True):
+                    k = A.make_attention("float16", D, causal, shape, D ** -0.5, cfg, lazy)
+                    q, kv = np.zeros((B, H_, N, D), np.float16), np.zeros((B, HK, NK, D), np.float16)
+                    name = f"fa2_d{D}_{'causal' if causal else 'full'}_{'.'.join(map(str, cfg))}"
+                    for target in ("sm_80", "sm_90"):
+                        try:
+                            ptx = k.compile(q, kv, kv, q, np.zeros((B, H_, N), np.float32), target=target).asm["ptx"]
+                        except Exception as e:      # (8, 1, 0) at D = 256 needs sm_90's shared memory
+                            ptx = f"ERROR {type(e).__name__}: {e}"
+                        yield f"{name}_{target}{'_lazy' if lazy else ''}", ptx
+
+
 def main(out, *flags):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -97,6 +164,8 @@ def main(out, *flags):
     sources = (seed_kernels, doc_kernels, ceiling_kernels, gemm_kernels)
     if "--attention" in flags:
         sources += (attention_kernels,)
+    if "--hopper" in flags:
+        sources += (hopper_kernels,)
     for source in sources:
         for name, ptx in source():
             (out / f"{name}.ptx").write_text(ptx)
@@ -105,6 +174,6 @@ def main(out, *flags):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - {"--attention"}:
-        sys.exit("usage: python benchmarks/ptx_snapshot.py OUT_DIR [--attention]")
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - {"--attention", "--hopper"}:
+        sys.exit("usage: python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper]")
     main(*sys.argv[1:])
