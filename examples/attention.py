@@ -84,6 +84,21 @@ def layouts(D, warps, mi):
 _KERNELS = {}
 
 
+# The lazy rescale's max step (this kernel's lazy=True, the FA3 ones' config[8]: hopper_attention_parts.softmax)
+@tiledsl.inline
+def lazy_max(m, sh, al, x, cs):
+    """Row x's running max m moves to the tile's sh[x] only when it passes m by more than LAZY_BITS in the log2
+    domain (cs: the scores' log2-domain scale; from -inf: any score, and -inf - -inf is NaN, so a row with no score
+    yet stays -inf): al[x] is then the log2 rescale factor, else 0 (2^0 = 1 exactly). sh[x] becomes the max the
+    tile's exponents are taken against."""
+    if (sh[x, 0] - m[x, 0]) * cs > LAZY_BITS:
+        al[x, 0] = m[x, 0] * cs - sh[x, 0] * cs
+        m[x, 0] = sh[x, 0]
+    else:
+        al[x, 0] = 0.0
+    sh[x, 0] = m[x, 0]
+
+
 # The causal tile count of every forward kernel (this FA2 one and the FA3 ones of examples/attention_hopper.py and
 # examples/attention_fp8.py): one definition, so the three agree. One expression (not an assignment the causal case
 # overwrites): the kernels' PTX stays what it was when each wrote these lines itself.
@@ -330,14 +345,7 @@ def make_attention(dtype, D, causal, shape, scale, config=None, lazy=False):
                 for x in T.unroll(MI * 2):
                     mi, r = x // 2, x % 2
                     if lazy:
-                        # the max moves only when the tile passes it by more than LAZY_BITS (from -inf: any
-                        # score; -inf - -inf is NaN, so a row with no score yet stays -inf); else al = 2^0 = 1
-                        if (sh[x, 0] - m[x, 0]) * C > LAZY_BITS:
-                            al[x, 0] = m[x, 0] * C - sh[x, 0] * C
-                            m[x, 0] = sh[x, 0]
-                        else:
-                            al[x, 0] = 0.0
-                        sh[x, 0] = m[x, 0]
+                        lazy_max(m, sh, al, x, C)
                     # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
                     mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
                     if not lazy:

@@ -16,13 +16,12 @@ from tiledsl import T
 from tiledsl.lang.inline import InlineFunction
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from attention import key_tiles
+from attention import key_tiles, lazy_max
 from exp2_fma import exp2_fma
 from hopper_producer import FULL_MASK, elect_one
 from hopper_staging import packed_words
 
 NEG = -math.inf
-LAZY_BITS = 8.0                         # lazy rescale: P up to 2^8, well inside f16 / bf16 / e4m3's range
 LN2 = 0.6931471805599453
 WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
 EXPECT = "mbarrier.arrive.expect_tx.shared::cta.b64"
@@ -360,14 +359,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                 sh[r, 0] = T.max(sh[r, 0], al[r, 0])
         for r in T.unroll(2):
             if lazy:
-                # the max moves only when the tile passes it by more than LAZY_BITS (from -inf: any score;
-                # -inf - -inf is NaN, so a row with no score yet stays -inf); else al = 2^0 = 1 exactly
-                if (sh[r, 0] - m[r, 0]) * cs > LAZY_BITS:
-                    al[r, 0] = m[r, 0] * cs - sh[r, 0] * cs
-                    m[r, 0] = sh[r, 0]
-                else:
-                    al[r, 0] = 0.0
-                sh[r, 0] = m[r, 0]
+                lazy_max(m, sh, al, r, cs)
             # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
             mc = sh[r, 0] * cs if sh[r, 0] != NEG else 0.0
             if not lazy:
