@@ -307,6 +307,13 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     NS = BN // 2                        # f32 accumulators of S per consumer thread
     NQB = -(-N // BM)                   # query blocks per head
     QOFF = (NQB * BM - N) * ALIGN       # align: the first block's rows below 0
+    if QOFF and TMA_O:
+        # measured on the H200: a TMA store whose box starts below row 0 stops the kernel with an illegal
+        # instruction (loads from there are zero-filled, stores are not clipped), so the ragged first block of
+        # align cannot leave through the TMA unit
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: align and tma_o together need N a "
+                                  f"multiple of the query block (BM = {BM}); N = {N} puts the first block's {QOFF} "
+                                  f"rows below row 0, where the TMA unit cannot store: take one of the two")
     NKT = -(-NK // BN)                  # key tiles
     ITEMS = NQB * B * H                 # work items: (batch * head, query block)
     GRID = min(num_sms, ITEMS) if PERSIST else 0            # the persistent grid: no more blocks than items

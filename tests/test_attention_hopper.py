@@ -205,9 +205,9 @@ def test_an_fa3_configuration_picks_fa3():
     assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1, 0, 0, 0, 1, 1, 1))   # and the full form
+    o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1))   # and the full form
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 1, 1, 1) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1) for key in AH._KERNELS)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -406,9 +406,9 @@ def test_align_saves_causal_key_tiles():
 
 @pytest.mark.parametrize("D, causal", [(64, True), (256, False)])
 def test_the_tma_o_configuration_assembles(D, causal):
-    # tma_o (with align) on the defaults of the two head dims it is for: O by stmatrix and the TMA store, no
-    # st.global of O, the same wgmma, no spills
-    config = AH.full_config(AH.default_config(D, causal))[:9] + (1, 1)
+    # tma_o on the defaults of the two head dims it is for: O by stmatrix and the TMA store, no st.global of O,
+    # the same wgmma, no spills
+    config = AH.full_config(AH.default_config(D, causal))[:9] + (0, 1)
     ptx, plain = twin_assembles(D, causal, (4, 2048 // D, 2048 // D, 4096, 4096), config, config[:9], 0)
     # one stmatrix.x4 a 16-column block of O's 64 rows
     assert ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == D // 16 and "stmatrix" not in plain
@@ -425,9 +425,24 @@ def test_every_align_and_tma_o_gpu_test_kernel_assembles(D):
     for causal in (False, True):
         dflt = AH.full_config(AH.default_config(D, causal))
         for walk in (0, 1, 2):
-            for extra in ((0, 0), (1, 0), (0, 1), (1, 1)):
+            for extra in ((0, 0), (1, 0), (0, 1)):
                 config = dflt[:6] + (walk,) + dflt[7:9] + extra
                 check_assembles(kernel_ptx("float16", D, causal, GQA_SHAPES[0], GQA_SCALE, config)[0])
+
+
+@pytest.mark.parametrize("n, refused", [(1000, True), (1024, False)])
+def test_align_with_tma_o_needs_whole_query_blocks(n, refused):
+    """align and tma_o together: the ragged first block would store below row 0, which the TMA unit faults on
+    (an illegal instruction on the H200), so a ragged N is refused, naming both; with N a multiple of BM (no
+    block below 0) the kernel builds."""
+    config = (2, 64, 2, 1, 1, 0, 0, 0, 0, 1, 1)                    # BM = 128
+    make = lambda: AH.make_attention_hopper("float16", 64, False, (1, 2, 1, n, n), 0.1, config)
+    if refused:
+        with pytest.raises(tiledsl.LaunchError, match=r"align and tma_o together need N a multiple of the query "
+                                                      r"block \(BM = 128\); N = 1000 puts the first block's 24 rows"):
+            make()
+    else:
+        make()
 
 
 @pytest.mark.parametrize("align", [2, -1, 0.5])
