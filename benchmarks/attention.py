@@ -345,7 +345,7 @@ def main(argv=None):
                             import attention_hopper as AH    # 4-11 entries: fa3
                             pp, poly = AH.PINGPONG_CANDIDATES[D], AH.POLY_CANDIDATES[D]
                             pers, early = AH.PERSISTENT_CANDIDATES[D], AH.EARLY_K_CANDIDATES[D]
-                            dflt = AH.default_config(D, causal)
+                            dflt = AH.default_config(D, causal, N)
                             configs = {"fa3": [dflt],
                                        "fa3all": AH.CANDIDATES[D] + pp + poly + pers + early,
                                        "fa3pp": [dflt] + [c for c in pp if c != dflt],

@@ -122,15 +122,26 @@ SMEM_LIMIT = 232448         # bytes of shared memory one block may use on sm_90 
 # about one row of V) errs by up to that much more (tests/test_gpu_attention_hopper.py::test_fa3_lazy_rescale);
 # config[8] = 0 keeps the eager rescale. FA3 with poly (the FMA-pipe exponentials) at three consumers: slower
 # (446 / 379 / 481 / 448 with poly 8, 423 / 359 / 452 / 426 with 16, against 470 / 389 / 511 / 459).
-CONFIGS = {64: (3, 128, 4, 1, 1, 0, 0, 0, 1), 128: (2, 128, 3, 1, 1, 0, 1, 0, 1), 256: (2, 80, 2, 0, 1, 0, 0, 1, 1)}
-CAUSAL_CONFIGS = {64: (3, 128, 4, 1, 1, 0, 0, 0, 1), 128: (2, 128, 3, 1, 1, 0, 0, 0, 1),
-                  256: (2, 80, 2, 0, 1, 0, 0, 1, 1)}
+# tma_o (O through the TMA store) and, causal at D = 64, align (the ragged query block first), side by side with
+# the st.global epilogue (fa3epi, H200, session 29, f16 / bf16 at N = 4096 / 16384): tma_o ahead at D = 128 and
+# 256 in 14 of 16 rows (D = 256 bf16 non-causal N = 4096 668 against 626, causal 584 / 555), mixed at D = 64
+# non-causal (480-506 against 485-529: kept off); D = 64 causal align 404 / 466 / 409 / 488 and tma_o 400 / 466 /
+# 412 / 477 against 395 / 462 / 404 / 483, so both (N a multiple of 64: default_config)
+CONFIGS = {64: (3, 128, 4, 1, 1, 0, 0, 0, 1), 128: (2, 128, 3, 1, 1, 0, 1, 0, 1, 0, 1),
+           256: (2, 80, 2, 0, 1, 0, 0, 1, 1, 0, 1)}
+CAUSAL_CONFIGS = {64: (3, 128, 4, 1, 1, 0, 0, 0, 1, 1, 1), 128: (2, 128, 3, 1, 1, 0, 0, 0, 1, 0, 1),
+                  256: (2, 80, 2, 0, 1, 0, 0, 1, 1, 0, 1)}
 SUPPORTED_D = tuple(CONFIGS)
 
 
-def default_config(D: int, causal: bool) -> tuple:
-    """The configuration attention_hopper runs with when none is given: CONFIGS[D], or CAUSAL_CONFIGS[D] causal."""
-    return (CAUSAL_CONFIGS if causal else CONFIGS)[D]
+def default_config(D: int, causal: bool, N: int | None = None) -> tuple:
+    """The configuration attention_hopper runs with when none is given: CONFIGS[D], or CAUSAL_CONFIGS[D] causal;
+    for N queries not a multiple of 64, an entry with both align and tma_o keeps align only (the pair needs whole
+    64-row boxes: make_attention_hopper)."""
+    config = (CAUSAL_CONFIGS if causal else CONFIGS)[D]
+    if N is not None and N % 64 and config[9:11] == (1, 1):
+        config = config[:10] + (0,)
+    return config
 
 
 # what a benchmark may compare (each passes ptxas -arch=sm_90a without spills, tests/test_attention_hopper.py): 3
@@ -265,7 +276,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     (B, H, N, D) (with tma_o a tensor map of its (B * H, N, D) view: o_arg), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
-    config = full_config(config or default_config(D, causal))
+    config = full_config(config or default_config(D, causal, shape[3]))
     # the persistent grid's width shapes the walk: part of the key (only there)
     key = (dtype, D, bool(causal), tuple(shape), float(scale), num_sms if config[6:7] in ((1,), (2,)) else None,
            config)
@@ -307,13 +318,13 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     NS = BN // 2                        # f32 accumulators of S per consumer thread
     NQB = -(-N // BM)                   # query blocks per head
     QOFF = (NQB * BM - N) * ALIGN       # align: the first block's rows below 0
-    if QOFF and TMA_O:
+    if QOFF and TMA_O and N % 64:
         # measured on the H200: a TMA store whose box starts below row 0 stops the kernel with an illegal
-        # instruction (loads from there are zero-filled, stores are not clipped), so the ragged first block of
-        # align cannot leave through the TMA unit
+        # instruction (loads from there are zero-filled, stores are not clipped). With N a multiple of 64 each
+        # consumer's 64-row box of align's first block lies wholly below row 0 (skipped) or wholly from it
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: align and tma_o together need N a "
-                                  f"multiple of the query block (BM = {BM}); N = {N} puts the first block's {QOFF} "
-                                  f"rows below row 0, where the TMA unit cannot store: take one of the two")
+                                  f"multiple of 64; N = {N} puts row 0 inside a consumer's 64-row box of the first "
+                                  f"query block, which the TMA unit cannot store from below row 0: take one of the two")
     NKT = -(-NK // BN)                  # key tiles
     ITEMS = NQB * B * H                 # work items: (batch * head, query block)
     GRID = min(num_sms, ITEMS) if PERSIST else 0            # the persistent grid: no more blocks than items

@@ -398,7 +398,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         log2 l) * ln 2 (num: 1, or fp8's V descale). With tma_o the words go by stmatrix.x4 (one 16 x 16 block an
         instruction) into consumer c's 64 rows of Q's buffer (ow_smem: as b32 words, o_smem: as the TMA unit reads
         them; the consumer's last S has read them and no other warpgroup reads them), then one thread's TMA store
-        of the D / 64 boxes from row `first` (the unit drops rows past N and below 0), waited for until it has read
+        of the D / 64 boxes from row `first` (the unit drops rows past N; a box below row 0 is skipped), waited for until it has read
         them (before the block may end; persistent, before Q's next load: qfree); w: the warp in the warpgroup."""
         for r in T.unroll(2):
             inv = num / lsum[r, 0]
@@ -414,9 +414,12 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
             T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
             T.cuda.tile.apply(T.ptx["bar.sync"], 1 + CONS + c, 128)
             if tid % 128 == 0:
-                T.cuda.tile.apply(T.ptx[STORE], O, o_smem[c], coords=(bh, first, 0), coord_steps=step)
-                T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
-                T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
+                # align's first block: a box wholly below row 0 is not stored (the TMA unit faults on a store there;
+                # N a multiple of 64 keeps every box wholly below or wholly from row 0, attention_hopper checks it)
+                if (first >= 0 if qoff else True):
+                    T.cuda.tile.apply(T.ptx[STORE], O, o_smem[c], coords=(bh, first, 0), coord_steps=step)
+                    T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+                    T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
                 if persistent:
                     T.cuda.tile.apply(T.ptx[ARRIVE], qfree)
         gO = O.view(dtype="uint32").view(B * H * N, D // 2) if not tma_o else None

@@ -380,6 +380,7 @@ def test_lazy_rescale_on_the_interpreter(causal, n, nk, config, sms):
     (False, (2, 1), 300, 260, (2, 64, 2, 0, 1, 0, 0, 1, 1), None),   # non-causal, serial, K freed early
     (True, (2, 1), 300, 300, (2, 64, 2, 1, 1, 0, 1, 0, 1), 2),       # the persistent walk
     (True, (2, 1), 200, 300, (3, 64, 2, 1, 1, 0, 2, 0, 1), 2),       # the dynamic walk, three consumers
+    (True, (2, 1), 320, 320, (3, 64, 2, 1, 1, 0, 0, 0, 1, 1, 1), None),  # tma_o too: the first box below row 0
 ])
 def test_align_on_the_interpreter(causal, heads, n, nk, config, sms):
     """config[9] = 1: the last query block ends at row N, the first starts below 0 (its rows there are zeros,
@@ -387,8 +388,9 @@ def test_align_on_the_interpreter(causal, heads, n, nk, config, sms):
     ones past its diagonal, which add exact zeros: bit for bit the numbers of the blocks starting at row 0."""
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + 13)
-    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config + (1,), num_sms=sms)
-    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
+    aligned = config + (1,) if len(config) == 9 else config
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=aligned, num_sms=sms)
+    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:9], num_sms=sms)
     assert np.array_equal(o, o1) and np.array_equal(lse, l1)
     ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
@@ -430,19 +432,20 @@ def test_every_align_and_tma_o_gpu_test_kernel_assembles(D):
                 check_assembles(kernel_ptx("float16", D, causal, GQA_SHAPES[0], GQA_SCALE, config)[0])
 
 
-@pytest.mark.parametrize("n, refused", [(1000, True), (1024, False)])
-def test_align_with_tma_o_needs_whole_query_blocks(n, refused):
-    """align and tma_o together: the ragged first block would store below row 0, which the TMA unit faults on
-    (an illegal instruction on the H200), so a ragged N is refused, naming both; with N a multiple of BM (no
-    block below 0) the kernel builds."""
+@pytest.mark.parametrize("n, refused", [(1000, True), (1088, False)])
+def test_align_with_tma_o_needs_n_a_multiple_of_64(n, refused):
+    """align and tma_o together: a TMA store from below row 0 faults (an illegal instruction on the H200), so a
+    consumer's 64-row box of the first block must lie wholly below row 0 (skipped) or wholly from it: N a multiple
+    of 64 (1088 = 8.5 blocks of 128), else refused, naming both; and the defaults keep align alone there."""
     config = (2, 64, 2, 1, 1, 0, 0, 0, 0, 1, 1)                    # BM = 128
     make = lambda: AH.make_attention_hopper("float16", 64, False, (1, 2, 1, n, n), 0.1, config)
     if refused:
-        with pytest.raises(tiledsl.LaunchError, match=r"align and tma_o together need N a multiple of the query "
-                                                      r"block \(BM = 128\); N = 1000 puts the first block's 24 rows"):
+        with pytest.raises(tiledsl.LaunchError, match=r"align and tma_o together need N a multiple of 64; N = 1000 "
+                                                      r"puts row 0 inside a consumer's 64-row box"):
             make()
     else:
         make()
+    assert AH.default_config(64, True, n)[9:] == ((1, 0) if refused else (1, 1))
 
 
 @pytest.mark.parametrize("align", [2, -1, 0.5])
