@@ -70,10 +70,10 @@ def reference(torch, q, k, v, causal, scale, pairs, chunk=2048):
 
 
 def fa2_call(config):
-    """attention()'s keywords for a configuration of the table: an FA2 one may carry a trailing "lazy" (its lazy
-    rescale: --fa2-lazy), whose kernel is the FA2 configuration's with lazy=True."""
-    if config and config[-1] == "lazy":
-        return dict(config=tuple(config[:-1]), path="fa2", lazy=True)
+    """attention()'s keywords for a configuration of the table: an FA2 one may carry a trailing "lazy" or "eager"
+    (--fa2-lazy's twin: the configuration with lazy=True / False, the other of attention.LAZY)."""
+    if config and config[-1] in ("lazy", "eager"):
+        return dict(config=tuple(config[:-1]), path="fa2", lazy=config[-1] == "lazy")
     return dict(config=config)
 
 
@@ -105,7 +105,7 @@ def run_shape(torch, A, dtype, D, N, causal, configs, quick, fa2_target=None):
     fns = {}
     for w in configs:
         # an FA2 configuration (3 entries, or 4 with "lazy") may be compiled for another target
-        tg = fa2_target if len(w) == 3 or w[-1] == "lazy" else None
+        tg = fa2_target if len(w) == 3 or w[-1] in ("lazy", "eager") else None
         eo, el, tol = check(torch, A, q, k, v, causal, w, tg)
         ok = eo <= tol and el <= 1e-3
         row["ok"] &= ok
@@ -310,7 +310,8 @@ def main(argv=None):
                    help="compile the FA2 configurations for this target, e.g. sm_80 (on a newer GPU the driver "
                         "compiles its PTX for the device)")
     p.add_argument("--fa2-lazy", action="store_true",
-                   help="time each FA2 configuration beside its lazy-rescale twin (attention(..., lazy=True))")
+                   help="time each FA2 configuration beside its twin of the other rescale (attention(..., "
+                        "lazy=...): eager, as attention.LAZY is on)")
     p.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of the tables (needs matplotlib)")
     p.add_argument("--fp8", action="store_true",
                    help="the FP8 (e4m3) forward against the f16 FA3 kernel and cuDNN instead (default D = 128, N "
@@ -358,7 +359,8 @@ def main(argv=None):
                         else:
                             configs = explicit_configs(opts.configs)
                         if opts.fa2_lazy:
-                            configs = [c for w in configs for c in ((w, tuple(w) + ("lazy",)) if len(w) == 3
+                            twin = ("eager",) if A.LAZY else ("lazy",)
+                            configs = [c for w in configs for c in ((w, tuple(w) + twin) if len(w) == 3
                                                                     else (w,))]
                         r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick, opts.fa2_target)
                     except Exception:                # report and go on: one table per run

@@ -37,6 +37,11 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 BN = 64                 # key/value rows per tile
 LAZY_BITS = 8.0         # lazy rescale (FA4's): a row's max moves only by more than this (log2 domain): P up to 2^8
+# the FA2 kernel's default for lazy (make_attention): on, as the FA3 defaults' config[8]. Side by side on the H200
+# (session 29, D = 128, (4, 2, 0) compiled for sm_80, f16 then bf16, N = 4096 / 16384, non-causal then causal),
+# TFLOP/s lazy against eager: 349 / 346, 304 / 300, 346 / 342, 329 / 321, 355 / 347, 307 / 301, 361 / 353,
+# 329 / 324 (ahead in 8 of 8)
+LAZY = True
 NEG = -math.inf
 
 
@@ -136,7 +141,7 @@ def default_config(D, shape):
     return CONFIGS[D]
 
 
-def make_attention(dtype, D, causal, shape, scale, config=None, lazy=False):
+def make_attention(dtype, D, causal, shape, scale, config=None, lazy=None):
     """The forward kernel for element type `dtype` ("float16"/"bfloat16"), head dim D, causal or not,
     shape = (B, H, H_kv, N, N_kv) (every stride an immediate) and softmax scale `scale`.
 
@@ -146,10 +151,12 @@ def make_attention(dtype, D, causal, shape, scale, config=None, lazy=False):
     moves only when a tile passes it by more than 2^8 (LAZY_BITS, log2 domain; FA4's conditional rescale, as the FA3
     kernel's config[8]), so O's 4 * mi * D / 8 multiplies a thread and tile run only on the tiles where one of its
     rows moved; P is then up to 2^8 and a row's largest probability inexact by up to f16's / bf16's rounding of it.
-    Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D), O like Q, LSE (B, H, N) float32."""
+    None: LAZY. Arguments: Q (B, H, N, D), K and V (B, H_kv, N_kv, D), O like Q, LSE (B, H, N) float32."""
     if D not in (64, 128, 256):
         raise tiledsl.LaunchError(f"attention supports head dims 64, 128 and 256, got {D}")
     config = tuple(config or default_config(D, shape))
+    if lazy is None:
+        lazy = LAZY
     if lazy not in (False, True, 0, 1):
         raise tiledsl.LaunchError(f"attention's lazy must be True or False, got {lazy!r}")
     lazy = bool(lazy)
@@ -436,7 +443,7 @@ def _check(q, k, v):
 _TARGETED = {}       # (kernel, target) -> the same kernel compiled for another target (attention(target=...))
 
 
-def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=None, lazy=False):
+def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=None, lazy=None):
     """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D).
 
     torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernel on the CPU interpreter.
@@ -447,7 +454,8 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=
     for CUDA tensors on an sm_90 device with D in its supported set, or where config is an fa3 configuration
     (4 to 11 entries: attention_hopper.FIELDS), else fa2. target: the fa2 kernel compiled for this target instead of
     the device's (on a GPU of a newer architecture the driver compiles its PTX for the device: target="sm_80"
-    runs the sm_80 kernel on an H200). lazy (fa2): the lazy rescale (make_attention's; fa3 takes it as config[8])."""
+    runs the sm_80 kernel on an H200). lazy (fa2): the lazy rescale (make_attention's; None: LAZY; fa3 takes it as
+    config[8])."""
     if path is None:
         if config is not None:
             path = "fa3" if isinstance(config, (tuple, list)) and 4 <= len(config) <= 11 else "fa2"

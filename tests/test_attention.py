@@ -140,7 +140,7 @@ def test_lazy_rescale_on_the_interpreter(causal, config, n, nk):
     k, v = (rng.standard_normal((1, 1, nk, 64)).astype(np.float16) for _ in range(2))
     k = (k.astype(np.float32) * (1 + np.arange(nk) / 30)[:, None]).astype(np.float16)
     o, lse = A.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2", lazy=True)
-    o1, l1 = A.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2")
+    o1, l1 = A.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2", lazy=False)
     ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
     assert np.abs(o.astype(np.float64) - o1).max() <= 2e-3 and np.abs(lse - l1).max() <= 1e-4

@@ -54,7 +54,8 @@ def test_compiles_for_sm90a_and_assembles_without_spills(dtype, D, causal):
         assert "wgmma.wait_group.sync.aligned 1;" in ptx                            # S_{j+1} under P_j V_j
     assert f"setmaxnreg.dec.sync.aligned.u32 {AH.PRODUCER_REGS};" in ptx and "setmaxnreg.inc" in ptx
     assert "elect.sync" in ptx and "cp.async.bulk.tensor.3d.shared::cluster.global.tile" in ptx
-    assert ptx.count(".param .align 64 .b8") == 3                                  # Q, K, V as tensor maps
+    tma_o = AH.full_config(AH.default_config(D, causal, 1000))[10]
+    assert ptx.count(".param .align 64 .b8") == 3 + tma_o                          # Q, K, V (and O) as tensor maps
     for op in ("mbarrier.arrive.expect_tx.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64",
                "shfl.sync.bfly.b32", "ex2.approx.ftz.f32", f"cvt.rn.{t}x2.f32"):
         assert op in ptx, op
