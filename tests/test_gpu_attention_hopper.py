@@ -120,10 +120,12 @@ def test_fa3_sass_is_hgmma_and_tma_without_local_memory(D):
     B, H, HK, N, NK = shape
     q = torch.empty(B * H, N, D, dtype=torch.float16)
     k = AH.make_attention_hopper("float16", D, True, shape, 1.0 / math.sqrt(D))
-    sass = k.compile(q, q, q, q.view(B, H, N, D), torch.empty(B, H, N)).asm.get("sass")
+    # with tma_o (the defaults at D = 64 causal and D = 128) O is a tensor map of the (B * H, N, D) view
+    sass = k.compile(q, q, q, q if k.tma_o else q.view(B, H, N, D), torch.empty(B, H, N)).asm.get("sass")
     if sass is None:
         pytest.skip("cuobjdump not installed")
     assert "HGMMA" in sass and "UTMALDG" in sass and "MUFU.EX2" in sass
+    assert ("UTMASTG" in sass) == bool(k.tma_o)
     # the kernel's own code; the precise division's slow-path subroutine (__cuda_sm20_rcp_rn_f32_slowpath, taken
     # only for denormal or huge divisors: the row sum is >= 1 here) keeps its own small stack frame
     own = [part for part in sass.split("Function : ")[1:] if not part.startswith("__cuda_")]
