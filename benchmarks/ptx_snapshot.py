@@ -83,13 +83,14 @@ def attention_kernels():
     B, H, HK, N, NK = shape
     for D in AH.SUPPORTED_D:
         lists = (AH.CANDIDATES, AH.PINGPONG_CANDIDATES, AH.POLY_CANDIDATES, AH.PERSISTENT_CANDIDATES,
-                 AH.EARLY_K_CANDIDATES, {D: [AH.CONFIGS[D], AH.CAUSAL_CONFIGS[D]]})
+                 AH.EARLY_K_CANDIDATES, {D: [AH.default_config(D, False, N), AH.default_config(D, True, N)]})
         q, kv = np.zeros((B * H, N, D), np.float16), np.zeros((B * HK, NK, D), np.float16)
         for cfg in sorted({tuple(c) for lst in lists for c in lst[D]}):
             for causal in (False, True):
                 k = AH.make_attention_hopper("float16", D, causal, shape, D ** -0.5, cfg)
                 more = (np.zeros(2, np.int32),) if k.counters else ()
-                ck = k.compile(q, kv, kv, q.reshape(B, H, N, D), np.zeros((B, H, N), np.float32), *more,
+                o = q if k.tma_o else q.reshape(B, H, N, D)         # tma_o: a tensor map of the 3-D view
+                ck = k.compile(q, kv, kv, o, np.zeros((B, H, N), np.float32), *more,
                                target="sm_90a")
                 yield f"fa3_d{D}_{'causal' if causal else 'full'}_{'.'.join(map(str, cfg))}", ck.asm["ptx"]
 
