@@ -53,7 +53,9 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
     and the ragged one is the first (its rows below 0 arrive as zeros and are not stored). Causal, a block walks
     the key tiles up to its last row: the ragged block is then a head's cheapest instead of its dearest (D = 64,
     BM = 192, N = 4096: 363 key tiles a head instead of 384). A row sees the same tiles on the same numbers either
-    way (the extra ones are fully masked), so O and LSE are the same to the bit;
+    way (the extra ones are fully masked), so O and LSE are the same to the bit. With tma_o too, N must be a
+    multiple of 64: a consumer's box wholly below row 0 is skipped, and one straddling it would have to be stored
+    from below 0, which the TMA unit faults on (measured, H200);
   * persistent (config[6] = 1; FA3's persistent tile scheduler): a grid of min(SMs, work items) blocks, each
     walking its (batch * head, query block) items in a static order (hopper_attention_parts.work_item says which
     and why), so a block's start (launch, barrier set-up, setmaxnreg) is paid once and an item's epilogue overlaps
@@ -271,7 +273,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     0 (0 when left out); and whether O leaves through shared memory (1: each consumer writes its rows by stmatrix
     into its own 64 rows of Q, which its last S has finished reading, and one thread's TMA store writes them out
     whole; the block may end as soon as the unit has read them) or by st.global from registers (0 when left out; 8
-    rows of 16 bytes an instruction). Default: default_config(D, causal).
+    rows of 16 bytes an instruction); align with tma_o needs N a multiple of 64. Default: default_config(D, causal,
+    N).
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D) (with tma_o a tensor map of its (B * H, N, D) view: o_arg), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
