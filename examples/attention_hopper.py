@@ -136,12 +136,17 @@ CAUSAL_CONFIGS = {64: (3, 128, 4, 1, 1, 0, 0, 0, 1, 1, 1), 128: (2, 128, 3, 1, 1
 SUPPORTED_D = tuple(CONFIGS)
 
 
+def stores_straddle_row_0(config, N: int) -> bool:
+    """Whether the full `config` has align and tma_o and N is not a multiple of 64: then a consumer's 64-row O box
+    of the first query block straddles row 0, and the TMA unit faults on a store from below 0 (measured, H200)."""
+    return config[9:11] == (1, 1) and N % 64 != 0
+
+
 def default_config(D: int, causal: bool, N: int | None = None) -> tuple:
     """The configuration attention_hopper runs with when none is given: CONFIGS[D], or CAUSAL_CONFIGS[D] causal;
-    for N queries not a multiple of 64, an entry with both align and tma_o keeps align only (the pair needs whole
-    64-row boxes: make_attention_hopper)."""
+    where its align and tma_o would store from below row 0 for N queries (stores_straddle_row_0), align only."""
     config = (CAUSAL_CONFIGS if causal else CONFIGS)[D]
-    if N is not None and N % 64 and config[9:11] == (1, 1):
+    if N is not None and stores_straddle_row_0(config, N):
         config = config[:10] + (0,)
     return config
 
@@ -321,10 +326,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     NS = BN // 2                        # f32 accumulators of S per consumer thread
     NQB = -(-N // BM)                   # query blocks per head
     QOFF = (NQB * BM - N) * ALIGN       # align: the first block's rows below 0
-    if QOFF and TMA_O and N % 64:
-        # measured on the H200: a TMA store whose box starts below row 0 stops the kernel with an illegal
-        # instruction (loads from there are zero-filled, stores are not clipped). With N a multiple of 64 each
-        # consumer's 64-row box of align's first block lies wholly below row 0 (skipped) or wholly from it
+    if stores_straddle_row_0(config, N):
+        # with N a multiple of 64 each consumer's 64-row box of align's first block lies wholly below row 0 (not
+        # stored) or wholly from it; loads from below 0 are zero-filled, stores are not clipped
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: align and tma_o together need N a "
                                   f"multiple of 64; N = {N} puts row 0 inside a consumer's 64-row box of the first "
                                   f"query block, which the TMA unit cannot store from below row 0: take one of the two")

@@ -398,8 +398,8 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         log2 l) * ln 2 (num: 1, or fp8's V descale). With tma_o the words go by stmatrix.x4 (one 16 x 16 block an
         instruction) into consumer c's 64 rows of Q's buffer (ow_smem: as b32 words, o_smem: as the TMA unit reads
         them; the consumer's last S has read them and no other warpgroup reads them), then one thread's TMA store
-        of the D / 64 boxes from row `first` (the unit drops rows past N; a box below row 0 is skipped), waited for until it has read
-        them (before the block may end; persistent, before Q's next load: qfree); w: the warp in the warpgroup."""
+        of the D / 64 boxes from row `first` (the unit drops rows past N; a box below row 0 is skipped), waited for
+        until it has read them (before the block may end; persistent, before Q's next load: qfree); w: the warp."""
         for r in T.unroll(2):
             inv = num / lsum[r, 0]
             for n in T.unroll(D // 8):
