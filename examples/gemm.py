@@ -779,6 +779,7 @@ def _hopper_plan(a, b, out, config, tune, sms) -> Plan:
         config = tuple(config[:6]) + (1, 1)
     kw = hopper_kwargs(config, N, _size_of(od))
     kernel = H.make_hopper_gemm(ab, od, num_sms=sms, **kw)
+    kernel, kw, how = _schedule_checked(H, kernel, kw, how, ab, od, M, N, K, sms)
     fused = _fused_epilogue()
     plain = {k: v for k, v in kw.items() if k != "stream_k"}   # the fused epilogues run without stream-K
 
@@ -792,6 +793,22 @@ def _hopper_plan(a, b, out, config, tune, sms) -> Plan:
             H.hopper_matmul(a, b, out=out, **kw)
             _epilogue(out, bias, activation)
     return Plan(run, f"{describe_hopper(kw)} ({how})", "hopper", kw)
+
+
+def _schedule_checked(H, kernel, kw, how, ab, od, M, N, K, sms):
+    """The kernel matmul may launch: `kernel` where the schedule model (gemm_schedule_model.check) finds its walk
+    sound over this shape, else the same configuration without stream-K, else one 128 x 128 tile per block (no
+    waits between blocks); `how` then names what was refused. Nothing the model refuses is launched."""
+    import gemm_schedule_model as SM
+    why = SM.check(kernel, M, N, K)
+    if why is None:
+        return kernel, kw, how
+    for fallback in ({k: v for k, v in kw.items() if k != "stream_k"}, hopper_kwargs(HOPPER_CONFIGS[4], N,
+                                                                                       _size_of(od))):
+        k2 = H.make_hopper_gemm(ab, od, num_sms=sms, **fallback)
+        if SM.check(k2, M, N, K) is None:
+            return k2, fallback, f"{how}; the schedule model refused {describe_hopper(kw)}: {why}"
+    raise tiledsl.LaunchError(f"matmul {M}x{N}x{K}: the schedule model refuses every fallback ({why})")
 
 
 _FP8_PLANS = {}     # matmul_fp8's keywords per (sizes, dtypes, device, config)

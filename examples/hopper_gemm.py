@@ -103,12 +103,13 @@ def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, n
 
 def workspace(kernel, a):
     """The stream-K kernel's workspace for launches on torch tensor a's device and current stream: W (grid width,
-    BM * BN) float32, a row of partial sums per block, and F (grid width,) int32 flags, zero (each flag is raised
-    by the block that publishes its row and lowered again by the block that adds it). One pair per (device,
-    stream, shape) (stream_buffers)."""
+    BM * BN) float32, a row of partial sums per block, and F (grid width + 1,) int32 zeros: a flag a block (raised
+    by the block that publishes its row, lowered again by the block that adds it) and the blocks' ticket counter
+    (back to 0 when a launch's last block has taken its ticket). One pair per (device, stream, shape)
+    (stream_buffers)."""
     return stream_buffers(a, ("stream-k", kernel.slots), lambda torch, device: (
         torch.empty(kernel.slots, dtype=torch.float32, device=device),
-        torch.zeros(kernel.slots[0], dtype=torch.int32, device=device)))
+        torch.zeros(kernel.flags, dtype=torch.int32, device=device)))
 
 
 def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = STAGES,
@@ -145,10 +146,11 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     tile per block, no multicast.
 
     stream_k (persistent only; no multicast, split_k, bias or activation): the tiles that do not fill a whole
-    wave of num_sms blocks are not left to a few blocks: their K steps are split evenly over all of them, a split
-    tile's partial sums added up by the block that runs its first K step (examples/hopper_gemm_kernel.py). Called
-    as kernel(A, B, C, W, F) with the workspace of `workspace`: W (num_sms, BM * BN) float32, F (num_sms,) uint32
-    zeros (kernel.slots is W's shape).
+    wave of num_sms blocks are not left to a few blocks: their K steps are split evenly over up to all of them
+    (shares of at least MIN_SHARE K steps), a split tile's partial sums added up by the block that runs its last K
+    step, which waits only for blocks that took their tickets before it (examples/hopper_gemm_schedule.py). Called
+    as kernel(A, B, C, W, F) with the workspace of `workspace`: W (num_sms, BM * BN) float32, F (num_sms + 1,) int32
+    zeros (kernel.slots is W's shape, kernel.flags F's length).
 
     defer_epilogue: a half C's epilogue of one tile runs during the next tile's first K steps (stmatrix and TMA
     store between a wgmma's commit and its wait): +0.3-0.7% on the H200 at 128 x 256 tiles, for a third more

@@ -12,6 +12,7 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from hopper_gemm_epilogue import make_epilogue
+from hopper_gemm_schedule import MIN_SHARE, exchange, piece, split_k_share, stream_k_walk, tile_origin
 from hopper_producer import FULL_MASK, consumer_registers, elect_one  # noqa: F401 (FULL_MASK: hopper_gemm's)
 from sm_count import NUM_SMS   # the persistent grid's default width; hopper_matmul asks the device
 
@@ -204,6 +205,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     # Off by default: H200, 128 x 256 tiles, +0.3-0.7% at 4096^3 .. 4096 x 14336 x 4096 (the same at K = 8192),
     # for a third more epilogue code: compiling the kernel took 502-527 ms with it against 367-403 without
     DEFER = 1 if defer_epilogue and STM and SK == 1 else 0
+    if DEFER and SKW:
+        # the deferred tile's words (NACC / 2 registers) beside the stream-K walk's numbers spill (36 bytes at
+        # 128 x 256 tiles): a choice between the two, not a silent slowdown
+        raise tiledsl.LaunchError("hopper gemm: defer_epilogue does not combine with stream_k (together they spill "
+                                  "registers); take one")
     # the consumers' release of a stage in both blocks of a multicast pair: they only read it (through wgmma), so
     # the default release at CTA scope orders enough; the cluster-scope release put MEMBAR.ALL.GPU before each
     # arrive (H200, 4096^3 f16: 419 TFLOP/s against 738)
@@ -246,23 +252,6 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             else:
                 T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col))
             T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
-
-    @tiledsl.inline
-    def piece(ti, bid, G, nk, ndp, tdp, lo, hi, f_t):
-        """The ti-th piece of a block's walk: its tile and K steps klo .. khi - 1 (every K step of tile bid + ti *
-        G, or with stream-K past the whole waves, the share of the split wave's iterations lo .. hi - 1 that falls
-        in SK tile f_t + ti - ndp)."""
-        if SKW:
-            t = f_t + ti - ndp
-            sk = ti >= ndp
-            tile = tdp + t if sk else bid + ti * G
-            klo = T.max(lo - t * nk, 0) if sk else 0
-            khi = T.min(hi - t * nk, nk) if sk else nk
-        else:
-            tile = bid + ti * G
-            klo = 0
-            khi = nk
-        return tile, klo, khi
 
     @tiledsl.inline
     def put_part(C, epi, epw, free, done, parts, c, w, tid, h, u, row0, col0):
@@ -323,6 +312,13 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             T.cuda.tile.apply(T.ptx[ARRIVE_C])
             rank = T.cuda.cluster_ctarank()
         else:
+            if SKW:
+                tkt = T.alloc_shared((1,), "int32")
+                if tid == 0:
+                    got_t = T.alloc_local((1,), "uint32")
+                    ft = F.view(dtype="uint32")
+                    T.cuda.tile.apply(T.ptx["atom.global.inc.u32"], got_t, ft[SMS:SMS + 1], T.cuda.grid_dim(0) - 1)
+                    tkt[0] = T.cast(got_t[0], "int32")
             T.cuda.syncthreads()
             rank = 0
         ntm = (M + MC * BM - 1) // (MC * BM)    # rows of tile pairs with multicast
@@ -330,36 +326,25 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         ktiles = (K + KT - 1) // KT         # a ragged last K tile is zero-filled by the TMA unit
         if SK > 1:
             # this rank's K tiles: k0 .. k0 + nk - 1
-            kh = (ktiles + SK - 1) // SK
-            k0 = rank * kh
-            nk = T.max(T.min(kh, ktiles - k0), 0)
+            k0, nk = split_k_share(rank, ktiles, SK)
             mrank = 0
         else:
             k0 = 0
             nk = ktiles
             mrank = rank                    # the tile row of the pair (multicast), else 0
         G = T.cuda.grid_dim(0) // CL
-        bid = T.cuda.block_id(0) // CL
-        tdp = 0
-        ndp = 0
-        skt = 0
-        lo = 0
-        hi = 0
-        f_t = 0
+        hw = T.cuda.block_id(0) // CL
         if SKW:
-            # stream-K: the whole waves of tiles as without it (ndp tiles a block), then the K steps of the last,
-            # partial wave (skt) split evenly over the blocks, each block's share a contiguous run lo .. hi - 1 (the
-            # tail of a tile, maybe whole tiles, the head of another); a split tile's partial sums are added up by
-            # the block that runs its first K step, at the end of its share (the others ran theirs at the start)
-            tdp = ntm * ntn // G * G
-            ndp = tdp // G
-            skt = (ntm * ntn - tdp) * nk
-            lo = bid * skt // G
-            hi = (bid + 1) * skt // G
-            f_t = lo // nk
-            mine = ndp + ((hi - 1) // nk - f_t + 1 if hi > lo else 0)
+            # stream-K shares go by ticket, taken in dispatch order (hopper_gemm_schedule: a block waits only for
+            # blocks of lower tickets, which have started); F[G] counts the tickets and wraps to 0 at the launch's
+            # last block, ready for the next launch. The whole waves' tiles, which wait for nothing, go by the
+            # hardware index (a special register, rematerialised where the ticket would hold a register)
+            bid = tkt[0]
         else:
-            mine = (ntm * ntn - bid + G - 1) // G       # the tiles bid, bid + G, ... below ntm * ntn
+            bid = hw
+        # the block's pieces (hopper_gemm_schedule): its tiles of the whole waves, then with stream-K its share of
+        # the partial wave's K steps
+        mine, ndp, tdp, skt, units, lo, hi, l_t = stream_k_walk(bid, G, ntm * ntn, nk, SKW, MIN_SHARE)
         if wg == 0:
             # the producer: few registers, one elected thread issues every copy
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
@@ -367,11 +352,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                 if elect_one() == 1:
                     it0 = 0
                     for ti in range(mine):
-                        tile, klo, khi = piece(ti, bid, G, nk, ndp, tdp, lo, hi, f_t)
-                        first = tile // (GM * ntn) * GM
-                        rows = T.min(ntm - first, GM)
-                        row0 = ((first + tile % (GM * ntn) % rows) * MC + mrank) * BM
-                        col0 = tile % (GM * ntn) // rows * BNT
+                        tile, klo, khi = piece(ti, hw, G, nk, ndp, lo, hi, SKW)
+                        row0, col0 = tile_origin(tile, ntm, ntn, GM, MC, mrank, BM, BNT)
                         for kk in range(khi - klo):
                             kt = k0 + klo + kk
                             it = it0 + kk                   # the ring runs on across tiles
@@ -426,11 +408,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                 pend = 0                                # held has a tile still to store
             it0 = 0
             for ti in range(mine):
-                tile, klo, khi = piece(ti, bid, G, nk, ndp, tdp, lo, hi, f_t)
-                first = tile // (GM * ntn) * GM
-                rows = T.min(ntm - first, GM)
-                row0 = ((first + tile % (GM * ntn) % rows) * MC + mrank) * BM
-                col0 = tile % (GM * ntn) // rows * BNT
+                tile, klo, khi = piece(ti, hw, G, nk, ndp, lo, hi, SKW)
+                row0, col0 = tile_origin(tile, ntm, ntn, GM, MC, mrank, BM, BNT)
                 for kk in range(khi - klo):
                     it = it0 + kk
                     s = it % STG
@@ -472,26 +451,27 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
                 it0 = it0 + khi - klo
                 if SKW:
-                    if klo > 0:
-                        # the tail (or a middle) of a split tile: this block's partial sums to its workspace row,
-                        # register i of consumer thread t at (i * CONS + c) * 128 + t (each warp's stores contiguous),
-                        # then published by one thread once every consumer thread has written (release at GPU scope)
-                        # (this is the block's first stream-K piece, ti == ndp: the row index written with ti keeps
-                        # the address in the loop, one base and compile-time offsets)
-                        wrow = (bid + ti - ndp) * (BM * BNT) + c * 128 + tid % 128
+                    pub, fin, store, jlo, jhi = exchange(tile, klo, khi, nk, ntm * ntn, G, MIN_SHARE, tkt[0])
+                    if pub == 1:
+                        # the head (or a middle) of a split tile: a later block runs its last K step and finishes
+                        # it. This block's partial sums go to its workspace row, register i of consumer thread t at
+                        # (i * CONS + c) * 128 + t (each warp's stores contiguous), then published by one thread
+                        # once every consumer thread has written (release at GPU scope). (This is the block's first
+                        # stream-K piece, ti == ndp: the row index written with ti keeps the address in the loop,
+                        # one base and compile-time offsets)
+                        wrow = (tkt[0] + ti - ndp) * (BM * BNT) + c * 128 + tid % 128
                         for i in T.unroll(NACC):
                             wf[wrow + i * (CONS * 128)] = acc[i]
                         T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
                         if tid == 128:
-                            T.cuda.tile.apply(T.ptx["red.release.gpu.global.add.s32"], F[bid:bid + 1], 1)
+                            T.cuda.tile.apply(T.ptx["red.release.gpu.global.add.s32"], F[tkt[0]:tkt[0] + 1], 1)
                     # (a second `if`, not an `else`: the interpreter would run an else part holding a wait as a fiber
                     # of its own, whose spin below never hands over to the publishing blocks)
-                    if klo == 0 and khi < nk:
-                        # the head of a split tile: add the partial sums of the blocks that ran the rest of it (bid + 1
-                        # .. the block whose share holds the tile's last K step), each taken when its flag is up (the
-                        # exchange leaves the flag down for the next launch)
-                        e = (tile - tdp + 1) * nk
-                        for j in range(bid + 1, T.min((e * G + skt - 1) // skt, G)):
+                    if fin == 1:
+                        # the tail of a split tile (the block's last piece): add the partial sums of the blocks
+                        # that ran the rest of it (first_contributor .. bid - 1: lower tickets, already running),
+                        # each taken when its flag is up (the exchange leaves the flag down for the next launch)
+                        for j in range(jlo, jhi):
                             if tid == 128:
                                 flag[0] = 0
                                 while flag[0] == 0:
@@ -543,7 +523,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                         acc[i] = acc[i] + got[0]
                 # rank r of a split-K cluster finishes its columns (registers r * SL .. (r + 1) * SL - 1)
                 for me in T.unroll(SK):
-                    if (SK == 1 or rank == me) and (SKW == 0 or klo == 0):
+                    if (SK == 1 or rank == me) and (SKW == 0 or store == 1):
                         # epilogue: register i holds row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
                         if TMA_STORE:
                             for h in T.unroll(me * (EH // SK), (me + 1) * (EH // SK)):
@@ -636,13 +616,14 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     elif SKW:
         @tiledsl.jit
         def hopper_gemm_stream_k(A: A_ANN, B: B_ANN, C: C_ANN, W: T.Tensor((SMS, BM * BNT), "float32"),
-                                 F: T.Tensor((SMS,), "int32")):
+                                 F: T.Tensor((SMS + 1,), "int32")):
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
             gemm_tiles(A, B, C, None, None, None, W, F, M, N, K)  # noqa: F821
         kernel = hopper_gemm_stream_k
         kernel.slots = (SMS, BM * BNT)
+        kernel.flags = SMS + 1                  # a flag a block, then the ticket counter
     else:
         @tiledsl.jit
         def hopper_gemm_tiles(A: A_ANN, B: B_ANN, C: C_ANN):
@@ -652,4 +633,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             gemm_tiles(A, B, C, None, None, None, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_tiles
     kernel.tile = (BM, BNT, KT)
+    # what the schedule model (gemm_schedule_model.py) needs to replay this kernel's walk
+    kernel.walk = dict(SMS=SMS, CL=CL, MC=MC, SK=SK, BM=BM, BNT=BNT, KT=KT, GM=GM, SKW=SKW, STG=STG,
+                       persistent=bool(persistent))
     return kernel

@@ -438,7 +438,10 @@ def test_split_k_throughput_is_reported():
     (4096, 14336, 4096, dict(bn=256, stages=4)),
     # small grids: many tiles split two and three ways, ragged M, N, short and long K loops
     (1000, 1504, 776, dict(bn=128, num_sms=7)), (4095, 4097, 4096, dict(bn=256, stages=4, num_sms=20)),
-    (640, 512, 64, dict(bn=256, stages=4, num_sms=3)), (1536, 1536, 2048, dict(bn=128, num_sms=5))])
+    (640, 512, 64, dict(bn=256, stages=4, num_sms=3)), (1536, 1536, 2048, dict(bn=128, num_sms=5)),
+    # issue 31's hang: 4096 tiles = 31 waves + 4 tiles of 16 K steps, fewer K steps than blocks (the old walk left
+    # shares empty and waited for them); and a partial wave of one tile of one K step
+    (16384, 8192, 1024, dict(bn=256, stages=4)), (2176, 512, 64, dict(bn=256, stages=4, num_sms=8))])
 @pytest.mark.parametrize("dtype,out", [("float16", None), ("bfloat16", None), ("float16", "float32")])
 def test_stream_k_against_torch(M, N, K, cfg, dtype, out):
     """The persistent grid with stream-K: right against fp32 at every shape, and the workspace flags left down
@@ -471,3 +474,17 @@ def test_matmul_takes_stream_k_at_the_llm_shape():
     torch.cuda.synchronize()
     assert "stream-K" in G.plan_of(a, b, c, tune=False).describe
     assert _rel_err(torch, c, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("tune", [False, True])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_shape_that_hung_returns_the_product(tune, dtype):
+    """Issue 31: matmul(a (16384, 1024), b (8192, 1024)) never returned (stream-K waiting for a block with no K
+    steps). Now it returns the product, tuned or not, twice (the workspace left ready)."""
+    import gemm as G
+    torch = _hopper()
+    a, b, ref, _ = _operands(torch, 16384, 8192, 1024, getattr(torch, dtype), 31)
+    for _ in range(2):
+        c = G.matmul(a, b, tune=tune)
+        torch.cuda.synchronize()
+        assert _rel_err(torch, c, ref) <= 1e-2

@@ -445,30 +445,35 @@ def test_gpu_sass_of_the_half_tma_store_epilogue_shows_stsm(ab, cfg):
 
 
 @pytest.mark.parametrize("M,N,K,out,cfg,sms", [
-    # 12 tiles of 128 x 64 over 5 blocks: 2 whole waves (10 tiles), then the last 2 tiles' 5 K steps each
-    # split 2 a block (tile 10: block 0 its head, block 1 its middle, block 2 its tail, then tile 11's head), f32 C
-    # through plain stores
-    (384, 256, 320, "float32", dict(stages=2, bn=64, tma_store=False), 5),
-    # f16 C through the deferred stmatrix epilogue and TMA store, ragged M, N and K; 7 tiles over 3 blocks
-    (300, 200, 328, "float16", dict(stages=3, bn=64, tma_store=True, group_m=2, defer_epilogue=True), 3),
+    # 12 tiles of 128 x 64 over 5 blocks: 2 whole waves (10 tiles), then the last 2 tiles' 10 K steps each split
+    # over the 5 blocks in shares of 4 (hopper_gemm_schedule): block 2 publishes tile 11's head and finishes tile 10
+    # after adding blocks 0's and 1's partial sums; block 4 finishes tile 11 after blocks 2 and 3; f32 C through
+    # plain stores
+    (384, 256, 640, "float32", dict(stages=2, bn=64, tma_store=False), 5),
+    # f16 C through the stmatrix epilogue and TMA store, ragged M, N and K; 12 tiles over 5 blocks
+    (300, 200, 648, "float16", dict(stages=3, bn=64, tma_store=True, group_m=2), 5),
     # BN 256 halves (the staging buffer used twice a tile), 4 tiles over 3 blocks: one tile split three ways
-    (256, 512, 192, "float16", dict(stages=4, bn=256, tma_store=True), 3)],
-    ids=["f32-plain", "f16-deferred-ragged", "bn256-three-way"])
+    (256, 512, 768, "float16", dict(stages=4, bn=256, tma_store=True), 3)],
+    ids=["f32-plain", "f16-stmatrix-ragged", "bn256-three-way"])
 def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
-    """Stream-K: the tiles past the whole waves are split by K steps over every block; the blocks that ran a
-    split tile's tail publish partial sums (workspace row + flag), the block that ran its head adds them and
-    stores the tile; exact against numpy (sums of k/8 values are exact in any order), flags left down."""
+    """Stream-K: the tiles past the whole waves are split by K steps over the blocks; the blocks that ran a split
+    tile's head (or middle) publish partial sums (workspace row + flag), the block that ran its last K step adds
+    them and stores the tile; exact against numpy (sums of k/8 values are exact in any order), flags and the
+    ticket counter left at zero."""
     pytest.importorskip("tiledsl.interpreter.fibers")
     a, b, ref = _inputs(M, N, K, seed=8)
     c = _host_out(M, N, out)
     c[...] = 1
     k = H.make_hopper_gemm("float16", out, persistent=True, num_sms=sms, stream_k=True, **cfg)
     W = np.full(k.slots, np.nan, np.float32)
-    F = np.zeros(k.slots[0], np.int32)
-    tiledsl.jit(k.fn, interpret=True)(a, b, c, W, F)
+    F = np.zeros(k.flags, np.int32)
+    run = tiledsl.jit(k.fn, interpret=True)
     want = ref.astype(np.float16 if out == "float16" else np.float32).astype(np.float64)
-    np.testing.assert_array_equal(_as_float(c, out), want)
-    assert not F.any()
+    for _ in range(2):          # the second launch on the same workspace: flags down, tickets from 0 again
+        run(a, b, c, W, F)
+        np.testing.assert_array_equal(_as_float(c, out), want)
+        assert not F.any()
+        c[...] = 1
 
 
 def test_stream_k_refuses_what_it_does_not_combine_with():
@@ -483,7 +488,7 @@ def test_stream_k_assembles_without_spills(ab, out):
     workspace rows written and read at one base a thread and compile-time offsets, no spills."""
     k = H.make_hopper_gemm(ab, out, 4, 2, 256, True, False, True, 132, 8, stream_k=True)
     a = _host_out(1024, 512, ab)
-    ck = k.compile(a, a, _host_out(1024, 1024, out), np.zeros(k.slots, np.float32), np.zeros(k.slots[0], np.int32),
+    ck = k.compile(a, a, _host_out(1024, 1024, out), np.zeros(k.slots, np.float32), np.zeros(k.flags, np.int32),
                    target="sm_90a")
     ptx = ck.asm["ptx"]
     assert "atom.acquire.gpu.global.exch.b32" in ptx and "red.release.gpu.global.add.s32" in ptx
@@ -506,13 +511,19 @@ def test_stream_k_is_added_only_where_a_short_partial_wave_follows_two_whole_one
     assert "stream-K" in G.describe_hopper(G.hopper_kwargs(big + (1, 1), 14336, 2))
 
 
-@pytest.mark.parametrize("ab,stream_k", [("float16", False), ("bfloat16", True)])
+def test_deferred_epilogue_refuses_stream_k():
+    with pytest.raises(tiledsl.LaunchError, match="defer_epilogue does not combine with stream_k"):
+        H.make_hopper_gemm("bfloat16", "bfloat16", 4, 2, 256, True, False, True, 132, 8, stream_k=True,
+                           defer_epilogue=True)
+
+
+@pytest.mark.parametrize("ab,stream_k", [("float16", False), ("bfloat16", False)])
 def test_deferred_epilogue_assembles_without_serialising_wgmma(ab, stream_k):
     """defer_epilogue's stores sit between a wgmma's commit and its wait: ptxas must keep the wgmmas asynchronous
     (no C7514/C7517/C7518 warning) and spill nothing."""
     k = H.make_hopper_gemm(ab, ab, 4, 2, 256, True, False, True, 132, 8, stream_k=stream_k, defer_epilogue=True)
     a = _host_out(1024, 512, ab)
-    extra = (np.zeros(k.slots, np.float32), np.zeros(k.slots[0], np.int32)) if stream_k else ()
+    extra = (np.zeros(k.slots, np.float32), np.zeros(k.flags, np.int32)) if stream_k else ()
     ck = k.compile(a, a, _host_out(1024, 1024, ab), *extra, target="sm_90a")
     r = ptxas(ck.asm["ptx"], "sm_90a", verbose=True)
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,199 @@
+"""The Hopper GEMM's schedule model (examples/gemm_schedule_model.py) over a dense grid of shapes, SM counts and
+configurations, and the proof that it catches the schedule that hung the H200 (issue 31: 16384 x 8192 x 1024 f16,
+stream-K, a block waiting for a block whose share of K steps was empty)."""
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+import gemm as G
+import gemm_schedule_model as SM
+import hopper_gemm as H
+
+STREAM_K = [c for c in G.HOPPER_CONFIGS if c[3] and not c[5] and G.hopper_split(c) == 1]
+
+
+def _kernel(config, sms, stream_k=False, ab="float16"):
+    kw = G.hopper_kwargs(config, 4096, 2)
+    kw.update(stream_k=stream_k)
+    return H.make_hopper_gemm(ab, "float16", num_sms=sms, **kw)
+
+
+# ------------------------------------------------------------------------------------------------ the old schedule
+# The stream-K walk as it was when the H200 hung: every block shared the partial wave's K steps (lo = bid * skt //
+# G, so with fewer K steps than blocks some shares were empty), pieces ran in K order, and the block running a
+# tile's FIRST K step finished it, waiting for blocks bid + 1 .. the one holding the tile's last K step.
+def _old_walk(bid, G_, ntiles, nk, SKW, MINK):
+    tdp = ntiles // G_ * G_
+    ndp = tdp // G_
+    skt = (ntiles - tdp) * nk
+    lo, hi = bid * skt // G_, (bid + 1) * skt // G_
+    f_t = lo // nk
+    mine = ndp + ((hi - 1) // nk - f_t + 1 if hi > lo else 0)
+    return mine, ndp, tdp, skt, G_, lo, hi, f_t
+
+
+def _old_piece(ti, bid, G_, nk, ndp, lo, hi, SKW):
+    t = lo // nk + ti - ndp
+    sk = ti >= ndp
+    return (ndp * G_ + t if sk else bid + ti * G_), (max(lo - t * nk, 0) if sk else 0), \
+        (min(hi - t * nk, nk) if sk else nk)
+
+
+def _old_exchange(tile, klo, khi, nk, ntiles, G_, MINK, bid):
+    tdp = ntiles // G_ * G_
+    skt = (ntiles - tdp) * nk
+    e = (tile - tdp + 1) * nk
+    return (1 if klo > 0 else 0), (1 if klo == 0 and khi < nk else 0), (1 if klo == 0 else 0), bid + 1, \
+        min((e * G_ + skt - 1) // max(skt, 1), G_)
+
+
+OLD = dict(SM.HELPERS, stream_k_walk=_old_walk, piece=_old_piece, exchange=_old_exchange)
+
+
+def test_the_shape_that_hung_is_sound_now():
+    for ab in ("float16", "bfloat16"):
+        k = _kernel(G.HOPPER_CONFIGS[0], 132, stream_k=True, ab=ab)
+        assert SM.check(k, 16384, 8192, 1024) is None
+
+
+def test_the_model_refuses_the_schedule_that_hung():
+    k = _kernel(G.HOPPER_CONFIGS[0], 132, stream_k=True)
+    why = SM.check(k, 16384, 8192, 1024, h=OLD, min_share=1)
+    assert why is not None and "publishes nothing" in why, why
+    # where every share is non-empty, the old walk still waited for later tickets: the model refuses that too
+    why = SM.check(k, 16384, 8192, 8192, h=OLD, min_share=1)
+    assert why is not None and "later ticket" in why, why
+
+
+def test_a_wait_for_a_later_block_alone_is_refused():
+    """Only the direction of the wait changed: finishing at the tile's first K step (the old roles) on the new
+    walk. Every publisher exists, so only the ticket order can object."""
+    k = _kernel(G.HOPPER_CONFIGS[0], 16, stream_k=True)
+
+    def first_finishes(tile, klo, khi, nk, ntiles, G_, MINK, bid):
+        tdp = ntiles // G_ * G_
+        skt = (ntiles - tdp) * nk
+        units = max(min(G_, skt // MINK), 1)
+        last = ((tile - tdp + 1) * nk * units + skt - 1) // skt     # past the block holding the tile's last K step
+        return (1 if klo > 0 else 0), (1 if klo == 0 and khi < nk else 0), (1 if klo == 0 else 0), bid + 1, last
+    why = SM.check(k, 128, 256 * 21, 4096, h=dict(SM.HELPERS, exchange=first_finishes))
+    assert why is not None and "later ticket" in why, why
+
+
+def test_a_missing_partial_sum_is_refused():
+    k = _kernel(G.HOPPER_CONFIGS[0], 16, stream_k=True)
+
+    def skips_one(*args):
+        pub, fin, store, jlo, jhi = SM.HELPERS["exchange"](*args)
+        return pub, fin, store, jlo + 1, jhi
+    why = SM.check(k, 128, 256 * 21, 4096, h=dict(SM.HELPERS, exchange=skips_one))
+    assert why is not None and "added 0 times" in why, why
+
+
+# ------------------------------------------------------------------------------------------------ the dense grid
+# The stream-K exchange depends on the shape only through (blocks G, tiles of the partial wave r, K steps a tile
+# nk): whole waves are the persistent walk's, which has no waits. So the grid of M, N from 1 to 65536 (every
+# multiple of the tile and its neighbours: every tile count, so every r < G) and SM counts 1..132 is covered by
+# every (G, r) and the K steps below; each (G, r, nk) is replayed on C = (BM, BN * (G + r)).
+NK_FAST = (1, 3, 4, 5, 16, 17, 1024)
+NK_DENSE = tuple(range(1, 41)) + (63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024)
+G_FAST = (1, 2, 3, 5, 8, 13, 31, 66, 131, 132)
+
+
+def _stream_k_grid(sms_list, nks, config=G.HOPPER_CONFIGS[0]):
+    bad = []
+    for sms in sms_list:
+        k = _kernel(config, sms, stream_k=True)
+        BM, BN, KT = k.tile
+        for r in range(sms):
+            for nk in nks:
+                for K in {nk * KT, max(nk * KT - 8, 8)}:        # whole and ragged last K tile
+                    why = SM.check(k, BM, BN * (sms + r), K)
+                    if why:
+                        bad.append(why)
+    return bad
+
+
+def test_stream_k_schedule_over_sm_counts_and_partial_waves():
+    assert _stream_k_grid(G_FAST, NK_FAST) == []
+
+
+@pytest.mark.slow
+def test_stream_k_schedule_dense_grid():
+    """Every SM count 1..132, every partial wave 0..G - 1, 54 K-step counts 1..1024 (about a million replays)."""
+    with ProcessPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as ex:
+        results = ex.map(_stream_k_grid, [[s] for s in range(132, 0, -1)], [NK_DENSE] * 132)
+        bad = [w for r in results for w in r]
+    assert bad == [], bad[:5]
+
+
+def _sizes(tile, top=65536):
+    """1 .. top at every multiple of the tile and its neighbours (every tile count the dimension can have), thinned
+    for speed to the first 40 tile counts and the neighbours of powers of two above them."""
+    out = {1, 2, top}
+    for t in list(range(1, 18)) + [2 ** p + d for p in range(5, 17) for d in (-1, 0, 1)]:
+        for v in (t * tile - 1, t * tile, t * tile + 1):
+            if 1 <= v <= top:
+                out.add(v)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("config", G.HOPPER_CONFIGS, ids=lambda c: "-".join(map(str, c)))
+def test_every_configuration_covers_every_tile_once(config):
+    """Tile order (grouped, multicast pairs), split-K shares and the ragged edges: every configuration over M, N
+    around tile multiples, small and ragged K, a few SM counts."""
+    bad = []
+    for sms in (1, 132):
+        k = _kernel(config, sms)
+        BM, BN, KT = k.tile
+        for M in _sizes(BM * k.walk["MC"], 34 * BM * k.walk["MC"]):
+            for N in (1, BN + 1, 3 * BN, 7 * BN + 5):
+                for K in (8, KT, KT + 8, 5 * KT - 8):
+                    why = SM.check(k, M, N, K)
+                    if why:
+                        bad.append(why)
+    assert bad == [], bad[:5]
+
+
+def test_heuristic_choices_over_llm_and_ragged_shapes():
+    """What matmul picks without tuning (choose_hopper, then stream-K where stream_k_helps) is sound on every shape of
+    a grid of M, N up to 65536 and K up to 65536, at the H200's 132 SMs and at a few smaller counts."""
+    assert _heuristic_grid([1, 7, 65, 128, 1000, 3072, 4000, 8191, 16384, 65536], (132, 66), (8, 1024, 4104)) == []
+
+
+@pytest.mark.slow
+def test_heuristic_choices_dense():
+    dims = [1, 7, 64, 65, 127, 128, 129, 1000, 1024, 3072, 4000, 4096, 8191, 8192, 14336, 16384, 28672, 65536]
+    assert _heuristic_grid(dims, (132, 114, 66, 1), (8, 1024, 4104, 65536)) == []
+
+
+def _heuristic_grid(dims, sms_list, ks):
+    bad = []
+    for sms in sms_list:
+        for M in dims:
+            for N in dims:
+                for K in ks:
+                    cfg = G.choose_hopper(M, N, K, "float16", sms)
+                    sk = G.stream_k_helps(cfg, M, N, sms)
+                    why = SM.check(_kernel(cfg, sms, stream_k=sk), M, N, K)
+                    if why:
+                        bad.append(f"{cfg} stream_k={sk}: {why}")
+    return bad[:5]
+
+
+def test_a_refused_kernel_is_never_launched_and_the_plan_says_so(monkeypatch):
+    """matmul's plan asks the model first: a stream-K kernel it refuses falls back to the same tiles without
+    stream-K, and the plan's description names the refusal."""
+    real = SM.check
+
+    def refuse_stream_k(kernel, M, N, K, **kw):
+        return "refused for the test" if kernel.walk["SKW"] else real(kernel, M, N, K, **kw)
+    monkeypatch.setattr(SM, "check", refuse_stream_k)
+    kw = G.hopper_kwargs(tuple(G.HOPPER_CONFIGS[0]) + (1, 1), 8192, 2)
+    k = H.make_hopper_gemm("float16", "float16", num_sms=132, **kw)
+    k2, kw2, how = G._schedule_checked(H, k, kw, "heuristic", "float16", "float16", 16384, 8192, 1024, 132)
+    assert not k2.walk["SKW"] and "stream_k" not in kw2
+    assert "schedule model refused" in how and "stream-K" in how and "refused for the test" in how
+    monkeypatch.setattr(SM, "check", real)      # a sound kernel passes through unchanged
+    assert G._schedule_checked(H, k, kw, "tuned", "float16", "float16", 16384, 8192, 1024, 132) == (k, kw, "tuned")
