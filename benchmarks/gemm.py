@@ -206,6 +206,11 @@ def main(argv=None):
     p.add_argument("--configs", default=None, help="sweep these configurations instead of gemm.CONFIGS, e.g. "
                                                    "'256,128,64,4,2,4,1;128,128,64,2,2,3,1' (mma.sync) or "
                                                    "'128,2,4,0,1,0,2;128,1,4,0,1,0' (Hopper)")
+    p.add_argument("--sweep-shapes", action="store_true", help="tiledsl / cuBLAS over benchmarks/gemm_sweep.py's "
+                                                                "LLM, square and ragged shapes (or --shapes); "
+                                                                "--dtypes may name e4m3")
+    p.add_argument("--reps", type=int, default=10, help="--sweep-shapes: timed calls per side and shape")
+    p.add_argument("--json", default=None, help="--sweep-shapes: write the rows and summaries to this file")
     opts = p.parse_args(argv)
     from tiledsl.runtime.driver import gpu_available
     if not gpu_available():
@@ -213,6 +218,14 @@ def main(argv=None):
         return
     import torch
     import gemm as G
+    if opts.sweep_shapes:
+        import importlib.util                   # by path: benchmarks/ on sys.path would shadow examples/hopper_gemm
+        spec = importlib.util.spec_from_file_location("gemm_sweep", os.path.join(ROOT, "benchmarks", "gemm_sweep.py"))
+        gemm_sweep = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gemm_sweep)
+        if gemm_sweep.run(G, torch, side_by_side, opts):
+            raise SystemExit(1)
+        return
     if opts.sweep:
         sweep_shapes = [(4096, 4096, 4096)] if not opts.shapes else \
             [tuple(int(x) for x in sh.split(",")) for sh in opts.shapes.split(";")]

@@ -612,7 +612,9 @@ HOPPER_CONFIGS = [(256, 2, 4, 1, 1, 0),     # persistent, 128 x 256 tiles
                   (64, 2, 8, 0, 1, 0),      # 128 x 64 tiles, 8 deep (1024^3: 0.85x against 4 deep's 0.73x)
                   (128, 2, 4, 0, 1, 0, 2),  # 128 x 128 tiles, K split between the 2 blocks of a cluster
                   (128, 2, 6, 0, 1, 0, 2),  # the same, a deeper ring (a rank's K loop is short: more in flight)
-                  (128, 2, 4, 0, 1, 0, 4)]  # the same over 4 blocks (512^3: 16 tiles, 64 blocks)
+                  (128, 2, 4, 0, 1, 0, 4),  # the same over 4 blocks (512^3: 16 tiles, 64 blocks)
+                  (192, 2, 4, 1, 1, 0)]     # persistent, 128 x 192 tiles: the waves of shapes 256 fits badly
+                                            # (3072^3: 384 tiles, 2.9 waves, against 288 of 128 x 256, 2.2)
 # stream-K on the persistent configurations where the tiles end in a short partial wave (stream_k_helps)
 STREAM_K = True
 # choose_hopper's order: the first that gives at least 90% of a wave of tiles wins
@@ -654,10 +656,18 @@ def hopper_split(config) -> int:
 
 def choose_hopper(M: int, N: int, K: int, out: str = "float16", sms: int = NUM_SMS) -> tuple:
     """The Hopper configuration matmul takes without tuning: the first of HOPPER_PREFERRED (biggest tile first)
-    whose tiles fill at least 90% of a wave of `sms` blocks, else the one with the most tiles. The TMA-store field
-    stays 1: hopper_kwargs turns it off where C's rows are not multiples of 16 bytes."""
+    whose tiles fill at least 90% of a wave of `sms` blocks, else the one with the most tiles; where that leaves
+    more than half the SMs idle at M <= 64, the stream-K 64 x 128 configuration over every SM. The TMA-store
+    field stays 1: hopper_kwargs turns it off where C's rows are not multiples of 16 bytes."""
     best = next((c for c in HOPPER_PREFERRED if hopper_tiles(c, M, N) >= 0.9 * sms), None)
-    return best or max(HOPPER_PREFERRED, key=lambda c: hopper_tiles(c, M, N))
+    best = best or max(HOPPER_PREFERRED, key=lambda c: hopper_tiles(c, M, N))
+    if hopper_tiles(best, M, N) < 0.5 * sms and M <= 64:
+        # a decode-sized M whose tiles leave most SMs idle: every SM's block shares their K steps (stream-K; H200:
+        # 1 x 4096 x 14336 f16 0.90x cuBLAS against 0.68x for 32 blocks of 64 x 128)
+        _hopper_module()                    # (examples/ on the path)
+        import hopper_gemm_tuning
+        return hopper_gemm_tuning.SMALL_M_STREAM_K[0]
+    return best
 
 
 def hopper_kwargs(config, N: int, out_size: int) -> dict:
@@ -775,8 +785,10 @@ def _hopper_plan(a, b, out, config, tune, sms) -> Plan:
                           stacklevel=4)
     if config is None:
         config, how = choose_hopper(M, N, K, od, sms), "heuristic"
-    if how != "given" and stream_k_helps(config, M, N, sms):
+    if how == "heuristic" and stream_k_helps(config, M, N, sms):
         config = tuple(config[:6]) + (1, 1)
+    if how == "tuned":
+        config = _stream_k_stage(H, a, b, out, config, sms, ab, od)
     kw = hopper_kwargs(config, N, _size_of(od))
     kernel = H.make_hopper_gemm(ab, od, num_sms=sms, **kw)
     kernel, kw, how = _schedule_checked(H, kernel, kw, how, ab, od, M, N, K, sms)
@@ -793,6 +805,32 @@ def _hopper_plan(a, b, out, config, tune, sms) -> Plan:
             H.hopper_matmul(a, b, out=out, **kw)
             _epilogue(out, bias, activation)
     return Plan(run, f"{describe_hopper(kw)} ({how})", "hopper", kw)
+
+
+def _stream_k_stage(H, a, b, out, config, sms, ab, od):
+    """The tuned winner against its stream-K twin and, where its blocks leave SMs idle, the stream-K
+    configurations every SM shares (hopper_gemm_tuning: timed here, where the workspace can be passed; the
+    schedule model checks each first)."""
+    import gemm_schedule_model as SM
+    import hopper_gemm_tuning as HT
+    import torch
+    M, K = a.shape
+    N = b.shape[0]
+
+    def kernel_of(c):
+        kw = hopper_kwargs(c, N, _size_of(od))
+        return H.make_hopper_gemm(ab, od, num_sms=sms, **kw), kw
+    cands = [c for c in HT.stream_k_candidates(sys.modules[__name__], config, M, N, sms)
+             if SM.check(kernel_of(c)[0], M, N, K) is None] or [tuple(config)]
+    A, B = a.contiguous(), b.contiguous()
+
+    def run_of(c):
+        k, kw = kernel_of(c)
+        extra = H.workspace(k, a) if kw.get("stream_k") else ()
+        return lambda: k(A, B, out, *extra)
+    key = {"M": str(M), "N": str(N), "K": str(K), "ab": ab, "out": od, "sms": str(sms),
+           "device": torch.cuda.get_device_name(a.device)}
+    return HT.pick(cands, run_of, key)[0]
 
 
 def _schedule_checked(H, kernel, kw, how, ab, od, M, N, K, sms):
@@ -814,11 +852,13 @@ def _schedule_checked(H, kernel, kw, how, ab, od, M, N, K, sms):
 _FP8_PLANS = {}     # matmul_fp8's keywords per (sizes, dtypes, device, config)
 
 
-def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, config=None):
+def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, config=None, tune=True):
     """C = (scale_a * scale_b) * (a @ b.T) (+ bias) for FP8 torch CUDA tensors a (M, K) and b (N, K) (e4m3 or
     e5m2), per-tensor scales as one-element float32 tensors; C of `out_dtype` (default bfloat16). Runs the
     Hopper kernel's FP8 form (hopper_matmul_fp8 of examples/hopper_gemm.py) on an sm_90 GPU; elsewhere, or where
-    that form is missing, a LaunchError says so. config= is a dict of its keywords (default: choose_hopper's)."""
+    that form is missing, a LaunchError says so. config= is a dict of its keywords; by default the configuration
+    is tuned per shape on the first call (hopper_gemm_tuning.FP8_CONFIGS, kept on disk), or with tune=False
+    choose_hopper's."""
     import torch
     out_dtype = out_dtype or torch.bfloat16
     cap = _capability(a)
@@ -835,13 +875,15 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, c
     M, K = a.shape
     N = b.shape[0]
     cfg_key = tuple(sorted(config.items())) if isinstance(config, dict) else None
-    key = (M, N, K, a.dtype, b.dtype, out_dtype, a.device, cfg_key)
+    key = (M, N, K, a.dtype, b.dtype, out_dtype, a.device, cfg_key, bool(tune), bias is None)
     kw = _FP8_PLANS.get(key)
     if kw is None:
         import inspect
         params = inspect.signature(fp8).parameters
         if config is not None:
             kw = dict(config)
+        elif tune and a.is_cuda:
+            kw = _tuned_fp8(fp8, a, b, scale_a, scale_b, out_dtype, bias, params)
         else:
             kw = hopper_kwargs(choose_hopper(M, N, K, "bfloat16", sm_count(a)), N,
                                torch.empty((), dtype=out_dtype).element_size())
@@ -855,6 +897,51 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, c
             return c
         _FP8_PLANS[key] = kw
     return fp8(a, b, scale_a, scale_b, out_dtype, out=out, bias=bias, **kw)
+
+
+def fp8_plan_of(a, b, out_dtype=None, *, config=None, tune=True, bias=None) -> str:
+    """What matmul_fp8(a, b, ..., out_dtype, bias) runs for these operands (after its first call of the key), in
+    describe_hopper's words; None before that first call."""
+    import torch
+    cfg_key = tuple(sorted(config.items())) if isinstance(config, dict) else None
+    key = (a.shape[0], b.shape[0], a.shape[1], a.dtype, b.dtype, out_dtype or torch.bfloat16, a.device, cfg_key,
+           bool(tune), bias is None)
+    kw = _FP8_PLANS.get(key)
+    if kw is None:
+        return None
+    return "fp8 " + (describe_hopper(kw) if kw else "hopper_matmul_fp8's defaults")
+
+
+def _tuned_fp8(fp8, a, b, scale_a, scale_b, out_dtype, bias, params) -> dict:
+    """matmul_fp8's keywords for these operands: the fastest of hopper_gemm_tuning.fp8_candidates the schedule
+    model finds sound, timed here."""
+    import gemm_schedule_model as SM
+    import hopper_gemm_tuning as HT
+    import torch
+    M, K = a.shape
+    N = b.shape[0]
+    sms = sm_count(a)
+    size = torch.empty((), dtype=out_dtype).element_size()
+    o = torch.empty((M, N), dtype=out_dtype, device=a.device)
+
+    def kw_of(c):
+        kw = hopper_kwargs(c, N, size)
+        return {k: v for k, v in kw.items() if k in params}
+
+    def run_of(c):
+        kw = kw_of(c)
+        H = _hopper_module()
+        k = H.make_hopper_gemm_fp8(H.DTYPES[str(a.dtype)], H.DTYPES[str(b.dtype)], H.DTYPES[str(out_dtype)],
+                                   num_sms=sms, **kw)
+        why = SM.check(k, M, N, K)
+        if why:
+            raise tiledsl.LaunchError(f"the schedule model refuses it: {why}")       # never launched
+        fp8(a, b, scale_a, scale_b, out_dtype, out=o, bias=bias, **kw)      # builds it, or refuses the config
+        return lambda: fp8(a, b, scale_a, scale_b, out_dtype, out=o, bias=bias, **kw)
+    key = {"M": str(M), "N": str(N), "K": str(K), "a": str(a.dtype), "b": str(b.dtype), "out": str(out_dtype),
+           "bias": str(None if bias is None else bias.dtype), "sms": str(sms),
+           "device": torch.cuda.get_device_name(a.device)}
+    return kw_of(HT.pick(HT.fp8_candidates(sys.modules[__name__], M, N, sms), run_of, key)[0])
 
 
 def main(argv=None):

@@ -51,8 +51,10 @@ class Block:
 
 
 def grid_of(w: dict, M: int, N: int) -> int:
-    """The launch's grid width, as the kernel's LaunchConfig computes it."""
+    """The launch's grid width, as the kernel's LaunchConfig computes it (stream-K: every SM's block)."""
     BM, BNT, MC, CL = w["BM"], w["BNT"], w["MC"], w["CL"]
+    if w["SKW"]:
+        return w["SMS"]
     return min(w["SMS"], CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT))
 
 

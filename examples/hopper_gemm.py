@@ -167,19 +167,20 @@ def make_hopper_gemm_fp8(a_type: str = "e4m3", b_type: str | None = None, out: s
                          stages: int = STAGES, consumers: int = CONSUMERS, bn: int = 256, tma_store: bool = True,
                          multicast: bool = False, persistent: bool = True, num_sms: int = NUM_SMS,
                          group_m: int = GROUP_M, *, bias: str | None = None, activation: str | None = None,
-                         split_k: int = 1):
+                         split_k: int = 1, stream_k: bool = False):
     """The FP8 kernel: A (M, K) of `a_type` and B (N, K) of `b_type` (e4m3 or e5m2, default a_type), both as
     uint8 bytes (K-major: wgmma reads fp8 only K-major), C (M, N) of `out`; called as kernel(A, B, C, scale_a,
     scale_b) or kernel(A, B, C, bias, scale_a, scale_b), the scales float32 tensors of one element. wgmma
     m64nBNk32 over K tiles of 128 bytes; the epilogue multiplies the f32 accumulators by scale_a * scale_b
     before the bias and activation. The other parameters as make_hopper_gemm's (default: persistent, BN 256,
-    TMA store)."""
+    TMA store); with stream_k (no bias or activation) called as kernel(A, B, C, scale_a, scale_b, W, F), the
+    workspace of `workspace`."""
     b_type = b_type or a_type
     if a_type not in FP8 or b_type not in FP8 or out not in OUTS:
         raise tiledsl.LaunchError(f"hopper fp8 gemm supports e4m3/e5m2 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {a_type} x {b_type} -> {out}")
     return _get(a_type, b_type, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m,
-                bias, activation, split_k)
+                bias, activation, split_k, stream_k)
 
 
 HALF_TYPES = ("float16", "bfloat16")
@@ -260,13 +261,14 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
 
 def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=None, activation=None,
                       stages: int = STAGES, consumers: int = CONSUMERS, bn: int = 256, tma_store: bool | None = None,
-                      multicast: bool = False, persistent: bool = True, group_m: int = GROUP_M, split_k: int = 1):
+                      multicast: bool = False, persistent: bool = True, group_m: int = GROUP_M, split_k: int = 1,
+                      stream_k: bool = False):
     """C = act((a @ b.T) * scale_a * scale_b + bias) for torch CUDA tensors a (M, K) and b (N, K) of
     torch.float8_e4m3fn or torch.float8_e5m2 (mixed allowed), per-tensor scales (float32 tensors of one element,
     on a's device: read by the kernel, never synced to the host), on an sm_90 GPU; K a multiple of 16. Returns C
     (M, N) of `out_dtype` (default torch.bfloat16; float16 and float32 too), or writes `out`. bias and
     activation as hopper_matmul's. The default configuration: persistent grid, BN 256, TMA store where C's rows
-    are multiples of 16 bytes (make_hopper_gemm_fp8)."""
+    are multiples of 16 bytes (make_hopper_gemm_fp8); stream_k as hopper_matmul's (no bias or activation)."""
     torch = _torch()
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or \
             DTYPES.get(str(a.dtype)) not in FP8 or DTYPES.get(str(b.dtype)) not in FP8:
@@ -288,12 +290,14 @@ def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=
     bias, bias_dt = _bias_of(bias, N, out, a)
     kernel = make_hopper_gemm_fp8(DTYPES[str(a.dtype)], DTYPES[str(b.dtype)], od, stages, consumers, bn, tma_store,
                                   multicast, persistent, _grid_width(persistent, a), group_m, bias=bias_dt,
-                                  activation=activation, split_k=split_k)
+                                  activation=activation, split_k=split_k, stream_k=stream_k)
     if K % 16:
         raise tiledsl.LaunchError(f"hopper fp8 gemm needs K a multiple of 16 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")
     args = (a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8), out)
     args += (() if bias is None else (bias,)) + tuple(scales)
+    if stream_k:
+        args += workspace(kernel, a)
     kernel(*args)
     return out
 

@@ -195,9 +195,10 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     GM = int(group_m)
     FUSED = bias is not None or activation is not None or IS_FP8
     SKW = bool(stream_k)
-    if SKW and (not persistent or CL > 1 or FUSED):
+    if SKW and (not persistent or CL > 1 or bias is not None or activation is not None):
+        # (fp8 scales are fine: the block finishing a split tile scales the summed f32 partials, once)
         raise tiledsl.LaunchError("hopper gemm: stream_k takes the persistent grid without multicast, split_k, "
-                                  "bias, activation or fp8 operands")
+                                  "bias or activation")
     scale_of, finish = make_epilogue(bias is not None, IS_FP8, activation) if FUSED else (None, None)
 
     # defer_epilogue, with a half C through stmatrix (not split-K): the consumers pack a finished tile to half2
@@ -451,7 +452,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
                 it0 = it0 + khi - klo
                 if SKW:
-                    pub, fin, store, jlo, jhi = exchange(tile, klo, khi, nk, ntm * ntn, G, MIN_SHARE, tkt[0])
+                    pub, fixup, store, jlo, jhi = exchange(tile, klo, khi, nk, ntm * ntn, G, MIN_SHARE, tkt[0])
                     if pub == 1:
                         # the head (or a middle) of a split tile: a later block runs its last K step and finishes
                         # it. This block's partial sums go to its workspace row, register i of consumer thread t at
@@ -467,7 +468,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                             T.cuda.tile.apply(T.ptx["red.release.gpu.global.add.s32"], F[tkt[0]:tkt[0] + 1], 1)
                     # (a second `if`, not an `else`: the interpreter would run an else part holding a wait as a fiber
                     # of its own, whose spin below never hands over to the publishing blocks)
-                    if fin == 1:
+                    if fixup == 1:
                         # the tail of a split tile (the block's last piece): add the partial sums of the blocks
                         # that ran the rest of it (first_contributor .. bid - 1: lower tickets, already running),
                         # each taken when its flag is up (the exchange leaves the flag down for the next launch)
@@ -597,6 +598,15 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                 block=THREADS, max_registers=CAP, cluster=CLUSTER))
             gemm_tiles(A, B, C, bias, scale_a, scale_b, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_fp8_bias
+    elif IS_FP8 and SKW:
+        @tiledsl.jit
+        def hopper_gemm_fp8_stream_k(A: A_ANN, B: B_ANN, C: C_ANN, scale_a: SCALE_ANN, scale_b: SCALE_ANN,
+                                     W: T.Tensor((SMS, BM * BNT), "float32"), F: T.Tensor((SMS + 1,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=SMS, block=THREADS, max_registers=CAP, cluster=CLUSTER))
+            gemm_tiles(A, B, C, None, scale_a, scale_b, W, F, M, N, K)  # noqa: F821
+        kernel = hopper_gemm_fp8_stream_k
+        kernel.slots = (SMS, BM * BNT)
+        kernel.flags = SMS + 1
     elif IS_FP8:
         @tiledsl.jit
         def hopper_gemm_fp8(A: A_ANN, B: B_ANN, C: C_ANN, scale_a: SCALE_ANN, scale_b: SCALE_ANN):
@@ -617,9 +627,9 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         @tiledsl.jit
         def hopper_gemm_stream_k(A: A_ANN, B: B_ANN, C: C_ANN, W: T.Tensor((SMS, BM * BNT), "float32"),
                                  F: T.Tensor((SMS + 1,), "int32")):
-            T.device_entry(launch=T.cuda.LaunchConfig(
-                grid=T.min(SMS, CL * ((M + MC * BM - 1) // (MC * BM)) * ((N + BNT - 1) // BNT)),  # noqa: F821
-                block=THREADS, max_registers=CAP, cluster=CLUSTER))
+            # every SM's block, even with fewer tiles than SMs: their K steps are shared by all (the blocks past
+            # the shares' count, stream_k_walk's units, find nothing to do and leave)
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=SMS, block=THREADS, max_registers=CAP, cluster=CLUSTER))
             gemm_tiles(A, B, C, None, None, None, W, F, M, N, K)  # noqa: F821
         kernel = hopper_gemm_stream_k
         kernel.slots = (SMS, BM * BNT)

@@ -83,7 +83,7 @@ def test_multicast_clusters_against_torch(M, N, K, tma_store):
 
 @pytest.mark.parametrize("M,N,K", [(128, 128, 64), (256, 384, 512), (2048, 1024, 4096), (4096, 4096, 4096),
                                    (200, 136, 136), (1000, 1504, 776), (4095, 4097, 4096)])
-@pytest.mark.parametrize("bn", [256, 128])
+@pytest.mark.parametrize("bn", [256, 192, 128])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_persistent_against_torch(M, N, K, bn, dtype):
     """The persistent grid (one block per SM, grouped tile order, the ring running across tiles), BN 256 with its
@@ -283,6 +283,25 @@ def test_fp8_ragged_against_fp32(M, N, K, out):
     assert _rel_err(torch, c, ref) <= 5e-2
 
 
+@pytest.mark.parametrize("M,N,K,cfg", [(1, 4096, 4096, dict(bn=128, consumers=1, stages=8)),
+                                       (128, 11008, 4096, dict(bn=256, consumers=1, stages=4)),
+                                       (3000, 3000, 3072, dict(bn=256, consumers=2, stages=4)),
+                                       (1536, 1536, 4096, dict(bn=192, consumers=2, stages=4))])
+@pytest.mark.parametrize("out", ["bfloat16", "float32"])
+def test_fp8_stream_k_against_fp32(M, N, K, cfg, out):
+    """FP8 with stream-K (every SM's block, the split tiles' partial sums scaled once by their finisher): right
+    against fp32 twice on one workspace, the flags and ticket counter back at zero."""
+    torch = _hopper()
+    a, b, sa, sb, ref = _fp8_inputs(torch, M, N, K, seed=M + N + 7)
+    for _ in range(2):
+        c = H.hopper_matmul_fp8(a, b, sa, sb, out_dtype=getattr(torch, out), persistent=True, stream_k=True, **cfg)
+        torch.cuda.synchronize()
+        assert _rel_err(torch, c, ref) <= 5e-2
+    k = H.make_hopper_gemm_fp8("e4m3", None, out, persistent=True, stream_k=True, num_sms=H.sm_count(a),
+                               tma_store=(N * (4 if out == "float32" else 2)) % 16 == 0, **cfg)
+    assert not H.workspace(k, a)[1].any().item()
+
+
 @pytest.mark.parametrize("activation", [None, "gelu"])
 def test_fp8_with_bias_and_activation(activation):
     torch = _hopper()
@@ -441,7 +460,10 @@ def test_split_k_throughput_is_reported():
     (640, 512, 64, dict(bn=256, stages=4, num_sms=3)), (1536, 1536, 2048, dict(bn=128, num_sms=5)),
     # issue 31's hang: 4096 tiles = 31 waves + 4 tiles of 16 K steps, fewer K steps than blocks (the old walk left
     # shares empty and waited for them); and a partial wave of one tile of one K step
-    (16384, 8192, 1024, dict(bn=256, stages=4)), (2176, 512, 64, dict(bn=256, stages=4, num_sms=8))])
+    (16384, 8192, 1024, dict(bn=256, stages=4)), (2176, 512, 64, dict(bn=256, stages=4, num_sms=8)),
+    # fewer tiles than SMs (decode-sized M): every SM's block shares the tiles' K steps
+    (1, 4096, 4096, dict(bn=128, consumers=1, stages=8)), (64, 14336, 4096, dict(bn=256, consumers=1, stages=4)),
+    (37, 1000, 3000, dict(bn=128, consumers=1, stages=8))])
 @pytest.mark.parametrize("dtype,out", [("float16", None), ("bfloat16", None), ("float16", "float32")])
 def test_stream_k_against_torch(M, N, K, cfg, dtype, out):
     """The persistent grid with stream-K: right against fp32 at every shape, and the workspace flags left down

@@ -219,9 +219,11 @@ def test_multicast_ring_turns_on_the_fibered_interpreter():
     # f16 C through stmatrix: each tile's parts go out during the next tile's first K steps (deferred epilogue);
     # one K tile: both halves of the previous tile at the tile's only K step
     (200, 320, 64, "float16", dict(stages=4, bn=256, tma_store=True, defer_epilogue=True)),
-    (330, 200, 264, "float16", dict(stages=2, bn=64, tma_store=True, group_m=2, multicast=True, defer_epilogue=True))],
+    (330, 200, 264, "float16", dict(stages=2, bn=64, tma_store=True, group_m=2, multicast=True, defer_epilogue=True)),
+    # 128 x 192 tiles (three 64-column boxes a part), ragged N
+    (256, 400, 192, "float16", dict(stages=4, bn=192, tma_store=True))],
     ids=["plain-stores", "grouped-ragged-tma-store", "bn256-4-stages-halves", "multicast-tma-store",
-         "multicast-plain-stores", "deferred-one-k-tile", "deferred-multicast"])
+         "multicast-plain-stores", "deferred-one-k-tile", "deferred-multicast", "bn192"])
 def test_persistent_grid_on_the_fibered_interpreter(M, N, K, out, cfg):
     """A persistent grid of 2 blocks (2 clusters of 2 with multicast): each walks its tiles bid, bid + 2, ...
     with the producer's ring index and phase running on across tiles (the next tile's loads overlap this tile's
@@ -416,6 +418,28 @@ def test_fp8_on_the_interpreter_matches_numpy_exactly(at, bt, out):
         np.testing.assert_array_equal(c, _round_bf16(ref))
 
 
+def test_fp8_stream_k_on_the_interpreter_matches_numpy_exactly():
+    """FP8 with stream-K: 2 tiles of 64 x 64 (one consumer) over 5 blocks, K = 1280 (10 K tiles of 128 bytes, shares
+    of 4: each tile split over 2 or 3 blocks); the finishing block scales the summed f32 partial sums once.
+    Twice on one workspace (flags and ticket counter back at zero)."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    M, N, K = 40, 128, 1280
+    rng = np.random.default_rng(12)
+    a = rng.choice(fp8_codes("e4m3"), (M, K)).astype(np.uint8)
+    b = rng.choice(fp8_codes("e4m3"), (N, K)).astype(np.uint8)
+    sa, sb = np.array([0.25], np.float32), np.array([2.0], np.float32)
+    ref = (decode_fp8(a, "e4m3") @ decode_fp8(b, "e4m3").T) * 0.5
+    k = H.make_hopper_gemm_fp8("e4m3", None, "float32", stages=4, bn=64, consumers=1, tma_store=True, num_sms=5,
+                               stream_k=True)
+    W, F = np.full(k.slots, np.nan, np.float32), np.zeros(k.flags, np.int32)
+    run = tiledsl.jit(k.fn, interpret=True)
+    for _ in range(2):
+        c = np.ones((M, N), np.float32)
+        run(a, b, c, sa, sb, W, F)
+        np.testing.assert_array_equal(c, ref)
+        assert not F.any()
+
+
 def test_fp8_make_refuses_half_types():
     with pytest.raises(tiledsl.LaunchError, match="e4m3/e5m2"):
         H.make_hopper_gemm_fp8("float16")
@@ -453,8 +477,11 @@ def test_gpu_sass_of_the_half_tma_store_epilogue_shows_stsm(ab, cfg):
     # f16 C through the stmatrix epilogue and TMA store, ragged M, N and K; 12 tiles over 5 blocks
     (300, 200, 648, "float16", dict(stages=3, bn=64, tma_store=True, group_m=2), 5),
     # BN 256 halves (the staging buffer used twice a tile), 4 tiles over 3 blocks: one tile split three ways
-    (256, 512, 768, "float16", dict(stages=4, bn=256, tma_store=True), 3)],
-    ids=["f32-plain", "f16-stmatrix-ragged", "bn256-three-way"])
+    (256, 512, 768, "float16", dict(stages=4, bn=256, tma_store=True), 3),
+    # fewer tiles than blocks (a decode-sized M): 2 tiles of 64 x 128 (one consumer), their 16 K steps over all 6
+    # blocks; M and K ragged
+    (50, 256, 1000, "float16", dict(stages=4, bn=128, consumers=1, tma_store=True), 6)],
+    ids=["f32-plain", "f16-stmatrix-ragged", "bn256-three-way", "fewer-tiles-than-blocks"])
 def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
     """Stream-K: the tiles past the whole waves are split by K steps over the blocks; the blocks that ran a split
     tile's head (or middle) publish partial sums (workspace row + flag), the block that ran its last K step adds
@@ -477,7 +504,8 @@ def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
 
 
 def test_stream_k_refuses_what_it_does_not_combine_with():
-    for kw in (dict(persistent=False), dict(persistent=True, multicast=True), dict(persistent=True, bias="float16")):
+    for kw in (dict(persistent=False), dict(persistent=True, multicast=True), dict(persistent=True, bias="float16"),
+               dict(persistent=True, activation="relu")):
         with pytest.raises(tiledsl.LaunchError, match="stream_k"):
             H.make_hopper_gemm("float16", "float16", stream_k=True, **kw)
 
