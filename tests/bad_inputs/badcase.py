@@ -2,7 +2,8 @@
 
 A case passes when its action raises exactly the expected TiledslError subclass (an internal KeyError, TypeError,
 AssertionError ... escaping is a failure), the message holds the expected words and no "internal compiler error",
-and a CompilationError points at the user's offending line (found with a needle string in the kernel's source).
+and a CompilationError points at the user's offending line (found with a needle string in the kernel's source);
+a KernelFault with a needle names that line too.
 """
 from __future__ import annotations
 
@@ -82,6 +83,11 @@ def run(case: Case):
     assert "internal compiler error" not in msg, msg
     for w in case.words:
         assert w in msg, f"{case.id}: {w!r} is not in the message:\n{msg}"
+    if case.err is tiledsl.KernelFault and case.needle is not None:
+        # a run-time fault names the user's line as file:line:col, and shows it
+        want = line_of(case.fn, case.needle)
+        assert f"{inspect.getsourcefile(raw(case.fn))}:{want}:" in msg, f"{case.id}: line {want} not named:\n{msg}"
+        assert case.needle in msg, msg
     if case.err is tiledsl.CompilationError and case.needle is not None:
         assert err.loc is not None, f"{case.id}: no location in\n{msg}"
         want = line_of(case.fn, case.needle)

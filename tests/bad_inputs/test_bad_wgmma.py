@@ -263,7 +263,7 @@ APPLY16 = "T.cuda.tile.apply(T.ptx[MMA8_F16ACC]"
 CASES = [
     Case("sm_90_named", k_ok, APPLY, ("needs the arch-specific target sm_90a", "the target is sm_90"),
          target="sm_90"),
-    Case("sm_80", k_ok, APPLY, ("needs sm_90 or newer",), target="sm_80"),
+    Case("sm_80", k_ok, APPLY, ("needs the arch-specific target sm_90a", "the target is sm_80"), target="sm_80"),
     Case("sm_100a", k_ok, APPLY, ("sm_90a", "the target is sm_100"), target="sm_100"),
     Case("scope_thread", k_scope_thread, APPLY, ("warpgroup instruction", "not 'thread'")),
     Case("scope_warp", k_scope_warp, APPLY, ("warpgroup instruction", "not 'warp'")),

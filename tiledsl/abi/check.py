@@ -149,7 +149,8 @@ def check_tensor_map(p: Param, info, sizes: dict, gpu: bool) -> None:
                               f"bytes in dimension {k}; a tensor map needs strides that are multiples of 16 bytes "
                               f"(below 2^40): pad the inner dimension")
         stride *= info.shape[k]
-    if gpu and info.ptr % 16:
+    # the interpreter refuses what the GPU's encoder would (a host array's address stands for the device one)
+    if info.ptr % 16:
         raise LaunchError(f"argument '{p.name}' starts at address {info.ptr:#x}, which is not 16-byte aligned; a "
                           f"tensor map needs a 16-byte aligned base (pass a fresh or contiguous copy)")
 

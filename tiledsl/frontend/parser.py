@@ -17,18 +17,21 @@ from ..lang import language as L
 from ..core.errors import CompilationError
 from ..core.target import Target
 from ..layout import LayoutError
-from ..lang.views import View
+from ..lang.views import RootView, View
 from ..lang.tensormap import TensorMapArg, TensorMapType
 from ..ir import ops
+from ..ir.ranges import value_range
 from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange, check_block_override
 from .source import Source
 from .control import ControlFlow, leaves_early, terminates
 from .scalar_math import ScalarMath, host_math_message
+from .shortcircuit import ShortCircuit
+from .dim_checks import dim_checks, prune
+from . import names as N
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
           ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
           ast.LShift: "shl", ast.RShift: "shr"}
-CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 UNOPS = {ast.USub: "neg", ast.UAdd: "pos", ast.Not: "not", ast.Invert: "invert"}
 PY_BUILTINS = {"range", "min", "max", "abs", "int", "float", "bool", "len", "True", "False", "None"}
 
@@ -78,11 +81,12 @@ def read_source(fn) -> Source:
     return src
 
 
-class Parser(ControlFlow, BuiltinCalls, ScalarMath):
+class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
     def __init__(self, fn, constexprs: dict, block_override=None, grid_override=None, target: Target | None = None):
         self.fn = fn
         self.target = Target.parse(target)        # the hardware limits the front end checks
         self.src = read_source(fn)
+        self.reads, self.writes = _names(self.src)
         self.globals = fn.__globals__
         self._stmt_counts = {}                    # For node -> statements in its body (the unroll budget)
         self._fingerprints = {}                   # id(value) -> (value, fingerprint) of the globals read
@@ -109,6 +113,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
         self.loop_vars: set = set()
         self.unrolled = 1                 # product of the trip counts of the enclosing compile-time loops
         self.loop_kinds: list = []        # the enclosing loops, innermost last: "runtime", "grid" or "static"
+        self.loop_bounds: dict = {}       # id(run-time loop variable) -> (start, stop, step), outer loops first
 
     # ------------------------------------------------------------ entry
     def parse(self) -> ir.Kernel:
@@ -123,6 +128,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
                 and isinstance(body[0].value.value, str):
             body = body[1:]
         self.block(body)
+        self._prune_dim_checks()
         if self.launch is None:
             # no T.device_entry launch: compile() may still build the kernel, but a call must give
             # kernel[grid, block] (the launch paths raise LaunchError otherwise; there is no default launch)
@@ -130,6 +136,20 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
                                         given=False)
         return ir.Kernel(f.name, self.params, self.body_stack[0], self.launch, self.allocs, self.sizes,
                          self.src.loc(f))
+
+    def _prune_dim_checks(self):
+        """The sides of the per-dimension checks the index ranges prove are dropped, knowing the ranges of the
+        run-time loops' indices and of the thread ids of the launch parsed."""
+        known = {}
+        block = self.launch.block if self.launch is not None else self.block_override
+        if block is not None:
+            for k in range(3):
+                known[("tid", k)] = (0, block[k] - 1)
+        for v, (start, stop, step) in self.loop_bounds.items():      # an inner loop's bounds may use outer indices
+            span = _loop_range(start, stop, step, known)
+            if span is not None:
+                known[v] = span
+        prune(self.body_stack[0], known)
 
     def inline_call(self, helper, node: ast.Call):
         """Expand a @tiledsl.inline helper here: its statements go into the current block, its names stay its own."""
@@ -145,6 +165,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
         child.__dict__.update(self.__dict__)        # shares the current block, allocations, params and sizes
         child.fn = helper.fn
         child.src = read_source(helper.fn)
+        child.reads, child.writes = _names(child.src)
         child.globals = helper.fn.__globals__
         child.closure = {}
         if helper.fn.__closure__:
@@ -207,7 +228,9 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
 
     def new_var(self, name, dtype, loc) -> ir.Var:
         self.var_count += 1
-        return ir.Var(dtype, loc, f"{name}.{self.var_count}" if name else f"t.{self.var_count}")
+        v = ir.Var(dtype, loc, f"{name}.{self.var_count}" if name else f"t.{self.var_count}")
+        v.serial = self.var_count                 # made after another variable: shortcircuit.speculatable asks
+        return v
 
     # ------------------------------------------------------------ parameters
     def _params(self, f: ast.FunctionDef):
@@ -233,7 +256,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
             if isinstance(ann, L.TensorType):
                 for s in ann.shape:
                     if isinstance(s, str):
-                        size_nodes.setdefault(s, arg.annotation)
+                        size_nodes.setdefault(s, N.size_node(arg.annotation, s))
                 st = ir.Storage(arg.arg, "global", ann.dtype, None, loc, param_index=tensor_index)
                 tensor_index += 1
                 shape = []
@@ -257,7 +280,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
                 dims = []
                 for s in ann.shape:
                     if isinstance(s, str):
-                        size_nodes.setdefault(s, arg.annotation)
+                        size_nodes.setdefault(s, N.size_node(arg.annotation, s))
                         if s not in self.sizes:
                             self.sizes[s] = ir.Var(dt.int32, loc, s)
                         dims.append(self.sizes[s])
@@ -291,6 +314,9 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
             if self.globals.get(name) is L.T or self.closure.get(name) is L.T:
                 raise self.error(f"size name '{name}' would hide the kernel language module '{name}'; choose "
                                  f"another name", node)
+            clash = N.size_collision(self, name, self.reads)
+            if clash is not None:
+                raise self.error(clash, node)
         for name, v in self.sizes.items():
             self.scope[name] = v
 
@@ -383,6 +409,8 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
         if not isinstance(cur, ir.Var) or self._is_param_var(cur):
             cur = self.new_var(name, ann, self.loc(node))
             self.scope[name] = cur
+        else:
+            cur.defn = None                           # assigned again: no single defining expression
         self.emit(ir.Assign(self.loc(node), cur, value))
 
     def stmt_AugAssign(self, node):
@@ -481,7 +509,16 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
         elif value.dtype != base.dtype:
             raise self.error(f"storing {ops.article(value.dtype.name)} value into {ops.article(base.dtype.name)} "
                              f"element; convert it explicitly with T.cast(value, '{base.dtype.name}')", target)
-        self.emit(ir.Store(loc, base.storage, base.dtype, ops.to_expr(off, loc), value))
+        self.emit(ir.Store(loc, base.storage, base.dtype, ops.to_expr(off, loc), value,
+                           self.dim_checks(base, coords, target)))
+
+    def dim_checks(self, view, coords, node: ast.Subscript) -> tuple:
+        """The per-dimension bounds of element `coords` of `view` (frontend/dim_checks.py); the sides the indices'
+        ranges prove are dropped when the kernel is parsed (parse, dim_checks.prune)."""
+        if len(coords) < 2 and isinstance(view, RootView) and view.whole:
+            return ()                                 # one dimension of a whole buffer: the buffer's own check
+        sl = node.slice
+        return dim_checks(view, coords, list(sl.elts) if isinstance(sl, ast.Tuple) else [sl])
 
     def _no_exec_axes(self, view, axes, node):
         if any(not (isinstance(v, int) and v == 0) for v in axes.values()):
@@ -620,6 +657,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
             self.var_count += 1
             self.loop_vars.add(id(v))
             loop_vars.append(v)
+            self.loop_bounds[id(v)] = (start, stop, step)
             self.scope[t.id] = v
         self._loop_names = names | {t.id for t in targets}
         self.body_stack.append([])
@@ -689,6 +727,10 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
                 raise self.error(f"'{name}' may be unassigned here: {v.why}; assign it before the "
                                  f"{'loop' if 'loop' in v.why else 'if'} (or on every path)", node)
             return v
+        if name in self.writes:                   # assigned later in this kernel: local, as in Python
+            unbound = N.read_before_assignment(self, name, self.writes)
+            if unbound is not None:
+                raise self.error(unbound, node)
         if name in self.closure:
             return self._global(name, self.closure[name], node, "closure variable")
         if name in self.globals:
@@ -753,7 +795,8 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
                 off, axes = base.locate(coords)
                 self._no_exec_axes(base, axes, node)
                 loc = self.loc(node)
-                return ir.Load(base.dtype, loc, base.storage, ops.to_expr(off, loc))
+                return ir.Load(base.dtype, loc, base.storage, ops.to_expr(off, loc),
+                               self.dim_checks(base, coords, node))
             return coords
         if isinstance(base, L._Ptx):
             text = self.eval(node.slice)
@@ -853,58 +896,6 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
     def expr_UnaryOp(self, node):
         return ops.unary(UNOPS[type(node.op)], self.eval(node.operand), self.loc(node))
 
-    def expr_Compare(self, node):
-        loc = self.loc(node)
-        left = self.eval(node.left)
-        result = True
-        for op, right_node in zip(node.ops, node.comparators):
-            if type(op) in (ast.Is, ast.IsNot):
-                right = self.eval(right_node)
-                r = (left is right) if isinstance(op, ast.Is) else (left is not right)
-            elif type(op) in (ast.In, ast.NotIn):
-                raise self.error("'in' is not supported in a kernel", node)
-            else:
-                right = self.eval(right_node)
-                r = ops.compare(CMPOPS[type(op)], left, right, loc)
-            result = r if result is True else self._and(result, r, loc)
-            left = right
-        return result
-
-    def _and(self, a, b, loc):
-        a, b = ops.truth(a, loc), ops.truth(b, loc)
-        if isinstance(a, bool):
-            return b if a else False
-        if isinstance(b, bool):
-            return a if b else False
-        return ir.Binary(dt.bool_, loc, "and", a, b)
-
-    def _or(self, a, b, loc):
-        a, b = ops.truth(a, loc), ops.truth(b, loc)
-        if isinstance(a, bool):
-            return True if a else b
-        if isinstance(b, bool):
-            return True if b else a
-        return ir.Binary(dt.bool_, loc, "or", a, b)
-
-    def expr_BoolOp(self, node):
-        loc = self.loc(node)
-        result = self.eval(node.values[0])
-        for v in node.values[1:]:
-            first = ops.truth(result, loc)
-            if isinstance(first, bool):                         # static short-circuit
-                if isinstance(node.op, ast.And) and not first:
-                    return False
-                if isinstance(node.op, ast.Or) and first:
-                    return True
-            result = (self._and if isinstance(node.op, ast.And) else self._or)(result, self.eval(v), loc)
-        return result
-
-    def expr_IfExp(self, node):
-        c = ops.truth(self.eval(node.test), self.loc(node.test))
-        if isinstance(c, bool):
-            return self.eval(node.body if c else node.orelse)
-        return ops.select(c, self.eval(node.body), self.eval(node.orelse), self.loc(node))
-
     def expr_Call(self, node):
         fn = self.eval(node.func)
         for a in node.args:
@@ -916,6 +907,24 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath):
         return self.call(fn, node)
 
 
+def _names(src: Source) -> tuple[dict, dict]:
+    """The names `src`'s function body reads and assigns (names.scan), worked out once per source."""
+    hit = getattr(src, "names", None)
+    if hit is None:
+        hit = src.names = N.scan(src.fdef)
+    return hit
+
+
+def _loop_range(start, stop, step, known):
+    """(lo, hi) of a run-time loop's index inside its body, when the step's sign is known at compile time."""
+    if not isinstance(step, int) or step == 0:
+        return None
+    a, b = value_range(start, known), value_range(stop, known)
+    if a is None or b is None:
+        return None
+    return (a[0], b[1] - 1) if step > 0 else (b[0] + 1, a[1])
+
+
 def _runs(dims) -> bool:
     """Does a run-time loop over `dims` certainly run its body at least once (static bounds, start < stop)?"""
     return all(isinstance(a, int) and isinstance(b, int) and a < b for a, b, _ in dims)
@@ -923,7 +932,9 @@ def _runs(dims) -> bool:
 
 def _root_view(storage, dtype, shape, name):
     from ..lang.views import RootView
-    return RootView(storage, dtype, tuple(shape), None, name)
+    v = RootView(storage, dtype, tuple(shape), None, name)
+    v.whole = True                    # a tensor parameter's own view: its shape is the storage's
+    return v
 
 
 def _short(x) -> str:

@@ -16,7 +16,9 @@ What is modelled
   round-to-nearest-even conversions.
 - Memory: loads/stores of any dtype on raw bytes (a storage may be viewed with another dtype). Any out-of-bounds
   element of global, shared or local memory raises `tiledsl.KernelFault` naming the source line, the block and
-  the thread. Misaligned vector accesses fault too. Fresh shared/local memory holds 0xFF bytes (NaN, -1).
+  the thread, and so does an element access whose run-time index leaves its own dimension (`X[r, 64]` in a 64-wide
+  row, which lands inside the buffer), naming the index, its value and the dimension. Misaligned vector accesses
+  fault too. Fresh shared/local memory holds 0xFF bytes (NaN, -1).
 - Native instructions, from the PTX ISA (each family's semantics.py under tiledsl/isa/):
     register family fma/add/sub/mul/div/min/max/neg/abs/mov/cvt/sqrt/rcp/ex2/lg2 on f16, bf16, f16x2, bf16x2,
     f32, f64 and the integer types, with .rn/.rz/.rm/.rp, .ftz, .sat, .relu, .NaN, mul.lo/.hi;
@@ -56,6 +58,7 @@ __init__.py  run (an expanded kernel on checked host arguments; the jit's launch
 program.py   statements -> closures; masked control flow; the batch-of-blocks loop
 machine.py   per-batch state: thread ids, variables, raw-byte memories, bounds checks and fault messages
 exprs.py     expressions -> closures; integer/float/bfloat16 semantics and casts
+dim_checks.py  each run-time index of an element access against its dimension (ir.DimCheck)
 operands.py  what every family's semantics shares: operands, predication and poisoning, whole warps, PTX types
              (each instruction family's semantics is tiledsl/isa/<family>/semantics.py, reached through the
              family that ir.Native carries)

@@ -19,6 +19,7 @@ import numpy as np
 from ..core import dtypes as dt
 from ..ir import nodes as ir
 from . import rounding as R
+from .dim_checks import compile_checks
 from .machine import InterpreterError, mem_np, val_np
 
 
@@ -203,6 +204,19 @@ def unary_values(op, d: dt.DType, a):
     raise InterpreterError(f"unknown unary operator '{op}'")
 
 
+def _direct(op, d: dt.DType, fb):
+    """The numpy function `binary_values(op, d, a, b)` calls for integer `d`, when nothing else is decided per
+    call (no division by a run-time or zero divisor, no shift): else None."""
+    if not d.is_int:
+        return None
+    f = INT_OPS.get(op)
+    if f is not None:
+        return f
+    if op in ("floordiv", "mod", "div") and is_const(fb) and fb.const != 0:
+        return np.remainder if op == "mod" else np.floor_divide
+    return None
+
+
 # ---------------------------------------------------------------- the compiler
 
 def _const_fn(v):
@@ -282,6 +296,19 @@ class ExprCompiler:
     def e_Binary(self, e: ir.Binary):
         d, op, loc = e.dtype, e.op, e.loc
         fa, fb = self._operand(e.a, d), self._operand(e.b, d)
+        fast = _direct(op, d, fb)
+        if fast is not None and not is_const(fa):
+            # integer index arithmetic (and a division by a nonzero constant, which cannot fault) calls numpy
+            # directly: the same function binary_values picks, without choosing it again on every evaluation
+            if is_const(fb):
+                bc = fb.const
+
+                def f(m, idx):
+                    return fast(fa(m, idx), bc)
+            else:
+                def f(m, idx):
+                    return fast(fa(m, idx), fb(m, idx))
+            return f
 
         def f(m, idx):
             a, b = fa(m, idx), fb(m, idx)
@@ -348,8 +375,11 @@ class ExprCompiler:
         npd = mem_np(e.dtype)
         is_bool = e.dtype.kind == "bool"
         fo = self.expr(e.offset)
+        dims = compile_checks(e.checks, self, st, "read", loc)
 
         def f(m, idx):
+            if dims is not None:
+                dims(m, idx)
             off = fo(m, idx)
             v = m.read(m.mem[st], npd, off, idx, loc)
             return (v & 1).astype(np.bool_) if is_bool else v

@@ -20,6 +20,7 @@ import numpy as np
 from ..ir import nodes as ir
 from ..core.errors import TiledslError
 from .depth import headroom, max_expr_depth
+from .dim_checks import compile_checks
 from .exprs import ExprCompiler, is_const
 from .machine import InterpreterError, Machine, mem_np, sub, val_np
 from .operands import native_error
@@ -104,8 +105,11 @@ class Program:
         st, loc = s.storage, s.loc
         npd = mem_np(s.dtype)
         of, vf = self.cx.expr(s.offset), self.cx.expr(s.value)
+        dims = compile_checks(s.checks, self.cx, st, "write", loc)
 
         def f(m, idx):
+            if dims is not None:
+                dims(m, idx)
             off = of(m, idx)
             v = vf(m, idx)
             v = np.asarray(v).astype(npd, copy=False)

@@ -81,9 +81,25 @@ class Cast(Expr):
 
 
 @dataclass(eq=False)
+class DimCheck:
+    """A bound an access's flat offset does not show: `0 <= index < extent` in dimension `dim` of the view `view`
+    (`X[r, 64]` in a 64-wide row lands inside the buffer, in the next row). The interpreter and debug=True check
+    it; code generation ignores it. `low` / `high`: whether each side still needs checking (the front end drops a
+    side it proves); `text`: the index as the user wrote it."""
+    index: Expr
+    extent: Any                  # int | Expr
+    dim: int
+    view: str
+    text: str
+    low: bool = True
+    high: bool = True
+
+
+@dataclass(eq=False)
 class Load(Expr):
     storage: Storage
     offset: Expr                 # in elements of `dtype`
+    checks: tuple = ()           # DimCheck, innermost view first
 
 
 @dataclass(eq=False)
@@ -111,6 +127,7 @@ class Store(Stmt):
     dtype: DType
     offset: Expr
     value: Expr
+    checks: tuple = ()           # DimCheck, as Load's
 
 
 @dataclass(eq=False)
@@ -176,9 +193,11 @@ class Barrier(Stmt):
 
 @dataclass(eq=False)
 class Trap(Stmt):
-    """Stop the kernel; with a code the host can turn into an error at the user's line."""
+    """Stop the kernel; with a code the host can turn into an error at the user's line (and a value it records,
+    the index of a per-dimension check, or None)."""
     cond: Expr
     code: int
+    value: Expr | None = None
 
 
 # Operands of a native instruction.

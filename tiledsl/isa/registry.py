@@ -40,15 +40,17 @@ def lookup(opcode: str, loc=None, target: Target | None = None) -> tuple:
         if isinstance(form, Refusal):
             raise CompilationError(f"{opcode}: {form.message}", loc)
         if target is not None:
-            for sm, what in fam.requirements(form):
-                if target.sm < sm:
-                    raise CompilationError(f"{opcode}: {what}; the target is sm_{target.sm}", loc)
+            # an arch-specific form (wgmma: sm_90a only) names that target first, also to an older one: "sm_90 or
+            # newer" would send the user to sm_90, which is refused too
             need = fam.arch_specific(form)
             if need is not None and not target.admits_arch_specific(need):
                 raise CompilationError(f"{opcode}: needs the arch-specific target sm_{need}a (only sm_{need}a has "
                                        f"it); the target is {target.name}"
                                        + (f" (name target='sm_{need}a', or name no target on an sm_{need} GPU)"
                                           if target.sm == need else ""), loc)
+            for sm, what in fam.requirements(form):
+                if target.sm < sm:
+                    raise CompilationError(f"{opcode}: {what}; the target is sm_{target.sm}", loc)
         return fam, form
     raise CompilationError(f"no explicit tile pattern for {opcode}", loc)
 

@@ -84,6 +84,14 @@ class RootView(View):
         self.storage, self.dtype, self.shape, self.layout = storage, dtype, tuple(shape), layout
         self.name = name or storage.name
         self._strides = None if layout else row_major_strides(self.shape)
+        # the whole storage, row-major: an index past the first dimension's extent leaves the storage itself, so
+        # the whole-buffer bounds check covers that dimension (frontend/dim_checks.py). Tensor parameters' own
+        # views are marked by the front end; a local or shared buffer's views are when they span all its bytes.
+        n = 1
+        for e in self.shape:
+            n = n * e if isinstance(e, int) and isinstance(n, int) else None
+        self.whole = layout is None and storage.size is not None and n is not None and \
+            n * dtype.nbytes == storage.size * storage.dtype.nbytes
 
     def locate(self, coord):
         if self.layout is not None:

@@ -64,7 +64,8 @@ class _Widener:
         if isinstance(s, ir.Assign):
             return ir.Assign(s.loc, s.var, e(s.value))
         if isinstance(s, ir.Store):
-            return ir.Store(s.loc, s.storage, s.dtype, self.offset(s.storage, s.dtype, s.offset), e(s.value))
+            return ir.Store(s.loc, s.storage, s.dtype, self.offset(s.storage, s.dtype, s.offset), e(s.value),
+                            self.checks(s.checks))
         if isinstance(s, ir.For):
             return ir.For(s.loc, s.var, e(s.start), e(s.stop), e(s.step), self.stmts(s.body), s.unroll)
         if isinstance(s, ir.If):
@@ -74,12 +75,17 @@ class _Widener:
         if isinstance(s, ir.Print):
             return ir.Print(s.loc, s.fmt, [e(v) for v in s.values])
         if isinstance(s, ir.Trap):
-            return ir.Trap(s.loc, e(s.cond), s.code)
+            return ir.Trap(s.loc, e(s.cond), s.code, e(s.value) if s.value is not None else None)
         if isinstance(s, ir.Native):
             groups = [[self.operand(a) for a in g] for g in s.groups]
             return ir.Native(s.loc, s.opcode, groups, e(s.pred) if s.pred is not None else None, s.preserve,
                              s.effect, s.origin, s.braces, s.form, s.family)
         return s
+
+    def checks(self, checks):
+        """An access's per-dimension checks with their indices rewritten as the rest (a load inside an index)."""
+        return tuple(ir.DimCheck(self.expr(c.index), self.expr(c.extent), c.dim, c.view, c.text, c.low, c.high)
+                     for c in checks)
 
     def operand(self, a):
         if isinstance(a, ir.Addr):
@@ -118,7 +124,8 @@ class _Widener:
     def _rebuild(self, n):
         g = self._get
         if isinstance(n, ir.Load):
-            return ir.Load(n.dtype, n.loc, n.storage, self.offset(n.storage, n.dtype, n.offset))
+            return ir.Load(n.dtype, n.loc, n.storage, self.offset(n.storage, n.dtype, n.offset),
+                           self.checks(n.checks))
         if isinstance(n, ir.Binary):
             a, b = g(n.a), g(n.b)
             return n if a is n.a and b is n.b else ir.Binary(n.dtype, n.loc, n.op, a, b)

@@ -277,7 +277,8 @@ class Codegen:
             if not self.debug_buffer:
                 self.b.asm(ll.FunctionType(ll.VoidType(), []), "trap;", "~{memory}", [], True)
                 return
-            # The first failing thread records (site, block, thread); every failing thread stops.
+            # The first failing thread records (site, block, thread, value: a per-dimension check's index, else 0);
+            # every failing thread stops.
             b = self.b
             blk = b.add(self.sreg("ctaid.x"), b.mul(self.sreg("nctaid.x"),
                         b.add(self.sreg("ctaid.y"), b.mul(self.sreg("nctaid.y"), self.sreg("ctaid.z")))))
@@ -285,9 +286,10 @@ class Codegen:
                         b.add(self.sreg("tid.y"), b.mul(self.sreg("ntid.y"), self.sreg("tid.z")))))
             text = ("{ .reg .b32 %to; .reg .pred %tq; atom.global.cas.b32 %to, [$0], 0, $1; "
                     "setp.eq.b32 %tq, %to, 0; @%tq st.global.b32 [$0+4], $2; @%tq st.global.b32 [$0+8], $3; "
-                    "exit; }")
-            fty = ll.FunctionType(ll.VoidType(), [self.debug_ptr.type, I32, I32, I32])
-            b.asm(fty, text, "l,r,r,r,~{memory}", [self.debug_ptr, I32(s.code), blk, thr], True)
+                    "@%tq st.global.b32 [$0+12], $4; exit; }")
+            value = self.expr(s.value) if s.value is not None else I32(0)
+            fty = ll.FunctionType(ll.VoidType(), [self.debug_ptr.type, I32, I32, I32, I32])
+            b.asm(fty, text, "l,r,r,r,r,~{memory}", [self.debug_ptr, I32(s.code), blk, thr, value], True)
 
     def s_Native(self, s: ir.Native):
         emit_native(self, s)

@@ -11,6 +11,7 @@ import threading
 from ...abi.arrays import current_stream, stream_handle
 from ...abi.check import check_call, launch_dims
 from ...core.errors import KernelFault, LaunchError
+from ...passes.bounds_checks import INDEX_TAIL
 from .. import driver, tensormap
 from .base import Launcher
 
@@ -113,8 +114,10 @@ def check_debug(plan: Plan, stream: int) -> None:
     drv = driver._drv()
     driver.check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
     rec = (ctypes.c_int32 * 4)()
-    driver.check(drv.cuMemcpyDtoH(ctypes.addressof(rec), plan.debug_buf, 12), "cuMemcpyDtoH")
+    driver.check(drv.cuMemcpyDtoH(ctypes.addressof(rec), plan.debug_buf, 16), "cuMemcpyDtoH")
     if rec[0]:
         driver.check(drv.cuMemsetD8(plan.debug_buf, 0, 16), "cuMemsetD8")
         site = plan.ck.metadata["debug_sites"][rec[0] - 1]
+        if site.endswith(INDEX_TAIL):                 # a per-dimension check: the index value the trap recorded
+            site = f"{site} {rec[3]}"
         raise KernelFault(f"{site} (block {rec[1]}, thread {rec[2]})")
