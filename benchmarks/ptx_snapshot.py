@@ -4,14 +4,14 @@
 
 The kernels: every GEMM configuration (f16 and bf16 inputs; f16 and f32 outputs; specialised to a shape and
 dynamic), the mma.sync ceiling kernels, the two seed examples and the compile examples of docs/patterns/; with
---attention also the FA3-style forward (examples/attention_hopper.py) in every configuration its lists name (the
+--attention also the FA3-style forward (tiledsl/ops/flash/fa3.py) in every configuration its lists name (the
 defaults and the candidates, causal and not, on a ragged grouped-query shape; sm_90a, about 2-3 minutes); with
---hopper the other kernels built on wgmma or on the attention examples: the Hopper GEMM (f16 / bf16 / f32 out,
-TMA store, persistent, multicast, one consumer) and its FP8 form, the FA3 backward (MHA / GQA / the benchmark's
-shape, causal or not, tail split and tma_kv), the FP8 attention forward and the FA2 attention forward (every
-candidate, causal or not, with and without lazy), about 3 minutes; with --ops the rest of the kernels the package
-ships and the examples build on it: softmax, layer norm, reduce, histogram, the FA2 backward's kernels, the FA3
-backward's dQ cast, and the Hopper GEMM's fused epilogues, split-K, stream-K and deferred epilogue (f16 and FP8).
+--hopper the other kernels built on wgmma, and the FA2 forward: the Hopper GEMM (f16 / bf16 / f32 out, TMA store,
+persistent, multicast, one consumer) and its FP8 form, the FA3 backward (MHA / GQA / the benchmark's shape, causal
+or not, tail split and tma_kv), the FP8 attention forward and the FA2 attention forward (every candidate, causal or
+not, with and without lazy), about 3 minutes; with --ops the rest of the kernels tiledsl.ops ships and the examples
+that build on tiledsl.lib: softmax, layer norm, reduce, histogram, the FA2 backward's kernels, the FA3 backward's dQ
+cast, and the Hopper GEMM's fused epilogues, split-K, stream-K and deferred epilogue (f16 and FP8).
 No GPU is needed (kernel.compile with target sm_90).
 """
 import os
@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "examples", ROOT / "benchmarks"):
+for p in (ROOT, ROOT / "examples", ROOT / "benchmarks"):     # this checkout's tiledsl, the examples, mma_ceiling
     sys.path.insert(0, str(p))
 
 import numpy as np  # noqa: E402
@@ -32,7 +32,7 @@ os.environ["TILEDSL_DISABLE_DISK_CACHE"] = "1"
 
 
 def gemm_kernels():
-    import gemm as G
+    from tiledsl.ops.gemm import mma as G
     for ab in ("float16", "bfloat16"):
         a = np.zeros((512, 256), np.float16 if ab == "float16" else np.uint16)    # (host bfloat16: uint16 bits)
         for out in ("float16", "float32"):
@@ -80,7 +80,7 @@ def doc_kernels():
 
 
 def attention_kernels():
-    import attention_hopper as AH
+    from tiledsl.ops.flash import fa3 as AH
     shape = (2, 4, 2, 1000, 1000)               # ragged N and grouped-query heads: every mask in the kernel
     B, H, HK, N, NK = shape
     for D in AH.SUPPORTED_D:
@@ -98,10 +98,10 @@ def attention_kernels():
 
 
 def hopper_kernels():
-    import attention as A
-    import attention_backward_hopper as ABH
-    import attention_fp8 as F
-    import hopper_gemm as H
+    from tiledsl.ops.flash import fa2 as A
+    from tiledsl.ops.flash import fa3_backward as ABH
+    from tiledsl.ops.flash import fp8 as F
+    from tiledsl.ops.gemm import hopper as H
     half = {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32}     # (host bfloat16: its bits)
     gemm = [{}, dict(tma_store=True), dict(persistent=True, bn=256, tma_store=True), dict(multicast=True),
             dict(stages=3, consumers=1, bn=64), dict(persistent=True, bn=256, tma_store=True, multicast=True)]
@@ -164,13 +164,12 @@ def ops_kernels():
     """The kernels the other lists leave out: softmax, layer norm, the reduction and histogram examples, the FA2
     backward (main, delta and cast kernels), the FA3 backward's dQ cast, and the Hopper GEMM's fused epilogues,
     split-K, stream-K and deferred epilogue (f16 and FP8)."""
-    import attention_backward as AB
-    import attention_backward_hopper as ABH
     import histogram
-    import hopper_gemm as H
-    import layernorm
     import reduce
-    import softmax
+    from tiledsl.ops.flash import fa2_backward as AB
+    from tiledsl.ops.flash import fa3_backward as ABH
+    from tiledsl.ops.gemm import hopper as H
+    from tiledsl.ops.rowwise import layernorm, softmax
     half = {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32}     # (host bfloat16: its bits)
     for n, threads, pipelined, sms in ((4096, None, None, 132), (8192, None, None, 132), (16384, None, None, 132),
                                        (32768, None, None, 132), (512, 32, True, 3), (2048, 64, True, 3)):

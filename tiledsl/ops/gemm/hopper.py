@@ -18,7 +18,7 @@ computes a BM×BN tile (BM = 64 × CONSUMERS) with 1 + CONSUMERS warpgroups:
   * optionally (multicast) the blocks run in 2-CTA clusters along M that load half of their common B tile each
     and multicast it to both (the stage's release then crosses the cluster: remote mbarrier arrives).
 
-Every variant is one builder (examples/hopper_gemm_kernel.py): one tile per block is the persistent walk with a
+Every variant is one builder (hopper_kernel.py): one tile per block is the persistent walk with a
 grid of one block per tile. The persistent variant (persistent=True) launches min(SMs, tiles) blocks that walk
 their tiles in grouped order; its producer's ring runs on across tiles, so the next tile's loads overlap this
 tile's epilogue, and its consumers restart the accumulators with scale_d = 0 and release a stage with one arrive
@@ -32,7 +32,7 @@ BN / split_k columns, adding the partial sums it reads from its peers' shared me
 the epilogue. No atomics and no second launch: deterministic. It serves shapes with too few tiles to fill the GPU
 (1024^3: 64 tiles of 128 x 128, 128 blocks with split_k=2).
 
-Fused epilogues (examples/hopper_gemm_epilogue.py): the consumers add a bias per column and apply relu, gelu
+Fused epilogues (epilogue.py): the consumers add a bias per column and apply relu, gelu
 (erf form) or silu to the f32 accumulators before either store. FP8 (hopper_matmul_fp8): e4m3/e5m2 operands
 (mixed too) through wgmma m64nNk32 with BK = 128 bytes (the ring's bytes per stage unchanged), the accumulators
 scaled by scale_a * scale_b read on the device.
@@ -46,17 +46,12 @@ On the interpreter the producer's and the consumers' branches run as fibers that
 branch to its end first, and a kernel with more K tiles than STAGES faults there at the producer's first wait for
 a released stage.
 """
-import argparse
-import sys
-
-import numpy as np
-
 import tiledsl
-from hopper_gemm_epilogue import ACTIVATIONS
-from sm_count import sm_count
-from stream_buffers import stream_buffers
-from hopper_gemm_kernel import (BK, BN, CONSUMER_REGS, CONSUMERS, FP8, FULL_MASK, GROUP_M, NUM_SMS,  # noqa: F401
-                                PRODUCER_REGS, SMEM_LIMIT, STAGES, SW128, build, epilogue_columns, layouts)
+
+from ..device import sm_count, stream_buffers
+from .epilogue import ACTIVATIONS
+from .hopper_kernel import (BK, BN, CONSUMER_REGS, CONSUMERS, FP8, FULL_MASK, GROUP_M, NUM_SMS,  # noqa: F401
+                            PRODUCER_REGS, SMEM_LIMIT, STAGES, SW128, build, epilogue_columns, layouts)
 
 _KERNELS = {}
 OUTS = ("float16", "bfloat16", "float32")
@@ -137,7 +132,7 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     fit beside the ring (BN = 256 with 4 stages), it stages C in parts of BN / 2 (epilogue_columns).
 
     bias: None, or the dtype of a (N,) bias added per column (`out` or float32); activation: None, "relu",
-    "gelu" (erf form) or "silu", applied after the bias (examples/hopper_gemm_epilogue.py).
+    "gelu" (erf form) or "silu", applied after the bias (epilogue.py).
 
     split_k: 1, or the blocks of a cluster (along x) that compute one tile together, each over its share of the K
     tiles; then each block finishes BN / split_k columns of the tile, adding the f32 partial sums the others staged
@@ -148,13 +143,13 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     stream_k (persistent only; no multicast, split_k, bias or activation): the tiles that do not fill a whole
     wave of num_sms blocks are not left to a few blocks: their K steps are split evenly over up to all of them
     (shares of at least MIN_SHARE K steps), a split tile's partial sums added up by the block that runs its last K
-    step, which waits only for blocks that took their tickets before it (examples/hopper_gemm_schedule.py). Called
+    step, which waits only for blocks that took their tickets before it (schedule.py). Called
     as kernel(A, B, C, W, F) with the workspace of `workspace`: W (num_sms, BM * BN) float32, F (num_sms + 1,) int32
     zeros (kernel.slots is W's shape, kernel.flags F's length).
 
     defer_epilogue: a half C's epilogue of one tile runs during the next tile's first K steps (stmatrix and TMA
     store between a wgmma's commit and its wait): +0.3-0.7% on the H200 at 128 x 256 tiles, for a third more
-    epilogue code (examples/hopper_gemm_kernel.py)."""
+    epilogue code (hopper_kernel.py)."""
     out = out or ab
     if ab not in HALF_TYPES or out not in OUTS:
         raise tiledsl.LaunchError(f"hopper gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "
@@ -301,31 +296,3 @@ def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=
     kernel(*args)
     return out
 
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--size", type=int, default=1024)
-    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
-    opts = p.parse_args(argv)
-    from tiledsl.runtime.driver import gpu_available
-    n = opts.size
-    if not gpu_available():
-        k = make_hopper_gemm(opts.dtype)
-        a = np.zeros((n, n), np.float16)
-        ck = k.compile(a, a, a, target="sm_90a")
-        print(ck.metadata)
-        print("hopper gemm: no GPU found; compiled for sm_90a (metadata above)")
-        return
-    import torch
-    dt = getattr(torch, opts.dtype)
-    a = torch.randn(n, n, device="cuda", dtype=dt)
-    b = torch.randn(n, n, device="cuda", dtype=dt)
-    c = hopper_matmul(a, b)
-    ref = a.float() @ b.float().T
-    err = ((c.float() - ref).norm() / ref.norm()).item()
-    print(f"hopper gemm {n}^3 {opts.dtype}: relative error {err:.2e}")
-    assert err < 1e-2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,8 @@
 """Row softmax of a float16 matrix in one pass: one block per row holds the row in registers (16-byte loads),
 reduces its max and its sum of exponentials across the block, and writes the result with 16-byte stores.
 The exponential is `ex2.approx.ftz.f32` of (x - max) * log2(e); the sum and the division are exact float32.
-
-    python examples/softmax.py         # on the GPU: 8192 rows of 4096 against torch.softmax
-    (no GPU: runs a small case on the CPU interpreter)
+(`python examples/softmax.py` runs it.)
 """
-import argparse
 import math
 import sys
 
@@ -13,8 +10,9 @@ import numpy as np
 
 import tiledsl
 from tiledsl import T
-from reductions import block_allreduce
-from sm_count import NUM_SMS, sm_count
+
+from ...lib.reductions import block_allreduce
+from ..device import NUM_SMS, sm_count
 
 LOG2E = 1.4426950408889634
 
@@ -152,27 +150,3 @@ def reference(x):
     xf = x.astype(np.float64)
     e = np.exp(xf - xf.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--rows", type=int, default=8192)
-    p.add_argument("--cols", type=int, default=4096)
-    opts = p.parse_args(argv)
-    from tiledsl.runtime.driver import gpu_available
-    if not gpu_available():
-        x = (np.random.default_rng(0).standard_normal((4, 512)) * 4).astype(np.float16)
-        y = softmax(x)
-        err = np.abs(y.astype(np.float64) - reference(x)).max()
-        assert err < 2e-3, err
-        print(f"softmax: no GPU found; ran 4 rows of 512 on the CPU interpreter: max error {err:.1e}")
-        return
-    import torch
-    x = torch.randn(opts.rows, opts.cols, device="cuda", dtype=torch.float16) * 4
-    y = softmax(x)
-    torch.testing.assert_close(y, torch.softmax(x.float(), dim=1).half(), rtol=2e-3, atol=2e-4)
-    print(f"softmax: OK on the GPU ({opts.rows} rows of {opts.cols} halves)")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """FlashAttention forward, FA3 style, on Hopper (sm_90a), written only in the kernel language: TMA + wgmma +
-an mbarrier ring + warp specialisation (the idioms of examples/hopper_gemm.py).
+an mbarrier ring + warp specialisation (the idioms of tiledsl/ops/gemm/hopper.py).
 
 attention_hopper(q, k, v, causal=False, scale=None) -> (O, LSE), the contract of examples/attention.py's
 `attention`: (B, H, N, D) tensors, f16 or bf16, D in {64, 128, 256}, any N (ragged tails masked), grouped-query
@@ -21,7 +21,7 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
         column 8(i//4) + 2(l%4) + i%2): the row max over the thread's registers and the 4 lanes of the row
         (shfl.sync.bfly), exponentials ex2.approx of s * scale * log2(e) - m * scale * log2(e) in one fma; with
         poly (config[5] > 0) that many of a thread's exponentials per tile are a polynomial on the FMA pipe
-        instead (examples/exp2_fma.py), so MUFU and the FMA units share them;
+        instead (tiledsl/lib/exp2_fma.py), so MUFU and the FMA units share them;
       - P converted to f16x2/bf16x2 in registers: the pairs of S's accumulators are, in order, the words of
         wgmma's A fragment (the "rs" form), so O += P V needs no shared memory for P;
       - O += P V: wgmma m64nDk16 with V from shared memory as B. V's tile is (BN keys, D) row-major: MN-major
@@ -69,23 +69,18 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
 On the interpreter the producer and the consumers run as fibers (interpreter/fibers.py) that hand over at their
 mbarrier waits, so the ring turns there as on the GPU; with ping-pong each consumer warpgroup is its own fiber, so
 their turns alternate there too.
-
-    python examples/attention_hopper.py   # on an H200/H100: against torch SDPA; else a small interpreter case
 """
-import sys
-
 import numpy as np
 
 import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from attention import key_tiles
-from hopper_attention_parts import forward_parts
-from hopper_producer import consumer_registers, warpgroup_index
-from hopper_staging import staging_layouts
-from sm_count import NUM_SMS, sm_count
-from stream_buffers import stream_buffers
+from ...lib.producer import consumer_registers, warpgroup_index
+from ...lib.staging import staging_layouts
+from ..device import NUM_SMS, sm_count, stream_buffers
+from .common import check_qkv, key_tiles, softmax_scale
+from .fa3_parts import forward_parts
 
 LOG2E = 1.4426950408889634
 SW128 = (3, 3, 3)           # 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), in 16-bit elements
@@ -168,7 +163,7 @@ PINGPONG_CANDIDATES = {
           (2, 176, 2, 0, 1)],
     256: [(2, 64, 2, 1, 1), (2, 64, 2, 0, 1)]}
 
-# the FMA-pipe exponentials (config[5] = poly, examples/exp2_fma.py): MUFU computes 16 exponentials a clock per SM,
+# the FMA-pipe exponentials (config[5] = poly, tiledsl/lib/exp2_fma.py): MUFU computes 16 exponentials a clock per SM,
 # so at D = 64 a tile's 16384 of them take about as long as its two GEMMs; poly of a thread's BN / 2 go through
 # the polynomial instead. POLY_UNIT registers (4n .. 4n + 3) are one 8-column block of S. Each candidate assembles
 # without spills, causal and not (tests/test_attention_hopper.py); not yet measured on the H200
@@ -229,7 +224,7 @@ def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -
     # P as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of key step kk; this is
     # S's register pair (2p, 2p + 1) for p = 4 kk + r
     L["p"] = TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
-    # O staged in Q's buffer (tma_o), consumer c in rows 64c.. of every box (examples/hopper_staging.py)
+    # O staged in Q's buffer (tma_o), consumer c in rows 64c.. of every box (tiledsl/lib/staging.py)
     L["o_words"], L["o_boxes"] = staging_layouts(consumers, dh, bm)
     return L
 
@@ -265,7 +260,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     tma_o]]]]]]]): consumer warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S of the next
     tile is issued before the softmax of this one, whether the consumers take turns on the tensor cores (0 when left
     out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial
-    computes instead of MUFU's ex2.approx (examples/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and
+    computes instead of MUFU's ex2.approx (tiledsl/lib/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and
     whether a grid of min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or one block
     runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once,
     and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K is released as
@@ -521,8 +516,7 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=Non
     dtype and shape, LSE is float32 (B, H, N) in natural log. D must be one of SUPPORTED_D. num_sms: the persistent
     grid's width (config[6] = 1); default the device's SM count (NUM_SMS on the interpreter); tests give a small
     one so each block walks several items."""
-    from attention import _check, softmax_scale
-    dt, shape, D = _check(q, k, v)
+    dt, shape, D = check_qkv(q, k, v)
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"attention_hopper supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     scale = softmax_scale(scale, D)
@@ -559,13 +553,3 @@ def o_arg(o, kern):
 def _flat(q, k, v):
     """q, k, v as the kernel's 3-d tensor maps take them: (B * H, N, D) (a view of the contiguous tensors)."""
     return tuple(x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3]) for x in (q, k, v))
-
-
-def main(argv=None):
-    """examples/attention.py's main on this path (on the GPU against SDPA, else a small case on the interpreter)."""
-    from attention import main as attention_main
-    return attention_main(argv, path="fa3")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,7 @@
 """FlashAttention forward, FA2 style, written only in the kernel language (mma.sync + ldmatrix + cp.async).
 
-attention(q, k, v, causal=False, scale=None) -> (O, LSE) for (B, H, N, D) tensors, f16 or bf16, D in {64, 128, 256},
+make_attention builds the kernel that forward.py's attention(q, k, v, causal=False, scale=None, path="fa2") runs:
+(O, LSE) for (B, H, N, D) tensors, f16 or bf16, D in {64, 128, 256},
 any N, grouped-query attention (k and v with H_kv heads, H_kv dividing H). LSE is float32, natural log, the
 log-sum-exp of each query row's scaled scores (FlashAttention's softmax_lse).
 
@@ -20,29 +21,19 @@ configuration (warps, mi, qreg): CONFIGS per head dim, CANDIDATES for the benchm
     first key skips that tile's arithmetic (it would add exact zeros; the block's copies and barriers still run);
     rows >= N are computed on clamped loads and not stored.
 The epilogue divides O by the row sum and writes LSE = (m * scale * log2(e) + log2(l)) * ln(2).
-
-    python examples/attention.py      # on the GPU: against torch SDPA; without one: a small case on the interpreter
 """
-import argparse
-import math
-import sys
-
-import numpy as np
-
 import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+from .common import LN2, LOG2E, NEG, key_tiles, lazy_max
+
 BN = 64                 # key/value rows per tile
-LAZY_BITS = 8.0         # lazy rescale (FA4's): a row's max moves only by more than this (log2 domain): P up to 2^8
 # the FA2 kernel's default for lazy (make_attention): on, as the FA3 defaults' config[8]. Side by side on the H200
 # (session 29, D = 128, (4, 2, 0) compiled for sm_80, f16 then bf16, N = 4096 / 16384, non-causal then causal),
 # TFLOP/s lazy against eager: 349 / 346, 304 / 300, 346 / 342, 329 / 321, 355 / 347, 307 / 301, 361 / 353,
 # 329 / 324 (ahead in 8 of 8)
 LAZY = True
-NEG = -math.inf
 
 
 def layouts(D, warps, mi):
@@ -87,31 +78,6 @@ def layouts(D, warps, mi):
 
 
 _KERNELS = {}
-
-
-# The lazy rescale's max step (this kernel's lazy=True, the FA3 ones' config[8]: hopper_attention_parts.softmax)
-@tiledsl.inline
-def lazy_max(m, sh, al, x, cs):
-    """Row x's running max m moves to the tile's sh[x] only when it passes m by more than LAZY_BITS in the log2
-    domain (cs: the scores' log2-domain scale; from -inf: any score, and -inf - -inf is NaN, so a row with no score
-    yet stays -inf): al[x] is then the log2 rescale factor, else 0 (2^0 = 1 exactly). sh[x] becomes the max the
-    tile's exponents are taken against."""
-    if (sh[x, 0] - m[x, 0]) * cs > LAZY_BITS:
-        al[x, 0] = m[x, 0] * cs - sh[x, 0] * cs
-        m[x, 0] = sh[x, 0]
-    else:
-        al[x, 0] = 0.0
-    sh[x, 0] = m[x, 0]
-
-
-# The causal tile count of every forward kernel (this FA2 one and the FA3 ones of examples/attention_hopper.py and
-# examples/attention_fp8.py): one definition, so the three agree. One expression (not an assignment the causal case
-# overwrites): the kernels' PTX stays what it was when each wrote these lines itself.
-@tiledsl.inline
-def key_tiles(qb, NKT, BM, BN, causal, qoff=0):
-    """The key tiles (of BN keys; NKT in all) that query block qb (of BM rows, the first qoff of the first block
-    below row 0) visits: causal stops at the one holding the block's last row's diagonal."""
-    return T.min(NKT, ((qb + 1) * BM - qoff + BN - 1) // BN) if causal else NKT
 
 
 # (warps, m16 tiles per warp, Q fragments held in registers): BM = 16 * warps * mi query rows per block
@@ -417,141 +383,3 @@ def make_attention(dtype, D, causal, shape, scale, config=None, lazy=None):
 
     _KERNELS[key] = attention_fwd
     return attention_fwd
-
-
-DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "float16": "float16"}
-
-
-def _check(q, k, v):
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise tiledsl.LaunchError(f"q, k, v must be (B, H, N, D); got {tuple(q.shape)}, {tuple(k.shape)}, "
-                                  f"{tuple(v.shape)}")
-    B, H, N, D = q.shape
-    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
-        raise tiledsl.LaunchError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be (B, H_kv, N_kv, D) with "
-                                  f"q's B={B} and D={D}")
-    if H % k.shape[1]:
-        raise tiledsl.LaunchError(f"k/v heads ({k.shape[1]}) must divide q's heads ({H})")
-    if q.dtype != k.dtype or q.dtype != v.dtype:
-        raise tiledsl.LaunchError(f"q, k, v must share one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
-    dt = DTYPES.get(str(q.dtype))
-    if dt is None:
-        raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, got {q.dtype}")
-    return dt, (B, H, k.shape[1], N, k.shape[2]), D
-
-
-_TARGETED = {}       # (kernel, target) -> the same kernel compiled for another target (attention(target=...))
-
-
-def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=None, lazy=None):
-    """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D).
-
-    torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernel on the CPU interpreter.
-    scale defaults to 1/sqrt(D); causal masks key j > query i (top-left aligned, as torch's is_causal).
-    O has q's dtype and shape, LSE is float32 (B, H, N) in natural log.
-
-    path: "fa2" (this module's kernel), "fa3" (examples/attention_hopper.py: TMA + wgmma, sm_90a) or None: fa3
-    for CUDA tensors on an sm_90 device with D in its supported set, or where config is an fa3 configuration
-    (4 to 11 entries: attention_hopper.FIELDS), else fa2. target: the fa2 kernel compiled for this target instead of
-    the device's (on a GPU of a newer architecture the driver compiles its PTX for the device: target="sm_80"
-    runs the sm_80 kernel on an H200). lazy (fa2): the lazy rescale (make_attention's; None: LAZY; fa3 takes it as
-    config[8])."""
-    if path is None:
-        if config is not None:
-            path = "fa3" if isinstance(config, (tuple, list)) and 4 <= len(config) <= 11 else "fa2"
-        else:
-            path = "fa3" if _fa3_fits(q, k, v) else "fa2"
-    if path == "fa3":
-        if lazy:
-            raise tiledsl.LaunchError("lazy= configures the fa2 kernel; the fa3 kernel takes it as config[8] "
-                                      "(attention_hopper.FIELDS)")
-        from attention_hopper import attention_hopper
-        return attention_hopper(q, k, v, causal=causal, scale=scale, config=config)
-    if path != "fa2":
-        raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
-    dt, shape, D = _check(q, k, v)
-    scale = softmax_scale(scale, D)
-    kern = make_attention(dt, D, causal, shape, scale, config, lazy)
-    B, H, _, N, _ = shape
-    if isinstance(q, np.ndarray):
-        q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
-        o = np.zeros_like(q)
-        lse = np.zeros((B, H, N), np.float32)
-        tiledsl.jit(kern.fn, interpret=True)(q, k, v, o, lse)
-        return o, lse
-    import torch
-    if target is not None:
-        kern = _TARGETED.get((kern, target)) or _TARGETED.setdefault((kern, target), tiledsl.jit(kern.fn, target=target))
-    q, k, v = (x.contiguous() for x in (q, k, v))
-    o = torch.empty_like(q)
-    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-    kern(q, k, v, o, lse)
-    return o, lse
-
-
-def softmax_scale(scale, D: int) -> float:
-    """The scale attention applies to q k^T: 1/sqrt(D) by default, else `scale`, which must be positive and finite
-    (masked scores are -inf before scaling: a negative scale would turn them into +inf)."""
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    if not scale > 0 or math.isinf(scale):
-        raise tiledsl.LaunchError(f"attention needs a positive finite scale, got {scale}")
-    return scale
-
-
-def _fa3_fits(q, k, v) -> bool:
-    """Whether path=None takes the FA3 kernel: CUDA tensors on an sm_90 device, a head dim it supports, 16-byte
-    aligned bases (the TMA unit's tensor maps need them)."""
-    if isinstance(q, np.ndarray) or not getattr(q, "is_cuda", False) or getattr(q, "ndim", 0) != 4:
-        return False
-    import torch
-    from attention_hopper import SUPPORTED_D
-    return (torch.cuda.get_device_capability(q.device) == (9, 0) and q.shape[-1] in SUPPORTED_D
-            and all(x.data_ptr() % 16 == 0 for x in (q, k, v)))
-
-
-def reference(q, k, v, causal=False, scale=None):
-    """float64 numpy (O, LSE) for numpy inputs (GQA: each k/v head serves H / H_kv query heads)."""
-    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
-    D = q.shape[-1]
-    scale = 1.0 / math.sqrt(D) if scale is None else scale
-    g = q.shape[1] // k.shape[1]
-    k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
-    s = np.einsum("bhnd,bhmd->bhnm", q, k) * scale
-    if causal:
-        n, mm = s.shape[-2:]
-        s = np.where(np.arange(mm)[None, :] > np.arange(n)[:, None], -np.inf, s)
-    mx = s.max(-1, keepdims=True)
-    e = np.exp(s - mx)
-    l = e.sum(-1, keepdims=True)
-    return np.einsum("bhnm,bhmd->bhnd", e / l, v), (mx + np.log(l))[..., 0]
-
-
-def main(argv=None, path=None):
-    """Run one attention on the GPU against SDPA in fp32, or without a GPU a small case on the interpreter
-    (path: "fa2", "fa3" or None as attention() takes it; examples/attention_hopper.py's main passes "fa3")."""
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--n", type=int, default=4096)
-    p.add_argument("--d", type=int, default=128)
-    p.add_argument("--causal", action="store_true")
-    opts = p.parse_args(argv)
-    name = "attention_hopper" if path == "fa3" else "attention"
-    from tiledsl.runtime.driver import gpu_available
-    if not gpu_available():
-        rng = np.random.default_rng(0)
-        shape = (1, 1, 130, 64) if path == "fa3" else (1, 2, 80, 64)
-        q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
-        o, lse = attention(q, k, v, causal=opts.causal, config=None if path == "fa3" else (4, 1, 1), path=path)
-        ro, rl = reference(q, k, v, causal=opts.causal)
-        print(f"{name}: no GPU found; ran {'x'.join(map(str, shape))} on the interpreter: max error O "
-              f"{np.abs(o - ro).max():.1e}, LSE {np.abs(lse - rl).max():.1e}")
-        return
-    import torch
-    B, H = max(1, 16384 // opts.n), 2048 // opts.d
-    q, k, v = (torch.randn(B, H, opts.n, opts.d, device="cuda", dtype=torch.float16) for _ in range(3))
-    o, lse = attention(q, k, v, causal=opts.causal, path=path)
-    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=opts.causal)
-    print(f"{name} {B}x{H}x{opts.n}x{opts.d}: max abs error {(o.float() - ref).abs().max().item():.1e}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

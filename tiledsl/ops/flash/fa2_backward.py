@@ -1,11 +1,9 @@
-"""FlashAttention backward, FA2 style, written only in the kernel language (mma.sync + ldmatrix + cp.async), and a
-torch.autograd.Function that trains through examples/attention.py's forward.
+"""FlashAttention backward, FA2 style, written only in the kernel language (mma.sync + ldmatrix + cp.async).
 
-attention_backward(q, k, v, o, lse, do, causal=False, scale=None) -> (dq, dk, dv) for the (B, H, N, D) tensors of
-attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the forward's float32 natural-log
-log-sum-exp. path="fa3" (the default for CUDA tensors on an sm_90 device at D = 128) runs the FA3-style main kernel
-of examples/attention_backward_hopper.py (TMA + wgmma, warp-specialised) after the same preprocessing, and that
-module's cast of its tiled dQ accumulator; path="fa2" (the default elsewhere) runs this module's. Four kernels:
+The kernels backward.py's attention_backward(q, k, v, o, lse, do, causal=False, scale=None, path="fa2") runs for
+the (B, H, N, D) tensors of attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the
+forward's float32 natural-log log-sum-exp; path="fa3" runs fa3_backward.py's FA3-style main kernel (TMA + wgmma,
+warp-specialised) after the same preprocessing, and that module's cast of its tiled dQ accumulator. Four kernels:
   * preprocessing: delta = rowsum(dO * O) and LSE * log2(e), float32, per head padded with zeros to whole query
     tiles (16-byte loads, each row's chunks summed over their lanes by shfl.sync.bfly);
   * the main kernel, one block of 8 warps per (batch, head, BK = 128 key rows), each warp owning 16 key rows.
@@ -33,22 +31,13 @@ Causal (top-left aligned, key j <= query i): query tiles wholly above the diagon
 crossing it run in a loop of their own with the causal mask, the rest unmasked; ragged query tails (rows >= N,
 loaded clamped) and ragged key tails (rows >= N_kv) are masked to -inf, so their P and dS are exactly 0.
 D = 256 is not supported: its dK and dV accumulators alone would be 256 registers a thread.
-
-    python examples/attention_backward.py   # on the GPU: against torch autograd; without one: a small case on
-                                            # the interpreter against a float64 reference
 """
-import argparse
-import math
-import sys
-
-import numpy as np
-
 import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
-from attention import LOG2E, NEG, _check, attention, layouts
-from sm_count import sm_count
+from .common import LOG2E, NEG, cast_row8
+from .fa2 import layouts
 
 # query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
 # 64-row tile's S^T and dP^T (64 more) spill (ptxas -v sm_90: 104 bytes); 32 rows fit
@@ -143,23 +132,6 @@ def make_delta(dtype, D, BH, N, NP):
 
     _KERNELS[key] = attention_bwd_delta
     return attention_bwd_delta
-
-
-@tiledsl.inline
-def cast_row8(X, src, Y, i, dtype):
-    """Y's row i (8 values of `dtype`, round to nearest even) from X's row src (8 float32): two 16-byte loads and
-    one 16-byte store a thread. The gradient casts here and examples/attention_backward_hopper.py's dQ cast differ
-    only in which row they read."""
-    f = T.alloc_local((2, 4), "uint32")
-    ff = f.view(dtype="float32")
-    Xw = X.view(dtype="uint32")
-    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[0], Xw[src, 0:4])
-    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], f[1], Xw[src, 4:8])
-    r = T.alloc_local((1, 4), "uint32")
-    h = r.view(dtype=dtype)
-    for j in T.unroll(8):
-        h[0, j] = T.cast(ff[j // 4, j % 4], dtype)
-    T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Y.view(dtype="uint32")[i, 0:4], r[0])
 
 
 def make_cast(dtype, n8):
@@ -463,236 +435,3 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
 
     _KERNELS[key] = attention_bwd
     return attention_bwd
-
-
-def _check_grads(q, k, v, o, lse, do):
-    dt, shape, D = _check(q, k, v)
-    B, H, HK, N, NK = shape
-    if tuple(o.shape) != tuple(q.shape) or tuple(do.shape) != tuple(q.shape):
-        raise tiledsl.LaunchError(f"o {tuple(o.shape)} and do {tuple(do.shape)} must have q's shape {tuple(q.shape)}")
-    if o.dtype != q.dtype or do.dtype != q.dtype:
-        raise tiledsl.LaunchError(f"o and do must have q's dtype {q.dtype}; got {o.dtype}, {do.dtype}")
-    if tuple(lse.shape) != (B, H, N) or "float32" not in str(lse.dtype):
-        raise tiledsl.LaunchError(f"lse must be float32 (B, H, N) = {(B, H, N)}; got {lse.dtype} "
-                                  f"{tuple(lse.shape)}")
-    if D not in (64, 128):
-        raise tiledsl.LaunchError(f"attention_backward supports head dims 64 and 128, got {D}")
-    return dt, shape, D
-
-
-def _fa3_backward_fits(q, D) -> bool:
-    """Whether path=None takes the FA3 backward: CUDA tensors on an sm_90 device and a head dim it supports."""
-    if isinstance(q, np.ndarray) or not getattr(q, "is_cuda", False):
-        return False
-    import torch
-    from attention_backward_hopper import SUPPORTED_D
-    return torch.cuda.get_device_capability(q.device) == (9, 0) and D in SUPPORTED_D
-
-
-def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None, path=None, tail_split=None,
-                       sms=None, tma_kv=None):
-    """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
-
-    torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernels on the CPU interpreter. dq has
-    q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype.
-    path: "fa2" (this module's mma.sync kernel), "fa3" (examples/attention_backward_hopper.py: TMA + wgmma, sm_90a,
-    D = 128) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports, else fa2.
-    warps: the fa2 kernel's warps a block, 4 or 8 (default WARPS). tail_split (fa3): spread the query tiles of the
-    items past the whole waves of `sms` blocks (default: the device's SMs; 132 on the interpreter) over every
-    block (make_attention_backward_hopper); None: where attention_backward_hopper's TAIL_SPLIT (off: measured
-    slower) and tail_split_helps say so. tma_kv (fa3, without grouped-query heads or the tail split): dK and dV
-    leave through shared memory and the TMA store; None: attention_backward_hopper's TMA_KV (off: not yet
-    measured)."""
-    dt, shape, D = _check_grads(q, k, v, o, lse, do)
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    if not scale > 0 or math.isinf(scale):
-        raise tiledsl.LaunchError(f"attention_backward needs a positive finite scale, got {scale}")
-    if path is None:
-        path = "fa3" if warps is None and _fa3_backward_fits(q, D) else "fa2"
-    if path not in ("fa2", "fa3"):
-        raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
-    if path == "fa3" and warps is not None:
-        raise tiledsl.LaunchError("warps= configures the fa2 backward; the fa3 backward has none")
-    if path == "fa2" and (tail_split or sms is not None or tma_kv):
-        raise tiledsl.LaunchError("tail_split=, sms= and tma_kv= configure the fa3 backward; the fa2 backward has "
-                                  "none")
-    B, H, HK, N, NK = shape
-    if path == "fa3":
-        import attention_backward_hopper as ABH
-        if sms is None:
-            sms = sm_count(q)
-        if tail_split is None:
-            tail_split = ABH.TAIL_SPLIT and ABH.tail_split_helps(causal, shape, sms)
-        if tma_kv is None:
-            tma_kv = ABH.TMA_KV and not tail_split and H == HK
-        main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms,
-                                                  tma_kv=tma_kv)
-        NP = -(-N // ABH.BM) * ABH.BM
-        # the fa3 kernel's dQ accumulator is tiled (B * H, NP query rows: one block per tile and consumer), which
-        # its own cast reads; fa2's is (B * H * N, D) row-major
-        dq_rows = B * H * NP
-        cast_q = ABH.make_cast_dq(dt, B * H, N, D)
-    else:
-        main = make_attention_backward(dt, D, causal, shape, scale, warps)
-        NP = -(-N // QTILE[D]) * QTILE[D]
-        dq_rows = B * H * N
-        cast_q = make_cast(dt, B * H * N * D // 8)
-    def operands(q, k, v, do):
-        # the fa3 kernel reads Q, K, V and dO through 3-d tensor maps, (B * H, N, D) views; the fa2 kernel takes
-        # the 4-d tensors and N at run time (after the accumulators)
-        if path == "fa3":
-            return tuple(x.reshape(x.shape[0] * x.shape[1], x.shape[2], x.shape[3]) for x in (q, k, v, do)), ()
-        return (q, k, v, do), (N,)
-    delta_k = make_delta(dt, D, B * H, N, NP)
-    cast_kv = make_cast(dt, B * HK * NK * D // 8)
-    gqa = H != HK
-    if isinstance(q, np.ndarray):
-        run = lambda kern, *a: tiledsl.jit(kern.fn, interpret=True)(*a)  # noqa: E731
-        q, k, v, o, do = (np.ascontiguousarray(x) for x in (q, k, v, o, do))
-        lse = np.ascontiguousarray(lse, np.float32)
-        delta, lse2 = (np.zeros((B * H, NP), np.float32) for _ in range(2))
-        run(delta_k, o.reshape(-1, D), do.reshape(-1, D), lse.reshape(-1), delta.reshape(-1), lse2.reshape(-1))
-        dqa = np.zeros((dq_rows, D), np.float32)
-        if gqa:
-            dka, dva = (np.zeros((B * HK * NK, D), np.float32) for _ in range(2))
-        else:
-            dka, dva = np.zeros_like(k), np.zeros_like(k)
-        ins, tail = operands(q, k, v, do)
-        if getattr(main, "slots", None):
-            # the tail split's workspace: slots that every piece writes before any reads, counters at zero
-            tail = (np.full(main.slots, np.nan, np.float32), np.zeros(main.counters, np.int32))
-        run(main, *ins, lse2, delta, dqa, *kv_args(main, dka, dva), *tail)
-        dq = np.zeros_like(q)
-        run(cast_q, dqa.reshape(-1, 8), dq.reshape(-1, 8))
-        if not gqa:
-            return dq, dka, dva
-        dk, dv = np.zeros_like(k), np.zeros_like(k)
-        run(cast_kv, dka.reshape(-1, 8), dk.reshape(-1, 8))
-        run(cast_kv, dva.reshape(-1, 8), dv.reshape(-1, 8))
-        return dq, dk, dv
-    import torch
-    q, k, v, o, do, lse = (x.contiguous() for x in (q, k, v, o, do, lse))
-    delta, lse2 = (torch.empty((B * H, NP), dtype=torch.float32, device=q.device) for _ in range(2))
-    delta_k(o.view(-1, D), do.view(-1, D), lse.view(-1), delta.view(-1), lse2.view(-1))
-    dqa = torch.zeros((dq_rows, D), dtype=torch.float32, device=q.device)
-    if gqa:
-        dka, dva = (torch.zeros((B * HK * NK, D), dtype=torch.float32, device=q.device) for _ in range(2))
-    else:
-        dka, dva = torch.empty_like(k), torch.empty_like(k)
-    ins, tail = operands(q, k, v, do)
-    if getattr(main, "slots", None):
-        tail = ABH.workspace(main, q)
-    main(*ins, lse2, delta, dqa, *kv_args(main, dka, dva), *tail)
-    dq = torch.empty_like(q)
-    cast_q(dqa.view(-1, 8), dq.view(-1, 8))
-    if not gqa:
-        return dq, dka, dva
-    dk, dv = torch.empty_like(k), torch.empty_like(k)
-    cast_kv(dka.view(-1, 8), dk.view(-1, 8))
-    cast_kv(dva.view(-1, 8), dv.view(-1, 8))
-    return dq, dk, dv
-
-
-def kv_args(main, dka, dva):
-    """dK's and dV's outputs as the main kernel takes them (the fa3 kernel with tma_kv: (B * H_kv, N_kv, D) views)."""
-    if getattr(main, "tma_kv", False):
-        from attention_backward_hopper import kv_arg
-        return kv_arg(dka, main), kv_arg(dva, main)
-    return dka, dva
-
-
-def reference_backward(q, k, v, do, causal=False, scale=None):
-    """float64 numpy (dq, dk, dv) of softmax(scale q k^T [causal]) v for numpy inputs (GQA summed per k/v head)."""
-    q, k, v, do = (np.asarray(x, np.float64) for x in (q, k, v, do))
-    D = q.shape[-1]
-    scale = 1.0 / math.sqrt(D) if scale is None else scale
-    HK = k.shape[1]
-    g = q.shape[1] // HK
-    ke, ve = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
-    s = np.einsum("bhnd,bhmd->bhnm", q, ke) * scale
-    if causal:
-        n, mm = s.shape[-2:]
-        s = np.where(np.arange(mm)[None, :] > np.arange(n)[:, None], -np.inf, s)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    dv = np.einsum("bhnm,bhnd->bhmd", p, do)
-    dp = np.einsum("bhnd,bhmd->bhnm", do, ve)
-    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) * scale
-    dq = np.einsum("bhnm,bhmd->bhnd", ds, ke)
-    dk = np.einsum("bhnm,bhnd->bhmd", ds, q)
-    B, H, N, _ = q.shape
-    fold = lambda x: x.reshape(B, HK, g, *x.shape[2:]).sum(2)  # noqa: E731
-    return dq, fold(dk), fold(dv)
-
-
-def _function():
-    import torch
-
-    class FlashAttention(torch.autograd.Function):
-        """O = softmax(scale q k^T [causal]) v with examples/attention.py's forward (saving O and LSE) and
-        attention_backward as its backward."""
-
-        @staticmethod
-        def forward(ctx, q, k, v, causal=False, scale=None):
-            o, lse = attention(q, k, v, causal=causal, scale=scale)
-            ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal, ctx.scale = causal, scale
-            return o
-
-        @staticmethod
-        def backward(ctx, do):
-            q, k, v, o, lse = ctx.saved_tensors
-            dq, dk, dv = attention_backward(q, k, v, o, lse, do.contiguous(), causal=ctx.causal, scale=ctx.scale)
-            return dq, dk, dv, None, None
-
-    return FlashAttention
-
-
-def __getattr__(name):
-    # the autograd Function is built on first use: importing this module does not import torch
-    if name == "FlashAttention":
-        fn = _function()
-        globals()["FlashAttention"] = fn
-        return fn
-    raise AttributeError(name)
-
-
-def flash_attention(q, k, v, causal=False, scale=None):
-    """softmax(scale q k^T [causal mask]) v for torch CUDA tensors, differentiable in q, k and v (FlashAttention)."""
-    fn = globals().get("FlashAttention") or __getattr__("FlashAttention")
-    return fn.apply(q, k, v, causal, scale)
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, default=4096)
-    p.add_argument("--d", type=int, default=128)
-    p.add_argument("--causal", action="store_true")
-    opts = p.parse_args(argv)
-    from tiledsl.runtime.driver import gpu_available
-    if not gpu_available():
-        rng = np.random.default_rng(0)
-        q, k, v, do = (rng.standard_normal((1, 2, 40, 64)).astype(np.float16) for _ in range(4))
-        o, lse = attention(q, k, v, causal=opts.causal, config=(4, 1, 1))
-        got = attention_backward(q, k, v, o, lse, do, causal=opts.causal)
-        ref = reference_backward(q, k, v, do, causal=opts.causal)
-        err = [np.linalg.norm(g.astype(np.float64) - r) / np.linalg.norm(r) for g, r in zip(got, ref)]
-        print("attention_backward: no GPU found; ran 1x2x40x64 on the interpreter: relative error dq %.1e, "
-              "dk %.1e, dv %.1e" % tuple(err))
-        return
-    import torch
-    B, H = max(1, 16384 // opts.n), 2048 // opts.d
-    q, k, v, do = (torch.randn(B, H, opts.n, opts.d, device="cuda", dtype=torch.float16) for _ in range(4))
-    q, k, v = (x.requires_grad_() for x in (q, k, v))
-    o = flash_attention(q, k, v, causal=opts.causal)
-    got = torch.autograd.grad(o, (q, k, v), do)
-    qf, kf, vf = (x.detach().float().requires_grad_() for x in (q, k, v))
-    of = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=opts.causal)
-    ref = torch.autograd.grad(of, (qf, kf, vf), do.float())
-    err = [((g.float() - r).norm() / r.norm()).item() for g, r in zip(got, ref)]
-    print(f"attention_backward {B}x{H}x{opts.n}x{opts.d}: relative error dq {err[0]:.1e}, dk {err[1]:.1e}, "
-          f"dv {err[2]:.1e}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """FlashAttention forward in FP8 (e4m3) on Hopper (sm_90a), FA3 style, written only in the kernel language: the
-producer/consumer schedule of examples/attention_hopper.py (read its docstring first) with both matrix products on
+producer/consumer schedule of fa3.py (read its docstring first) with both matrix products on
 e4m3 wgmma (k32 steps, f32 accumulators).
 
 attention_fp8(q, k, v, scale_q=1.0, scale_k=1.0, scale_v=1.0, causal=False, scale=None, out_dtype=bfloat16)
@@ -24,11 +24,8 @@ What differs from the f16/bf16 kernel, and why:
     the f32 values (as FA3), so O carries P's rounding (3 mantissa bits: up to 2^-4 relative per probability);
   * the descales: scores are scaled by scale * scale_q * scale_k (folded into the softmax's one fma per score,
     read from a 3-element float32 tensor at run time so new descales do not recompile), and O by scale_v / l.
-
-    python examples/attention_fp8.py   # on an H200/H100: against an fp32 reference; else a small interpreter case
 """
 import math
-import sys
 
 import numpy as np
 
@@ -36,10 +33,10 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from attention import key_tiles
-from attention_hopper import CONSUMER_REGS, LOG2E, PRODUCER_REGS, SMEM_LIMIT, _flat
-from hopper_attention_parts import forward_parts
-from hopper_producer import consumer_registers, warpgroup_index
+from ...lib.producer import consumer_registers, warpgroup_index
+from .common import key_tiles, softmax_scale
+from .fa3 import CONSUMER_REGS, LOG2E, PRODUCER_REGS, SMEM_LIMIT, _flat
+from .fa3_parts import forward_parts
 
 SWIZZLE = {64: (2, 4, 3), 128: (3, 4, 3)}   # 16-byte chunk c of a 64/128-byte row r at c ^ (r % 4 or 8), in bytes
 KEY_BLOCK = 16                              # V^T's keys are permuted within blocks of 16 (the P fragment's period)
@@ -272,7 +269,6 @@ def attention_fp8(q, k, v, scale_q=1.0, scale_k=1.0, scale_v=1.0, causal=False, 
 
     V is transposed (and its keys permuted) once per call on the host side (vt_permuted): part of the call's time.
     scale defaults to 1/sqrt(D); LSE is float32 (B, H, N), natural log, of the descaled, scaled scores."""
-    from attention import softmax_scale
     shape, D = _check_fp8(q, k, v)
     scale = softmax_scale(scale, D)
     B, H, _, N, _ = shape
@@ -318,38 +314,3 @@ def dequantize_e4m3(b, descale=1.0):
     """e4m3 bytes -> float64 values times descale."""
     from tiledsl.interpreter import rounding as R
     return R.decode(R.E4M3, b) * descale
-
-
-def main(argv=None):
-    """On an sm_90 GPU: attention_fp8 against an fp32 reference of the dequantised inputs; else a small case on
-    the interpreter."""
-    import attention as A
-    rng = np.random.default_rng(0)
-    try:
-        import torch
-        gpu = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-    except ImportError:
-        gpu = False
-    if gpu:
-        B, H, N, D = 2, 8, 4096, 128
-        x = [torch.randn(B, H, N, D, device="cuda") for _ in range(3)]
-        amax = [t.abs().max() for t in x]
-        f8 = [(t * 448.0 / a).to(torch.float8_e4m3fn) for t, a in zip(x, amax)]
-        ds = [a / 448.0 for a in amax]
-        o, lse = attention_fp8(*f8, *ds)
-        real = [t.float() * d for t, d in zip(f8, ds)]
-        ro = torch.nn.functional.scaled_dot_product_attention(*real)
-        print(f"attention_fp8 B={B} H={H} N={N} D={D}: max |O - ref| = {(o.float() - ro).abs().max().item():.3e}")
-        return 0
-    q8, dq = quantize_e4m3(rng.standard_normal((1, 2, 130, 64)))
-    k8, dk = quantize_e4m3(rng.standard_normal((1, 1, 130, 64)))
-    v8, dv = quantize_e4m3(rng.standard_normal((1, 1, 130, 64)))
-    o, lse = attention_fp8(q8, k8, v8, dq, dk, dv, causal=True)
-    ro, rl = A.reference(*(dequantize_e4m3(x, d) for x, d in ((q8, dq), (k8, dk), (v8, dv))), causal=True)
-    print(f"attention_fp8 on the interpreter (1, 2, 130, 64), causal, GQA: max |O - ref| = "
-          f"{np.abs(o.astype(np.float64) - ro).max():.3e}, max |LSE - ref| = {np.abs(lse - rl).max():.3e}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
