@@ -216,7 +216,7 @@ def ops_kernels():
         k = ABH.make_cast_dq(dtype, BH, N)
         yield f"fa3bwd_cast_dq_{dtype}", k.compile(np.zeros((BH * NQT * ABH.BM * 16, 8), np.float32),
                                                    np.zeros((BH * N * 16, 8), half[dtype])).asm["ptx"]
-    a, b32 = np.zeros((256, 512), np.float16), np.zeros(256, np.float32)
+    a = np.zeros((256, 512), np.float16)
     for bias in (None, "float16", "float32"):
         for act in (None, "relu", "gelu", "silu"):
             for cfg in (dict(), dict(persistent=True, bn=256, tma_store=True)):

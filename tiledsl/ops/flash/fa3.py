@@ -1,7 +1,7 @@
 """FlashAttention forward, FA3 style, on Hopper (sm_90a), written only in the kernel language: TMA + wgmma +
 an mbarrier ring + warp specialisation (the idioms of tiledsl/ops/gemm/hopper.py).
 
-attention_hopper(q, k, v, causal=False, scale=None) -> (O, LSE), the contract of examples/attention.py's
+attention_hopper(q, k, v, causal=False, scale=None) -> (O, LSE), the contract of forward.py's
 `attention`: (B, H, N, D) tensors, f16 or bf16, D in {64, 128, 256}, any N (ragged tails masked), grouped-query
 attention (k and v with H_kv heads, H_kv dividing H), causal top-left aligned, LSE float32 in natural log.
 
@@ -57,7 +57,7 @@ One block owns BM = 64 * CONSUMERS query rows of one (batch, head), with 1 + CON
     multiple of 64: a consumer's box wholly below row 0 is skipped, and one straddling it would have to be stored
     from below 0, which the TMA unit faults on (measured, H200);
   * persistent (config[6] = 1; FA3's persistent tile scheduler): a grid of min(SMs, work items) blocks, each
-    walking its (batch * head, query block) items in a static order (hopper_attention_parts.work_item says which
+    walking its (batch * head, query block) items in a static order (fa3_parts.work_item says which
     and why), so a block's start (launch, barrier set-up, setmaxnreg) is paid once and an item's epilogue overlaps
     the next item's loads. The ring's stage and phase follow a running count of the block's tiles (no re-init);
     Q's barrier alternates its phase per item, and the producer loads the next Q only once every consumer warp
@@ -186,7 +186,7 @@ POLY_CANDIDATES = {
 # 473 / 391 for one block per item (non-causal / causal); D = 128 (2, 128, 3, 1, 1, 0, 2): 561 / 494 / 580 / 564
 # against 554 (persistent) / 500 / 582 (persistent) / 573 for the defaults (N = 4096 non-causal, causal, N = 16384
 # non-causal, causal); D = 256 (2, 80, 2, 0, 1, 0, 2, 1): 572 / 471 / 616 / 596 against 609 / 503 / 614 / 600
-# (2026-12-01, session 27: the first run after its register split was mended, hopper_producer.consumer_registers)
+# (2026-12-01, session 27: the first run after its register split was mended, tiledsl.lib.producer.consumer_registers)
 PERSISTENT_CANDIDATES = {
     64: [(2, 128, 4, 1, 1, 0, 1), (2, 128, 4, 1, 0, 0, 1), (2, 128, 4, 1, 1, 16, 1), (3, 128, 4, 1, 1, 0, 1),
          (3, 128, 4, 1, 1, 0, 2)],
@@ -208,7 +208,7 @@ _KERNELS = {}
 
 def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -> dict:
     """Shared memory as the TMA unit writes it and as wgmma reads it (the same bytes), and the register
-    fragments (S's and O's accumulators: hopper_attention_parts.acc_layout). Q is (D/64 boxes, BM rows, 64 columns); K
+    fragments (S's and O's accumulators: fa3_parts.acc_layout). Q is (D/64 boxes, BM rows, 64 columns); K
     and V are (stage, D/64 boxes, BN rows, 64 columns)."""
     dh, kr = D // 64, bn // 16
     L = {}
@@ -266,7 +266,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K is released as
     soon as the S that read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out),
     so the producer refills K a tile sooner; and whether a row's running max moves only when a tile passes it by
-    more than 2^8 (1: O is rescaled only on the tiles where one of a thread's rows moved; attention.LAZY_BITS) or on
+    more than 2^8 (1: O is rescaled only on the tiles where one of a thread's rows moved; common.LAZY_BITS) or on
     every tile (0 when left out); and whether the last query block ends at row N, the ragged one being the first (1:
     its rows below 0 are zeros, computed and not stored; causal, the ragged block is then a head's cheapest, with
     the fewest key tiles, where at 0 it is the dearest, every key tile for its few rows) or the first starts at row

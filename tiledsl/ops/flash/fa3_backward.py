@@ -1,7 +1,7 @@
 """FlashAttention backward, FA3 style, on Hopper (sm_90a), written only in the kernel language: TMA + wgmma + an
 mbarrier ring + warp specialisation (the idioms of tiledsl/ops/flash/fa3.py's forward).
 
-make_attention_backward_hopper(...) builds the main kernel of examples/attention_backward.py's contract on this
+make_attention_backward_hopper(...) builds the main kernel of backward.py's attention_backward contract on this
 path (attention_backward(..., path="fa3") runs it after that module's preprocessing, Delta = rowsum(dO * O) and
 LSE * log2 e, then make_cast_dq, this module's float32 -> q-dtype cast of the tiled dQ accumulator). D = 128
 (two consumer warpgroups split dQ's columns in two 64-column halves, one per 128-byte swizzle box), f16 and bf16,

@@ -1,8 +1,9 @@
-"""The consumer-side pieces the two FA3-style forwards share: fa3.py (f16/bf16) and fp8.py (e4m3). Both run the same producer/consumer schedule on the same f32 accumulator layout,
-so the mbarrier set-up, the wgmma issue of S = Q K^T and O += P V, the online softmax, the consumers' main loop
-(ping-pong or not) and the epilogue are one code; what differs between the two comes in as parameters (the wgmma
-forms, whether V is read through the transpose bit, how P becomes wgmma's A words, the softmax's log2-domain scale:
-a constant for f16, read at run time for fp8 so new descales do not recompile).
+"""The consumer-side pieces the two FA3-style forwards share: fa3.py (f16/bf16) and fp8.py (e4m3). Both run the same
+producer/consumer schedule on the same f32 accumulator layout, so the mbarrier set-up, the wgmma issue of
+S = Q K^T and O += P V, the online softmax, the consumers' main loop (ping-pong or not) and the epilogue are one
+code; what differs between the two comes in as parameters (the wgmma forms, whether V is read through the transpose
+bit, how P becomes wgmma's A words, the softmax's log2-domain scale: a constant for f16, read at run time for fp8
+so new descales do not recompile).
 
 forward_parts(...) builds the @tiledsl.inline helpers for one kernel's sizes; the kernels call them by name.
 Read fa3.py's module docstring for the schedule and the register layouts named here.
@@ -66,7 +67,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     to their barriers; mma_s / mma_o: the wgmma forms of S = Q K^T and O += P V; trans_v: V is loaded as stored
     and read MN-major through wgmma's transpose bit (f16/bf16), else V^T is loaded and read K-major (fp8); cvt_o:
     the cvt that packs O's f32 pairs into the output's 16-bit pairs; overlap, pingpong: the main loop's schedule
-    (attention_hopper's docstring); p_regs(): the helper that allocates P's registers, returning (pk: P's A words,
+    (fa3.py's docstring); p_regs(): the helper that allocates P's registers, returning (pk: P's A words,
     hp: a scratch for the kernels that need one, pv: pk as wgmma's A fragment); to_p(pk, hp, sacc): the helper that
     turns S's probabilities into P's A words; producer_regs: the registers a producer thread keeps
     (setmaxnreg.dec); poly: how many of a thread's BN / 2 exponentials per tile are computed on the FMA pipe

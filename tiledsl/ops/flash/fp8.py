@@ -41,7 +41,7 @@ from .fa3_parts import forward_parts
 SWIZZLE = {64: (2, 4, 3), 128: (3, 4, 3)}   # 16-byte chunk c of a 64/128-byte row r at c ^ (r % 4 or 8), in bytes
 KEY_BLOCK = 16                              # V^T's keys are permuted within blocks of 16 (the P fragment's period)
 
-# (consumers, BN, stages, overlap) per head dim, as attention_hopper.CONFIGS; BN is 64 or 128 (one V^T box of 64
+# (consumers, BN, stages, overlap) per head dim, as fa3.CONFIGS; BN is 64 or 128 (one V^T box of 64
 # or 128 bytes of keys per row). Not yet measured on the H200: the f16 kernel's choices (serial schedule at D >= 128)
 CONFIGS = {64: (2, 128, 4, 1), 128: (2, 128, 2, 0), 256: (2, 64, 2, 0)}
 SUPPORTED_D = tuple(CONFIGS)

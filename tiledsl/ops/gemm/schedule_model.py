@@ -15,7 +15,8 @@ with the constants the builder chose for the kernel (`kernel.walk`), so it check
   with one block resident at a time, in ticket order (the least concurrency a GPU can give), finishes;
 * multicast pairs walk the same K steps (each stage is released in both blocks).
 
-`matmul` asks `check` before it launches a configuration and falls back where it refuses (hopper_plan.py's _schedule_checked).
+`matmul` asks `check` before it launches a configuration and falls back where it refuses (hopper_plan.py's
+_schedule_checked).
 """
 import builtins
 import types
