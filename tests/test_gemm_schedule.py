@@ -204,10 +204,10 @@ def test_stream_k_candidates_of_the_second_tuning_stage():
     big = HP.HOPPER_CONFIGS[0]
     # 4096^3: 512 tiles of 128 x 256 (3 waves + 116): the twin; 128 x 128's 1024 tiles (7 waves + 100) and
     # 128 x 192's 704 (5 waves + 44) too
-    assert HT.stream_k_candidates(G, big, 4096, 4096, 132) == [big, big + (1, 1), (128, 2, 4, 1, 1, 0, 1, 1),
-                                                                (192, 2, 4, 1, 1, 0, 1, 1)]
+    assert HT.stream_k_candidates(HP, big, 4096, 4096, 132) == [big, big + (1, 1), (128, 2, 4, 1, 1, 0, 1, 1),
+                                                                 (192, 2, 4, 1, 1, 0, 1, 1)]
     # a decode-sized M: 32 tiles of 64 x 128 leave 100 SMs idle
-    c = HT.stream_k_candidates(G, (128, 1, 8, 0, 1, 0), 1, 4096, 132)
+    c = HT.stream_k_candidates(HP, (128, 1, 8, 0, 1, 0), 1, 4096, 132)
     assert c[0] == (128, 1, 8, 0, 1, 0) and set(HT.SMALL_M_STREAM_K) <= set(c)
     # every candidate is one the model finds sound there
     for cand in c:
