@@ -400,7 +400,7 @@ def print_examples(out, stages, target, reps):
         med, lo = ms(out[name])
         print(f"| {label} | {med:.1f} | {lo:.1f} | {len(out[name])} |")
     med, lo = ms(out["hopper"])
-    print(f"| hopper gemm -> cubin, warm process (tiledsl/ops/gemm/hopper.py f16 4096^3, {HOPPER_CONFIG}) | {med:.1f} | "
+    print(f"| hopper gemm -> cubin, warm process (ops/gemm/hopper.py f16 4096^3, {HOPPER_CONFIG}) | {med:.1f} | "
           f"{lo:.1f} | {len(out['hopper'])} |")
     print()
     print("| GEMM stage | median ms | min ms |")

@@ -181,7 +181,7 @@ def test_benchmark_backward_table_and_plot_without_a_gpu(tmp_path, capsys):
     saved = list(sys.path)
     try:
         spec.loader.exec_module(bench)
-    finally:                    # its path setup puts benchmarks/ first (benchmarks/gemm.py would shadow examples/gemm.py)
+    finally:                    # its path setup puts benchmarks/ first (benchmarks/gemm.py shadows examples/gemm.py)
         sys.path[:] = saved
     row = {"dtype": "bfloat16", "causal": True, "D": 128, "N": 4096, "BH": "4x16", "ours": 400.0, "flash": 200.0,
            "cudnn": 500.0, "eff": None, "ok": True, "err": 3e-3, "warps": 8, "each": {4: 300.0, 8: 400.0}}

@@ -197,7 +197,7 @@ def test_tail_split_on_the_interpreter_against_the_reference(name):
     assert ABH.tail_plan(causal, (1, H, HK, N, NK), sms) == plan
     q, k, v, o, lse, do = _split_inputs(H, HK, N, NK, causal, seed=N + sms)
     run = lambda: BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.3, path="fa3",  # noqa: E731
-                                        tail_split=True, sms=sms)
+                                         tail_split=True, sms=sms)
     got = run()
     ref = BWD.reference_backward(q, k, v, do, causal=causal, scale=0.3)
     for g, r, x in zip(got, ref, (q, k, v)):

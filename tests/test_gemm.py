@@ -63,7 +63,7 @@ def test_unsupported_sizes_are_refused():
     torch = pytest.importorskip("torch")
     with pytest.raises(tiledsl.LaunchError, match="multiples of 128"):
         MM.matmul(torch.zeros(100, 64, dtype=torch.float16), torch.zeros(128, 64, dtype=torch.float16),
-                 config=MMA.PREFERRED[3])
+                  config=MMA.PREFERRED[3])
 
 
 @pytest.mark.gpu
@@ -110,8 +110,8 @@ def test_bulk_configurations_compile_without_spills():
     a = np.zeros((256, 128), np.float16)
     for cfg in [(256, 128, 64, 4, 2, 4, 1, 0, 1, 1), (128, 128, 64, 2, 2, 3, 1, 0, 1, 1)]:
         ck = MMA.make_gemm("float16", "float16", cfg, (256, 256, 128)).compile(a, np.zeros((256, 128), np.float16),
-                                                                             np.zeros((256, 256), np.float16),
-                                                                             target="sm_90")
+                                                                               np.zeros((256, 256), np.float16),
+                                                                               target="sm_90")
         assert ck.metadata["spill_stores"] == 0, cfg
         assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in ck.asm["ptx"]
 

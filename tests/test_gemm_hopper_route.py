@@ -1,8 +1,8 @@
-"""matmul's routing (tiledsl/ops/gemm/matmul.py, hopper_plan.py) on any machine: route() as a pure function of (capability, shape, dtypes),
-choose_hopper's configuration for every benchmark shape (a valid HOPPER_CONFIGS entry with enough tiles, kept by
-the tuner's pruning), the configuration keywords, the plans host tensors get, matmul_fp8's refusal off sm_90, and
-compile-only checks: the configurations matmul can pick on the H200 (tests/test_gpu_gemm_route.py runs them)
-compile for sm_90a and assemble with ptxas without spills, and the padded mma.sync kernel of the ragged shape
+"""matmul's routing (tiledsl/ops/gemm/matmul.py, hopper_plan.py) on any machine: route() as a pure function of
+(capability, shape, dtypes), choose_hopper's configuration for every benchmark shape (a valid HOPPER_CONFIGS entry with
+enough tiles, kept by the tuner's pruning), the configuration keywords, the plans host tensors get, matmul_fp8's refusal
+off sm_90, and compile-only checks: the configurations matmul can pick on the H200 (tests/test_gpu_gemm_route.py runs
+them) compile for sm_90a and assemble with ptxas without spills, and the padded mma.sync kernel of the ragged shape
 assembles for sm_90."""
 import numpy as np
 import pytest
@@ -57,7 +57,7 @@ def test_choose_hopper_picks_a_valid_configuration(M, N, K):
         assert cfg in kept and len(kept) >= 3
         kw = HP.hopper_kwargs(cfg, N, 2)
         H.make_hopper_gemm("float16", "float16", num_sms=sms, **kw)       # builds (no LaunchError)
-    assert HP.choose_hopper(1024, 1024, 1024)[:3] == (128, 1, 8)     # 128 tiles of 64 x 128, 8 deep, not 32 of 128 x 256
+    assert HP.choose_hopper(1024, 1024, 1024)[:3] == (128, 1, 8)  # 128 tiles of 64 x 128, 8 deep, not 32 of 128 x 256
     assert HP.choose_hopper(4096, 4096, 4096) == HP.HOPPER_CONFIGS[0]         # persistent 128 x 256, TMA store
 
 
@@ -79,7 +79,7 @@ def test_plans_for_host_tensors_take_mma_sync():
     plan = MM.plan_of(a, b, tune=False)
     assert plan.path == "mma" and plan.describe.startswith("mma.sync (")
     ragged = MM.plan_of(torch.zeros(100, 64, dtype=torch.float16), torch.zeros(130, 64, dtype=torch.float16),
-                       tune=False)
+                        tune=False)
     assert ragged.path == "mma-padded" and "padded to 128x256x64" in ragged.describe
     with pytest.raises(tiledsl.LaunchError, match="Hopper configuration"):
         MM.matmul(a, b, config=dict(bn=128))

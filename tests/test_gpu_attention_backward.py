@@ -44,7 +44,7 @@ def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None, pa
     do = torch.randn(B, H, N, D, device="cuda", dtype=dt)
     o, lse = FWD.attention(q, k, v, causal=causal, scale=scale)
     dq, dk, dv = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps, path=path,
-                                       **fa3)
+                                        **fa3)
     sc = 1.0 / math.sqrt(D) if scale is None else scale
     ref = _reference_grads(q, k, v, do, causal, sc)
     for name, g, r, x in zip("qkv", (dq, dk, dv), ref, (q, k, v)):

@@ -1,12 +1,11 @@
-"""matmul (tiledsl/ops/gemm/matmul.py) on the H200: it takes the Hopper path (tuned and heuristic configurations) for the
-benchmark's six shapes, f16 and bf16, within 1e-2 of torch in fp32 (sampled rows for the big shapes); ragged
-shapes (4095 x 4097 x 4093: K % 8 != 0, the padded mma.sync path; 4095 x 4097 x 4096: the Hopper path with
-plain stores); bias and the activations; matmul_fp8 at 1024^3 within 5e-2. tests/test_gemm_hopper_route.py
-compiles every configuration these can pick and assembles it with ptxas on any machine."""
+"""matmul (tiledsl/ops/gemm/matmul.py) on the H200: it takes the Hopper path (tuned and heuristic configurations) for
+the benchmark's six shapes, f16 and bf16, within 1e-2 of torch in fp32 (sampled rows for the big shapes); ragged shapes
+(4095 x 4097 x 4093: K % 8 != 0, the padded mma.sync path; 4095 x 4097 x 4096: the Hopper path with plain stores); bias
+and the activations; matmul_fp8 at 1024^3 within 5e-2. tests/test_gemm_hopper_route.py compiles every configuration
+these can pick and assembles it with ptxas on any machine."""
 import pytest
 
 from tiledsl.ops.gemm import fp8 as FP8
-from tiledsl.ops.gemm import hopper as H
 from tiledsl.ops.gemm import hopper_plan as HP
 from tiledsl.ops.gemm import matmul as MM
 

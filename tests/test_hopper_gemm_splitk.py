@@ -133,7 +133,7 @@ def test_split_k_tuning_candidates():
     assert sk2 in HP.HOPPER_CONFIGS and HP.is_hopper_config(sk2)
     assert not any(HP.is_hopper_config(c) for c in MMA.CONFIGS)
     assert HP.hopper_kwargs(sk2, 1024, 2) == dict(bn=128, consumers=2, stages=4, persistent=False, tma_store=True,
-                                                 multicast=False, split_k=2)
+                                                  multicast=False, split_k=2)
     assert "split_k" not in HP.hopper_kwargs(HP.HOPPER_CONFIGS[0], 1024, 2)
     assert HP.describe_hopper(HP.hopper_kwargs(sk2, 1024, 2)).endswith("TMA store, split-K over 2 blocks")
     assert sk2 in HP.prune_hopper(HP.HOPPER_CONFIGS, 1024, 1024)

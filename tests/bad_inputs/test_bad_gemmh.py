@@ -1,5 +1,5 @@
-"""Bad calls of matmul / matmul_fp8 (tiledsl/ops/gemm/matmul.py, fp8.py): a LaunchError naming the argument, checked without a GPU on
-host torch tensors (every refusal comes before any launch)."""
+"""Bad calls of matmul / matmul_fp8 (tiledsl/ops/gemm/matmul.py, fp8.py): a LaunchError naming the argument, checked
+without a GPU on host torch tensors (every refusal comes before any launch)."""
 import pytest
 
 from tiledsl.ops.gemm import fp8 as FP8
@@ -27,7 +27,7 @@ CASES = [
     Case("matmul-hopper-config-off-sm90", action=lambda: MM.matmul(z(256, 64), z(256, 64), config=HP.HOPPER_CONFIGS[0]),
          err=tiledsl.LaunchError, words=("Hopper configuration", "mma.sync path")),
     Case("matmul-hopper-config-dynamic", action=lambda: MM.matmul(z(256, 64), z(256, 64), config=dict(bn=128),
-                                                                 static=False),
+                                                                  static=False),
          err=tiledsl.LaunchError, words=("Hopper configuration", "static=True")),
     Case("matmul-hopper-config-keyword", action=lambda: HP.hopper_kwargs((("bn", 128), ("num_sms", 8)), 256, 2),
          err=tiledsl.LaunchError, words=("num_sms", "group_m")),
