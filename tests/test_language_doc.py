@@ -45,7 +45,7 @@ def test_dir_and_help():
     for n in ("annotations", "dataclass", "builtins", "Builtin", "TensorType", "TiledslError", "shown", "T"):
         assert n not in names
     text = pydoc.render_doc(T.min, renderer=pydoc.plaintext)
-    assert "T.min(a, b): the smaller value" in text
+    assert "T.min(a, b, ...): the smallest of two or more values" in text
     assert "a compile-time parameter" in pydoc.render_doc(T.constexpr, renderer=pydoc.plaintext)
     assert "tensor parameter's annotation" in pydoc.render_doc(T.Tensor, renderer=pydoc.plaintext)
 

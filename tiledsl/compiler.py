@@ -72,8 +72,7 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
         cubin, info, tool = backend.ptx_to_cubin(ptx, target, k.name)
         metadata.update(info)
         metadata["assembler"] = tool
-        if cubin is not None:
-            asm = StageDict(asm, cubin)           # "sass" is disassembled on first use
+    asm = StageDict(asm, cubin)                   # "sass" is disassembled on first use (or says why it cannot be)
     metadata.setdefault("shared_bytes", sum(st.size * st.dtype.nbytes for st in k.allocs if st.scope == "shared"))
     if sites:
         metadata["debug_sites"] = sites

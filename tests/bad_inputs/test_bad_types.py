@@ -147,7 +147,7 @@ def k_fraction_into_int(A: T.Tensor((4,), "int32")):
 
 def k_runtime_pow(A: T.Tensor((4,), "float32")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
-    A[0] = A[1] ** 2
+    A[0] = A[1] ** A[2]
 
 
 def k_const_div_zero(A: T.Tensor((4,), "int32")):
@@ -365,7 +365,8 @@ CASES = [
     C("unknown_cuda_attribute", k_unknown_cuda_attr, "lane_idx", ("T.cuda has no attribute 'lane_idx'",)),
     C("global_dict", k_global_dict, "TABLE[", ("global 'TABLE' is a dict",)),
     C("global_numpy_array", k_global_array, "WEIGHTS[0]", ("global 'WEIGHTS' is a ndarray",)),
-    C("python_function_call", k_python_call, "math.sqrt", ("calling 'sqrt' inside a kernel is not supported",)),
+    C("python_function_call", k_python_call, "math.sqrt",
+      ("math.sqrt runs on the host, not in a kernel: write T.sqrt(x)",)),
     C("loop_var_after_loop", k_loop_var_after_loop, "A[i] = 2.0", ("'i' was bound inside a run-time loop",)),
     C("assign_loop_var", k_assign_loop_var, "i = 3", ("cannot assign to the loop variable 'i'",)),
     C("buffer_bound_in_branch", k_buffer_bound_in_branch, "buf[0] = 1.0",
@@ -387,13 +388,14 @@ CASES = [
     C("constant_overflow_uint8", k_constant_overflow, "A[0] = 300", ("300 does not fit in uint8",)),
     C("typed_constant_overflow", k_typed_constant_overflow, "T.uint32(-1)", ("-1 does not fit in uint32",)),
     C("fraction_into_int", k_fraction_into_int, "A[0] = 2.5", ("2.5 is not an integer",)),
-    C("runtime_pow", k_runtime_pow, "A[1] ** 2", ("'**' is only supported between compile-time constants",)),
+    C("runtime_pow", k_runtime_pow, "A[1] ** A[2]", ("'**' needs a compile-time integer exponent", "T.exp2(")),
     C("constant_division_by_zero", k_const_div_zero, "7 // 0", ("constant expression fails",)),
     C("runtime_modulo_by_zero", k_runtime_div_zero, "A[1] % 0", ("integer division by zero",)),
     C("annotation_mismatch", k_annotated_mismatch, "h: T.float16", ("float32 but the annotation says float16",)),
     C("int16_scalar_parameter", k_int16_scalar_param, "def k_int16", ("scalar parameters of type int16",)),
-    C("unknown_alloc_dtype", k_unknown_alloc_dtype, "float8", ("unknown or unsupported dtype 'float8'",)),
-    C("bool_alloc", k_bool_alloc, "\"bool\")", ("unknown or unsupported dtype 'bool'",)),
+    C("unknown_alloc_dtype", k_unknown_alloc_dtype, "float8", ("unknown dtype 'float8'; the dtypes are bool, int8",
+                                                               "f16/fp16/half = float16")),
+    C("bool_alloc", k_bool_alloc, "\"bool\")", ("buffers of bool are not supported",)),
     C("zero_extent_alloc", k_zero_extent_alloc, "(4, 0)", ("allocation extents must be positive",)),
     C("runtime_extent_alloc", k_runtime_extent_alloc, "alloc_local((n,)",
       ("allocation extents must be a compile-time int",)),

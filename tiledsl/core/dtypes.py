@@ -55,9 +55,18 @@ float32 = DType("float32", 32, "float", "f32")
 float64 = DType("float64", 64, "float", "f64")
 
 ALL = [bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64]
+# Other spellings a dtype string may use (torch's, numpy's and PTX's short names); each means its canonical dtype,
+# which is what messages, the IR and `dtype.name` show.
+ALIASES = {
+    "f16": "float16", "fp16": "float16", "half": "float16",
+    "bf16": "bfloat16",
+    "f32": "float32", "fp32": "float32", "float": "float32",
+    "f64": "float64", "fp64": "float64", "double": "float64",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+}
 BY_NAME = {d.name: d for d in ALL}
-BY_NAME["float"] = float32
-BY_NAME["half"] = float16
+BY_NAME.update({alias: BY_NAME[name] for alias, name in ALIASES.items()})
 
 _NUMPY = {}
 
@@ -77,11 +86,33 @@ BITS = {8: uint8, 16: uint16, 32: uint32, 64: uint64}
 
 
 def lookup(name) -> DType | None:
+    """The dtype a name means (a canonical name or one of ALIASES), or None."""
     if isinstance(name, DType):
         return name
     if isinstance(name, str):
         return BY_NAME.get(name)
     return None
+
+
+def names_text() -> str:
+    """The valid dtype names for a message: the canonical ones, then the aliases and what they mean."""
+    floats = {}
+    for alias, name in ALIASES.items():
+        if BY_NAME[name].is_float:
+            floats.setdefault(name, []).append(alias)
+    aliases = ", ".join(f"{'/'.join(a)} = {n}" for n, a in floats.items())
+    return (f"{', '.join(d.name for d in ALL)} (aliases: {aliases}; i8..i64 = int8..int64, "
+            f"u8..u64 = uint8..uint64)")
+
+
+def unknown_message(name) -> str:
+    """'unknown dtype ...' and the valid names (names are case-sensitive: 'Float16' is told it means 'float16')."""
+    from .errors import shown
+    text = repr(name) if isinstance(name, str) else f"{type(name).__name__} {shown(name)}"
+    hint = ""
+    if isinstance(name, str) and name.lower() in BY_NAME:
+        hint = f" (dtype names are lower case: {name.lower()!r})"
+    return f"unknown dtype {text}{hint}; the dtypes are {names_text()}"
 
 
 def from_array_typestr(typestr: str) -> DType | None:

@@ -14,6 +14,7 @@ from ..layout import TileLayout
 from ..lang.tensormap import TensorMap, TensorMapArg
 from ..lang.views import BitView, RootView, View
 from ..ir import ops
+from .scalar_math import host_math_message
 
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
 
@@ -99,6 +100,9 @@ class BuiltinCalls:
                 raise self.error(str(e), node) from None
         if isinstance(fn, TileLayout) or fn is TileLayout:
             raise self.error("build layouts outside the kernel and refer to them by name", node)
+        host = host_math_message(fn)
+        if host is not None:
+            raise self.error(host, node.func)
         name = getattr(fn, "__name__", type(fn).__name__)
         raise self.error(f"calling '{name}' inside a kernel is not supported", node.func)
 
@@ -369,8 +373,10 @@ class BuiltinCalls:
         for s in shape:
             self.static_int(s, node, "allocation extents", positive=True)
         d = dt.lookup(a["dtype"])
-        if d is None or d.kind == "bool":
-            raise self.error(f"unknown or unsupported dtype {a['dtype']!r}", node)
+        if d is None:
+            raise self.error(dt.unknown_message(a["dtype"]), node)
+        if d.kind == "bool":
+            raise self.error("buffers of bool are not supported: store 0/1 in uint8", node)
         layout = a["layout"]
         if isinstance(layout, str) and layout == "default":
             layout = None
@@ -411,7 +417,7 @@ class BuiltinCalls:
         if "dtype" in kw:
             d = dt.lookup(kw["dtype"])
             if d is None or d.kind == "bool":
-                raise self.error(f"unknown dtype {kw['dtype']!r}", node)
+                raise self.error(dt.unknown_message(kw["dtype"]), node)
             last = view.shape[-1] if view.shape else 1
             if d.bits > view.dtype.bits and isinstance(last, int) and (last * view.dtype.bits) % d.bits:
                 raise self.error(f"last extent {last} of {view.dtype.name} does not pack into {d.name}", node)
@@ -469,7 +475,7 @@ class BuiltinCalls:
         a = self.args(node, ["value", "dtype"])
         d = dt.lookup(a["dtype"])
         if d is None:
-            raise self.error(f"unknown dtype {a['dtype']!r}", node)
+            raise self.error(dt.unknown_message(a["dtype"]), node)
         return ops.cast(a["value"], d, self.loc(node))
 
     def b_static_assert(self, node):

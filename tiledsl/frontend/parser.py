@@ -23,6 +23,7 @@ from ..ir import ops
 from .builtins import BuiltinCalls, BoundMethod, Unrolled, RuntimeRange, check_block_override
 from .source import Source
 from .control import ControlFlow, leaves_early, terminates
+from .scalar_math import ScalarMath, host_math_message
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
           ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
@@ -77,7 +78,7 @@ def read_source(fn) -> Source:
     return src
 
 
-class Parser(ControlFlow, BuiltinCalls):
+class Parser(ControlFlow, BuiltinCalls, ScalarMath):
     def __init__(self, fn, constexprs: dict, block_override=None, grid_override=None, target: Target | None = None):
         self.fn = fn
         self.target = Target.parse(target)        # the hardware limits the front end checks
@@ -394,7 +395,8 @@ class Parser(ControlFlow, BuiltinCalls):
             cur = self.eval(node.target)
         else:
             raise self.error("unsupported augmented assignment target", node.target)
-        value = ops.binop(op, cur, self.eval(node.value), self.loc(node))
+        rhs = self.eval(node.value)
+        value = self.power(cur, rhs, node) if op == "pow" else ops.binop(op, cur, rhs, self.loc(node))
         self.assign(node.target, value, node)
 
     def assign(self, target, value, node):
@@ -705,6 +707,9 @@ class Parser(ControlFlow, BuiltinCalls):
             fp = fingerprint_value(value)
             self._fingerprints[id(value)] = (value, fp)
         if fp is None:
+            host = host_math_message(value)
+            if host is not None:                  # `from math import sqrt`, then sqrt(x)
+                raise self.error(host, node)
             if getattr(type(value), "is_tiledsl_kernel", False):      # a @tiledsl.jit kernel (runtime/jit.py)
                 what = "recursion (a kernel calling itself)" if value.fn.__code__ is self.fn.__code__ else \
                     "calling another kernel"
@@ -841,6 +846,8 @@ class Parser(ControlFlow, BuiltinCalls):
         a, b = self.eval(node.left), self.eval(node.right)
         if isinstance(a, tuple) and isinstance(b, tuple) and op == "add":
             return a + b
+        if op == "pow":
+            return self.power(a, b, node)
         return ops.binop(op, a, b, self.loc(node))
 
     def expr_UnaryOp(self, node):

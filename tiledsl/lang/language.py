@@ -13,20 +13,7 @@ from dataclasses import dataclass
 
 from ..core import dtypes as _dt
 from ..core.errors import TiledslError, shown, too_big
-
-
-class Builtin:
-    """A kernel-language function; `name` selects its front-end handler, `doc` says what it does in a kernel."""
-
-    def __init__(self, name: str, doc: str = ""):
-        self.name = name
-        self.__doc__ = doc or f"T.{name}: a kernel-language function (see the front end)."
-
-    def __call__(self, *args, **kwargs):
-        raise TiledslError(f"T.{self.name} can only be used inside a @tiledsl.jit kernel")
-
-    def __repr__(self) -> str:
-        return f"<tiledsl builtin {self.name}>"
+from .builtin import Builtin
 
 
 @dataclass(frozen=True)
@@ -65,7 +52,7 @@ def Tensor(shape: tuple | list | int | str = _MISSING, dtype: str | _dt.DType = 
                            f"{type(shape).__name__} {shown(shape)}")
     d = _dt.lookup(dtype)
     if d is None:
-        raise TiledslError(f"unknown dtype {shown(dtype)}")
+        raise TiledslError(_dt.unknown_message(dtype))
     out = []
     for s in shape:
         if isinstance(s, str):
@@ -131,8 +118,12 @@ unroll = Builtin("unroll", "T.unroll(n): a loop unrolled at compile time (for i 
                             "produced by compile-time loops nested in one another (trip counts multiplied by the "
                             "statements of the body, checked before expanding); use range(...) beyond that.")
 static_range = unroll
-min = Builtin("min", "T.min(a, b): the smaller value (integers, floats).")  # noqa: A001
-max = Builtin("max", "T.max(a, b): the larger value (integers, floats).")  # noqa: A001
+min = Builtin("min", "T.min(a, b, ...): the smallest of two or more values, after the usual promotion: "  # noqa: A001
+              "min.s32 / min.u32 for integers (64-bit alike), min.f32 / min.f64 for floats, where a NaN operand "
+              "gives the other operand (both NaN: NaN).")
+max = Builtin("max", "T.max(a, b, ...): the largest of two or more values, after the usual promotion: "  # noqa: A001
+              "max.s32 / max.u32 for integers (64-bit alike), max.f32 / max.f64 for floats, where a NaN operand "
+              "gives the other operand (both NaN: NaN).")
 cast = Builtin("cast", "T.cast(x, dtype): convert a value; floats round to nearest even, float -> int truncates and "
                        "saturates (NaN -> 0), like PTX cvt.")
 device_print = Builtin("device_print", 'T.device_print(fmt, *values): printf from the device, e.g. '
@@ -144,6 +135,7 @@ device_print = Builtin("device_print", 'T.device_print(fmt, *values): printf fro
                        'block, then linear thread id), each thread\'s text prefixed with "(block x,y,z thread '
                        'x,y,z) ".')
 from .tensormap import TensorMap, tma_layout  # noqa: E402,F401 - T.TensorMap, T.tma_layout
+from .scalar_math import abs, cos, exp, exp2, fma, log, log2, rsqrt, sin, sqrt, tanh  # noqa: E402,F401,A004
 static_assert = Builtin("static_assert", "T.static_assert(cond, msg=''): a CompilationError at this line when the "
                                          "compile-time condition is false.")
 

@@ -92,7 +92,7 @@ def TensorMap(shape=_MISSING, dtype=_MISSING, *extra, box=_MISSING, swizzle=None
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     d = _dt.lookup(dtype)
     if d is None:
-        raise TiledslError(f"unknown dtype {shown(dtype)}")
+        raise TiledslError(_dt.unknown_message(dtype))
     if d.name not in TMA_DTYPES:
         raise TiledslError(f"T.TensorMap: a tensor map cannot describe {d.name} elements (supported: "
                            f"{', '.join(TMA_DTYPES)})")
@@ -161,7 +161,7 @@ def tma_layout(box, dtype, swizzle=None):
     from ..layout import S, TileLayout
     d = _dt.lookup(dtype)
     if d is None:
-        raise TiledslError(f"unknown dtype {shown(dtype)}")
+        raise TiledslError(_dt.unknown_message(dtype))
     if not isinstance(box, (tuple, list)) or not box or not all(
             isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= 256 for b in box):
         raise TiledslError(f"T.tma_layout: box is a tuple of 1 to 5 ints in 1..256 (the TMA box), got {shown(box)}")

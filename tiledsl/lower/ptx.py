@@ -215,12 +215,17 @@ def parse_ptxas_info(text: str) -> dict:
     return md
 
 
-def sass(cubin: bytes) -> str | None:
+def sass(cubin: bytes | None) -> tuple:
+    """(the SASS text, None), or (None, why there is none): no cubin, no disassembler on PATH, or its failure."""
     import shutil
     import tempfile
+    if cubin is None:
+        return None, ("there is no cubin to disassemble: the PTX was not assembled (kernel.compile assembles with "
+                      "ptxas, which is not on PATH; put the CUDA toolkit's bin folder on PATH)")
     exe = shutil.which("cuobjdump") or shutil.which("nvdisasm")
-    if exe is None or cubin is None:
-        return None
+    if exe is None:
+        return None, ("neither cuobjdump nor nvdisasm is on PATH: they come with the CUDA toolkit (its bin folder; "
+                      "apt's cuda-cuobjdump-12-x, or conda's cuda-cuobjdump); asm['ptx'] needs neither")
     with tempfile.TemporaryDirectory(prefix="tiledsl-") as d:
         path = os.path.join(d, "k.cubin")
         with open(path, "wb") as f:
@@ -228,4 +233,6 @@ def sass(cubin: bytes) -> str | None:
         args = [exe, "-sass", path] if exe.endswith("cuobjdump") else [exe, path]
         import subprocess
         r = subprocess.run(args, capture_output=True, text=True)
-        return r.stdout if r.returncode == 0 else None
+        if r.returncode != 0:
+            return None, f"{os.path.basename(exe)} failed (exit {r.returncode}): {r.stderr.strip()[:500]}"
+        return r.stdout, None

@@ -10,6 +10,9 @@ import threading
 from ..core.errors import LaunchError, TiledslError
 from ..core.target import Target
 
+# what a machine without a GPU can do instead, appended to every "no usable GPU" error
+NO_GPU_HINT = ("\n(without a GPU, run kernels on the CPU interpreter with numpy arrays: @tiledsl.jit(interpret=True), "
+               "or TILEDSL_INTERPRET=1 in the environment; kernel.compile(..., target=\"sm_90\") still compiles)")
 _lock = threading.RLock()
 _state = {"init": None, "ctx": {}, "sm": {}, "count": None}
 
@@ -50,10 +53,10 @@ def init() -> None:
                 raise TiledslError("no CUDA device found")
             _state["init"] = True
         except TiledslError as e:
-            _state["init"] = LaunchError(f"no usable GPU: {e}")
+            _state["init"] = LaunchError(f"no usable GPU: {e}{NO_GPU_HINT}")
             raise _state["init"] from None
         except Exception as e:  # driver library missing, bindings missing, ...
-            _state["init"] = LaunchError(f"no usable GPU: {type(e).__name__}: {e}")
+            _state["init"] = LaunchError(f"no usable GPU: {type(e).__name__}: {e}{NO_GPU_HINT}")
             raise _state["init"] from None
 
 
@@ -72,16 +75,17 @@ def device_count() -> int:
 
 def context(device: int):
     """The device's primary context (the one torch and cupy use), made current on this thread."""
-    drv = _drv()
     ctx = _state["ctx"].get(device)
     if ctx is None:
         with _lock:
-            init()
+            init()                      # first: without the driver (or its bindings) it raises the no-GPU error
+            drv = _drv()
             if not 0 <= device < _state["count"]:
                 raise LaunchError(f"device {device} does not exist ({_state['count']} devices)")
             dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
             ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
             _state["ctx"][device] = ctx
+    drv = _drv()
     cur = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if cur is None or int(cur) != int(ctx):
         check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")

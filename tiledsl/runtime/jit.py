@@ -103,7 +103,7 @@ class JITFunction:
         self._plans = {}              # (full key, device) -> Plan
         self._steady = {}             # (grid, block, constexpr values) -> generated launcher
         self._bound = _BoundTable(self)   # kernel[grid, block] as written -> _Bound, or its native launcher
-        self._getitem = self._bound.__getitem__   # what kernel[grid, block] calls (C: dict lookup)
+        self._getitem = self._lookup  # what kernel[grid, block] calls (the table's C lookup once a launch is native)
         self._interp_programs = {}    # specialization -> (interpreter Program, KernelSignature)
         self._constexpr_idx = None
         self._nparams = -1
@@ -214,6 +214,7 @@ class JITFunction:
             self._steady.clear()                  # steady-state launchers belong to the old code
         # native launchers check the old globals: new _Bound objects will earn new ones
         self._bound.clear()
+        self._getitem = self._lookup
         self._call, self._plain_hits = self._call_python, 0
         self._src_state = (self.fn.__code__, deps, key)
         return key
@@ -315,8 +316,7 @@ class JITFunction:
         if sig.debug_buffer and not metadata.get("debug_sites"):
             raise ValueError("a debug kernel without its sites")
         cubin = data.get("kernel.cubin")
-        if cubin is not None:
-            asm = StageDict(asm, cubin)
+        asm = StageDict(asm, cubin)
         return CompiledKernel(name, sm, asm, metadata, sig, cubin)
 
     def _to_disk(self, key, ck):
@@ -327,6 +327,21 @@ class JITFunction:
                           "signature": ck.signature.to_data()}, files)
 
     # ------------------------------------------------------------ launch
+    def _lookup(self, cfg):
+        """`kernel[grid, block]` until one of its launches is native: the table's lookup, and a LaunchError for a
+        configuration that cannot key it (a list). Afterwards `kernel[...]` is the table's C lookup itself, which
+        costs no Python frame per launch, and a list there meets Python's own TypeError (unhashable type)."""
+        try:
+            return self._bound[cfg]
+        except TypeError:
+            try:
+                hash(cfg)
+            except TypeError:
+                raise LaunchError(f"kernel[grid, block]: grid and block are ints or tuples of up to 3 ints, got "
+                                  f"{C.short_repr(cfg, 80)}; write a list as a tuple, e.g. kernel[(2,), (32,)] "
+                                  f"(the launch cache is keyed on them)") from None
+            raise
+
     def _make_bound(self, cfg):
         if not isinstance(cfg, tuple) or len(cfg) != 2:
             raise LaunchError("launch with kernel[grid, block](*args)")
@@ -531,5 +546,6 @@ class _Bound:
                         self.native = n
                         if self.cfg is not None and k._bound.get(self.cfg) is self:
                             k._bound[self.cfg] = n
+                            k._getitem = k._bound.__getitem__     # kernel[...] straight to C from now on
                 return None
         return k.run(args, kwargs, self.grid, self.block, stream)
