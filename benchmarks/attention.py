@@ -1,5 +1,5 @@
-"""FlashAttention forward: the tiledsl FA2-style kernel (examples/attention.py) against torch SDPA with each of its
-backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
+"""FlashAttention forward: the tiledsl kernels (tiledsl.ops.attention, tiledsl/ops/flash/) against torch SDPA with
+each of its backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16]
                                    [--configs default|all|fa3|fa3all|fa3pp|fa3poly|fa3persist|fa3early|fa3lazy|both
@@ -17,8 +17,8 @@ rotation is needed. Every shape is checked: O against a float32 reference on two
 With several --configs the kernel runs with each (warps.mi.qreg: BM = 16 * warps * mi query rows per block) and
 the best is reported, with every configuration's figure beside it.
 
---backward adds a second table: the tiledsl backward (examples/attention_backward.py: delta, the main kernel and the
-dQ cast; the forward excluded; its fa3 path, examples/attention_backward_hopper.py, where it supports D, and its fa2
+--backward adds a second table: the tiledsl backward (tiledsl/ops/flash/backward.py: delta, the main kernel and the
+dQ cast; the forward excluded; its fa3 path, tiledsl/ops/flash/fa3_backward.py, where it supports D, and its fa2
 path, the best reported and each shown) against torch's backward through SDPA with each backend, at D in {128, 64}
 (those of --dims). torch's backward is timed as torch.autograd.grad(out, (q, k, v), do, retain_graph=True) on a
 graph whose forward ran once outside the timing. TFLOP/s count 2.5x the forward's: 10*B*H*N*N*D (halved for
@@ -26,7 +26,7 @@ causal); the ratio is tiledsl / the fastest backend. Every shape's dq, dk, dv ar
 autograd on two (batch, head) pairs: relative error ||d - ref|| / ||ref|| <= 1e-2. --plot FILE writes a PNG bar
 chart of the tables (matplotlib).
 
---fp8 prints only the FP8 table instead (benchmarks/attention_fp8_bench.py): examples/attention_fp8.py, e4m3 inputs,
+--fp8 prints only the FP8 table instead (benchmarks/attention_fp8_bench.py): tiledsl/ops/flash/fp8.py, e4m3 inputs,
 against the f16 FA3-style kernel and cuDNN (f16) at D = 128 and N in {4096, 16384} unless --dims/--ns say otherwise.
 """
 import argparse
@@ -36,7 +36,7 @@ import sys
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.dirname(os.path.abspath(__file__))]
+sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
 
 import attention_rows  # noqa: E402
 from attention_rows import best_of, explicit_configs, notes, ratio, side_by_side, timing, tflops  # noqa: E402
@@ -170,7 +170,7 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
     """One row of the backward table: TFLOP/s of tiledsl's backward (the best of its variants, each checked: the
     fa3 path where it supports D, fa3tma likewise (with tma_kv), the fa2 path with each of `warps`) and of torch's
     per backend, and the largest relative gradient error."""
-    import attention_backward_hopper as ABH
+    from tiledsl.ops.flash import fa2_backward, fa3_backward as ABH
     variants = [(p, w) for p in paths if p == "fa2" or D in ABH.SUPPORTED_D for w in (warps if p == "fa2" else
                                                                                       (None,))]
     # fa3tma: the fa3 path with dK and dV through the TMA store (attention_backward_hopper's tma_kv)
@@ -195,7 +195,7 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
             for g, r in zip(grads, ref):
                 err = max(err, ((g[b:b + 1, h:h + 1].float() - r).norm() / r.norm()).item())
         del grads
-        label = f"fa2/{w or AB.WARPS}" if path == "fa2" else path
+        label = f"fa2/{w or fa2_backward.WARPS}" if path == "fa2" else path
         fns[label] = lambda w=w, kw=kw: AB.attention_backward(q, k, v, o, lse, do, causal=causal, warps=w, **kw)
     del refs
     row["err"] = err
@@ -284,7 +284,7 @@ def main(argv=None):
                         "(attention.default_config), 'all' (attention.CANDIDATES), or e.g. '8.1.1,8.2.0'; FA3's "
                         "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[, "
                         "tma_o]]]]]]]; "
-                        "examples/attention_hopper.py, sm_90): 'fa3' (its default_config), 'fa3all' (its CANDIDATES, "
+                        "tiledsl/ops/flash/fa3.py, sm_90): 'fa3' (its default_config), 'fa3all' (its CANDIDATES, "
                         "PINGPONG_CANDIDATES, POLY_CANDIDATES, PERSISTENT_CANDIDATES and EARLY_K_CANDIDATES), "
                         "'fa3persist' (its CONFIGS and PERSISTENT_CANDIDATES: the persistent grid beside the "
                         "default), 'fa3early' (its CONFIGS and EARLY_K_CANDIDATES: K's stage freed by its S), "
@@ -303,8 +303,8 @@ def main(argv=None):
                    help="the backward's warps a block to time, best reported: 'default' (attention_backward.WARPS) "
                         "or e.g. '4,8'")
     p.add_argument("--bwd-paths", default="fa3,fa2",
-                   help="the backward paths to time, best reported (each shown): fa3 (examples/"
-                        "attention_backward_hopper.py, where it supports D), fa3tma (the same with tma_kv: dK and "
+                   help="the backward paths to time, best reported (each shown): fa3 (tiledsl/ops/"
+                        "flash/fa3_backward.py, where it supports D), fa3tma (the same with tma_kv: dK and "
                         "dV through the TMA store) and/or fa2 (with each of --bwd-warps)")
     p.add_argument("--fa2-target", metavar="SM", default=None,
                    help="compile the FA2 configurations for this target, e.g. sm_80 (on a newer GPU the driver "
@@ -329,7 +329,8 @@ def main(argv=None):
         ns = ([4096] if opts.quick else [4096, 16384]) if opts.ns == p.get_default("ns") else \
             [int(x) for x in opts.ns.split(",")]
         return 1 if main_fp8(torch, reference, bench, dims, ns, opts.configs, opts.quick) else 0
-    import attention as A
+    from tiledsl.ops.flash import fa2
+    from tiledsl.ops.flash import forward as A
     ns = [4096] if opts.quick and opts.ns == p.get_default("ns") else [int(x) for x in opts.ns.split(",")]
     rows = []
     for dtype in ([] if opts.backward and opts.backward_only else opts.dtypes.split(",")):
@@ -338,12 +339,12 @@ def main(argv=None):
                 for causal in (False, True):
                     try:
                         if opts.configs == "default":
-                            configs = [A.default_config(D, (1, 1, 1, N, N))]
+                            configs = [fa2.default_config(D, (1, 1, 1, N, N))]
                         elif opts.configs == "all":
-                            configs = A.CANDIDATES[D]
+                            configs = fa2.CANDIDATES[D]
                         elif opts.configs in ("fa3", "fa3all", "fa3pp", "fa3poly", "fa3persist", "fa3early",
                                               "fa3lazy", "fa3epi", "both"):
-                            import attention_hopper as AH    # 4-11 entries: fa3
+                            from tiledsl.ops.flash import fa3 as AH    # 4-11 entries: fa3
                             pp, poly = AH.PINGPONG_CANDIDATES[D], AH.POLY_CANDIDATES[D]
                             pers, early = AH.PERSISTENT_CANDIDATES[D], AH.EARLY_K_CANDIDATES[D]
                             dflt = AH.default_config(D, causal, N)
@@ -355,11 +356,11 @@ def main(argv=None):
                                        "fa3early": [dflt] + early,
                                        "fa3lazy": [dflt, AH.full_config(dflt[:8])],
                                        "fa3epi": [AH.full_config(dflt)[:9] + e for e in EPILOGUE_TWINS],
-                                       "both": [A.default_config(D, (1, 1, 1, N, N)), dflt]}[opts.configs]
+                                       "both": [fa2.default_config(D, (1, 1, 1, N, N)), dflt]}[opts.configs]
                         else:
                             configs = explicit_configs(opts.configs)
                         if opts.fa2_lazy:
-                            twin = ("eager",) if A.LAZY else ("lazy",)
+                            twin = ("eager",) if fa2.LAZY else ("lazy",)
                             configs = [c for w in configs for c in ((w, tuple(w) + twin) if len(w) == 3
                                                                     else (w,))]
                         r = run_shape(torch, A, dtype, D, N, causal, configs, opts.quick, opts.fa2_target)
@@ -371,7 +372,7 @@ def main(argv=None):
                     print(_line(r), flush=True)
     brows = []
     if opts.backward:
-        import attention_backward as AB
+        from tiledsl.ops.flash import backward as AB
         dims = [d for d in (128, 64) if str(d) in opts.dims.split(",")]
         for dtype in opts.dtypes.split(","):
             for D in dims:

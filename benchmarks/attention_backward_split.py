@@ -1,4 +1,4 @@
-"""A/B of the FA3-style attention backward's tail split (examples/attention_backward_hopper.py, tail_split) on the
+"""A/B of the FA3-style attention backward's tail split (tiledsl/ops/flash/fa3_backward.py, tail_split) on the
 GPU: attention_backward(path="fa3") with tail_split off and on, interleaved with cuDNN's backward (torch SDPA with
 the CUDNN_ATTENTION backend), round after round, so clock and thermal drift hit all three alike.
 
@@ -15,7 +15,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.dirname(os.path.abspath(__file__))]
+sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
 
 import numpy as np  # noqa: E402
 
@@ -32,9 +32,9 @@ def main(argv=None):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    import attention as A
-    import attention_backward as AB
-    import attention_backward_hopper as ABH
+    from tiledsl.ops.flash import backward as AB
+    from tiledsl.ops.flash import fa3_backward as ABH
+    from tiledsl.ops.flash import forward as A
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[opts.causal]
     print("| dtype | causal | B x H x N | rule | off TFLOP/s | on TFLOP/s | cuDNN TFLOP/s | on/off | off/cuDNN | "

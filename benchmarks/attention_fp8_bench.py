@@ -1,5 +1,5 @@
-"""The FP8 (e4m3) attention forward (examples/attention_fp8.py) against the f16 FA3-style kernel
-(examples/attention_hopper.py) and torch SDPA's cuDNN backend (f16): the table of `benchmarks/attention.py --fp8`.
+"""The FP8 (e4m3) attention forward (tiledsl/ops/flash/fp8.py) against the f16 FA3-style kernel
+(tiledsl/ops/flash/fa3.py) and torch SDPA's cuDNN backend (f16): the table of `benchmarks/attention.py --fp8`.
 
     python benchmarks/attention.py --fp8 [--quick] [--dims 128] [--ns 4096,16384] [--configs fa3|fa3all|2.128.2.0]
 
@@ -35,8 +35,8 @@ def _inputs(torch, B, H, N, D, seed):
 
 
 def run_fp8_shape(torch, reference, bench, D, N, causal, configs, quick):
-    import attention_fp8 as F
-    import attention_hopper as AH
+    from tiledsl.ops.flash import fa3 as AH
+    from tiledsl.ops.flash import fp8 as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     B, H = 16384 // N, 2048 // D
     (q8, dq), (k8, dk), (v8, dv) = _inputs(torch, B, H, N, D, N + D)
@@ -104,7 +104,7 @@ def main_fp8(torch, reference, bench, dims, ns, configs_opt, quick):
     """The --fp8 table; returns the number of shapes outside the tolerance."""
     import traceback
 
-    import attention_fp8 as F
+    from tiledsl.ops.flash import fp8 as F
     rows = []
     for D in dims:
         if configs_opt in ("default", "fa3"):

@@ -18,9 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = r'''
 import json, sys, time
 t_start = time.perf_counter()
-sys.path.insert(0, {examples!r})
+sys.path.insert(0, {root!r})
 import torch
-import gemm as G
+from tiledsl.ops.gemm import matmul as G
 G.tuned_gemm.pool = {pool!r}
 n, dt = {size}, getattr(torch, {dtype!r})
 a = torch.randn(n, n, device="cuda", dtype=dt)
@@ -38,9 +38,9 @@ print(json.dumps({{"first_call_s": t1 - t0, "process_s": t1 - t_start, "rel_err"
 
 COMPILE = r'''
 import json, sys, time
-sys.path.insert(0, {examples!r})
+sys.path.insert(0, {root!r})
 import numpy as np
-import gemm as G
+from tiledsl.ops.gemm import matmul as G
 from tiledsl.core.target import Target
 n = {size}
 a = np.zeros((n, n), np.float16)
@@ -69,16 +69,15 @@ def main(argv=None):
     p.add_argument("--pool", default="auto", choices=["auto", "processes", "threads", "both"])
     p.add_argument("--compile-only", action="store_true")
     o = p.parse_args(argv)
-    examples = os.path.join(ROOT, "examples")
     pools = ["processes", "threads"] if o.pool == "both" else [o.pool]
     for pool in pools:
         with tempfile.TemporaryDirectory() as cache:
             if o.compile_only:
-                r = run(COMPILE.format(examples=examples, size=o.size, pool=pool), cache)
+                r = run(COMPILE.format(root=ROOT, size=o.size, pool=pool), cache)
                 print(f"compile {r['configs']} gemm configs for sm_90, pool={pool}, {os.cpu_count()} cores: "
                       f"{r['compile_s']:.1f} s ({r['failed']} refused)")
                 continue
-            code = CHILD.format(examples=examples, size=o.size, dtype=o.dtype, pool=pool)
+            code = CHILD.format(root=ROOT, size=o.size, dtype=o.dtype, pool=pool)
             first = run(code, cache)
             second = run(code, cache)
             ok1, ok2 = first["first_call_s"] <= 15, second["first_call_s"] <= 0.2

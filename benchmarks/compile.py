@@ -5,8 +5,8 @@ with a cold and with a warm disk cache. Prints a markdown table (milliseconds).
     python benchmarks/compile.py --no-gpu   # anywhere: first calls are `kernel.compile(...)` instead
     python benchmarks/compile.py --no-gpu --only-examples   # only the GEMM and seed mma parse -> PTX times
 
-Every run also reports parse -> PTX of the GEMM kernel (examples/gemm.py) and the seed mma kernel
-(examples/seed_mma.py), the GEMM's time per compiler stage, and the Hopper GEMM (examples/hopper_gemm.py, the
+Every run also reports parse -> PTX of the GEMM kernel (tiledsl/ops/gemm/mma.py) and the seed mma kernel
+(examples/seed_mma.py), the GEMM's time per compiler stage, and the Hopper GEMM (tiledsl/ops/gemm/hopper.py, the
 configuration matmul takes for the big shapes on the H200) from Python to cubin in a warm process with the disk
 cache off, with its time per stage (issue 17's target: <= 0.5 s).
 
@@ -162,9 +162,10 @@ def bench_new_kernels(n, target, gpu_mode, tmp):
 
 
 def bench_examples(reps, target):
-    """parse -> PTX (CompiledKernel.metadata["compile_ms_to_ptx"]) of the GEMM kernel (examples/gemm.py, f16, the
-    4096^3 shape) and the seed mma kernel (examples/seed_mma.py), each built afresh per repeat (a new JITFunction,
-    new layouts: nothing of the previous compile is reused; the disk cache is off), plus the GEMM's stages."""
+    """parse -> PTX (CompiledKernel.metadata["compile_ms_to_ptx"]) of the GEMM kernel (tiledsl/ops/gemm/mma.py, f16,
+    the 4096^3 shape) and the seed mma kernel (examples/seed_mma.py), each built afresh per repeat (a new
+    JITFunction, new layouts: nothing of the previous compile is reused; the disk cache is off), plus the GEMM's
+    stages."""
     import numpy as np
     from tiledsl.compiler import front
     from tiledsl.core.target import Target
@@ -172,11 +173,10 @@ def bench_examples(reps, target):
     from tiledsl.lower import ptx as backend
     from tiledsl.lower.llvm import generate_llvm
     from tiledsl.passes.expand import expand_kernel
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
     saved = os.environ.get("TILEDSL_DISABLE_DISK_CACHE")
     os.environ["TILEDSL_DISABLE_DISK_CACHE"] = "1"
     try:
-        gemm = importlib.import_module("gemm")
+        gemm = importlib.import_module("tiledsl.ops.gemm.mma")
         seed_mma_src = os.path.join(ROOT, "examples", "seed_mma.py")
 
         def new_gemm():
@@ -240,7 +240,7 @@ def bench_hopper(reps, target):
     import numpy as np
     from tiledsl import compiler
     from tiledsl.lower import llvm as lower_llvm
-    hopper_gemm = importlib.import_module("hopper_gemm")
+    hopper_gemm = importlib.import_module("tiledsl.ops.gemm.hopper")
     arch = "sm_90a"          # the only target the kernel has (wgmma, setmaxnreg), whatever the GPU here
     a = np.zeros((4096, 4096), np.float16)
 
@@ -384,7 +384,7 @@ def main(argv=None):
         print(f"| {label} | {med:.1f} | {lo:.1f} | {note} |")
     if examples:
         med, lo = ms(examples[0]["hopper"])
-        print(f"| hopper gemm -> cubin, warm process | {med:.1f} | {lo:.1f} | examples/hopper_gemm.py f16 4096^3, "
+        print(f"| hopper gemm -> cubin, warm process | {med:.1f} | {lo:.1f} | tiledsl/ops/gemm/hopper.py f16 4096^3, "
               f"{HOPPER_CONFIG}; disk cache off, a new kernel object per repeat |")
         print()
         print_examples(*examples, target, opts.examples)
@@ -395,11 +395,12 @@ def print_examples(out, stages, target, reps):
           f"per repeat\n")
     print("| kernel | median ms | min ms | repeats |")
     print("| --- | ---: | ---: | ---: |")
-    for name, label in (("gemm", "GEMM f16 4096^3 (examples/gemm.py)"), ("seed_mma", "seed mma (examples/seed_mma.py)")):
+    for name, label in (("gemm", "GEMM f16 4096^3 (tiledsl/ops/gemm/mma.py)"),
+                        ("seed_mma", "seed mma (examples/seed_mma.py)")):
         med, lo = ms(out[name])
         print(f"| {label} | {med:.1f} | {lo:.1f} | {len(out[name])} |")
     med, lo = ms(out["hopper"])
-    print(f"| hopper gemm -> cubin, warm process (examples/hopper_gemm.py f16 4096^3, {HOPPER_CONFIG}) | {med:.1f} | "
+    print(f"| hopper gemm -> cubin, warm process (ops/gemm/hopper.py f16 4096^3, {HOPPER_CONFIG}) | {med:.1f} | "
           f"{lo:.1f} | {len(out['hopper'])} |")
     print()
     print("| GEMM stage | median ms | min ms |")

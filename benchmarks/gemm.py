@@ -1,11 +1,11 @@
-"""tiledsl's `matmul` (examples/gemm.py: the warp-specialised TMA + wgmma kernel on an sm_90 GPU, the mma.sync
+"""tiledsl's `matmul` (tiledsl.ops: the warp-specialised TMA + wgmma kernel on an sm_90 GPU, the mma.sync
 kernel elsewhere) against torch (cuBLAS) and Triton's matmul, side by side in one run.
 
 Square 1024..8192 and two LLM shapes, f16 and bf16; median of CUDA-event timings after warm-up, the peers
 interleaved call by call (side_by_side), inputs rotated and L2 evicted by a 256 MB write before each timed call
 (which also keeps host dispatch out of the events); every result checked against torch's fp32 product; the
 configuration matmul chose (tuned on the first call) printed per row. Then FP8 e4m3 rows (4096^3, 8192^3: `matmul_fp8` against torch._scaled_mm, relative error <= 5e-2; "n/a"
-where examples/hopper_gemm.py has no FP8 kernel) and a fused bias + GELU row (4096^3 f16: matmul(bias=,
+where the device is not sm_90) and a fused bias + GELU row (4096^3 f16: matmul(bias=,
 activation="gelu") against torch.addmm + gelu). A markdown table is printed last; `--plot FILE` writes a PNG chart
 (needs matplotlib); `--power` adds the SM clock and board power of 2-second back-to-back runs.
 """
@@ -17,7 +17,6 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
           (16384, 4096, 4096), (4096, 14336, 4096)]
@@ -94,7 +93,7 @@ def triton_matmul():
 def fp8_rows(G, torch, shapes, tf):
     """FP8 e4m3 rows: matmul_fp8 against torch._scaled_mm (b passed as b.T, the column-major operand it wants;
     per-tensor scales as one-element float32 tensors), bf16 out; relative error <= 5e-2 against fp32. The
-    tiledsl column is None ("n/a") where examples/hopper_gemm.py has no FP8 kernel (or the device is not sm_90)."""
+    tiledsl column is None ("n/a") where matmul_fp8 refuses the device (not sm_90)."""
     import tiledsl
     rows = []
     e4m3 = torch.float8_e4m3fn
@@ -118,9 +117,8 @@ def fp8_rows(G, torch, shapes, tf):
         assert err <= 5e-2, f"fp8 {M}x{N}x{K}: relative error {err}"
         t, t_ref = side_by_side([lambda x, y, z: G.matmul_fp8(x, y, sa, sb, torch.bfloat16, out=z), ref_mm], torch,
                                 sets)
-        kw = G._FP8_PLANS.get((M, N, K, a.dtype, b.dtype, torch.bfloat16, a.device, None), {})
         rows.append((label, f"{M}x{N}x{K}", tf(flops, t), tf(flops, t_ref), None, err,
-                     "hopper fp8 " + (", ".join(f"{k}={v}" for k, v in kw.items()) or "defaults")))
+                     G.fp8_plan_of(a, b, torch.bfloat16) or "fp8 (no plan)"))
         print(rows[-1], flush=True)
         del sets
         torch.cuda.empty_cache()
@@ -143,9 +141,8 @@ def fused_rows(G, torch, tf):
     flops = 2 * M * N * K
     t, t_ref = side_by_side([lambda x, y, z: G.matmul(x, y, bias=bias, activation="gelu", out=z),
                              lambda x, y, z: F.gelu(torch.addmm(bias, x, y.T))], torch, sets)
-    fused = "fused" if G._fused_epilogue() else "torch epilogue after the kernel"
     row = ("float16 bias + GELU (vs torch.addmm + gelu)", f"{M}x{N}x{K}", tf(flops, t), tf(flops, t_ref), None, err,
-           f"{G.plan_of(a, b, c).describe}; {fused}")
+           f"{G.plan_of(a, b, c).describe}; fused")
     print(row, flush=True)
     del sets
     torch.cuda.empty_cache()
@@ -171,7 +168,8 @@ def sweep(G, torch, opts, dtname, dt, M, N, K):
         how = sustained_str(lambda: torch.matmul(a0, b0.T, out=c0), torch, M, flops)
         print(f"sweep {dtname} {shape} cuBLAS back to back {how}", flush=True)
     hopper = torch.cuda.get_device_capability() == (9, 0)
-    configs = G.CONFIGS + (G.HOPPER_CONFIGS if hopper else []) if not opts.configs else \
+    from tiledsl.ops.gemm import hopper_plan, mma
+    configs = mma.CONFIGS + (hopper_plan.HOPPER_CONFIGS if hopper else []) if not opts.configs else \
         [tuple(int(x) for x in c.split(",")) for c in opts.configs.split(";")]
     for cfg in configs:
         for static in ((True, False) if opts.dynamic else (True,)):
@@ -195,7 +193,7 @@ def main(argv=None):
     p.add_argument("--plot", default=None)
     p.add_argument("--quick", action="store_true", help="only 4096^3")
     p.add_argument("--shapes", default=None, help="these M,N,K instead, e.g. '4096,4096,4096;8192,8192,8192'")
-    p.add_argument("--sweep", action="store_true", help="time every configuration of examples/gemm.py at 4096^3 "
+    p.add_argument("--sweep", action="store_true", help="time every configuration of matmul's two kernels at 4096^3 "
                                                          "(or at --shapes)")
     p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated input types")
     p.add_argument("--no-extras", action="store_true", help="skip the FP8 and fused bias + GELU rows")
@@ -217,9 +215,9 @@ def main(argv=None):
         print("gemm benchmark: no GPU found")
         return
     import torch
-    import gemm as G
+    import tiledsl.ops as G                     # matmul, matmul_fp8, plan_of, fp8_plan_of
     if opts.sweep_shapes:
-        import importlib.util                   # by path: benchmarks/ on sys.path would shadow examples/hopper_gemm
+        import importlib.util                   # by path, as tests/test_gemm_sweep_shapes.py loads it
         spec = importlib.util.spec_from_file_location("gemm_sweep", os.path.join(ROOT, "benchmarks", "gemm_sweep.py"))
         gemm_sweep = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(gemm_sweep)

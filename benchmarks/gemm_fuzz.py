@@ -1,4 +1,4 @@
-"""A shape fuzz of the public GEMMs of examples/gemm.py (issue 31): `matmul` (f16, bf16) and `matmul_fp8` (e4m3) on
+"""A shape fuzz of the public GEMMs of tiledsl.ops (issue 31): `matmul` (f16, bf16) and `matmul_fp8` (e4m3) on
 shapes drawn from a fixed seed, every result checked against torch, and a hang reported as a failure with its
 shape instead of a stuck process.
 
@@ -182,9 +182,8 @@ def _run_one(torch, G, s):
 def worker(path, start, timeout):
     import faulthandler
     sys.path.insert(0, ROOT)
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
     import torch
-    import gemm as G
+    import tiledsl.ops as G                             # matmul, matmul_fp8, plan_of, fp8_plan_of
     torch.backends.cuda.matmul.allow_tf32 = False       # the reference in true f32
     with open(path) as f:
         shapes = json.load(f)

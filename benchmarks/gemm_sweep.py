@@ -262,8 +262,9 @@ def measure(G, torch, side_by_side, dtype, M, N, K, reps, copy_tbs):
 
 
 def run(G, torch, side_by_side, opts):
-    """The sweep: G is examples/gemm.py, side_by_side benchmarks/gemm.py's; opts has dtypes (comma-separated),
-    quick, reps, json (a path or None) and shapes (gemm.py's --shapes form, or None for the set above). Returns the
+    """The sweep: G is tiledsl.ops (matmul, matmul_fp8, plan_of, fp8_plan_of), side_by_side benchmarks/gemm.py's;
+    opts has dtypes (comma-separated), quick, reps, json (a path or None) and shapes (gemm.py's --shapes form, or
+    None for the set above). Returns the
     exit status: 1 if any result was wrong or any tiledsl call failed, 2 for an unknown dtype, else 0."""
     names = [d.strip() for d in getattr(opts, "dtypes", "float16,bfloat16").split(",") if d.strip()]
     unknown = [d for d in names if d not in DTYPES]

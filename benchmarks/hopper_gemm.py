@@ -1,4 +1,4 @@
-"""The warp-specialised Hopper GEMM (examples/hopper_gemm.py) against cuBLAS (torch.matmul) in one run: TFLOP/s,
+"""The warp-specialised Hopper GEMM (tiledsl/ops/gemm/hopper.py) against cuBLAS (torch.matmul) in one run: TFLOP/s,
 medians of CUDA-event timings after warm-up, inputs rotated past the L2, correctness checked at every size. Two
 rows compare other references: "persistent + bias + gelu" against torch.addmm + gelu (two kernels), and "persistent
 fp8 e4m3" against torch._scaled_mm (bf16 C, per-tensor scales; fp8 error bound 5e-2).
@@ -10,7 +10,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.join(ROOT, "benchmarks")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "benchmarks")]
 
 from kernels import Rotating, bench  # noqa: E402
 
@@ -63,7 +63,7 @@ def main(argv=None):
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     opts = p.parse_args(argv)
     import torch
-    import hopper_gemm as H
+    from tiledsl.ops.gemm import hopper as H
     dt = getattr(torch, opts.dtype)
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; TFLOP/s of C = A B^T, {opts.dtype}")
     print("| M=N=K | variant | tiledsl TFLOP/s | cuBLAS TFLOP/s | vs cuBLAS | rel err |")

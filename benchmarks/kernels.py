@@ -63,7 +63,7 @@ def copy_ms(torch, nbytes):
 
 
 def softmax_rows(torch, rows_out, quick):
-    from softmax import softmax
+    from tiledsl.ops.rowwise.softmax import softmax
     for cols in ([4096, 32768] if quick else [4096, 8192, 16384, 32768]):
         rows = 8192
         xs = [torch.randn(rows, cols, device="cuda", dtype=torch.float16) * 4 for _ in range(3)]
@@ -81,7 +81,7 @@ def softmax_rows(torch, rows_out, quick):
 
 
 def layernorm_rows(torch, rows_out, quick):
-    from layernorm import layer_norm
+    from tiledsl.ops.rowwise.layernorm import layer_norm
     F = torch.nn.functional
     for cols in ([4096, 16384] if quick else [4096, 8192, 16384]):
         rows = 8192
@@ -140,8 +140,8 @@ def histogram_rows(torch, rows_out, quick):
 
 def sweep(torch, quick):
     """Every block size of the softmax and layer norm kernels per row length: the figures behind their TUNED."""
-    import softmax as sm
-    import layernorm as ln
+    from tiledsl.ops.rowwise import layernorm as ln
+    from tiledsl.ops.rowwise import softmax as sm
     F = torch.nn.functional
     print("| kernel | cols | threads | vectors/thread | registers | ms | vs copy |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")

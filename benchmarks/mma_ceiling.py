@@ -14,11 +14,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import tiledsl  # noqa: E402
 from tiledsl import T  # noqa: E402
-from gemm import layouts  # noqa: E402
+from tiledsl.ops.gemm.mma import layouts  # noqa: E402
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 _K = {}

@@ -1,10 +1,11 @@
 """Runs the GEMM a few times so Nsight Compute can profile one launch:
     ncu --clock-control none --launch-skip 2 --launch-count 1 -k regex:gemm python benchmarks/ncu_gemm.py 128,128,64,2,2,3,0
 """
-import sys, os
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-import torch, gemm as G
-cfg = tuple(int(x) for x in sys.argv[1].split(",")) if len(sys.argv) > 1 else G.CONFIGS[1]
+import sys
+import torch
+import tiledsl.ops as G
+from tiledsl.ops.gemm.mma import CONFIGS
+cfg = tuple(int(x) for x in sys.argv[1].split(",")) if len(sys.argv) > 1 else CONFIGS[1]
 n = 4096
 a = torch.randn(n, n, device="cuda", dtype=torch.float16)
 b = torch.randn(n, n, device="cuda", dtype=torch.float16)

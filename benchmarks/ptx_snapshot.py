@@ -1,15 +1,17 @@
 """Write the PTX of the reference kernels to a folder, one file each, to prove a refactoring emits the same code.
 
-    python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper]   # then: diff -r BEFORE_DIR AFTER_DIR
+    python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper] [--ops]   # then: diff -r BEFORE AFTER
 
 The kernels: every GEMM configuration (f16 and bf16 inputs; f16 and f32 outputs; specialised to a shape and
 dynamic), the mma.sync ceiling kernels, the two seed examples and the compile examples of docs/patterns/; with
---attention also the FA3-style forward (examples/attention_hopper.py) in every configuration its lists name (the
+--attention also the FA3-style forward (tiledsl/ops/flash/fa3.py) in every configuration its lists name (the
 defaults and the candidates, causal and not, on a ragged grouped-query shape; sm_90a, about 2-3 minutes); with
---hopper the other kernels built on wgmma or on the attention examples: the Hopper GEMM (f16 / bf16 / f32 out,
-TMA store, persistent, multicast, one consumer) and its FP8 form, the FA3 backward (MHA / GQA / the benchmark's
-shape, causal or not, tail split and tma_kv), the FP8 attention forward and the FA2 attention forward (every
-candidate, causal or not, with and without lazy), about 3 minutes.
+--hopper the other kernels built on wgmma, and the FA2 forward: the Hopper GEMM (f16 / bf16 / f32 out, TMA store,
+persistent, multicast, one consumer) and its FP8 form, the FA3 backward (MHA / GQA / the benchmark's shape, causal
+or not, tail split and tma_kv), the FP8 attention forward and the FA2 attention forward (every candidate, causal or
+not, with and without lazy), about 3 minutes; with --ops the rest of the kernels tiledsl.ops ships and the examples
+that build on tiledsl.lib: softmax, layer norm, reduce, histogram, the FA2 backward's kernels, the FA3 backward's dQ
+cast, and the Hopper GEMM's fused epilogues, split-K, stream-K and deferred epilogue (f16 and FP8).
 No GPU is needed (kernel.compile with target sm_90).
 """
 import os
@@ -20,7 +22,7 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "examples", ROOT / "benchmarks"):
+for p in (ROOT, ROOT / "examples", ROOT / "benchmarks"):     # this checkout's tiledsl, the examples, mma_ceiling
     sys.path.insert(0, str(p))
 
 import numpy as np  # noqa: E402
@@ -30,7 +32,7 @@ os.environ["TILEDSL_DISABLE_DISK_CACHE"] = "1"
 
 
 def gemm_kernels():
-    import gemm as G
+    from tiledsl.ops.gemm import mma as G
     for ab in ("float16", "bfloat16"):
         a = np.zeros((512, 256), np.float16 if ab == "float16" else np.uint16)    # (host bfloat16: uint16 bits)
         for out in ("float16", "float32"):
@@ -78,7 +80,7 @@ def doc_kernels():
 
 
 def attention_kernels():
-    import attention_hopper as AH
+    from tiledsl.ops.flash import fa3 as AH
     shape = (2, 4, 2, 1000, 1000)               # ragged N and grouped-query heads: every mask in the kernel
     B, H, HK, N, NK = shape
     for D in AH.SUPPORTED_D:
@@ -96,10 +98,10 @@ def attention_kernels():
 
 
 def hopper_kernels():
-    import attention as A
-    import attention_backward_hopper as ABH
-    import attention_fp8 as F
-    import hopper_gemm as H
+    from tiledsl.ops.flash import fa2 as A
+    from tiledsl.ops.flash import fa3_backward as ABH
+    from tiledsl.ops.flash import fp8 as F
+    from tiledsl.ops.gemm import hopper as H
     half = {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32}     # (host bfloat16: its bits)
     gemm = [{}, dict(tma_store=True), dict(persistent=True, bn=256, tma_store=True), dict(multicast=True),
             dict(stages=3, consumers=1, bn=64), dict(persistent=True, bn=256, tma_store=True, multicast=True)]
@@ -158,6 +160,100 @@ def hopper_kernels():
                         yield f"{name}_{target}{'_lazy' if lazy else ''}", ptx
 
 
+def ops_kernels():
+    """The kernels the other lists leave out: softmax, layer norm, the reduction and histogram examples, the FA2
+    backward (main, delta and cast kernels), the FA3 backward's dQ cast, and the Hopper GEMM's fused epilogues,
+    split-K, stream-K and deferred epilogue (f16 and FP8)."""
+    import histogram
+    import reduce
+    from tiledsl.ops.flash import fa2_backward as AB
+    from tiledsl.ops.flash import fa3_backward as ABH
+    from tiledsl.ops.gemm import hopper as H
+    from tiledsl.ops.rowwise import layernorm, softmax
+    half = {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32}     # (host bfloat16: its bits)
+    for n, threads, pipelined, sms in ((4096, None, None, 132), (8192, None, None, 132), (16384, None, None, 132),
+                                       (32768, None, None, 132), (512, 32, True, 3), (2048, 64, True, 3)):
+        x = np.zeros((8, n), np.float16)
+        k = softmax.make_softmax(n, threads, pipelined=pipelined, sms=sms)
+        yield f"softmax_{n}_{threads}_{pipelined}_{sms}", k.compile(x, x, target="sm_90").asm["ptx"]
+    for n in (512, 4096, 8192, 16384):
+        x, w = np.zeros((8, n), np.float16), np.zeros(n, np.float16)
+        k = layernorm.make_layernorm(n)
+        yield f"layernorm_{n}", k.compile(x, w, w, x, 1e-5, target="sm_90").asm["ptx"]
+    x, p, o = np.zeros(1 << 20, np.float32), np.zeros(512, np.float32), np.zeros(1, np.float32)
+    for op in ("add", "max"):
+        k1, k2 = reduce.KERNELS[op]
+        yield f"reduce_{op}_partials", k1.compile(x, p, target="sm_90").asm["ptx"]
+        yield f"reduce_{op}_final", k2.compile(p, o, target="sm_90").asm["ptx"]
+    for bins in (7, 256, 512):
+        k = histogram.make_histogram(bins)
+        yield f"histogram_{bins}", k.compile(np.zeros(1 << 20, np.int32), np.zeros(bins, np.uint32),
+                                             target="sm_90").asm["ptx"]
+    for dtype in ("float16", "bfloat16"):
+        for D in (64, 128):
+            for shape in ((2, 4, 4, 1000, 1000), (2, 4, 2, 1024, 1024)):
+                B, H_, HK, N, NK = shape
+                NP = -(-N // AB.QTILE[D]) * AB.QTILE[D]
+                q, kv = np.zeros((B, H_, N, D), half[dtype]), np.zeros((B, HK, NK, D), half[dtype])
+                stats = np.zeros((B * H_, NP), np.float32)
+                acc = kv if H_ == HK else np.zeros((B * HK * NK, D), np.float32)
+                for causal in (False, True):
+                    k = AB.make_attention_backward(dtype, D, causal, shape, D ** -0.5)
+                    for target in ("sm_80", "sm_90"):
+                        yield (f"fa2bwd_{dtype}_d{D}_{'x'.join(map(str, shape))}_{'causal' if causal else 'full'}_"
+                               f"{target}", k.compile(q, kv, kv, q, stats, stats, np.zeros((B * H_ * N, D), np.float32),
+                                                      acc, acc, N, target=target).asm["ptx"])
+            o = np.zeros((8000, D), half[dtype])
+            k = AB.make_delta(dtype, D, 8, 1000, 1024)
+            yield f"fa2bwd_delta_{dtype}_d{D}", k.compile(o, o, np.zeros(8000, np.float32), np.zeros(8192, np.float32),
+                                                          np.zeros(8192, np.float32), target="sm_80").asm["ptx"]
+            n8 = 8000 * D // 8
+            k = AB.make_cast(dtype, n8)
+            yield f"fa2bwd_cast_{dtype}_d{D}", k.compile(np.zeros((n8, 8), np.float32), np.zeros((n8, 8), half[dtype]),
+                                                         target="sm_80").asm["ptx"]
+        BH, N = 8, 1000
+        NQT = -(-N // ABH.BM)
+        k = ABH.make_cast_dq(dtype, BH, N)
+        yield f"fa3bwd_cast_dq_{dtype}", k.compile(np.zeros((BH * NQT * ABH.BM * 16, 8), np.float32),
+                                                   np.zeros((BH * N * 16, 8), half[dtype])).asm["ptx"]
+    a = np.zeros((256, 512), np.float16)
+    for bias in (None, "float16", "float32"):
+        for act in (None, "relu", "gelu", "silu"):
+            for cfg in (dict(), dict(persistent=True, bn=256, tma_store=True)):
+                if bias is None and act is None:
+                    continue
+                k = H.make_hopper_gemm("float16", "float16", bias=bias, activation=act, **cfg)
+                extra = () if bias is None else (np.zeros(256, half[bias]),)
+                name = "_".join(f"{key}{v}" for key, v in sorted(cfg.items())) or "default"
+                yield (f"hgemm_epi_{bias}_{act}_{name}",
+                       k.compile(a, a, np.zeros((256, 256), np.float16), *extra).asm["ptx"])
+    for ab, out in (("float16", "float16"), ("bfloat16", "bfloat16"), ("float16", "float32")):
+        a = np.zeros((1024, 512), half[ab])
+        c = np.zeros((1024, 1024), half[out])
+        for cfg in (dict(bn=128, split_k=2), dict(bn=128, split_k=4, stages=6), dict(bn=128, consumers=1, stages=8),
+                    dict(persistent=True, bn=256, tma_store=True, stream_k=True),
+                    dict(persistent=True, bn=128, tma_store=True, stream_k=True),
+                    dict(persistent=True, bn=192, tma_store=True),
+                    dict(persistent=True, bn=256, tma_store=True, defer_epilogue=True)):
+            if cfg.get("defer_epilogue") and out == "float32":
+                continue
+            k = H.make_hopper_gemm(ab, out, **cfg)
+            extra = (np.zeros(k.slots, np.float32), np.zeros(k.flags, np.int32)) if cfg.get("stream_k") else ()
+            name = "_".join(f"{key}{v}" for key, v in sorted(cfg.items()))
+            yield f"hgemm_{ab}_{out}_{name}", k.compile(a, a, c, *extra).asm["ptx"]
+    a8, one = np.zeros((1024, 512), np.uint8), np.ones(1, np.float32)
+    c = np.zeros((1024, 1024), np.uint16)
+    for cfg in (dict(bias="float32", activation="gelu"), dict(bn=128, persistent=False, split_k=2),
+                dict(stream_k=True), dict(bn=128, stream_k=True)):
+        k = H.make_hopper_gemm_fp8("e4m3", "e5m2" if cfg.get("stream_k") else "e4m3", "bfloat16", **cfg)
+        extra = (np.zeros(1024, np.float32),) if cfg.get("bias") else ()
+        extra += (one, one)
+        if cfg.get("stream_k"):
+            extra += (np.zeros(k.slots, np.float32), np.zeros(k.flags, np.int32))
+        name = "_".join(f"{key}{v}" for key, v in sorted(cfg.items()))
+        yield f"hgemm_fp8_{name}", k.compile(a8, a8, c, *extra).asm["ptx"]
+
+
 def main(out, *flags):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -167,6 +263,8 @@ def main(out, *flags):
         sources += (attention_kernels,)
     if "--hopper" in flags:
         sources += (hopper_kernels,)
+    if "--ops" in flags:
+        sources += (ops_kernels,)
     for source in sources:
         for name, ptx in source():
             (out / f"{name}.ptx").write_text(ptx)
@@ -175,6 +273,6 @@ def main(out, *flags):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - {"--attention", "--hopper"}:
-        sys.exit("usage: python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper]")
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - {"--attention", "--hopper", "--ops"}:
+        sys.exit("usage: python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper] [--ops]")
     main(*sys.argv[1:])

@@ -6,10 +6,9 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import numpy as np  # noqa: E402
-from gemm import make_gemm  # noqa: E402
+from tiledsl.ops.gemm.mma import make_gemm  # noqa: E402
 
 
 def main(out, *cfg):
@@ -27,7 +26,7 @@ def main(out, *cfg):
 
 USAGE = """usage: python benchmarks/sass_dump.py OUT BM BN BK WM WN STAGES [PIPE [SPREAD [UNROLL [BULK]]]]
   OUT       the file the SASS is written to
-  BM ...    the GEMM configuration (ints), as examples/gemm.py's make_gemm(config=...) takes it
+  BM ...    the GEMM configuration (ints), as tiledsl.ops.make_gemm(config=...) takes it
   needs ptxas (for the cubin) and cuobjdump on PATH"""
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 import tiledsl
 from tiledsl import T
-from reductions import block_allreduce, combine
+from tiledsl.lib.reductions import block_allreduce, combine
 
 THREADS = 512            # threads per block of the first pass
 U = 4                    # 16-byte loads in flight per thread per step

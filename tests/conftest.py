@@ -4,6 +4,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# this checkout's tiledsl first; examples/ for the teaching examples the tests import as modules (seed_mma, seed_fma,
+# reduce, histogram, and the scripts whose main() they run); the kernels themselves are tiledsl.ops's
 for p in (ROOT, os.path.join(ROOT, "examples")):
     if p not in sys.path:
         sys.path.insert(0, p)

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
-import gemm as G  # noqa: E402
+from tiledsl.ops.gemm import matmul as MM  # noqa: E402
 import seed_mma  # noqa: E402
 
 
@@ -24,7 +24,7 @@ def main():
     x = torch.randn(256, 128, device="cuda", dtype=torch.float16)
     y = torch.randn(128, 128, device="cuda", dtype=torch.float16)
     ref = x.float() @ y.float().T
-    err += ((G.matmul(x, y).float() - ref).norm() / ref.norm()).item()
+    err += ((MM.matmul(x, y).float() - ref).norm() / ref.norm()).item()
     t = torch.tensor([err], device="cuda")
     dist.all_reduce(t)
     if rank == 0:

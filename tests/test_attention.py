@@ -1,6 +1,6 @@
-"""The FA2-style attention example (examples/attention.py) without a GPU: every GPU shape's kernel compiles and
-passes ptxas for sm_80 and sm_90 without spills, small ragged cases (causal, GQA, N_kv != N) match a float64
-reference on the interpreter, and bad calls are refused with LaunchErrors."""
+"""The FA2-style attention forward (tiledsl/ops/flash/fa2.py, through forward.attention) without a GPU: every GPU
+shape's kernel compiles and passes ptxas for sm_80 and sm_90 without spills, small ragged cases (causal, GQA,
+N_kv != N) match a float64 reference on the interpreter, and bad calls are refused with LaunchErrors."""
 import os
 import re
 import shutil
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import tiledsl
-import attention as A
+from tiledsl.ops.flash import fa2 as A
+from tiledsl.ops.flash import forward as FWD
 from helpers import ptxas
 
 
@@ -69,8 +70,8 @@ def test_attention_on_the_interpreter(causal, config, heads, n, nk):
     q = rng.standard_normal((1, H, n, 64)).astype(np.float16)
     k = rng.standard_normal((1, HK, nk, 64)).astype(np.float16)
     v = rng.standard_normal((1, HK, nk, 64)).astype(np.float16)
-    o, lse = A.attention(q, k, v, causal=causal, scale=0.3, config=config)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=0.3, config=config)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
     assert o.dtype == np.float16 and lse.dtype == np.float32 and lse.shape == (1, H, n)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
@@ -85,18 +86,18 @@ def test_causal_rows_do_not_depend_on_the_block_tiling(nk):
     rng = np.random.default_rng(nk)
     q = rng.standard_normal((1, 2, 200, 64)).astype(np.float16)
     k, v = (rng.standard_normal((1, 1, nk, 64)).astype(np.float16) for _ in range(2))
-    o8, l8 = A.attention(q, k, v, causal=True, scale=0.3, config=(8, 1, 1), path="fa2")
-    o4, l4 = A.attention(q, k, v, causal=True, scale=0.3, config=(4, 1, 1), path="fa2")
+    o8, l8 = FWD.attention(q, k, v, causal=True, scale=0.3, config=(8, 1, 1), path="fa2")
+    o4, l4 = FWD.attention(q, k, v, causal=True, scale=0.3, config=(4, 1, 1), path="fa2")
     assert np.array_equal(o8, o4) and np.array_equal(l8, l4)
-    ro, rl = A.reference(q, k, v, causal=True, scale=0.3)
+    ro, rl = FWD.reference(q, k, v, causal=True, scale=0.3)
     assert np.abs(o8.astype(np.float64) - ro).max() <= 2e-3 and np.abs(l8 - rl).max() <= 1e-4
 
 
 def test_attention_head_dim_256_on_the_interpreter():
     rng = np.random.default_rng(6)
     q, k, v = (rng.standard_normal((1, 1, 70, 256)).astype(np.float16) for _ in range(3))
-    o, lse = A.attention(q, k, v, causal=True, config=(2, 1, 0))
-    ro, rl = A.reference(q, k, v, causal=True)
+    o, lse = FWD.attention(q, k, v, causal=True, config=(2, 1, 0))
+    ro, rl = FWD.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
 
 
@@ -104,30 +105,30 @@ def test_attention_default_scale_on_the_interpreter():
     rng = np.random.default_rng(5)
     q, k = ((rng.standard_normal((1, 1, 33, 64)) * 2).astype(np.float16) for _ in range(2))   # a sharper softmax
     v = rng.standard_normal((1, 1, 33, 64)).astype(np.float16)
-    o, lse = A.attention(q, k, v, config=(2, 2, 1))
-    ro, rl = A.reference(q, k, v)
+    o, lse = FWD.attention(q, k, v, config=(2, 2, 1))
+    ro, rl = FWD.reference(q, k, v)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
 
 
 def test_attention_refuses_what_it_does_not_support():
     z = lambda *s: np.zeros(s, np.float16)  # noqa: E731
     with pytest.raises(tiledsl.LaunchError, match="head dims 64, 128 and 256"):
-        A.attention(z(1, 1, 16, 96), z(1, 1, 16, 96), z(1, 1, 16, 96))
+        FWD.attention(z(1, 1, 16, 96), z(1, 1, 16, 96), z(1, 1, 16, 96))
     with pytest.raises(tiledsl.LaunchError, match="must divide"):
-        A.attention(z(1, 3, 16, 64), z(1, 2, 16, 64), z(1, 2, 16, 64))
+        FWD.attention(z(1, 3, 16, 64), z(1, 2, 16, 64), z(1, 2, 16, 64))
     with pytest.raises(tiledsl.LaunchError, match=r"\(B, H, N, D\)"):
-        A.attention(z(16, 64), z(16, 64), z(16, 64))
+        FWD.attention(z(16, 64), z(16, 64), z(16, 64))
     with pytest.raises(tiledsl.LaunchError, match="float16 and bfloat16"):
         f = np.zeros((1, 1, 16, 64), np.float32)
-        A.attention(f, f, f)
+        FWD.attention(f, f, f)
     with pytest.raises(tiledsl.LaunchError, match="positive finite scale"):
-        A.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), scale=-0.5)
+        FWD.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), scale=-0.5)
     with pytest.raises(tiledsl.LaunchError, match="B=1 and D=64"):
-        A.attention(z(1, 1, 16, 64), z(1, 1, 16, 128), z(1, 1, 16, 128))
+        FWD.attention(z(1, 1, 16, 64), z(1, 1, 16, 128), z(1, 1, 16, 128))
     with pytest.raises(tiledsl.LaunchError, match="lazy must be True or False, got 2"):
-        A.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), path="fa2", lazy=2)
+        FWD.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), path="fa2", lazy=2)
     with pytest.raises(tiledsl.LaunchError, match=r"fa3 kernel takes it as config\[8\]"):
-        A.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), path="fa3", lazy=True)
+        FWD.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), path="fa3", lazy=True)
 
 
 @pytest.mark.parametrize("causal, config, n, nk", [(False, (4, 1, 1), 200, 300), (True, (4, 2, 0), 300, 300),
@@ -139,9 +140,9 @@ def test_lazy_rescale_on_the_interpreter(causal, config, n, nk):
     q = rng.standard_normal((1, 2, n, 64)).astype(np.float16)
     k, v = (rng.standard_normal((1, 1, nk, 64)).astype(np.float16) for _ in range(2))
     k = (k.astype(np.float32) * (1 + np.arange(nk) / 30)[:, None]).astype(np.float16)
-    o, lse = A.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2", lazy=True)
-    o1, l1 = A.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2", lazy=False)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2", lazy=True)
+    o1, l1 = FWD.attention(q, k, v, causal=causal, scale=0.3, config=config, path="fa2", lazy=False)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
     assert np.abs(o.astype(np.float64) - o1).max() <= 2e-3 and np.abs(lse - l1).max() <= 1e-4
     assert not np.array_equal(o, o1)                        # P went through other roundings: the path ran

@@ -1,6 +1,7 @@
-"""The FA2-style attention backward (examples/attention_backward.py) without a GPU: the kernels of every GPU test
-shape compile and pass ptxas for sm_80 and sm_90 without spills, small ragged cases (causal, GQA) match a float64
-reference of the gradients on the interpreter, and bad calls are refused with LaunchErrors."""
+"""The FA2-style attention backward (tiledsl/ops/flash/fa2_backward.py, through backward.attention_backward) without
+a GPU: the kernels of every GPU test shape compile and pass ptxas for sm_80 and sm_90 without spills, small ragged
+cases (causal, GQA) match a float64 reference of the gradients on the interpreter, and bad calls are refused with
+LaunchErrors."""
 import os
 import re
 import shutil
@@ -11,8 +12,9 @@ import tempfile
 import numpy as np
 import pytest
 
-import attention as A
-import attention_backward as AB
+from tiledsl.ops.flash import backward as BWD
+from tiledsl.ops.flash import fa2_backward as AB
+from tiledsl.ops.flash import forward as FWD
 from helpers import ptxas
 
 
@@ -120,9 +122,9 @@ def _case(H, HK, N, NK, D, causal, scale, seed, warps=None):
     k = rng.standard_normal((1, HK, NK, D)).astype(np.float16)
     v = rng.standard_normal((1, HK, NK, D)).astype(np.float16)
     do = rng.standard_normal((1, H, N, D)).astype(np.float16)
-    o, lse = A.attention(q, k, v, causal=causal, scale=scale, config=(4, 1, 1))
-    got = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps)
-    ref = AB.reference_backward(q, k, v, do, causal=causal, scale=scale)
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=scale, config=(4, 1, 1))
+    got = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps)
+    ref = BWD.reference_backward(q, k, v, do, causal=causal, scale=scale)
     for g, r, x in zip(got, ref, (q, k, v)):
         assert g.dtype == np.float16 and g.shape == x.shape
         assert _rel(g, r) <= 1e-2, _rel(g, r)
@@ -157,8 +159,8 @@ def test_reference_backward_matches_finite_differences():
     rng = np.random.default_rng(2)
     q, k, v, do = (rng.standard_normal((1, 2, 5, 4)) for _ in range(4))
     k, v = k[:, :1], v[:, :1]
-    dq, dk, dv = AB.reference_backward(q, k, v, do, causal=True, scale=0.7)
-    f = lambda q_, k_, v_: (A.reference(q_, k_, v_, causal=True, scale=0.7)[0] * do).sum()  # noqa: E731
+    dq, dk, dv = BWD.reference_backward(q, k, v, do, causal=True, scale=0.7)
+    f = lambda q_, k_, v_: (FWD.reference(q_, k_, v_, causal=True, scale=0.7)[0] * do).sum()  # noqa: E731
     eps = 1e-6
     for arr, grad, idx in ((q, dq, (0, 1, 3, 2)), (k, dk, (0, 0, 1, 0)), (v, dv, (0, 0, 2, 3))):
         plus, minus = arr.copy(), arr.copy()
@@ -179,7 +181,7 @@ def test_benchmark_backward_table_and_plot_without_a_gpu(tmp_path, capsys):
     saved = list(sys.path)
     try:
         spec.loader.exec_module(bench)
-    finally:                    # its path setup puts benchmarks/ first (benchmarks/gemm.py would shadow examples/')
+    finally:                    # its path setup puts benchmarks/ first (benchmarks/gemm.py shadows examples/gemm.py)
         sys.path[:] = saved
     row = {"dtype": "bfloat16", "causal": True, "D": 128, "N": 4096, "BH": "4x16", "ours": 400.0, "flash": 200.0,
            "cudnn": 500.0, "eff": None, "ok": True, "err": 3e-3, "warps": 8, "each": {4: 300.0, 8: 400.0}}

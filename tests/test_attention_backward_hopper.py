@@ -1,4 +1,4 @@
-"""The FA3-style attention backward (examples/attention_backward_hopper.py) without a GPU: small cases (ragged N,
+"""The FA3-style attention backward (tiledsl/ops/flash/fa3_backward.py) without a GPU: small cases (ragged N,
 causal, GQA, more keys than queries and fewer, the ring turning over) match a float64 reference of the gradients on
 the fibered interpreter through attention_backward(path="fa3"); the kernels compile for sm_90a and ptxas assembles
 them with no spills and no serialized wgmma; bad calls are refused with LaunchErrors.
@@ -6,9 +6,10 @@ tests/test_gpu_attention_backward.py runs the kernel on the H200 (GPU_SHAPES bel
 import numpy as np
 import pytest
 
-import attention as A
-import attention_backward as AB
-import attention_backward_hopper as ABH
+from tiledsl.ops.flash import backward as BWD
+from tiledsl.ops.flash import fa2_backward as AB
+from tiledsl.ops.flash import fa3_backward as ABH
+from tiledsl.ops.flash import forward as FWD
 import tiledsl
 from helpers import check_assembles
 
@@ -86,9 +87,9 @@ def _case(H, HK, N, NK, causal, scale, seed, D=128):
     rng = np.random.default_rng(seed)
     q, do = (rng.standard_normal((1, H, N, D)).astype(np.float16) for _ in range(2))
     k, v = (rng.standard_normal((1, HK, NK, D)).astype(np.float16) for _ in range(2))
-    o, lse = A.attention(q, k, v, causal=causal, scale=scale, config=(4, 1, 1))
-    got = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, path="fa3")
-    ref = AB.reference_backward(q, k, v, do, causal=causal, scale=scale)
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=scale, config=(4, 1, 1))
+    got = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, path="fa3")
+    ref = BWD.reference_backward(q, k, v, do, causal=causal, scale=scale)
     for g, r, x in zip(got, ref, (q, k, v)):
         assert g.dtype == np.float16 and g.shape == x.shape
         rel = np.linalg.norm(g.astype(np.float64) - r) / np.linalg.norm(r)
@@ -116,17 +117,17 @@ def test_ring_and_lengths_on_the_interpreter(causal, heads, n, nk):
 def test_bad_calls_are_refused():
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, 1, 64, 64)).astype(np.float16)
-    o, lse = A.attention(q, q, q, config=(4, 1, 1))
+    o, lse = FWD.attention(q, q, q, config=(4, 1, 1))
     with pytest.raises(tiledsl.LaunchError, match="head dims 128"):
-        AB.attention_backward(q, q, q, o, lse, q, path="fa3")
+        BWD.attention_backward(q, q, q, o, lse, q, path="fa3")
     with pytest.raises(tiledsl.LaunchError, match="path"):
-        AB.attention_backward(q, q, q, o, lse, q, path="fa4")
+        BWD.attention_backward(q, q, q, o, lse, q, path="fa4")
     with pytest.raises(tiledsl.LaunchError, match="warps"):
-        AB.attention_backward(q, q, q, o, lse, q, path="fa3", warps=4)
+        BWD.attention_backward(q, q, q, o, lse, q, path="fa3", warps=4)
     with pytest.raises(tiledsl.LaunchError, match="tail_split"):
-        AB.attention_backward(q, q, q, o, lse, q, path="fa2", tail_split=True)
+        BWD.attention_backward(q, q, q, o, lse, q, path="fa2", tail_split=True)
     with pytest.raises(tiledsl.LaunchError, match="tma_kv= configure the fa3 backward"):
-        AB.attention_backward(q, q, q, o, lse, q, path="fa2", tma_kv=True)
+        BWD.attention_backward(q, q, q, o, lse, q, path="fa2", tma_kv=True)
     for bad in (dict(shape=(1, 2, 1, 64, 64)), dict(shape=(4, 16, 16, 4096, 4096), tail_split=True, sms=132)):
         with pytest.raises(tiledsl.LaunchError, match="tma_kv stores dK and dV whole"):
             ABH.make_attention_backward_hopper("float16", 128, False, bad.pop("shape"), 0.1, tma_kv=True, **bad)
@@ -184,7 +185,7 @@ def _split_inputs(H, HK, N, NK, causal, seed, D=128):
     rng = np.random.default_rng(seed)
     q, do = (rng.standard_normal((1, H, N, D)).astype(np.float16) for _ in range(2))
     k, v = (rng.standard_normal((1, HK, NK, D)).astype(np.float16) for _ in range(2))
-    o, lse = A.attention(q, k, v, causal=causal, scale=0.3, config=(4, 1, 1))
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=0.3, config=(4, 1, 1))
     return q, k, v, o, lse, do
 
 
@@ -195,10 +196,10 @@ def test_tail_split_on_the_interpreter_against_the_reference(name):
     (H, HK, N, NK, causal, sms), plan = SPLIT_CASES[name]
     assert ABH.tail_plan(causal, (1, H, HK, N, NK), sms) == plan
     q, k, v, o, lse, do = _split_inputs(H, HK, N, NK, causal, seed=N + sms)
-    run = lambda: AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.3, path="fa3",  # noqa: E731
-                                        tail_split=True, sms=sms)
+    run = lambda: BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.3, path="fa3",  # noqa: E731
+                                         tail_split=True, sms=sms)
     got = run()
-    ref = AB.reference_backward(q, k, v, do, causal=causal, scale=0.3)
+    ref = BWD.reference_backward(q, k, v, do, causal=causal, scale=0.3)
     for g, r, x in zip(got, ref, (q, k, v)):
         assert g.dtype == np.float16 and g.shape == x.shape
         rel = np.linalg.norm(g.astype(np.float64) - r) / np.linalg.norm(r)
@@ -266,11 +267,11 @@ def test_tma_kv_on_the_interpreter_is_bit_for_bit(causal, n, nk):
     rng = np.random.default_rng(n + nk + causal)
     q, do = (rng.standard_normal((1, 2, n, 128)).astype(np.float16) for _ in range(2))
     k, v = (rng.standard_normal((1, 2, nk, 128)).astype(np.float16) for _ in range(2))
-    o, lse = A.attention(q, k, v, causal=causal, scale=0.1, config=(4, 1, 1))
-    g0 = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.1, path="fa3", tma_kv=False)
-    g1 = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.1, path="fa3", tma_kv=True)
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=0.1, config=(4, 1, 1))
+    g0 = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.1, path="fa3", tma_kv=False)
+    g1 = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.1, path="fa3", tma_kv=True)
     assert all(np.array_equal(a, b) for a, b in zip(g0, g1))
-    ref = AB.reference_backward(q, k, v, do, causal=causal, scale=0.1)
+    ref = BWD.reference_backward(q, k, v, do, causal=causal, scale=0.1)
     for g, r in zip(g1, ref):
         assert np.linalg.norm(g.astype(np.float64) - r) / np.linalg.norm(r) <= 1e-2
 

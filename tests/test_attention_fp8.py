@@ -1,4 +1,4 @@
-"""The FP8 (e4m3) FA3-style forward (examples/attention_fp8.py) without a GPU: every D (causal or not) compiles for
+"""The FP8 (e4m3) FA3-style forward (tiledsl/ops/flash/fp8.py) without a GPU: every D (causal or not) compiles for
 sm_90a and ptxas -arch=sm_90a assembles it with no spills and no serialised wgmma; on the fibered interpreter a
 single key tile matches, within 2e-3, a reference that rounds P to e4m3 as the kernel does (this pins the P
 fragment and V^T's key permutation), and larger cases (ragged N, GQA, causal, the ring turning over, descales other
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-import attention as A
-import attention_fp8 as F
+from tiledsl.ops.flash import forward as FWD
+from tiledsl.ops.flash import fp8 as F
 from tiledsl.interpreter import rounding as R
 from helpers import check_assembles
 
@@ -93,7 +93,7 @@ def test_one_key_tile_matches_p_rounded_to_e4m3(D):
     o, lse = F.attention_fp8(q8, k8, v8, dq, dk, dv, scale=0.3)
     q, k, v = _real(q8, dq, k8, dk, v8, dv)
     ro = _rounded_p_reference(q, k, v, 0.3)
-    _, rl = A.reference(q, k, v, scale=0.3)
+    _, rl = FWD.reference(q, k, v, scale=0.3)
     assert o.dtype == np.float16 and lse.shape == (1, 2, 70)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 * np.abs(ro).max()
     assert np.abs(lse - rl).max() <= 1e-4 * max(1.0, np.abs(rl).max())
@@ -112,7 +112,7 @@ def test_against_the_dequantised_reference(causal, heads, n, nk, D, config):
     q8, dq, k8, dk, v8, dv = _fp8_inputs(H, HK, n, nk, D, seed=n + nk + D, spread=(0.5, 2.0, 3.0))
     o, lse = F.attention_fp8(q8, k8, v8, dq, dk, dv, causal=causal, config=config)
     q, k, v = _real(q8, dq, k8, dk, v8, dv)
-    ro, rl = A.reference(q, k, v, causal=causal)
+    ro, rl = FWD.reference(q, k, v, causal=causal)
     err = np.abs(o.astype(np.float64) - ro).max()
     # |O - ref| <= sum_j |p_j - e4m3(p_j)| |v_j| / l <= 2^-4 max |v| (plus f16 output rounding); typically far less
     assert err <= P_ULP * np.abs(v).max() + 2e-3

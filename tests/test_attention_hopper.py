@@ -1,4 +1,4 @@
-"""The FA3-style Hopper attention forward (examples/attention_hopper.py) without a GPU: every (dtype, D, causal)
+"""The FA3-style Hopper attention forward (tiledsl/ops/flash/fa3.py) without a GPU: every (dtype, D, causal)
 kernel compiles for sm_90a with no target named and ptxas -arch=sm_90a assembles it with no spills and its wgmma
 groups kept asynchronous (no C7514 serialization), the PTX holds the producer/consumer structure; small cases
 (ragged N = 130, GQA, causal, the ring turning over more tiles than stages) run on the fibered interpreter within
@@ -12,8 +12,8 @@ import re
 import numpy as np
 import pytest
 
-import attention as A
-import attention_hopper as AH
+from tiledsl.ops.flash import fa3 as AH
+from tiledsl.ops.flash import forward as FWD
 import tiledsl
 from helpers import check_assembles
 
@@ -130,7 +130,7 @@ def test_on_the_interpreter_against_the_reference(causal, heads):
     H, HK = heads
     q, k, v = _inputs(H, HK, 130, 130, seed=H + causal)
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
     assert o.dtype == np.float16 and lse.dtype == np.float32 and lse.shape == (1, H, 130)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
@@ -147,7 +147,7 @@ def test_ring_and_configurations_on_the_interpreter(causal, heads, n, nk, config
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk)
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
 
@@ -167,21 +167,21 @@ def test_ping_pong_on_the_interpreter(causal, heads, n, nk, config, D):
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D, D=D)
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5, config=config)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
 
 
 def test_attention_path_dispatch_on_the_interpreter():
     q, k, v = _inputs(1, 1, 40, 40, seed=9)
-    ro, rl = A.reference(q, k, v)
-    o3, l3 = A.attention(q, k, v, path="fa3")                  # the FA3 kernel on the interpreter
-    o2, l2 = A.attention(q, k, v)                              # numpy: path None is fa2
+    ro, rl = FWD.reference(q, k, v)
+    o3, l3 = FWD.attention(q, k, v, path="fa3")                  # the FA3 kernel on the interpreter
+    o2, l2 = FWD.attention(q, k, v)                              # numpy: path None is fa2
     for o, lse in ((o3, l3), (o2, l2)):
         assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert not A._fa3_fits(q, k, v)
+    assert not FWD._fa3_fits(q, k, v)
     with pytest.raises(tiledsl.LaunchError, match="path"):
-        A.attention(q, k, v, path="fa4")
+        FWD.attention(q, k, v, path="fa4")
 
 
 @pytest.mark.slow
@@ -197,23 +197,23 @@ def test_every_candidate_configuration_assembles(D):
 def test_an_fa3_configuration_picks_fa3():
     # path None with a 4-entry configuration: the FA3 kernel (an FA2 configuration has 3 entries)
     q, k, v = _inputs(1, 1, 40, 40, seed=10)
-    o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
-    ro, rl = A.reference(q, k, v, causal=True)
+    o, lse = FWD.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
+    ro, rl = FWD.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
     assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
-    o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
+    o, lse = FWD.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
     assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
-    o, lse = A.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
+    o, lse = FWD.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    o, lse = A.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1))   # and the full form
+    o, lse = FWD.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1))   # and the full form
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
     assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1) for key in AH._KERNELS)
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_polynomial_exponentials_assemble(causal):
-    # config[5] = poly: 16 of a thread's 64 exponentials per tile on the FMA pipe (examples/exp2_fma.py), in whole
+    # config[5] = poly: 16 of a thread's 64 exponentials per tile on the FMA pipe (tiledsl/lib/exp2_fma.py), in whole
     # 8-column blocks; the rest and the rescale factors stay on ex2.approx; no spills
     config = (2, 128, 4, 1, 1, 16)
     ptx, _ = kernel_ptx("float16", 64, causal, (1, 4, 2, 1000, 1000), config=config)
@@ -246,7 +246,7 @@ def test_polynomial_exponentials_on_the_interpreter(causal, heads, n, nk, config
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D + config[5], D=D)
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5, config=config)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3 * 8 / D ** 0.5)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
 
@@ -299,7 +299,7 @@ def test_persistent_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config, num_sms=sms)
     o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config[:6])
     assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=scale)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=scale)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
 
@@ -327,7 +327,7 @@ def test_early_k_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config, **kw)
     o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config[:7], **kw)
     assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=scale)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=scale)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
 
@@ -350,7 +350,7 @@ def test_dynamic_on_the_interpreter(causal, heads, n, nk, config, sms):
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
     o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:6] + (0,) + config[7:])
     assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
 
@@ -368,7 +368,7 @@ def test_lazy_rescale_on_the_interpreter(causal, n, nk, config, sms):
     k = (k.astype(np.float32) * (1 + np.arange(nk) / 30)[:, None]).astype(np.float16)
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
     o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:8], num_sms=sms)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
     assert np.abs(o.astype(np.float64) - o1).max() <= 2e-3 and np.abs(lse - l1).max() <= 1e-4
@@ -393,7 +393,7 @@ def test_align_on_the_interpreter(causal, heads, n, nk, config, sms):
     o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=aligned, num_sms=sms)
     o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:9], num_sms=sms)
     assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = A.reference(q, k, v, causal=causal, scale=0.3)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
     assert np.abs(lse - rl).max() <= 1e-4
 

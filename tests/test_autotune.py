@@ -268,15 +268,15 @@ def test_autotune_ptx_passes_ptxas():
 
 
 def test_gemm_example_tunes_over_at_least_8_configs():
-    import gemm as G
-    assert len(G.tuned_gemm.configs) >= 8 and G.tuned_gemm.names() == ["A", "B", "C"]
+    from tiledsl.ops.gemm import matmul as MM
+    assert len(MM.tuned_gemm.configs) >= 8 and MM.tuned_gemm.names() == ["A", "B", "C"]
     a = np.zeros((256, 64), np.float16)
     c32 = np.zeros((256, 256), np.float32)
-    epi = next(c for c in G.tuned_gemm.configs if len(c.constexprs["config"]) > 10)
+    epi = next(c for c in MM.tuned_gemm.configs if len(c.constexprs["config"]) > 10)
     with pytest.raises(tiledsl.LaunchError, match="epilogue"):
-        G.tuned_gemm.kernel_for(epi, (a, np.zeros((256, 64), np.float16), c32), {})
+        MM.tuned_gemm.kernel_for(epi, (a, np.zeros((256, 64), np.float16), c32), {})
     with pytest.raises(tiledsl.LaunchError, match="multiples"):
-        G.tuned_gemm.kernel_for(G.tuned_gemm.configs[0], (np.zeros((100, 64), np.float16), a, a), {})
+        MM.tuned_gemm.kernel_for(MM.tuned_gemm.configs[0], (np.zeros((100, 64), np.float16), a, a), {})
 
 
 def test_forked_workers_only_compile():

@@ -48,11 +48,7 @@ def test_gemm_expansion_is_fast():
     """The GEMM kernel's front end + pattern expansion (every ownership and contiguity proof of 34 ldmatrix and 16
     mma applies), a new kernel object each time, CPU time: best of 3 under 1 s. About 0.15 s on the dev machine;
     2-6 s before the proofs were evaluated numerically."""
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    try:
-        import gemm
-    finally:
-        sys.path.remove(os.path.join(ROOT, "examples"))
+    from tiledsl.ops.gemm import mma as gemm
     tgt = Target(90)
     times, out = [], []
     for _ in range(3):

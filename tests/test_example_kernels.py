@@ -1,13 +1,14 @@
-"""The softmax, layer norm, reduction and histogram examples: on the interpreter at small sizes, compiled and
-checked by ptxas at the benchmark's sizes, and (marked gpu) against torch on the GPU."""
+"""The softmax and layer norm kernels (tiledsl/ops/rowwise/) and the reduction and histogram examples: on the
+interpreter at small sizes, compiled and checked by ptxas at the benchmark's sizes, and (marked gpu) against torch on
+the GPU."""
 import numpy as np
 import pytest
 
 from helpers import ptxas
 
 import reduce as reduce_ex
-import softmax as softmax_ex
-import layernorm as layernorm_ex
+from tiledsl.ops.rowwise import softmax as softmax_ex
+from tiledsl.ops.rowwise import layernorm as layernorm_ex
 import histogram as histogram_ex
 
 

@@ -1,4 +1,4 @@
-"""examples/exp2_fma.py: 2^x on the FMA pipe (the polynomial share of the FA3 softmax's exponentials). Its
+"""tiledsl/lib/exp2_fma.py: 2^x on the FMA pipe (the polynomial share of the FA3 softmax's exponentials). Its
 coefficients are the Remez minimax ones (re-derived here); a tiny kernel running exp2_fma on the interpreter
 (lane-exact float32, the add.rm floor and the integer exponent add included) is within 2^-13 relative of np.exp2
 over a dense grid of x in [-126, 0], gives exactly 0 for x < -126 and -inf (as ex2.approx.ftz does), 1 at 0 and
@@ -10,8 +10,8 @@ from fractions import Fraction
 
 import numpy as np
 
-import exp2_fma as E
-from exp2_fma import exp2_fma
+from tiledsl.lib import exp2_fma as E
+from tiledsl.lib.exp2_fma import exp2_fma
 import tiledsl
 from tiledsl import T
 from helpers import check_assembles

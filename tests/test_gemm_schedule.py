@@ -1,4 +1,4 @@
-"""The Hopper GEMM's schedule model (examples/gemm_schedule_model.py) over a dense grid of shapes, SM counts and
+"""The Hopper GEMM's schedule model (tiledsl/ops/gemm/schedule_model.py) over a dense grid of shapes, SM counts and
 configurations, and the proof that it catches the schedule that hung the H200 (issue 31: 16384 x 8192 x 1024 f16,
 stream-K, a block waiting for a block whose share of K steps was empty)."""
 import os
@@ -6,15 +6,15 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-import gemm as G
-import gemm_schedule_model as SM
-import hopper_gemm as H
+from tiledsl.ops.gemm import hopper as H
+from tiledsl.ops.gemm import hopper_plan as HP
+from tiledsl.ops.gemm import schedule_model as SM
 
-STREAM_K = [c for c in G.HOPPER_CONFIGS if c[3] and not c[5] and G.hopper_split(c) == 1]
+STREAM_K = [c for c in HP.HOPPER_CONFIGS if c[3] and not c[5] and HP.hopper_split(c) == 1]
 
 
 def _kernel(config, sms, stream_k=False, ab="float16"):
-    kw = G.hopper_kwargs(config, 4096, 2)
+    kw = HP.hopper_kwargs(config, 4096, 2)
     kw.update(stream_k=stream_k)
     return H.make_hopper_gemm(ab, "float16", num_sms=sms, **kw)
 
@@ -53,12 +53,12 @@ OLD = dict(SM.HELPERS, stream_k_walk=_old_walk, piece=_old_piece, exchange=_old_
 
 def test_the_shape_that_hung_is_sound_now():
     for ab in ("float16", "bfloat16"):
-        k = _kernel(G.HOPPER_CONFIGS[0], 132, stream_k=True, ab=ab)
+        k = _kernel(HP.HOPPER_CONFIGS[0], 132, stream_k=True, ab=ab)
         assert SM.check(k, 16384, 8192, 1024) is None
 
 
 def test_the_model_refuses_the_schedule_that_hung():
-    k = _kernel(G.HOPPER_CONFIGS[0], 132, stream_k=True)
+    k = _kernel(HP.HOPPER_CONFIGS[0], 132, stream_k=True)
     why = SM.check(k, 16384, 8192, 1024, h=OLD, min_share=1)
     assert why is not None and "publishes nothing" in why, why
     # where every share is non-empty, the old walk still waited for later tickets: the model refuses that too
@@ -69,7 +69,7 @@ def test_the_model_refuses_the_schedule_that_hung():
 def test_a_wait_for_a_later_block_alone_is_refused():
     """Only the direction of the wait changed: finishing at the tile's first K step (the old roles) on the new
     walk. Every publisher exists, so only the ticket order can object."""
-    k = _kernel(G.HOPPER_CONFIGS[0], 16, stream_k=True)
+    k = _kernel(HP.HOPPER_CONFIGS[0], 16, stream_k=True)
 
     def first_finishes(tile, klo, khi, nk, ntiles, G_, MINK, bid):
         tdp = ntiles // G_ * G_
@@ -82,7 +82,7 @@ def test_a_wait_for_a_later_block_alone_is_refused():
 
 
 def test_a_missing_partial_sum_is_refused():
-    k = _kernel(G.HOPPER_CONFIGS[0], 16, stream_k=True)
+    k = _kernel(HP.HOPPER_CONFIGS[0], 16, stream_k=True)
 
     def skips_one(*args):
         pub, fin, store, jlo, jhi = SM.HELPERS["exchange"](*args)
@@ -101,7 +101,7 @@ NK_DENSE = tuple(range(1, 41)) + (63, 64, 65, 127, 128, 129, 255, 256, 257, 511,
 G_FAST = (1, 2, 3, 5, 8, 13, 31, 66, 131, 132)
 
 
-def _stream_k_grid(sms_list, nks, config=G.HOPPER_CONFIGS[0], ragged=True):
+def _stream_k_grid(sms_list, nks, config=HP.HOPPER_CONFIGS[0], ragged=True):
     """ragged: also K one 8-element step short of nk K tiles (the same nk: the walk's numbers are the same, so the
     dense grid leaves it out)."""
     bad = []
@@ -126,7 +126,7 @@ def test_stream_k_schedule_dense_grid():
     """Every SM count 1..132, every partial wave 0..G - 1, 54 K-step counts 1..1024 (about 470,000 replays)."""
     with ProcessPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as ex:
         results = ex.map(_stream_k_grid, [[s] for s in range(132, 0, -1)], [NK_DENSE] * 132,
-                         [G.HOPPER_CONFIGS[0]] * 132, [False] * 132)
+                         [HP.HOPPER_CONFIGS[0]] * 132, [False] * 132)
         bad = [w for r in results for w in r]
     assert bad == [], bad[:5]
 
@@ -142,7 +142,7 @@ def _sizes(tile, top=65536):
     return sorted(out)
 
 
-@pytest.mark.parametrize("config", G.HOPPER_CONFIGS, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("config", HP.HOPPER_CONFIGS, ids=lambda c: "-".join(map(str, c)))
 def test_every_configuration_covers_every_tile_once(config):
     """Tile order (grouped, multicast pairs), split-K shares and the ragged edges: every configuration over M, N
     around tile multiples, small and ragged K, a few SM counts."""
@@ -177,8 +177,8 @@ def _heuristic_grid(dims, sms_list, ks):
         for M in dims:
             for N in dims:
                 for K in ks:
-                    cfg = G.choose_hopper(M, N, K, "float16", sms)
-                    sk = G.stream_k_helps(cfg, M, N, sms)
+                    cfg = HP.choose_hopper(M, N, K, "float16", sms)
+                    sk = HP.stream_k_helps(cfg, M, N, sms)
                     why = SM.check(_kernel(cfg, sms, stream_k=sk), M, N, K)
                     if why:
                         bad.append(f"{cfg} stream_k={sk}: {why}")
@@ -193,26 +193,26 @@ def test_a_refused_kernel_is_never_launched_and_the_plan_says_so(monkeypatch):
     def refuse_stream_k(kernel, M, N, K, **kw):
         return "refused for the test" if kernel.walk["SKW"] else real(kernel, M, N, K, **kw)
     monkeypatch.setattr(SM, "check", refuse_stream_k)
-    kw = G.hopper_kwargs(tuple(G.HOPPER_CONFIGS[0]) + (1, 1), 8192, 2)
+    kw = HP.hopper_kwargs(tuple(HP.HOPPER_CONFIGS[0]) + (1, 1), 8192, 2)
     k = H.make_hopper_gemm("float16", "float16", num_sms=132, **kw)
-    k2, kw2, how = G._schedule_checked(H, k, kw, "heuristic", "float16", "float16", 16384, 8192, 1024, 132)
+    k2, kw2, how = HP._schedule_checked(H, k, kw, "heuristic", "float16", "float16", 16384, 8192, 1024, 132)
     assert not k2.walk["SKW"] and "stream_k" not in kw2
     assert "schedule model refused" in how and "stream-K" in how and "refused for the test" in how
     monkeypatch.setattr(SM, "check", real)      # a sound kernel passes through unchanged
-    assert G._schedule_checked(H, k, kw, "tuned", "float16", "float16", 16384, 8192, 1024, 132) == (k, kw, "tuned")
+    assert HP._schedule_checked(H, k, kw, "tuned", "float16", "float16", 16384, 8192, 1024, 132) == (k, kw, "tuned")
 
 
 def test_stream_k_candidates_of_the_second_tuning_stage():
-    import hopper_gemm_tuning as HT
-    big = G.HOPPER_CONFIGS[0]
+    from tiledsl.ops.gemm import tuning as HT
+    big = HP.HOPPER_CONFIGS[0]
     # 4096^3: 512 tiles of 128 x 256 (3 waves + 116): the twin; 128 x 128's 1024 tiles (7 waves + 100) and
     # 128 x 192's 704 (5 waves + 44) too
-    assert HT.stream_k_candidates(G, big, 4096, 4096, 132) == [big, big + (1, 1), (128, 2, 4, 1, 1, 0, 1, 1),
-                                                                (192, 2, 4, 1, 1, 0, 1, 1)]
+    assert HT.stream_k_candidates(HP, big, 4096, 4096, 132) == [big, big + (1, 1), (128, 2, 4, 1, 1, 0, 1, 1),
+                                                                 (192, 2, 4, 1, 1, 0, 1, 1)]
     # a decode-sized M: 32 tiles of 64 x 128 leave 100 SMs idle
-    c = HT.stream_k_candidates(G, (128, 1, 8, 0, 1, 0), 1, 4096, 132)
+    c = HT.stream_k_candidates(HP, (128, 1, 8, 0, 1, 0), 1, 4096, 132)
     assert c[0] == (128, 1, 8, 0, 1, 0) and set(HT.SMALL_M_STREAM_K) <= set(c)
     # every candidate is one the model finds sound there
     for cand in c:
-        kw = G.hopper_kwargs(cand, 4096, 2)
+        kw = HP.hopper_kwargs(cand, 4096, 2)
         assert SM.check(H.make_hopper_gemm("float16", "float16", num_sms=132, **kw), 1, 4096, 4096) is None

@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-import attention as A
+from tiledsl.ops.flash import fa2 as A
+from tiledsl.ops.flash import forward as FWD
 
 pytestmark = pytest.mark.gpu
 
@@ -36,7 +37,7 @@ def test_attention_matches_sdpa(dtype, D, causal, N):
     dt = getattr(torch, dtype)
     B, H = (2, 4) if N < 4096 else (1, 4)
     q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dt) for _ in range(3))
-    o, lse = A.attention(q, k, v, causal=causal, path="fa2")
+    o, lse = FWD.attention(q, k, v, causal=causal, path="fa2")
     assert o.dtype == dt and o.shape == q.shape and lse.dtype == torch.float32 and lse.shape == (B, H, N)
     ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
     tol = 2e-3
@@ -56,7 +57,7 @@ def test_attention_grouped_query(causal, heads):
     H, HK = heads
     q = torch.randn(2, H, 1000, 128, device="cuda", dtype=torch.float16)
     k, v = (torch.randn(2, HK, 1000, 128, device="cuda", dtype=torch.float16) for _ in range(2))
-    o, lse = A.attention(q, k, v, causal=causal, scale=0.05, path="fa2")
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=0.05, path="fa2")
     ro, rl = _reference(q, k, v, causal, 0.05)
     assert (o.float() - ro).abs().max().item() <= 2e-3
     assert (lse - rl).abs().max().item() <= 1e-3
@@ -67,7 +68,7 @@ def test_attention_keys_longer_than_queries():
     torch.manual_seed(3)
     q = torch.randn(1, 4, 300, 64, device="cuda", dtype=torch.float16)
     k, v = (torch.randn(1, 2, 1234, 64, device="cuda", dtype=torch.float16) for _ in range(2))
-    o, lse = A.attention(q, k, v, path="fa2")
+    o, lse = FWD.attention(q, k, v, path="fa2")
     ro, rl = _reference(q, k, v, False, 0.125)
     assert (o.float() - ro).abs().max().item() <= 2e-3 and (lse - rl).abs().max().item() <= 1e-3
 
@@ -79,8 +80,8 @@ def test_attention_interpreter_agrees_with_gpu():
     rng = np.random.default_rng(0)
     for causal in (False, True):
         q, k, v = (rng.standard_normal((1, 2, 80, 64)).astype(np.float16) for _ in range(3))
-        oi, li = A.attention(q, k, v, causal=causal)
-        og, lg = A.attention(*(torch.from_numpy(x).cuda() for x in (q, k, v)), causal=causal, path="fa2")
+        oi, li = FWD.attention(q, k, v, causal=causal)
+        og, lg = FWD.attention(*(torch.from_numpy(x).cuda() for x in (q, k, v)), causal=causal, path="fa2")
         assert np.abs(og.cpu().numpy().astype(np.float32) - oi.astype(np.float32)).max() <= 1e-3
         assert np.abs(lg.cpu().numpy() - li).max() <= 1e-5
 
@@ -105,7 +106,7 @@ def test_attention_every_candidate_configuration(D, causal):
     q, k, v = (torch.randn(2, 4, 1000, D, device="cuda", dtype=torch.float16) for _ in range(3))
     ro, rl = _reference(q, k, v, causal, 1.0 / math.sqrt(D))
     for config in A.CANDIDATES[D]:
-        o, lse = A.attention(q, k, v, causal=causal, config=config)
+        o, lse = FWD.attention(q, k, v, causal=causal, config=config)
         assert (o.float() - ro).abs().max().item() <= 2e-3, config
         assert (lse - rl).abs().max().item() <= 1e-3, config
 
@@ -122,13 +123,13 @@ def test_attention_lazy_rescale(causal, config, target):
     q, k, v = (torch.randn(2, 4, 4096, 128, device="cuda", dtype=torch.float16) for _ in range(3))
     scale = 1.0 / math.sqrt(128)
     ro, rl = _reference(q, k, v, causal, scale)
-    o, lse = A.attention(q, k, v, causal=causal, config=config, path="fa2", target=target, lazy=True)
+    o, lse = FWD.attention(q, k, v, causal=causal, config=config, path="fa2", target=target, lazy=True)
     assert (o.float() - ro).abs().max().item() <= 2e-3
     assert (lse - rl).abs().max().item() <= 1e-3
     kk = k * (1 + torch.arange(4096, device="cuda") / 300)[:, None].to(k.dtype)
     ro, rl = _reference(q, kk, v, causal, scale)
-    o, lse = A.attention(q, kk, v, causal=causal, config=config, path="fa2", target=target, lazy=True)
-    o1, _ = A.attention(q, kk, v, causal=causal, config=config, path="fa2", target=target, lazy=False)
+    o, lse = FWD.attention(q, kk, v, causal=causal, config=config, path="fa2", target=target, lazy=True)
+    o1, _ = FWD.attention(q, kk, v, causal=causal, config=config, path="fa2", target=target, lazy=False)
     eager = (o1.float() - ro).abs().max().item()
     assert (o.float() - ro).abs().max().item() <= eager + ro.abs().max().item() / 1024
     assert (lse - rl).abs().max().item() <= 1e-3

@@ -11,8 +11,9 @@ import re
 import numpy as np
 import pytest
 
-import attention as A
-import attention_backward as AB
+from tiledsl.ops.flash import backward as BWD
+from tiledsl.ops.flash import fa2_backward as AB
+from tiledsl.ops.flash import forward as FWD
 
 pytestmark = pytest.mark.gpu
 
@@ -41,9 +42,9 @@ def _check(dtype, B, H, HK, N, NK, D, causal, scale=None, seed=0, warps=None, pa
     q = torch.randn(B, H, N, D, device="cuda", dtype=dt)
     k, v = (torch.randn(B, HK, NK, D, device="cuda", dtype=dt) for _ in range(2))
     do = torch.randn(B, H, N, D, device="cuda", dtype=dt)
-    o, lse = A.attention(q, k, v, causal=causal, scale=scale)
-    dq, dk, dv = AB.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps, path=path,
-                                       **fa3)
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=scale)
+    dq, dk, dv = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, warps=warps, path=path,
+                                        **fa3)
     sc = 1.0 / math.sqrt(D) if scale is None else scale
     ref = _reference_grads(q, k, v, do, causal, sc)
     for name, g, r, x in zip("qkv", (dq, dk, dv), ref, (q, k, v)):
@@ -92,7 +93,7 @@ def test_backward_benchmark_shape():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N", [1000, 1024, 64, 130])
 def test_fa3_backward_matches_torch_autograd(dtype, causal, N):
-    # the FA3-style kernel (examples/attention_backward_hopper.py: TMA + wgmma): whole and ragged tiles
+    # the FA3-style kernel (tiledsl/ops/flash/fa3_backward.py: TMA + wgmma): whole and ragged tiles
     _check(dtype, 2, 4, 4, N, N, 128, causal, seed=N + 1, path="fa3")
 
 
@@ -120,7 +121,7 @@ def test_fa3_backward_benchmark_shape(causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(4, 16, 16, 4096, 4096), (1, 16, 16, 16384, 16384)], ids=["4k", "16k"])
 def test_fa3_tail_split_matches_torch_autograd(dtype, causal, shape):
-    # examples/attention_backward_hopper.py's tail split: the last partial wave's items spread over every SM, a
+    # tiledsl/ops/flash/fa3_backward.py's tail split: the last partial wave's items spread over every SM, a
     # split item's dK and dV summed by its last piece from the others' workspace slots; twice (the counters
     # are back at zero for the second launch, on the same workspace)
     for seed in (13, 14):
@@ -143,10 +144,10 @@ def test_fa3_tail_split_dk_dv_are_deterministic():
     torch = pytest.importorskip("torch")
     torch.manual_seed(3)
     q, k, v, do = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-    o, lse = A.attention(q, k, v)
-    first = AB.attention_backward(q, k, v, o, lse, do, path="fa3", tail_split=True)
+    o, lse = FWD.attention(q, k, v)
+    first = BWD.attention_backward(q, k, v, o, lse, do, path="fa3", tail_split=True)
     for _ in range(3):
-        again = AB.attention_backward(q, k, v, o, lse, do, path="fa3", tail_split=True)
+        again = BWD.attention_backward(q, k, v, o, lse, do, path="fa3", tail_split=True)
         assert torch.equal(first[1], again[1]) and torch.equal(first[2], again[2])
 
 
@@ -156,9 +157,9 @@ def test_backward_path_none_takes_fa3_at_d128():
     torch.manual_seed(1)
     for D, want in ((128, "fa3"), (64, "fa2")):
         q, k, v, do = (torch.randn(1, 2, 256, D, device="cuda", dtype=torch.float16) for _ in range(4))
-        o, lse = A.attention(q, k, v)
-        got = AB.attention_backward(q, k, v, o, lse, do)
-        ref = AB.attention_backward(q, k, v, o, lse, do, path=want)
+        o, lse = FWD.attention(q, k, v)
+        got = BWD.attention_backward(q, k, v, o, lse, do)
+        ref = BWD.attention_backward(q, k, v, o, lse, do, path=want)
         for g, r in zip(got, ref):
             assert torch.equal(g, r) or _rel(g, r.float()) <= 1e-3
 
@@ -173,9 +174,9 @@ def test_flash_attention_autograd_function(causal):
     k = torch.randn(2, 2, 333, 64, device="cuda", dtype=torch.float16, requires_grad=True)
     v = torch.randn(2, 2, 333, 64, device="cuda", dtype=torch.float16, requires_grad=True)
     w = torch.randn(2, 4, 333, 64, device="cuda", dtype=torch.float16)
-    o = AB.flash_attention(q, k, v, causal=causal, scale=0.2)
+    o = BWD.flash_attention(q, k, v, causal=causal, scale=0.2)
     assert "FlashAttention" in type(o.grad_fn).__name__
-    assert torch.equal(o.detach(), A.attention(q.detach(), k.detach(), v.detach(), causal=causal, scale=0.2)[0])
+    assert torch.equal(o.detach(), FWD.attention(q.detach(), k.detach(), v.detach(), causal=causal, scale=0.2)[0])
     (o.float() * w.float()).sum().backward()
     ref = _reference_grads(q, k, v, w, causal, 0.2)
     for name, x, r in zip("qkv", (q, k, v), ref):
@@ -183,7 +184,7 @@ def test_flash_attention_autograd_function(causal):
         assert _rel(x.grad, r) <= TOL, (name, _rel(x.grad, r))
     # only q asks for a gradient: k and v get none, q's is the same
     q2 = q.detach().clone().requires_grad_()
-    o2 = AB.flash_attention(q2, k.detach(), v.detach(), causal=causal, scale=0.2)
+    o2 = BWD.flash_attention(q2, k.detach(), v.detach(), causal=causal, scale=0.2)
     (g,) = torch.autograd.grad(o2, (q2,), w)
     assert _rel(g, ref[0]) <= TOL
 
@@ -195,7 +196,7 @@ def test_flash_attention_directional_derivative():
     shape = (1, 2, 200, 64)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16, requires_grad=True) for _ in range(3))
     w = torch.randn(shape, device="cuda", dtype=torch.float16)
-    o = AB.flash_attention(q, k, v, causal=True)
+    o = BWD.flash_attention(q, k, v, causal=True)
     grads = torch.autograd.grad((o.float() * w.float()).sum(), (q, k, v))
 
     def loss64(q_, k_, v_):
@@ -221,10 +222,10 @@ def test_backward_interpreter_agrees_with_gpu():
     for causal in (False, True):
         q, do = (rng.standard_normal((1, 2, 40, 64)).astype(np.float16) for _ in range(2))
         k, v = (rng.standard_normal((1, 1, 40, 64)).astype(np.float16) for _ in range(2))
-        o, lse = A.attention(q, k, v, causal=causal)
-        gi = AB.attention_backward(q, k, v, o, lse, do, causal=causal)
+        o, lse = FWD.attention(q, k, v, causal=causal)
+        gi = BWD.attention_backward(q, k, v, o, lse, do, causal=causal)
         cu = [torch.from_numpy(x).cuda() for x in (q, k, v, o, lse, do)]
-        gg = AB.attention_backward(*cu, causal=causal)
+        gg = BWD.attention_backward(*cu, causal=causal)
         for a, b in zip(gi, gg):
             b = b.cpu().numpy().astype(np.float64)
             assert np.linalg.norm(a.astype(np.float64) - b) <= 2e-3 * np.linalg.norm(b)
@@ -258,9 +259,9 @@ def test_fa3_tma_kv_is_bit_for_bit(dtype, causal, n, nk):
     dt = getattr(torch, dtype)
     q, do = (torch.randn(2, 4, n, 128, device="cuda", dtype=dt) for _ in range(2))
     k, v = (torch.randn(2, 4, nk, 128, device="cuda", dtype=dt) for _ in range(2))
-    o, lse = A.attention(q, k, v, causal=causal)
-    g0 = AB.attention_backward(q, k, v, o, lse, do, causal=causal, path="fa3", tma_kv=False)
-    g1 = AB.attention_backward(q, k, v, o, lse, do, causal=causal, path="fa3", tma_kv=True)
+    o, lse = FWD.attention(q, k, v, causal=causal)
+    g0 = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, path="fa3", tma_kv=False)
+    g1 = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, path="fa3", tma_kv=True)
     # dK and dV bit for bit; dQ is summed in L2 by bulk reductions from every key block, in whatever order they
     # land, so two runs of the same kernel differ in its last bits (measured: up to 1.2e-4 in session 29)
     assert torch.equal(g0[1], g1[1]) and torch.equal(g0[2], g1[2])

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-import attention_fp8 as F
+from tiledsl.ops.flash import fp8 as F
 from test_attention_fp8 import GPU_SHAPES, P_ULP
 from test_gpu_attention import _reference
 

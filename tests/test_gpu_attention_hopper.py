@@ -11,9 +11,9 @@ import re
 import numpy as np
 import pytest
 
-import attention as A
+from tiledsl.ops.flash import forward as FWD
 import tiledsl
-import attention_hopper as AH
+from tiledsl.ops.flash import fa3 as AH
 from test_attention_hopper import GPU_SHAPES, GQA_SCALE, GQA_SHAPES
 from test_gpu_attention import _reference
 
@@ -136,7 +136,7 @@ def test_fa3_sass_is_hgmma_and_tma_without_local_memory(D):
 def test_attention_path_none_takes_fa3_on_sm90(monkeypatch):
     torch = _sm90()
     q, k, v = _qkv(torch, 1, (1, 2, 256, 128))
-    assert A._fa3_fits(q, k, v)
+    assert FWD._fa3_fits(q, k, v)
     calls = []
     real = AH.attention_hopper
 
@@ -145,9 +145,9 @@ def test_attention_path_none_takes_fa3_on_sm90(monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(AH, "attention_hopper", spy)
-    o, lse = A.attention(q, k, v, causal=True)
+    o, lse = FWD.attention(q, k, v, causal=True)
     assert len(calls) == 1
-    o2, lse2 = A.attention(q, k, v, causal=True, path="fa2")
+    o2, lse2 = FWD.attention(q, k, v, causal=True, path="fa2")
     assert len(calls) == 1
     ro, rl = _reference(q, k, v, True, 1.0 / math.sqrt(128))
     for out, l in ((o, lse), (o2, lse2)):
@@ -228,7 +228,7 @@ def test_fa3_ping_pong_sass_without_local_memory(config):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N", [1000, 4096])
 def test_fa3_polynomial_exponentials(dtype, D, causal, N):
-    # a share of the softmax's exponentials on the FMA pipe (AH.POLY_CANDIDATES, examples/exp2_fma.py: relative
+    # a share of the softmax's exponentials on the FMA pipe (AH.POLY_CANDIDATES, tiledsl/lib/exp2_fma.py: relative
     # error 1.03e-4, below P's own f16/bf16 rounding): the forward's bounds as they are
     _check_configurations(dtype, D, causal, N, AH.POLY_CANDIDATES[D], N + D + causal + 7)
 

@@ -1,4 +1,4 @@
-"""The warp-specialised Hopper GEMM (examples/hopper_gemm.py) on the H200: several sizes and dtypes against
+"""The warp-specialised Hopper GEMM (tiledsl/ops/gemm/hopper.py) on the H200: several sizes and dtypes against
 torch.matmul (relative error <= 1e-2; ragged shapes too), each configuration (consumers, stages, plain or TMA-store
 epilogue), one tile exactly equal to the interpreter's result, and the SASS shows HGMMA, UTMALDG (and UTMASTG)
 with no local-memory traffic, the PTX setmaxnreg. Fused bias + relu/gelu/silu against torch's addmm + the
@@ -9,7 +9,7 @@ any machine. Split-K (split_k=2, 4) against torch, deterministic, equal to the i
 import numpy as np
 import pytest
 
-import hopper_gemm as H
+from tiledsl.ops.gemm import hopper as H
 import tiledsl
 
 pytestmark = pytest.mark.gpu
@@ -487,14 +487,14 @@ def test_stream_k_against_torch(M, N, K, cfg, dtype, out):
 
 
 def test_matmul_takes_stream_k_at_the_llm_shape():
-    import gemm as G
+    from tiledsl.ops.gemm import matmul as MM
     torch = _hopper()
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the shape's waves are counted for 132 SMs")
     a, b, ref, _ = _operands(torch, 4096, 14336, 4096, torch.float16, 5)
-    c = G.matmul(a, b, config=None, tune=False)
+    c = MM.matmul(a, b, config=None, tune=False)
     torch.cuda.synchronize()
-    assert "stream-K" in G.plan_of(a, b, c, tune=False).describe
+    assert "stream-K" in MM.plan_of(a, b, c, tune=False).describe
     assert _rel_err(torch, c, ref) <= 1e-2
 
 
@@ -503,10 +503,10 @@ def test_matmul_takes_stream_k_at_the_llm_shape():
 def test_the_shape_that_hung_returns_the_product(tune, dtype):
     """Issue 31: matmul(a (16384, 1024), b (8192, 1024)) never returned (stream-K waiting for a block with no K
     steps). Now it returns the product, tuned or not, twice (the workspace left ready)."""
-    import gemm as G
+    from tiledsl.ops.gemm import matmul as MM
     torch = _hopper()
     a, b, ref, _ = _operands(torch, 16384, 8192, 1024, getattr(torch, dtype), 31)
     for _ in range(2):
-        c = G.matmul(a, b, tune=tune)
+        c = MM.matmul(a, b, tune=tune)
         torch.cuda.synchronize()
         assert _rel_err(torch, c, ref) <= 1e-2

@@ -1,4 +1,4 @@
-"""The warp-specialised Hopper GEMM (examples/hopper_gemm.py) on any machine: it compiles for sm_90a with no target
+"""The warp-specialised Hopper GEMM (tiledsl/ops/gemm/hopper.py) on any machine: it compiles for sm_90a with no target
 named, ptxas -arch=sm_90a assembles it without spills, the PTX holds the producer/consumer structure (setmaxnreg,
 elect.sync, TMA loads, the full/empty mbarrier ring, wgmma from shared descriptors), and small cases (one 128 x 128
 tile over two K tiles; ragged shapes; the ring turning over eight K tiles on the fibered interpreter) run exactly
@@ -6,7 +6,7 @@ there. tests/test_gpu_hopper_gemm.py runs it on the H200 against torch."""
 import numpy as np
 import pytest
 
-import hopper_gemm as H
+from tiledsl.ops.gemm import hopper as H
 import tiledsl
 from helpers import ptxas
 
@@ -264,13 +264,14 @@ def test_hopper_matmul_refuses_k_that_is_not_a_multiple_of_8():
 
 
 def test_main_compiles_without_a_gpu(capsys):
-    H.main(["--size", "256"])
+    import hopper_gemm as example           # examples/hopper_gemm.py (tests/conftest.py puts examples/ on the path)
+    example.main(["--size", "256"])
     assert "compiled for sm_90a" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ fused epilogues and FP8 (issue 17)
 
-from hopper_gemm_epilogue import reference as _activation_ref  # noqa: E402
+from tiledsl.ops.gemm.epilogue import reference as _activation_ref  # noqa: E402
 from wgmma_cases import decode_fp8, fp8_codes  # noqa: E402
 
 # (input, output, configuration) of the fused-epilogue and FP8 kernels the GPU tests run; each compiles here
@@ -527,16 +528,16 @@ def test_stream_k_assembles_without_spills(ab, out):
 
 
 def test_stream_k_is_added_only_where_a_short_partial_wave_follows_two_whole_ones():
-    import gemm as G
+    from tiledsl.ops.gemm import hopper_plan as HP
     big = (256, 2, 4, 1, 1, 0)
-    assert G.stream_k_helps(big, 4096, 14336)           # 1792 tiles: 13 waves + 0.58
-    assert G.stream_k_helps(big, 8192, 8192)            # 2048 tiles: 15 waves + 0.52
-    assert not G.stream_k_helps(big, 4096, 4096)        # 512 tiles: 3 waves + 0.88
-    assert not G.stream_k_helps(big, 2048, 2048)        # 128 tiles: under one wave
-    assert not G.stream_k_helps((256, 2, 4, 1, 1, 1), 8192, 8192)     # multicast
-    assert not G.stream_k_helps((128, 2, 4, 0, 1, 0), 8192, 8192)     # one tile per block
-    assert G.hopper_kwargs(big + (1, 1), 14336, 2)["stream_k"] is True
-    assert "stream-K" in G.describe_hopper(G.hopper_kwargs(big + (1, 1), 14336, 2))
+    assert HP.stream_k_helps(big, 4096, 14336)           # 1792 tiles: 13 waves + 0.58
+    assert HP.stream_k_helps(big, 8192, 8192)            # 2048 tiles: 15 waves + 0.52
+    assert not HP.stream_k_helps(big, 4096, 4096)        # 512 tiles: 3 waves + 0.88
+    assert not HP.stream_k_helps(big, 2048, 2048)        # 128 tiles: under one wave
+    assert not HP.stream_k_helps((256, 2, 4, 1, 1, 1), 8192, 8192)     # multicast
+    assert not HP.stream_k_helps((128, 2, 4, 0, 1, 0), 8192, 8192)     # one tile per block
+    assert HP.hopper_kwargs(big + (1, 1), 14336, 2)["stream_k"] is True
+    assert "stream-K" in HP.describe_hopper(HP.hopper_kwargs(big + (1, 1), 14336, 2))
 
 
 def test_deferred_epilogue_refuses_stream_k():

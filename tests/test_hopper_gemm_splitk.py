@@ -1,15 +1,16 @@
-"""Split-K in the Hopper GEMM (examples/hopper_gemm_kernel.py, split_k=): the blocks of a cluster share one tile's
+"""Split-K in the Hopper GEMM (tiledsl/ops/gemm/hopper_kernel.py, split_k=): the blocks of a cluster share one tile's
 K loop and rank 0 adds the others' f32 partial sums, read from their shared memory (ld.shared::cluster), before the
 epilogue. Here: exact results on the fibered interpreter (ragged K, a rank left without K tiles, 2 and 4 ranks,
 f16/bf16, fused bias + gelu, fp8), ptxas -arch=sm_90a without spills, the refusals, and matmul's tuning
-candidates (examples/gemm.py). tests/test_gpu_hopper_gemm.py runs them on the H200."""
+candidates (tiledsl/ops/gemm/hopper_plan.py). tests/test_gpu_hopper_gemm.py runs them on the H200."""
 import numpy as np
 import pytest
 
-import gemm as G
-import hopper_gemm as H
+from tiledsl.ops.gemm import hopper as H
+from tiledsl.ops.gemm import hopper_plan as HP
+from tiledsl.ops.gemm import mma as MMA
 import tiledsl
-from hopper_gemm_epilogue import reference as _activation_ref
+from tiledsl.ops.gemm.epilogue import reference as _activation_ref
 from test_hopper_gemm import _as_float, _assemble, _assembled_ptx, _host_out, _inputs, _round_bf16
 from wgmma_cases import decode_fp8, fp8_codes
 
@@ -129,12 +130,12 @@ def test_split_k_tuning_candidates():
     """7-field HOPPER_CONFIGS tuples name split_k (6-field ones keep their meaning, split_k 1); the tuner times
     split-K only where the unsplit tiles make less than a wave: 1024^3 (64 tiles of 128 x 128), not 2048^3."""
     sk2 = (128, 2, 4, 0, 1, 0, 2)
-    assert sk2 in G.HOPPER_CONFIGS and G._is_hopper_config(sk2)
-    assert not any(G._is_hopper_config(c) for c in G.CONFIGS)
-    assert G.hopper_kwargs(sk2, 1024, 2) == dict(bn=128, consumers=2, stages=4, persistent=False, tma_store=True,
-                                                 multicast=False, split_k=2)
-    assert "split_k" not in G.hopper_kwargs(G.HOPPER_CONFIGS[0], 1024, 2)
-    assert G.describe_hopper(G.hopper_kwargs(sk2, 1024, 2)).endswith("TMA store, split-K over 2 blocks")
-    assert sk2 in G.prune_hopper(G.HOPPER_CONFIGS, 1024, 1024)
-    assert not any(G.hopper_split(c) > 1 for c in G.prune_hopper(G.HOPPER_CONFIGS, 2048, 2048))
-    assert not any(G.hopper_split(c) > 1 for c in G.prune_hopper(G.HOPPER_CONFIGS, 4096, 4096))
+    assert sk2 in HP.HOPPER_CONFIGS and HP.is_hopper_config(sk2)
+    assert not any(HP.is_hopper_config(c) for c in MMA.CONFIGS)
+    assert HP.hopper_kwargs(sk2, 1024, 2) == dict(bn=128, consumers=2, stages=4, persistent=False, tma_store=True,
+                                                  multicast=False, split_k=2)
+    assert "split_k" not in HP.hopper_kwargs(HP.HOPPER_CONFIGS[0], 1024, 2)
+    assert HP.describe_hopper(HP.hopper_kwargs(sk2, 1024, 2)).endswith("TMA store, split-K over 2 blocks")
+    assert sk2 in HP.prune_hopper(HP.HOPPER_CONFIGS, 1024, 1024)
+    assert not any(HP.hopper_split(c) > 1 for c in HP.prune_hopper(HP.HOPPER_CONFIGS, 2048, 2048))
+    assert not any(HP.hopper_split(c) > 1 for c in HP.prune_hopper(HP.HOPPER_CONFIGS, 4096, 4096))

@@ -163,7 +163,7 @@ def test_steady_launchers_see_a_helper_global_change(tmp_path, monkeypatch, nati
 
 
 def factory(scale):
-    """Kernels of one source whose helper reads a closure value (as examples/gemm.py's make_gemm does)."""
+    """Kernels of one source whose helper reads a closure value (as tiledsl/ops/gemm/mma.py's make_gemm does)."""
     @tiledsl.inline
     def scaled(x):
         return x * scale

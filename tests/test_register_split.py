@@ -1,11 +1,11 @@
-"""The setmaxnreg split of the warp-specialised Hopper kernels (examples/hopper_producer.consumer_registers): the
+"""The setmaxnreg split of the warp-specialised Hopper kernels (tiledsl.lib.producer.consumer_registers): the
 consumers' inc must be paid for by the producer's dec within the block's own registers, or the block hangs on the
 GPU (the dynamic attention walk's 32-register producer with two consumers at 240 did, on the H200)."""
 import pytest
 
 import tiledsl
 from helpers import check_register_split
-from hopper_producer import consumer_registers
+from tiledsl.lib.producer import consumer_registers
 
 
 @pytest.mark.parametrize("threads, cap, consumers, producer, want", [
@@ -38,7 +38,7 @@ def test_the_interpreter_hangs_where_the_gpu_did(monkeypatch):
     # H200): on the interpreter its second consumer's inc waits for registers nobody frees, a KernelFault
     import numpy as np
 
-    import attention_hopper as AH
+    from tiledsl.ops.flash import fa3 as AH
     monkeypatch.setattr(AH, "consumer_registers", lambda threads, cap, cons, p, c: 240)
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((1, 2, 130, 64)).astype(np.float16) for _ in range(3))

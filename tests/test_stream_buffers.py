@@ -1,10 +1,10 @@
-"""examples/stream_buffers.py without a GPU: a stand-in torch whose current stream the test sets. One set of buffers
+"""tiledsl/ops/device.py without a GPU: a stand-in torch whose current stream the test sets. One set of buffers
 per (device, stream, what), made once and handed back after, as the stream-K GEMM's and the split backward's
 workspaces and the dynamic attention walk's counters rely on (their kernels leave the integer parts at zero)."""
 import sys
 import types
 
-import stream_buffers as SB
+from tiledsl.ops import device as SB
 
 
 class _Stream:

@@ -1,10 +1,11 @@
-"""Bad calls of the attention backward (examples/attention_backward.py): a LaunchError naming what is wrong, raised
+"""Bad calls of the attention backward (tiledsl/ops/flash/backward.py): a LaunchError naming what is wrong, raised
 before any kernel is built or run (numpy arrays stand for the tensors; no GPU needed)."""
 import numpy as np
 import pytest
 
 import tiledsl
-import attention_backward as AB
+from tiledsl.ops.flash import backward as BWD
+from tiledsl.ops.flash import fa2_backward as AB
 from badcase import Case, run
 
 
@@ -17,7 +18,7 @@ LSE = z(1, 2, 16, dtype=np.float32)
 
 
 def call(q=X, k=X, v=X, o=X, lse=LSE, do=X, **kw):
-    return lambda: AB.attention_backward(q, k, v, o, lse, do, **kw)
+    return lambda: BWD.attention_backward(q, k, v, o, lse, do, **kw)
 
 
 def make(*args):

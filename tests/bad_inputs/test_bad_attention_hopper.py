@@ -1,11 +1,11 @@
-"""Bad calls of the FA3-style Hopper attention (examples/attention_hopper.py) and of attention(path=...): each is a
+"""Bad calls of the FA3-style Hopper attention (tiledsl/ops/flash/fa3.py) and of attention(path=...): each is a
 LaunchError naming what is wrong (or, for a named sm_90 target, a CompilationError naming sm_90a), never an
 internal exception."""
 import numpy as np
 import pytest
 
-import attention as A
-import attention_hopper as AH
+from tiledsl.ops.flash import fa3 as AH
+from tiledsl.ops.flash import forward as FWD
 import tiledsl
 from badcase import Case, run
 
@@ -77,7 +77,7 @@ CASES = [
     Case("config_tma_o_two", action=make("float16", 64, False, (1, 1, 1, 16, 16), 0.125,
                                          (2, 128, 4, 1, 1, 0, 0, 0, 1, 0, 2)), err=L,
          words=("tma_o = 2", "through shared memory and the TMA store")),
-    Case("path_unknown", action=lambda: A.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), path="fa4"),
+    Case("path_unknown", action=lambda: FWD.attention(z(1, 1, 16, 64), z(1, 1, 16, 64), z(1, 1, 16, 64), path="fa4"),
          err=L, words=("path must be 'fa2', 'fa3' or None", "'fa4'")),
     Case("named_sm90_target", action=named_sm90, err=tiledsl.CompilationError, words=("sm_90a",)),
 ]

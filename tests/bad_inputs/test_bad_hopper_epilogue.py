@@ -1,4 +1,4 @@
-"""Wrong fused-epilogue and FP8 requests to the Hopper GEMM (examples/hopper_gemm.py): an unknown activation, a
+"""Wrong fused-epilogue and FP8 requests to the Hopper GEMM (tiledsl/ops/gemm/hopper.py): an unknown activation, a
 bias of the wrong dtype, length or device, fp8 calls with half-precision operands, scales that are not one float32
 element on the device, K not a multiple of 16 for fp8, and a bias of the wrong length handed to the kernel itself.
 Each is a LaunchError naming the argument (the kernel's own size binding for the last)."""
@@ -10,8 +10,8 @@ from badcase import Case, run
 
 
 def _H():
-    import hopper_gemm
-    return hopper_gemm
+    from tiledsl.ops.gemm import hopper
+    return hopper
 
 
 def _t():

@@ -1,4 +1,4 @@
-"""Wrong warp-specialised Hopper kernels and calls (examples/hopper_gemm.py, the TMA multicast test): the pieces
+"""Wrong warp-specialised Hopper kernels and calls (tiledsl/ops/gemm/hopper.py, the TMA multicast test): the pieces
 composed wrongly (a consumer's wgmma view of the TMA ring that drops the swizzle or starts mid-pattern, a producer
 that keeps more registers than the block's cap, setmaxnreg/wgmma on a named sm_90, a multicast box into a view whose
 layout is not the map's) are CompilationErrors at the offending line; bad hopper_matmul calls are LaunchErrors."""
@@ -58,8 +58,8 @@ def k_multicast_into_the_wgmma_view(A: T.TensorMap(("M", "N"), "float16", box=(6
 
 
 def _hopper():
-    import hopper_gemm
-    return hopper_gemm
+    from tiledsl.ops.gemm import hopper
+    return hopper
 
 
 def _torch_pair(shape_a, shape_b, da="float16", db="float16"):

@@ -1,4 +1,4 @@
-"""A mutation fuzzer over the kernels of examples/ and docs/patterns/.
+"""A mutation fuzzer over the seed examples, the mma.sync GEMM of tiledsl/ops/gemm/mma.py and docs/patterns/.
 
 Each mutant (lines and tokens swapped, dropped or duplicated; numbers, dtypes, opcode qualifiers, scopes and layout
 axes changed) is written to a module file, imported and compiled for sm_90 in a worker process with a per-case

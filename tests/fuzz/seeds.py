@@ -2,7 +2,7 @@
 
 A driver is a small picklable tuple the worker understands:
   ("kernels", names)                      compile each named JITFunction on arrays made from its annotations
-  ("gemm", (ab, out, config, shape))      build examples/gemm.py's kernel with make_gemm, then compile it
+  ("gemm", (ab, out, config, shape))      build tiledsl/ops/gemm/mma.py's kernel with make_gemm, then compile it
   ("import", ())                          importing the module compiles (the docs pages call .compile themselves)
 """
 from __future__ import annotations
@@ -34,13 +34,16 @@ class Seed:
 
 
 def _region(lines, start_pat, stop_pat):
+    """From the first line matching start_pat up to the next matching stop_pat (None: to the end)."""
     start = next(i for i, t in enumerate(lines) if re.match(start_pat, t))
+    if stop_pat is None:
+        return start, len(lines) - 1
     stop = next(i for i, t in enumerate(lines) if i > start and re.match(stop_pat, t))
     return start, stop - 1
 
 
-def _example(name, start_pat, stop_pat, drivers):
-    text = (ROOT / "examples" / f"{name}.py").read_text()
+def _example(name, start_pat, stop_pat, drivers, path=None):
+    text = (ROOT / (path or f"examples/{name}.py")).read_text()
     return Seed(name, text, _region(text.splitlines(), start_pat, stop_pat), tuple(drivers))
 
 
@@ -66,7 +69,7 @@ def all_seeds() -> list[Seed]:
     seeds = [
         _example("seed_mma", r"la = ", r"def inputs", [("kernels", ("warp_mma",))]),
         _example("seed_fma", r"@tiledsl.jit", r"def main", [("kernels", ("affine_fma",))]),
-        _example("gemm", r"def layouts", r"def matmul", [("gemm", d) for d in GEMM_DRIVERS]),
+        _example("gemm", r"def layouts", None, [("gemm", d) for d in GEMM_DRIVERS], "tiledsl/ops/gemm/mma.py"),
     ]
     seeds += [_doc(p) for p in sorted((ROOT / "docs" / "patterns").glob("*.md"))]
     return seeds

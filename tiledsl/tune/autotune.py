@@ -7,7 +7,8 @@ fastest in memory and on disk, and launches it.
 
 The decorated object is a `@tiledsl.jit` kernel (a config's constexprs are its `T.constexpr` arguments), or a
 kernel factory: a plain function taking the call's arguments plus the config's constexprs as keywords and
-returning a `@tiledsl.jit` kernel, for kernels whose configuration shapes Python-level code (examples/gemm.py).
+returning a `@tiledsl.jit` kernel, for kernels whose configuration shapes Python-level code (tiledsl/ops/gemm/
+matmul.py's tuned_gemm).
 
 Parallel compilation: where the disk cache is usable and the platform can fork, the candidates compile in forked
 worker processes that leave their cubins in the disk cache, and the parent then loads them (a disk hit each).

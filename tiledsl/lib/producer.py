@@ -1,5 +1,6 @@
-"""The producer warpgroup's one issuing thread, as every warp-specialised Hopper kernel here picks it
-(examples/hopper_gemm_kernel.py, attention_hopper.py, attention_fp8.py, attention_backward_hopper.py): after
+"""The producer warpgroup's one issuing thread, as every warp-specialised Hopper kernel of tiledsl.ops picks it
+(gemm/hopper_kernel.py, flash/fa3.py, flash/fp8.py, flash/fa3_backward.py; a user's kernel imports them the same way,
+`from tiledsl.lib.producer import elect_one`): after
 `setmaxnreg.dec`, warp 0 runs `elect.sync` and the elected lane issues every TMA copy (one thread, so each copy and
 each expect_tx is issued once; elect.sync rather than lane 0 so the warp stays converged for the compiler), and
 how the block's registers are split between it and the consumer warpgroups (consumer_registers); and the

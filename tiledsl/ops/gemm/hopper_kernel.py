@@ -1,9 +1,9 @@
-"""The one builder of the Hopper GEMM kernel (examples/hopper_gemm.py has the overview and the host API).
+"""The one builder of the Hopper GEMM kernel (hopper.py has the overview and the host API).
 
 `build` makes every variant: a persistent grid (min(SMs, tiles) blocks walking tiles in grouped order) or one tile
 per block (the same walk with a grid of one block per tile), plain or TMA-store epilogue, 2-CTA clusters with B
 multicast, f16/bf16 or fp8 (e4m3/e5m2) operands, and the fused epilogue (fp8 scales, bias, activation:
-examples/hopper_gemm_epilogue.py). The kernel body is one `@tiledsl.inline` helper; the entry points differ only
+epilogue.py). The kernel body is one `@tiledsl.inline` helper; the entry points differ only
 in their parameters (A, B, C, then bias, then scale_a and scale_b where used), so a kernel without bias or scales
 has exactly the parameters, and the code, it had before they existed.
 """
@@ -11,10 +11,10 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from hopper_gemm_epilogue import make_epilogue
-from hopper_gemm_schedule import MIN_SHARE, exchange, piece, split_k_share, stream_k_walk, tile_origin
-from hopper_producer import FULL_MASK, consumer_registers, elect_one  # noqa: F401 (FULL_MASK: hopper_gemm's)
-from sm_count import NUM_SMS   # the persistent grid's default width; hopper_matmul asks the device
+from ...lib.producer import FULL_MASK, consumer_registers, elect_one  # noqa: F401 (FULL_MASK: hopper.py's)
+from ..device import NUM_SMS   # the persistent grid's default width; hopper_matmul asks the device
+from .epilogue import make_epilogue
+from .schedule import MIN_SHARE, exchange, piece, split_k_share, stream_k_walk, tile_origin
 
 BN, BK = 128, 64          # block tile columns and K tile (BK f16/bf16 = 128 bytes: one 128-byte swizzle row)
 CONSUMERS = 2             # consumer warpgroups, 64 rows of the block tile each
@@ -336,14 +336,14 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         G = T.cuda.grid_dim(0) // CL
         hw = T.cuda.block_id(0) // CL
         if SKW:
-            # stream-K shares go by ticket, taken in dispatch order (hopper_gemm_schedule: a block waits only for
+            # stream-K shares go by ticket, taken in dispatch order (schedule.py: a block waits only for
             # blocks of lower tickets, which have started); F[G] counts the tickets and wraps to 0 at the launch's
             # last block, ready for the next launch. The whole waves' tiles, which wait for nothing, go by the
             # hardware index (a special register, rematerialised where the ticket would hold a register)
             bid = tkt[0]
         else:
             bid = hw
-        # the block's pieces (hopper_gemm_schedule): its tiles of the whole waves, then with stream-K its share of
+        # the block's pieces (schedule.py): its tiles of the whole waves, then with stream-K its share of
         # the partial wave's K steps
         mine, ndp, tdp, skt, units, lo, hi, l_t = stream_k_walk(bid, G, ntm * ntn, nk, SKW, MIN_SHARE)
         if wg == 0:
@@ -643,7 +643,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             gemm_tiles(A, B, C, None, None, None, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_tiles
     kernel.tile = (BM, BNT, KT)
-    # what the schedule model (gemm_schedule_model.py) needs to replay this kernel's walk
+    # what the schedule model (schedule_model.py) needs to replay this kernel's walk
     kernel.walk = dict(SMS=SMS, CL=CL, MC=MC, SK=SK, BM=BM, BNT=BNT, KT=KT, GM=GM, SKW=SKW, STG=STG,
                        persistent=bool(persistent))
     return kernel

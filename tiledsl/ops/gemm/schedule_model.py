@@ -1,6 +1,6 @@
 """A host model of the Hopper GEMM's schedule: who runs which tile's K steps, who publishes partial sums, who waits
 for whom, and whether every wait is served, for any shape, SM count and configuration. It runs the kernel's own
-walk arithmetic (examples/hopper_gemm_schedule.py's `@tiledsl.inline` helpers, executed here on Python integers)
+walk arithmetic (schedule.py's `@tiledsl.inline` helpers, executed here on Python integers)
 with the constants the builder chose for the kernel (`kernel.walk`), so it checks what the GPU executes.
 
 `check(kernel, M, N, K)` returns None when the schedule is sound, else a sentence naming what is wrong:
@@ -15,12 +15,13 @@ with the constants the builder chose for the kernel (`kernel.walk`), so it check
   with one block resident at a time, in ticket order (the least concurrency a GPU can give), finishes;
 * multicast pairs walk the same K steps (each stage is released in both blocks).
 
-`matmul` asks `check` before it launches a configuration and falls back where it refuses (gemm.py's plan says so).
+`matmul` asks `check` before it launches a configuration and falls back where it refuses (hopper_plan.py's
+_schedule_checked).
 """
 import builtins
 import types
 
-import hopper_gemm_schedule as schedule
+from . import schedule
 
 
 class _HostT:

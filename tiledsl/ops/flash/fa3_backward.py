@@ -1,7 +1,7 @@
 """FlashAttention backward, FA3 style, on Hopper (sm_90a), written only in the kernel language: TMA + wgmma + an
-mbarrier ring + warp specialisation (the idioms of examples/attention_hopper.py's forward).
+mbarrier ring + warp specialisation (the idioms of tiledsl/ops/flash/fa3.py's forward).
 
-make_attention_backward_hopper(...) builds the main kernel of examples/attention_backward.py's contract on this
+make_attention_backward_hopper(...) builds the main kernel of backward.py's attention_backward contract on this
 path (attention_backward(..., path="fa3") runs it after that module's preprocessing, Delta = rowsum(dO * O) and
 LSE * log2 e, then make_cast_dq, this module's float32 -> q-dtype cast of the tiled dQ accumulator). D = 128
 (two consumer warpgroups split dQ's columns in two 64-column halves, one per 128-byte swizzle box), f16 and bf16,
@@ -43,7 +43,7 @@ One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
     through shared memory instead: once both consumers have met after their last dQ (which read every key row of
     K), each writes dK by stmatrix into its own 64 rows of K's buffer and dV into its own rows of V's (only it
     read those), and one thread a consumer stores the four 64 x 64 boxes through the TMA unit, which drops the
-    key rows past N_kv (examples/hopper_staging.py).
+    key rows past N_kv (tiledsl/lib/staging.py).
 
 Tail split (tail_split=True; off by default: TAIL_SPLIT, measured slower on the H200): 2048 items (a key block
 of a head) on 132 SMs are 15.52 waves, the last half idle. The split grid runs the items of the whole waves one a
@@ -64,11 +64,10 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from attention_backward import cast_row8
-from hopper_producer import consumer_registers, elect_one, warpgroup_index
-from hopper_staging import packed_words, staging_layouts
-from stream_buffers import stream_buffers
-from sm_count import NUM_SMS   # the tail split's blocks (attention_backward asks the device)
+from ...lib.producer import consumer_registers, elect_one, warpgroup_index
+from ...lib.staging import packed_words, staging_layouts
+from ..device import NUM_SMS, stream_buffers   # NUM_SMS: the tail split's blocks (attention_backward asks the device)
+from .common import cast_row8
 
 LOG2E = 1.4426950408889634
 NEG = -math.inf

@@ -23,7 +23,8 @@ residual of either sign: a last-bit difference in S (the GPU's tensor-core accum
 exact one) then moved the LSE by up to 8e-5.
 The relative error is that of the polynomial plus a few float32 roundings: 1.03e-4 (2^-13.2) for degree 3; the
 softmax rounds P to f16/bf16 (2^-11 / 2^-8) for the P V GEMM anyway. tests/test_exp2_fma.py measures it on the
-interpreter over x in [-150, 0] against np.exp2.
+interpreter over x in [-150, 0] against np.exp2. A kernel takes it as `from tiledsl.lib.exp2_fma import exp2_fma`
+(tiledsl/ops/flash/fa3_parts.py does).
 """
 import numpy as np
 

@@ -1,12 +1,12 @@
-"""The consumer-side pieces the two FA3-style forwards share: examples/attention_hopper.py (f16/bf16) and
-examples/attention_fp8.py (e4m3). Both run the same producer/consumer schedule on the same f32 accumulator layout,
-so the mbarrier set-up, the wgmma issue of S = Q K^T and O += P V, the online softmax, the consumers' main loop
-(ping-pong or not) and the epilogue are one code; what differs between the two comes in as parameters (the wgmma
-forms, whether V is read through the transpose bit, how P becomes wgmma's A words, the softmax's log2-domain scale:
-a constant for f16, read at run time for fp8 so new descales do not recompile).
+"""The consumer-side pieces the two FA3-style forwards share: fa3.py (f16/bf16) and fp8.py (e4m3). Both run the same
+producer/consumer schedule on the same f32 accumulator layout, so the mbarrier set-up, the wgmma issue of
+S = Q K^T and O += P V, the online softmax, the consumers' main loop (ping-pong or not) and the epilogue are one
+code; what differs between the two comes in as parameters (the wgmma forms, whether V is read through the transpose
+bit, how P becomes wgmma's A words, the softmax's log2-domain scale: a constant for f16, read at run time for fp8
+so new descales do not recompile).
 
 forward_parts(...) builds the @tiledsl.inline helpers for one kernel's sizes; the kernels call them by name.
-Read attention_hopper's module docstring for the schedule and the register layouts named here.
+Read fa3.py's module docstring for the schedule and the register layouts named here.
 """
 import math
 from typing import NamedTuple
@@ -16,10 +16,10 @@ from tiledsl import T
 from tiledsl.lang.inline import InlineFunction
 from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
-from attention import key_tiles, lazy_max
-from exp2_fma import exp2_fma
-from hopper_producer import FULL_MASK, elect_one
-from hopper_staging import packed_words
+from ...lib.exp2_fma import exp2_fma
+from ...lib.producer import FULL_MASK, elect_one
+from ...lib.staging import packed_words
+from .common import key_tiles, lazy_max
 
 NEG = -math.inf
 LN2 = 0.6931471805599453
@@ -67,11 +67,11 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     to their barriers; mma_s / mma_o: the wgmma forms of S = Q K^T and O += P V; trans_v: V is loaded as stored
     and read MN-major through wgmma's transpose bit (f16/bf16), else V^T is loaded and read K-major (fp8); cvt_o:
     the cvt that packs O's f32 pairs into the output's 16-bit pairs; overlap, pingpong: the main loop's schedule
-    (attention_hopper's docstring); p_regs(): the helper that allocates P's registers, returning (pk: P's A words,
+    (fa3.py's docstring); p_regs(): the helper that allocates P's registers, returning (pk: P's A words,
     hp: a scratch for the kernels that need one, pv: pk as wgmma's A fragment); to_p(pk, hp, sacc): the helper that
     turns S's probabilities into P's A words; producer_regs: the registers a producer thread keeps
     (setmaxnreg.dec); poly: how many of a thread's BN / 2 exponentials per tile are computed on the FMA pipe
-    (examples/exp2_fma.py) instead of by ex2.approx on MUFU, a multiple of 4 (0: all on MUFU); grid: 0 for one
+    (tiledsl/lib/exp2_fma.py) instead of by ex2.approx on MUFU, a multiple of 4 (0: all on MUFU); grid: 0 for one
     block per work item (query block of a head), else the persistent grid's width: each block walks several items
     (work_item, walk_length), the ring's stage and phase follow a running tile count tb across them, Q's barrier
     alternates its phase per item (k: the item's place in the block's walk), a "Q free" barrier tells the producer

@@ -1,11 +1,11 @@
 """A consumer warpgroup's m64nD f32 accumulator leaving through shared memory (stmatrix, then the TMA store), as the
-FA3-style kernels here write O (attention_hopper.py, tma_o) and dK / dV (attention_backward_hopper.py, tma_kv).
+FA3-style kernels of tiledsl.ops write O (flash/fa3.py, tma_o) and dK / dV (flash/fa3_backward.py, tma_kv).
 
 The staging buffer is one the kernel already has, loaded by the TMA unit as (D / 64 boxes, R rows, 64 columns) of
 16-bit elements with the 128-byte swizzle, consumer c owning rows 64c .. 64c + 63 of every box: the same bytes the
 TMA store then reads back as (D / 64, 1, 64, 64) boxes from row 64c. The accumulator packs to half2 words in the
 order cvt gives them, word 2n + r of a thread holding row half r's columns 8n + 2(l % 4), + 1 (n: its n8 block),
-which is, four words at a time, stmatrix.x4's registers for one 16 x 16 block (examples/hopper_gemm_kernel.py
+which is, four words at a time, stmatrix.x4's registers for one 16 x 16 block (tiledsl/ops/gemm/hopper_kernel.py
 stages C the same way)."""
 from tiledsl.layout import S, TileLayout, laneid
 

@@ -1,4 +1,4 @@
-"""The fused epilogue of the Hopper GEMM (examples/hopper_gemm.py): what the consumers do to their f32
+"""The fused epilogue of the Hopper GEMM (hopper.py): what the consumers do to their f32
 accumulators after the last K tile and before the store, in place, as one `@tiledsl.inline` helper.
 
 In order: the FP8 per-tensor scales (acc * scale_a * scale_b, the two scalars read on the device: the host never
@@ -19,7 +19,7 @@ Register fragment (wgmma m64nN, f32): register i of lane l holds column 8(i//4) 
 before they are stored, into a 4-register buffer (and two 4-register scratch buffers for the fast math), so it
 adds a handful of live registers, not a second copy of the accumulators (BN 256 keeps 128 of them per thread).
 A half C through the TMA store packs each buffer into two half2 words (v[0], v[1]: rows l//4; v[2], v[3]: rows
-l//4 + 8) for stmatrix (examples/hopper_gemm_kernel.py)."""
+l//4 + 8) for stmatrix (hopper_kernel.py)."""
 import tiledsl
 from tiledsl import T
 

@@ -1,5 +1,6 @@
-"""Warp- and block-wide reductions the example kernels share, written as `@tiledsl.inline` helpers (expanded at
-each call site, so `op` and `threads` are compile-time values).
+"""Warp- and block-wide reductions for any kernel (tiledsl.ops.rowwise's softmax and layer norm, examples/reduce.py
+use them), written as `@tiledsl.inline` helpers (expanded at each call site, so `op` and `threads` are compile-time
+values): `from tiledsl.lib.reductions import block_allreduce`.
 
 - `warp_allreduce(v, op)`: every lane of a full warp gets `op` ("add" or "max") over the warp's 32 float32 values:
   five `shfl.sync.bfly.b32` steps (the butterfly leaves the same result in every lane).

@@ -1,7 +1,7 @@
 """The Hopper GEMM's walk: which tiles and K steps each block runs, and which block waits for which.
 
-Written once, as `@tiledsl.inline` helpers that the kernel (examples/hopper_gemm_kernel.py) calls and that the
-schedule model (examples/gemm_schedule_model.py) runs on the host with Python integers, so the model checks the
+Written once, as `@tiledsl.inline` helpers that the kernel (hopper_kernel.py) calls and that the
+schedule model (schedule_model.py) runs on the host with Python integers, so the model checks the
 very arithmetic the GPU executes. Every name below is a pure function of its arguments: `T.min` / `T.max` and `//`
 (which floors, in the kernel as in Python) are all it uses.
 

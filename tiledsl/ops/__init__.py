@@ -1,0 +1,52 @@
+"""tiledsl.ops: the tuned kernels and their host code, written in the kernel language like any user's kernel.
+
+    import tiledsl.ops as ops
+    c = ops.matmul(a, b)                      # a (M, K), b (N, K): a @ b.T, torch CUDA tensors
+    o, lse = ops.attention(q, k, v, causal=True)
+
+The public names below are loaded on first use (importing tiledsl.ops imports neither torch nor a kernel module;
+the host functions import torch when called on torch tensors, and the make_* builders need no torch at all):
+
+- GEMM (gemm/): `matmul`, `plan_of`, `route`, `matmul_fp8`, `fp8_plan_of`; the kernels `make_gemm` (mma.sync),
+  `make_hopper_gemm`, `make_hopper_gemm_fp8`, `hopper_matmul`, `hopper_matmul_fp8` (TMA + wgmma, sm_90a).
+- FlashAttention (flash/): `attention` (forward, (O, LSE)), `attention_backward`, `flash_attention`
+  (differentiable); the kernels `make_attention` (FA2), `make_attention_hopper` / `attention_hopper` (FA3),
+  `make_attention_fp8` / `attention_fp8`, `make_attention_backward` (FA2), `make_attention_backward_hopper` (FA3).
+- Row-wise (rowwise/): `make_softmax`, `make_layernorm` (and their host calls in rowwise.softmax / rowwise.layernorm).
+
+device.py holds what they ask of the device (SM count, per-stream buffers). Module state a user may set lives in
+the module that reads it: gemm.hopper_plan.STREAM_K, flash.fa2.LAZY, flash.fa3_backward.TAIL_SPLIT / TMA_KV.
+Device helpers for kernels of your own (reductions, the Hopper producer's pieces) are in tiledsl.lib.
+"""
+import importlib
+
+_HOMES = {
+    "matmul": "gemm.matmul", "plan_of": "gemm.matmul", "route": "gemm.matmul",
+    "matmul_fp8": "gemm.fp8", "fp8_plan_of": "gemm.fp8",
+    "make_gemm": "gemm.mma",
+    "make_hopper_gemm": "gemm.hopper", "make_hopper_gemm_fp8": "gemm.hopper", "hopper_matmul": "gemm.hopper",
+    "hopper_matmul_fp8": "gemm.hopper",
+    "attention": "flash.forward",
+    "attention_backward": "flash.backward", "flash_attention": "flash.backward",
+    "make_attention": "flash.fa2",
+    "make_attention_hopper": "flash.fa3", "attention_hopper": "flash.fa3",
+    "make_attention_fp8": "flash.fp8", "attention_fp8": "flash.fp8",
+    "make_attention_backward": "flash.fa2_backward",
+    "make_attention_backward_hopper": "flash.fa3_backward",
+    "make_softmax": "rowwise.softmax",
+    "make_layernorm": "rowwise.layernorm",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value             # found once; later lookups are plain attribute reads
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))

@@ -1,0 +1,40 @@
+"""What the ops ask of the device their tensors live on: its SM count, which the persistent and wave-shaped kernels
+size their grids by (gemm, flash, rowwise), and device buffers a kernel keeps from launch to launch (the stream-K
+GEMM's and the split backward's workspaces, the dynamic attention walk's counters).
+
+A torch CUDA tensor's device is asked once (the answer is cached per device, so a launch path stays flat); any
+other array (numpy on the interpreter, a host tensor) gets NUM_SMS, an H100/H200 SXM's.
+
+The buffers' kernels leave the integer parts at zero for the next launch, so a buffer is made once; but two launches
+running at once on different streams must not share one, so there is one per (device, stream, what)."""
+import functools
+
+NUM_SMS = 132
+
+
+def sm_count(x) -> int:
+    """The SMs of x's GPU, or NUM_SMS where x is not on a CUDA device."""
+    dev = getattr(x, "device", None)
+    if getattr(dev, "type", None) != "cuda":
+        return NUM_SMS
+    return _device_sms(dev)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_sms(device) -> int:
+    import torch
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+_BUFFERS = {}
+
+
+def stream_buffers(a, what, make):
+    """make(torch, device)'s buffers for launches on torch tensor a's device and current stream, made on the first
+    call for that (device, stream, what) and the same objects after (`what`: a hashable naming the kernel's need,
+    its sizes included)."""
+    import torch
+    key = (str(a.device), torch.cuda.current_stream(a.device).cuda_stream, what)
+    if key not in _BUFFERS:
+        _BUFFERS[key] = make(torch, a.device)
+    return _BUFFERS[key]

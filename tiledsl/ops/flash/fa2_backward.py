@@ -1,0 +1,437 @@
+"""FlashAttention backward, FA2 style, written only in the kernel language (mma.sync + ldmatrix + cp.async).
+
+The kernels backward.py's attention_backward(q, k, v, o, lse, do, causal=False, scale=None, path="fa2") runs for
+the (B, H, N, D) tensors of attention() (f16/bf16, D in {64, 128}, any N, grouped-query attention), LSE the
+forward's float32 natural-log log-sum-exp; path="fa3" runs fa3_backward.py's FA3-style main kernel (TMA + wgmma,
+warp-specialised) after the same preprocessing, and that module's cast of its tiled dQ accumulator. Four kernels:
+  * preprocessing: delta = rowsum(dO * O) and LSE * log2(e), float32, per head padded with zeros to whole query
+    tiles (16-byte loads, each row's chunks summed over their lanes by shfl.sync.bfly);
+  * the main kernel, one block of 8 warps per (batch, head, BK = 128 key rows), each warp owning 16 key rows.
+    K_j and V_j stay in shared memory (their A fragments reloaded per k16 step: the dK and dV accumulators,
+    2 x 16 x D floats per warp, already take D registers a thread); the query tiles (BQ = 64 rows of Q and dO at
+    D = 64, 32 at D = 128, with their LSE and delta) stream through two shared stages by cp.async, tile i + 1 in
+    flight while tile i is computed. Per tile, transposed so every product has the warp's key rows as its M
+    dimension:
+        S^T  = K_j Q_i^T                        (B = Q_i by ldmatrix.x4)
+        P^T  = ex2(S^T * scale * log2e - LSE_i * log2e)   (ex2.approx; masked scores are -inf, so P is 0)
+        dV_j += P^T dO_i                        (P^T packed to f16x2/bf16x2 in registers is the A fragment;
+                                                 B = dO_i by ldmatrix.x4.trans)
+        dP^T = V_j dO_i^T
+        dS^T = P^T * (dP^T - delta_i) * scale   (scale folded here once for dK and dQ)
+        dK_j += dS^T Q_i                        (B = Q_i by ldmatrix.x4.trans)
+        dQ_i += dS K_j                          (dS^T through shared memory, read back by ldmatrix.x4.trans as
+                                                 A; each warp adds its share of the tile with red.global.add.f32)
+    dQ by atomics (FA2's choice) rather than a second pass over the key tiles per query tile: that pass would
+    recompute S, P and dP (three more GEMMs beside the main kernel's five, 1.4x the tensor work) to save one
+    float32 red per dQ element per key block, which L2 absorbs;
+  * dK, dV: without GQA stored in q's dtype at the end of the block; with GQA (H_kv < H) every query head's
+    block adds its float32 dK_j, dV_j into (B, H_kv, N_kv, D) buffers with red.global.add.f32;
+  * a cast kernel writes dq (and, with GQA, dk, dv) in q's dtype from the float32 accumulators.
+Causal (top-left aligned, key j <= query i): query tiles wholly above the diagonal are never visited, the tiles
+crossing it run in a loop of their own with the causal mask, the rest unmasked; ragged query tails (rows >= N,
+loaded clamped) and ragged key tails (rows >= N_kv) are masked to -inf, so their P and dS are exactly 0.
+D = 256 is not supported: its dK and dV accumulators alone would be 256 registers a thread.
+"""
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid
+
+from .common import LOG2E, NEG, cast_row8
+from .fa2 import layouts
+
+# query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
+# 64-row tile's S^T and dP^T (64 more) spill (ptxas -v sm_90: 104 bytes); 32 rows fit
+QTILE = {64: 64, 128: 32}
+# warps per block of the main kernel (each owns 16 key rows: BK = 16 * warps key rows a block), 4 or 8. 8 is FA2's
+# choice (128 key rows: half the dQ atomics and half the Q/dO reads of 64) at the same 8 warps an SM as two
+# 4-warp blocks (~250 registers a thread); not yet measured against 4 (benchmarks/attention.py --backward
+# --bwd-warps 4,8 compares them)
+WARPS = 8
+DELTA_THREADS = 128
+
+_KERNELS = {}
+
+
+def _bwd_layouts(D, bq, warps):
+    """Layouts for `warps` warps of one m16 tile of key rows each and query tiles of `bq` rows: the forward's register
+    forms, and the backward's shared ones. Shared rows are padded by 16 bytes (WP = D / 2 + 4 words) instead of
+    the forward's XOR swizzle: ldmatrix's 8 rows still fall in 8 different bank groups, and every fragment's
+    address is one per-lane base plus a compile-time offset (swizzled addresses are per-lane values for each k
+    step, and with ~100 of them hoisted out of the query loop the D = 128 kernel ran out of registers)."""
+    L = layouts(D, warps, 1)
+    BK = 16 * warps
+    WP = D // 2 + 4
+    CPR = D // 8
+    KD, NI, KTQ, KTK, DN = D // 16, bq // 8, bq // 16, BK // 16, D // 8
+    WS = bq // 2 + 4                # words per dS^T row, padded alike
+    lane4 = (4 @ laneid, 1 @ laneid)
+    # K and V (BK rows, one stage): copies, and as A operands (warp, m tile, k step, matrix = (k half, row half))
+    L["cp_kv1"] = TileLayout(S[(BK, CPR, 4) : (WP, 4, 1)])
+    L["ld_a"] = TileLayout(S[(warps, 1, KD, 2, 2, 8, 4) : (16 * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
+    # K as B through .trans for dQ = dS K (K x N rows): (k step, d-tile pair, matrix = (d tile, key half))
+    L["ld_kt"] = TileLayout(S[(KTK, DN // 2, 2, 2, 8, 4) : (16 * WP, 8, 4, 8 * WP, WP, 1)])
+    # Q and dO: two stages of bq rows; as B (N x K rows: S^T = K Q^T, dP^T = V dO^T; matrix = (n tile, k half))
+    # and as B through .trans (K x N rows: dK += dS^T Q, dV += P^T dO; matrix = (d tile, k half))
+    L["cp_qo"] = TileLayout(S[(2, bq, CPR, 4) : (bq * WP, WP, 4, 1)])
+    L["ld_b"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (bq * WP, 16 * WP, 8, 8 * WP, 4, WP, 1)])
+    L["ld_bt"] = TileLayout(S[(2, KTQ, DN // 2, 2, 2, 8, 4) : (bq * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
+    # dS (queries x keys) as A from dS^T (key rows): (query m tile, key k step, matrix = (k half, row half), row, word)
+    L["ld_ds"] = TileLayout(S[(bq // 16, KTK, 2, 2, 8, 4) : (8, 16 * WS, 8 * WS, 4, WS, 1)])
+    L["st_ds"] = TileLayout(S[(BK, bq // 2) : (WS, 1)])
+    L["r_ds"] = TileLayout(S[(KTK, 4, 8, 4) : (4, 1, *lane4)])
+    L["m_ds"] = TileLayout(S[(KTK, 1, 1, 2, 8, 2, 4) : (4, KTK * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    # S^T and dP^T (16 key rows x bq) by n-tile pairs; P^T/dS^T packed as the A fragments of bq / 16 k16 steps
+    L["m_s2"] = TileLayout(S[(NI // 2, 1, 2, 2, 8, 4, 2) : (8, NI * 4, 4, 2, *lane4, 1)])
+    L["m_p"] = TileLayout(S[(KTQ, 1, 1, 2, 8, 2, 4) : (4, NI * 2, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    # one 16 x 16 block of dQ (two n8 tiles) as the mma's accumulator
+    L["m_dq"] = TileLayout(S[(1, 1, 2, 2, 8, 4, 2) : (8, 8, 4, 2, *lane4, 1)])
+    return L, WP, WS
+
+
+def make_delta(dtype, D, BH, N, NP):
+    """The preprocessing kernel over BH heads of N rows of head dim D: Delta2[bh, n] = sum_d dO * O (float32) and
+    LSE2[bh, n] = LSE * log2(e), both padded with zeros to NP rows a head (whole query tiles: the main kernel
+    then reads its columns without clamping). 16-byte chunks, CPR lanes a row summed by shfl.sync.bfly."""
+    key = ("delta", dtype, D, BH, N, NP)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    CPR = D // 8
+    RPB = DELTA_THREADS // CPR
+    LOGC = CPR.bit_length() - 1     # shuffle steps that sum a row's CPR lanes
+    NB = -(-(BH * NP) // RPB)
+
+    @tiledsl.jit
+    def attention_bwd_delta(O: T.Tensor((BH * N, D), dtype), dO: T.Tensor((BH * N, D), dtype),
+                            LSE: T.Tensor((BH * N,), "float32"), Delta2: T.Tensor((BH * NP,), "float32"),
+                            LSE2: T.Tensor((BH * NP,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=DELTA_THREADS))
+        tid = T.cuda.thread_id()
+        p = T.cuda.block_id() * RPB + tid // CPR      # padded row
+        c = tid % CPR
+        n = p % NP
+        r = (p // NP) * N + T.min(n, N - 1)           # its row of O (clamped: pad rows compute and drop)
+        r = T.min(r, BH * N - 1)
+        ro = T.alloc_local((1, 4), "uint32")
+        rd = T.alloc_local((1, 4), "uint32")
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], ro[0], O.view(dtype="uint32")[r, c * 4: c * 4 + 4])
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], rd[0], dO.view(dtype="uint32")[r, c * 4: c * 4 + 4])
+        ho = ro.view(dtype=dtype)
+        hd = rd.view(dtype=dtype)
+        acc = T.alloc_local((1, 1), "float32")
+        sh = T.alloc_local((1, 1), "float32")
+        s = T.float32(0)
+        for j in T.unroll(8):
+            s = s + T.cast(ho[0, j], "float32") * T.cast(hd[0, j], "float32")
+        acc[0, 0] = s
+        for k in T.unroll(LOGC):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, acc, 1 << k, 0x1F, 0xFFFFFFFF)
+            acc[0, 0] = acc[0, 0] + sh[0, 0]
+        if c == 0 and p < BH * NP:
+            Delta2[p] = acc[0, 0] if n < N else 0.0
+            LSE2[p] = LSE[r] * LOG2E if n < N else 0.0
+
+    _KERNELS[key] = attention_bwd_delta
+    return attention_bwd_delta
+
+
+def make_cast(dtype, n8):
+    """Write n8 * 8 float32 values as `dtype` (round to nearest even), 8 a thread (two 16-byte loads, one store)."""
+    key = ("cast", dtype, n8)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    NB = -(-n8 // 256)
+
+    @tiledsl.jit
+    def attention_bwd_cast(X: T.Tensor((n8, 8), "float32"), Y: T.Tensor((n8, 8), dtype)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB, block=256))
+        i = T.cuda.block_id() * 256 + T.cuda.thread_id()
+        if i < n8:
+            cast_row8(X, i, Y, i, dtype)
+
+    _KERNELS[key] = attention_bwd_cast
+    return attention_bwd_cast
+
+
+def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
+    """The main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
+    (B, H, H_kv, N, N_kv), softmax scale `scale` and `warps` (4 or 8, default WARPS) warps a block.
+
+    Arguments: Q, dO (B, H, N, D); K, V (B, H_kv, N_kv, D); LSE2 (LSE * log2 e), Delta (B * H, NP) float32
+    (NP: N rounded up to whole query tiles, make_delta's); dQacc (B*H*N, D)
+    float32, zeroed, which the kernel adds into; dK, dV: (B, H_kv, N_kv, D) in `dtype` without GQA, else float32
+    zeroed accumulators (B*H_kv*N_kv, D)."""
+    if D not in (64, 128):
+        raise tiledsl.LaunchError(f"attention_backward supports head dims 64 and 128, got {D}")
+    if dtype not in ("float16", "bfloat16"):
+        raise tiledsl.LaunchError(f"attention_backward supports float16 and bfloat16, not {dtype}")
+    warps = warps or WARPS
+    if warps not in (4, 8):
+        raise tiledsl.LaunchError(f"attention_backward runs 4 or 8 warps a block, got {warps}")
+    key = ("bwd", dtype, D, bool(causal), tuple(shape), float(scale), warps)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    B, H, HK, N, NK = shape
+    if H % HK:
+        raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
+    GROUP = H // HK
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
+    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+    COPY = "cp.async.cg.shared.global"
+    CVT = f"cvt.rn.{t}x2.f32"
+    RED = "red.global.add.f32"
+    W, CPR = D // 2, D // 8
+    BQ = QTILE[D]
+    BK, THREADS = 16 * warps, 32 * warps   # key rows, threads a block
+    KD, NI, KT, KTK, DN = D // 16, BQ // 8, BQ // 16, BK // 16, D // 8   # KT, KTK: k16 steps of a tile, a block
+    MQ = BQ // 16                   # m16 tiles of dQ per query tile
+    DPW = (DN // 2) * MQ // warps   # d-tile pairs of dQ per warp
+    NKB = -(-NK // BK)              # key blocks per head
+    NQT = -(-N // BQ)               # query tiles
+    NP = NQT * BQ                   # LSE2 and Delta rows a head (padded)
+    C = float(scale) * LOG2E
+    SC = float(scale)
+    LY, WP, WS = _bwd_layouts(D, BQ, warps)
+    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_kv1", "cp_qo", "ld_a", "ld_b", "ld_bt", "ld_kt"))
+    L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
+    L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
+    L_M_S2, L_M_P, L_M_O2 = LY["m_s2"], LY["m_p"], LY["m_o2"]
+    acc_t = dtype if GROUP == 1 else "float32"
+    kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
+
+    @tiledsl.inline
+    def copy_rows(cp, g, stage, rows, row0, nrows, base, tid):
+        """cp.async of `rows` rows from row0 (clamped to nrows - 1) of head row `base` into `stage` (None: the
+        single-stage K or V)."""
+        for j in T.unroll(rows * CPR // THREADS):
+            c = tid + THREADS * j
+            r = T.min(row0 + c // CPR, nrows - 1)
+            if stage is None:
+                T.cuda.tile.apply(T.ptx[COPY], cp[c // CPR, c % CPR], g[base + r, c % CPR, :], chunk_bytes=16)
+            else:
+                T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[base + r, c % CPR, :],
+                                  chunk_bytes=16)
+
+    @tiledsl.inline
+    def copy_stats(sl, gL, gD, stage, qt, bh, tid):
+        """cp.async of query tile qt's LSE * log2e and delta (BQ floats each) into `stage` (qt clamped: a causal
+        key block past the last query has no tile to walk, but its prologue still loads one)."""
+        qt = T.min(qt, NQT - 1)
+        if tid < BQ // 2:
+            c = tid % (BQ // 4)
+            if tid < BQ // 4:
+                T.cuda.tile.apply(T.ptx[COPY], sl[stage, 0, c], gL[bh, qt * (BQ // 4) + c, :], chunk_bytes=16)
+            else:
+                T.cuda.tile.apply(T.ptx[COPY], sl[stage, 1, c], gD[bh, qt * (BQ // 4) + c, :], chunk_bytes=16)
+
+    @tiledsl.inline
+    def gemm_t(acc, lda, ldb, st, ra, ra_mma, rb, rb_mma):
+        """acc (16 key rows x BQ queries) = A (this warp's 16 rows of K or V) times B^T (Q or dO in stage st):
+        per k16 step the A fragment (one ldmatrix.x4), then per pair of n8 tiles one ldmatrix.x4 and 2 mmas."""
+        for kd in T.unroll(KD):
+            T.cuda.tile.apply(T.ptx[LDM], ra, lda[:, kd], scope="warp")
+            for np_ in T.unroll(NI // 2):
+                T.cuda.tile.apply(T.ptx[LDM], rb, ldb[st, np_, kd], scope="warp")
+                if kd == 0:
+                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, 0.0, scope="warp")
+                else:
+                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, acc[np_], scope="warp")
+
+    @tiledsl.inline
+    def gemm_acc(acc, a_mma, ldbt, st, rb, rb_mma):
+        """acc (16 key rows x D) += A (16 x BQ, packed in registers) times B (Q or dO of stage st, via .trans)."""
+        for kt in T.unroll(KT):
+            for dp in T.unroll(DN // 2):
+                T.cuda.tile.apply(T.ptx[LDMT], rb, ldbt[st, kt, dp], scope="warp")
+                T.cuda.tile.apply(T.ptx[MMA], acc[dp], a_mma[kt], rb_mma, acc[dp], scope="warp")
+
+    @tiledsl.jit
+    def attention_bwd(Q: T.Tensor((B, H, N, D), dtype), K: T.Tensor((B, HK, NK, D), dtype),
+                      V: T.Tensor((B, HK, NK, D), dtype), dO: T.Tensor((B, H, N, D), dtype),
+                      LSE2: T.Tensor((B * H, NP), "float32"), Delta: T.Tensor((B * H, NP), "float32"),
+                      dQ: T.Tensor((B * H * N, D), "float32"), dK: T.Tensor(kv_shape, acc_t),
+                      dV: T.Tensor(kv_shape, acc_t), nq: T.int32):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NKB * B * H, block=THREADS))
+        tid = T.cuda.thread_id()
+        warp = T.cuda.warp_id()
+        lane = T.cuda.lane_id()
+        pid = T.cuda.block_id()
+        # the key blocks of one head are neighbours (its Q and dO stay in L2); causal: key block 0, which walks
+        # every query tile, first
+        bh = pid // NKB
+        kb = pid % NKB
+        b = bh // H
+        h = bh % H
+        qbase = bh * N
+        kvrow = (b * HK + h // GROUP) * NK
+        gQ = Q.view(dtype="uint32").view(B * H * N, CPR, 4)
+        gO = dO.view(dtype="uint32").view(B * H * N, CPR, 4)
+        gK = K.view(dtype="uint32").view(B * HK * NK, CPR, 4)
+        gV = V.view(dtype="uint32").view(B * HK * NK, CPR, 4)
+
+        sk = T.alloc_shared((BK * WP,), "uint32")
+        sv = T.alloc_shared((BK * WP,), "uint32")
+        sq = T.alloc_shared((2 * BQ * WP,), "uint32")
+        so = T.alloc_shared((2 * BQ * WP,), "uint32")
+        sds = T.alloc_shared((BK * WS,), "uint32")
+        # the query tile's LSE * log2e and delta (two stages), by cp.async with Q and dO and read where used:
+        # per-lane global addresses of them would be hoisted out of the loop, 2 registers each
+        sl = T.alloc_shared((2, 2, BQ // 4, 4), "uint32")
+        sl_f = sl.view(dtype="float32").view(2, 2, BQ)
+        gL = LSE2.view(dtype="uint32").view(B * H, NP // 4, 4)
+        gD = Delta.view(dtype="uint32").view(B * H, NP // 4, 4)
+        cp_k = sk.view(BK, CPR, 4, layout=L_CP1)
+        cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
+        cp_q = sq.view(2, BQ, CPR, 4, layout=L_CP2)
+        cp_o = so.view(2, BQ, CPR, 4, layout=L_CP2)
+        lda_k = sk.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
+        lda_v = sv.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
+        ldbt_k = sk.view(KTK, DN // 2, 4, 8, 4, layout=L_LDKT)
+        ldb_q = sq.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
+        ldb_o = so.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
+        ldbt_q = sq.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
+        ldbt_o = so.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
+        st_ds = sds.view(BK, BQ // 2, layout=L_STDS)
+        ld_ds = sds.view(MQ, KTK, 4, 8, 4, layout=L_LDDS)
+
+        # causal: the first query tile holding a query >= this block's first key
+        qt0 = 0
+        if causal:
+            qt0 = (kb * BK) // BQ
+
+        copy_rows(cp_k, gK, None, BK, kb * BK, NK, kvrow, tid)
+        copy_rows(cp_v, gV, None, BK, kb * BK, NK, kvrow, tid)
+        copy_rows(cp_q, gQ, 0, BQ, qt0 * BQ, N, qbase, tid)
+        copy_rows(cp_o, gO, 0, BQ, qt0 * BQ, N, qbase, tid)
+        copy_stats(sl, gL, gD, 0, qt0, bh, tid)
+        T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+        ra = T.alloc_local((4,), "uint32")
+        rb = T.alloc_local((4,), "uint32")
+        s = T.alloc_local((NI * 4,), "float32")       # S^T, then P^T
+        dp_ = T.alloc_local((NI * 4,), "float32")     # dP^T, then dS^T
+        pk = T.alloc_local((NI * 2, 1), "uint32")     # P^T, then dS^T, packed
+        dk = T.alloc_local((DN * 4,), "float32")
+        dv = T.alloc_local((DN * 4,), "float32")
+        rds = T.alloc_local((KTK * 4,), "uint32")
+        dq = T.alloc_local((8,), "float32")
+        ra_ld = ra.view(1, 4, 8, 4, layout=L_R_A1)
+        ra_mma = ra.view(1, 1, 16, 8, layout=L_M_A1)
+        rb_ld = rb.view(4, 8, 4, layout=L_R_B)
+        rb_mma = rb.view(2, 1, 8, 8, layout=L_M_B)
+        rbt_ld = rb.view(4, 8, 4, layout=L_R_BT)
+        rbt_mma = rb.view(2, 1, 8, 8, layout=L_M_BT)
+        s_v = s.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
+        dp_v = dp_.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
+        p_mma = pk.view(KT, 1, 1, 16, 8, layout=L_M_P)
+        dk_v = dk.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
+        dv_v = dv.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
+        rds_ld = rds.view(KTK, 4, 8, 4, layout=L_RDS)
+        rds_mma = rds.view(KTK, 1, 1, 16, 8, layout=L_MDS)
+        dq_v = dq.view(1, 1, 2, 16, 8, layout=L_MDQ)
+        for i in T.unroll(DN * 4):
+            dk[i] = 0.0
+            dv[i] = 0.0
+
+        key0 = kb * BK + warp * 16 + lane // 4         # this lane's key rows: key0 and key0 + 8
+        mq = warp % MQ                                  # dQ: this warp's m16 tile of the query tile ...
+        dp0 = (warp // MQ) * DPW                        # ... and its first d-tile pair
+        # causal: the tiles crossing the diagonal (phase 0, always masked) apart from the rest (phase 1, masked
+        # only where ragged), so neither loop carries the other's mask code
+        qtm = qt0
+        if causal:
+            qtm = T.min(NQT, (kb * BK + BK - 1 + BQ - 1) // BQ)
+        for ph in T.unroll(2 if causal else 1):
+            lo = qt0 if ph == 0 else qtm
+            hi = qtm if causal and ph == 0 else NQT
+            for qt in range(lo, hi):
+                st = (qt - qt0) % 2
+                # Q/dO[qt] have landed and every warp is done with tile qt - 1 (its stage and dS^T): prefetch qt + 1
+                T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 0)
+                T.cuda.syncthreads()
+                if qt + 1 < NQT:
+                    copy_rows(cp_q, gQ, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
+                    copy_rows(cp_o, gO, 1 - st, BQ, (qt + 1) * BQ, N, qbase, tid)
+                    copy_stats(sl, gL, gD, 1 - st, qt + 1, bh, tid)
+                T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+                gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
+                # this lane's query columns: qt * BQ + 8 n + 2 (lane % 4) + e (element i: n = i // 4, e = i % 2)
+                col0 = qt * BQ + 2 * (lane % 4)
+                # mask ragged query columns, ragged key rows and (causal) keys after the query
+                # element i sits at column col0 + off, key row key0 + 8 rh: three lane-wide bounds, then one
+                # compile-time offset against each (fewer live values than per-element indices)
+                cn = N - col0
+                kn = NK - key0
+                kd_ = key0 - col0
+                if causal and ph == 0:
+                    for i in T.unroll(NI * 4):
+                        off = (i // 4) * 8 + i % 2
+                        rh8 = 8 * ((i % 4) // 2)
+                        s[i] = NEG if (off >= cn or rh8 >= kn or off - rh8 < kd_) else s[i]
+                elif (qt + 1) * BQ > N or (kb + 1) * BK > NK:
+                    for i in T.unroll(NI * 4):
+                        off = (i // 4) * 8 + i % 2
+                        rh8 = 8 * ((i % 4) // 2)
+                        s[i] = NEG if (off >= cn or rh8 >= kn) else s[i]
+                for i in T.unroll(NI * 4):
+                    s[i] = s[i] * C - sl_f[st, 0, 2 * (lane % 4) + (i // 4) * 8 + i % 2]
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
+                pairs = s.view(NI * 2, 2)
+                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+                gemm_acc(dv_v, p_mma, ldbt_o, st, rbt_ld, rbt_mma)
+
+                gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
+                for i in T.unroll(NI * 4):
+                    dp_[i] = s[i] * (dp_[i] - sl_f[st, 1, 2 * (lane % 4) + (i // 4) * 8 + i % 2]) * SC
+                dpairs = dp_.view(NI * 2, 2)
+                T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
+                gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
+
+                # dS^T to shared memory (word (n, row half) of pk: key row 16 warp + lane / 4 + 8 half,
+                # word 4 n + lane % 4)
+                for x in T.unroll(NI * 2):
+                    st_ds[warp * 16 + lane // 4 + 8 * (x % 2), 4 * (x // 2) + lane % 4] = pk[x, 0]
+                T.cuda.syncthreads()
+                # dQ[16 rows of m tile mq, d pairs dp0 ..] = dS K_j, added to the float32 accumulator
+                T.cuda.tile.apply(T.ptx[LDMT], rds_ld, ld_ds[mq], scope="warp")
+                qrow = qt * BQ + mq * 16 + lane // 4
+                for d in T.unroll(DPW):
+                    for kt in T.unroll(KTK):
+                        T.cuda.tile.apply(T.ptx[LDMT], rbt_ld, ldbt_k[kt, dp0 + d], scope="warp")
+                        if kt == 0:
+                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, 0.0, scope="warp")
+                        else:
+                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, dq_v[0], scope="warp")
+                    for i in T.unroll(8):
+                        row = qrow + 8 * ((i % 4) // 2)
+                        dcol = (dp0 + d) * 16 + (i // 4) * 8 + 2 * (lane % 4) + i % 2
+                        T.cuda.tile.apply(T.ptx[RED], dQ[qbase + T.min(row, nq - 1), dcol:dcol + 1], dq[i],
+                                          pred=row < nq)
+
+        # epilogue: this warp's 16 key rows of dK and dV
+        for r in T.unroll(2):
+            krow = key0 + 8 * r
+            if krow < NK:
+                if GROUP == 1:
+                    kw = T.alloc_local((DN, 1), "uint32")
+                    vw = T.alloc_local((DN, 1), "uint32")
+                    kp = dk.view(DN, 2, 2)[:, r]
+                    vp = dv.view(DN, 2, 2)[:, r]
+                    T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
+                    T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
+                    gdk = dK.view(dtype="uint32").view(B * HK * NK, W)
+                    gdv = dV.view(dtype="uint32").view(B * HK * NK, W)
+                    for n in T.unroll(DN):
+                        gdk[kvrow + krow, n * 4 + lane % 4] = kw[n, 0]
+                        gdv[kvrow + krow, n * 4 + lane % 4] = vw[n, 0]
+                else:
+                    for n in T.unroll(DN):
+                        for e in T.unroll(2):
+                            dcol = n * 8 + 2 * (lane % 4) + e
+                            T.cuda.tile.apply(T.ptx[RED], dK[kvrow + krow, dcol:dcol + 1], dk[n * 4 + 2 * r + e])
+                            T.cuda.tile.apply(T.ptx[RED], dV[kvrow + krow, dcol:dcol + 1], dv[n * 4 + 2 * r + e])
+
+    _KERNELS[key] = attention_bwd
+    return attention_bwd

@@ -1,0 +1,13 @@
+"""The GEMMs: C = A · Bᵀ (+ bias, activation) on tensor cores, f16 / bf16 / FP8.
+
+- matmul.py: `matmul`, `plan_of`, `route` (which kernel serves a shape and device) and the mma.sync path's tuning;
+  plan.py: the `Plan` it keeps per key and the torch epilogue.
+- mma.py: the mma.sync kernel (`make_gemm`: a cp.async pipeline, swizzled shared tiles, ldmatrix), any sm_80+ GPU.
+- hopper.py: the warp-specialised TMA + wgmma kernel's host API (`make_hopper_gemm`, `make_hopper_gemm_fp8`,
+  `hopper_matmul`, `hopper_matmul_fp8`); hopper_kernel.py builds it, epilogue.py is its fused epilogue,
+  schedule.py its walk over tiles (persistent, split-K, stream-K).
+- hopper_plan.py: the Hopper configurations and the heuristic and tuning that pick one (tuning.py: the second
+  stage and FP8's), each checked by the schedule model (schedule_model.py) before launch.
+- fp8.py: `matmul_fp8`, `fp8_plan_of`.
+
+The public names are tiledsl.ops's; importing this package imports none of the modules."""
