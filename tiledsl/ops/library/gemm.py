@@ -1,0 +1,1 @@
+"""(being written: see library/__init__.py)"""
