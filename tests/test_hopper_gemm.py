@@ -481,8 +481,10 @@ def test_gpu_sass_of_the_half_tma_store_epilogue_shows_stsm(ab, cfg):
     (256, 512, 768, "float16", dict(stages=4, bn=256, tma_store=True), 3),
     # fewer tiles than blocks (a decode-sized M): 2 tiles of 64 x 128 (one consumer), their 16 K steps over all 6
     # blocks; M and K ragged
-    (50, 256, 1000, "float16", dict(stages=4, bn=128, consumers=1, tma_store=True), 6)],
-    ids=["f32-plain", "f16-stmatrix-ragged", "bn256-three-way", "fewer-tiles-than-blocks"])
+    (50, 256, 1000, "float16", dict(stages=4, bn=128, consumers=1, tma_store=True), 6),
+    # M = 20: warps 2 and 3 of the one consumer hold rows past M only, and neither publish nor add partial sums
+    (20, 256, 1000, "float32", dict(stages=4, bn=128, consumers=1, tma_store=False), 6)],
+    ids=["f32-plain", "f16-stmatrix-ragged", "bn256-three-way", "fewer-tiles-than-blocks", "rows-past-m"])
 def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
     """Stream-K: the tiles past the whole waves are split by K steps over the blocks; the blocks that ran a split
     tile's head (or middle) publish partial sums (workspace row + flag), the block that ran its last K step adds

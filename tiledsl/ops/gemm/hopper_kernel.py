@@ -461,8 +461,11 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         # stream-K piece, ti == ndp: the row index written with ti keeps the address in the loop,
                         # one base and compile-time offsets)
                         wrow = (tkt[0] + ti - ndp) * (BM * BNT) + c * 128 + tid % 128
-                        for i in T.unroll(NACC):
-                            wf[wrow + i * (CONS * 128)] = acc[i]
+                        # a warp whose 16 rows all lie past M (a decode-sized M in a 64-row tile) holds only the
+                        # zeros of TMA's out-of-bounds fill: it neither writes nor (below) reads its partial sums
+                        if row0 + 64 * c + 16 * w < M:
+                            for i in T.unroll(NACC):
+                                wf[wrow + i * (CONS * 128)] = acc[i]
                         T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
                         if tid == 128:
                             T.cuda.tile.apply(T.ptx["red.release.gpu.global.add.s32"], F[tkt[0]:tkt[0] + 1], 1)
@@ -480,8 +483,9 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                             # every consumer thread reads after thread 128's acquire
                             T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
                             wrow = j * (BM * BNT) + c * 128 + tid % 128
-                            for i in T.unroll(NACC):
-                                acc[i] = acc[i] + wf[wrow + i * (CONS * 128)]
+                            if row0 + 64 * c + 16 * w < M:
+                                for i in T.unroll(NACC):
+                                    acc[i] = acc[i] + wf[wrow + i * (CONS * 128)]
                 if SK > 1:
                     # reduce-scatter: rank r finishes registers r * SL .. (r + 1) * SL - 1 (columns r * BN / SK ..
                     # of the tile), adding the other ranks' partial sums of them, read from their rings
