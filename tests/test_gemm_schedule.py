@@ -6,6 +6,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
+import tiledsl
 from tiledsl.ops.gemm import hopper as H
 from tiledsl.ops.gemm import hopper_plan as HP
 from tiledsl.ops.gemm import schedule_model as SM
@@ -216,3 +217,17 @@ def test_stream_k_candidates_of_the_second_tuning_stage():
     for cand in c:
         kw = HP.hopper_kwargs(cand, 4096, 2)
         assert SM.check(H.make_hopper_gemm("float16", "float16", num_sms=132, **kw), 1, 4096, 4096) is None
+
+
+def test_direct_hopper_calls_are_checked_too(monkeypatch):
+    """hopper_matmul / hopper_matmul_fp8 ask the model before launching (not only matmul's plans): a refused walk
+    is a LaunchError naming the model's reason; one tile per block (nobody waits) is not asked."""
+    from tiledsl.ops.gemm import hopper as H
+    from tiledsl.ops.gemm import schedule_model
+    k = H.make_hopper_gemm("float16", "float16", persistent=True, num_sms=132, stream_k=True)
+    monkeypatch.setattr(schedule_model, "check", lambda *a: "a wait nobody serves")
+    with pytest.raises(tiledsl.LaunchError, match="refuses this launch .a wait nobody serves"):
+        H.schedule_checked(k, 7, 4096, 4096)
+    H.schedule_checked(H.make_hopper_gemm("float16", "float16", persistent=False), 7, 4096, 4096)
+    monkeypatch.undo()
+    H.schedule_checked(k, 8, 4096, 4096)

@@ -219,6 +219,26 @@ def _grid_width(persistent, a):
     return sm_count(a) if persistent else NUM_SMS
 
 
+_VERDICTS = {}
+
+
+def schedule_checked(kernel, M: int, N: int, K: int):
+    """Refuse a launch whose walk the schedule model (schedule_model.check) finds unsound for this shape: the
+    direct calls check as matmul's plans do (the verdict is kept per kernel and shape, so a steady call pays one
+    dict lookup)."""
+    w = kernel.walk
+    if not (w["SKW"] or w["SK"] > 1 or w["MC"] > 1 or w["SMS"] < 1 << 30):
+        return                          # one tile per block, nobody waits: coverage is the grid's
+    key = (kernel, M, N, K)
+    why = _VERDICTS.get(key, False)
+    if why is False:
+        from . import schedule_model
+        why = _VERDICTS[key] = schedule_model.check(kernel, M, N, K)
+    if why is not None:
+        raise tiledsl.LaunchError(f"hopper gemm {M}x{N}x{K}: the schedule model refuses this launch ({why}); "
+                                  f"matmul() falls back to a configuration it accepts")
+
+
 def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None, stages: int = STAGES,
                   consumers: int = CONSUMERS, bn: int = BN, tma_store: bool | None = None, multicast: bool = False,
                   persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1, stream_k: bool = False):
@@ -247,6 +267,7 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     if K % 8:
         raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")
+    schedule_checked(kernel, M, N, K)
     extra = () if bias is None else (bias,)
     if stream_k:
         extra = workspace(kernel, a)
@@ -293,6 +314,7 @@ def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=
     args += (() if bias is None else (bias,)) + tuple(scales)
     if stream_k:
         args += workspace(kernel, a)
+    schedule_checked(kernel, M, N, K)
     kernel(*args)
     return out
 
