@@ -185,7 +185,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if t.dim() < 2:
             raise UnsupportedArgument(f"tiledsl.ops.{OP}: {name} must be (..., L, E) with at least 2 dims; got shape "
                                       f"{tuple(t.shape)}")
-    out_shape = _out_shape(query, key, value, enable_gqa)
     q, k, v = (t if t.dim() >= 3 else t.unsqueeze(0) for t in (query, key, value))
     H, HK = q.shape[-3], k.shape[-3]
     if v.shape[-3] != HK:
@@ -200,6 +199,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     elif (HK == 0 and H != 0) or (HK != 0 and H % HK):
         raise UnsupportedArgument(f"tiledsl.ops.{OP}: enable_gqa=True needs key/value's heads ({HK}) to divide "
                                   f"query's ({H})")
+    out_shape = _out_shape(query, key, value, enable_gqa)
     batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
     nb = math.prod(batch)
     E = q.shape[-1]
