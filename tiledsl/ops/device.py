@@ -32,8 +32,14 @@ _BUFFERS = {}
 def stream_buffers(a, what, make):
     """make(torch, device)'s buffers for launches on torch tensor a's device and current stream, made on the first
     call for that (device, stream, what) and the same objects after (`what`: a hashable naming the kernel's need,
-    its sizes included)."""
+    its sizes included). While the stream is being captured into a CUDA graph, fresh buffers every call, kept by
+    nobody: made inside the capture, they come from the graph's memory pool and their zero fill is a node of the
+    graph, run before the kernel at every replay. (A buffer cached during a capture would live in a pool that the
+    graph's owner may reuse or release, its zeros never written outside a replay, and be found again by the next
+    capture on the same stream.)"""
     import torch
+    if torch.cuda.is_current_stream_capturing():
+        return make(torch, a.device)
     key = (str(a.device), torch.cuda.current_stream(a.device).cuda_stream, what)
     if key not in _BUFFERS:
         _BUFFERS[key] = make(torch, a.device)

@@ -98,7 +98,9 @@ def sdpa_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is
         return (query.new_zeros((B, H, L, E)),
                 torch.full((B, H, L), -math.inf, dtype=torch.float32, device=query.device))
     from ..flash.forward import attention
-    return attention(query, key, value, causal=is_causal, scale=scale)
+    # contiguous first: the FA3 kernel's choice (forward._fa3_fits) looks at the bases the kernel will read
+    q, k, v = (t.contiguous() for t in (query, key, value))
+    return attention(q, k, v, causal=is_causal, scale=scale)
 
 
 @sdpa_forward.register_fake
