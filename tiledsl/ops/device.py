@@ -1,6 +1,7 @@
 """What the ops ask of the device their tensors live on: its SM count, which the persistent and wave-shaped kernels
 size their grids by (gemm, flash, rowwise), and device buffers a kernel keeps from launch to launch (the stream-K
-GEMM's and the split backward's workspaces, the dynamic attention walk's counters).
+GEMM's workspace; the attention kernels' counters and workspaces are fresh torch allocations every launch, see
+flash.fa3.counters for why).
 
 A torch CUDA tensor's device is asked once (the answer is cached per device, so a launch path stays flat); any
 other array (numpy on the interpreter, a host tensor) gets NUM_SMS, an H100/H200 SXM's.
@@ -32,14 +33,8 @@ _BUFFERS = {}
 def stream_buffers(a, what, make):
     """make(torch, device)'s buffers for launches on torch tensor a's device and current stream, made on the first
     call for that (device, stream, what) and the same objects after (`what`: a hashable naming the kernel's need,
-    its sizes included). While the stream is being captured into a CUDA graph, fresh buffers every call, kept by
-    nobody: made inside the capture, they come from the graph's memory pool and their zero fill is a node of the
-    graph, run before the kernel at every replay. (A buffer cached during a capture would live in a pool that the
-    graph's owner may reuse or release, its zeros never written outside a replay, and be found again by the next
-    capture on the same stream.)"""
+    its sizes included)."""
     import torch
-    if torch.cuda.is_current_stream_capturing():
-        return make(torch, a.device)
     key = (str(a.device), torch.cuda.current_stream(a.device).cuda_stream, what)
     if key not in _BUFFERS:
         _BUFFERS[key] = make(torch, a.device)
