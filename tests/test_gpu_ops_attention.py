@@ -81,6 +81,15 @@ def test_matches_torch_at_model_sizes(dtype, B, H, HK, L, S, D, causal):
     _check(q, k, v, is_causal=causal, enable_gqa=HK != H)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dim_256_without_gradients(causal):
+    q, k, v = _qkv(7, torch.bfloat16, (2, 16, 2048, 256), (2, 8, 2048, 256), grad=False)
+    with torch.no_grad():
+        out = ops.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, enable_gqa=True)
+    assert (out.float() - ref).abs().max().item() <= _out_tol(ref, q.dtype)
+
+
 def test_transposed_layout_and_scale():
     # q = x.view(B, L, H, D).transpose(1, 2), as an attention block's projections give it
     B, L, H, D = 2, 1024, 16, 128
