@@ -5,7 +5,6 @@ synchronisation in an op call; CUDA-graph capture and replay after the inputs' v
 variant the op can run (FA3 persistent and one block per item, the dynamic walk with its counters, the FA3
 backward's tail split with its workspace, FA2 forward and backward); torch.compile(mode="reduce-overhead",
 fullgraph=True) of a module of the op. (tests/test_ops_attention.py runs the same op on the interpreter in CI.)"""
-import math
 
 import pytest
 
