@@ -35,6 +35,7 @@ _HOMES = {
     "make_attention_backward_hopper": "flash.fa3_backward",
     "make_softmax": "rowwise.softmax",
     "make_layernorm": "rowwise.layernorm",
+    "scaled_dot_product_attention": "library.attention",
 }
 __all__ = sorted(_HOMES)
 

@@ -1,6 +1,7 @@
 """What the ops ask of the device their tensors live on: its SM count, which the persistent and wave-shaped kernels
 size their grids by (gemm, flash, rowwise), and device buffers a kernel keeps from launch to launch (the stream-K
-GEMM's and the split backward's workspaces, the dynamic attention walk's counters).
+GEMM's workspace; the attention kernels' counters and workspaces are fresh torch allocations every launch, see
+flash.fa3.counters for why).
 
 A torch CUDA tensor's device is asked once (the answer is cached per device, so a launch path stays flat); any
 other array (numpy on the interpreter, a host tensor) gets NUM_SMS, an H100/H200 SXM's.

@@ -10,7 +10,7 @@ import numpy as np
 import tiledsl
 
 from ..device import sm_count
-from .common import check_qkv
+from .common import check_qkv, host_launcher
 from .fa2_backward import QTILE, make_attention_backward, make_cast, make_delta
 from .forward import attention
 
@@ -42,7 +42,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
                        sms=None, tma_kv=None):
     """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
 
-    torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernels on the CPU interpreter. dq has
+    torch CUDA tensors run on the GPU; numpy float16 arrays and CPU torch tensors (float16, bfloat16) run the same
+    kernels on the CPU interpreter. dq has
     q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype.
     path: "fa2" (fa2_backward.py's mma.sync kernel), "fa3" (fa3_backward.py's: TMA + wgmma, sm_90a,
     D = 128) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports, else fa2.
@@ -121,8 +122,9 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         return dq, dk, dv
     import torch
     q, k, v, o, do, lse = (x.contiguous() for x in (q, k, v, o, do, lse))
+    run = lambda kern, *a: host_launcher(kern, q)(*a)  # noqa: E731  (CPU tensors: the interpreter)
     delta, lse2 = (torch.empty((B * H, NP), dtype=torch.float32, device=q.device) for _ in range(2))
-    delta_k(o.view(-1, D), do.view(-1, D), lse.view(-1), delta.view(-1), lse2.view(-1))
+    run(delta_k, o.view(-1, D), do.view(-1, D), lse.view(-1), delta.view(-1), lse2.view(-1))
     dqa = torch.zeros((dq_rows, D), dtype=torch.float32, device=q.device)
     if gqa:
         dka, dva = (torch.zeros((B * HK * NK, D), dtype=torch.float32, device=q.device) for _ in range(2))
@@ -131,14 +133,14 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     ins, tail = operands(q, k, v, do)
     if getattr(main, "slots", None):
         tail = ABH.workspace(main, q)
-    main(*ins, lse2, delta, dqa, *kv_args(main, dka, dva), *tail)
+    run(main, *ins, lse2, delta, dqa, *kv_args(main, dka, dva), *tail)
     dq = torch.empty_like(q)
-    cast_q(dqa.view(-1, 8), dq.view(-1, 8))
+    run(cast_q, dqa.view(-1, 8), dq.view(-1, 8))
     if not gqa:
         return dq, dka, dva
     dk, dv = torch.empty_like(k), torch.empty_like(k)
-    cast_kv(dka.view(-1, 8), dk.view(-1, 8))
-    cast_kv(dva.view(-1, 8), dv.view(-1, 8))
+    run(cast_kv, dka.view(-1, 8), dk.view(-1, 8))
+    run(cast_kv, dva.view(-1, 8), dv.view(-1, 8))
     return dq, dk, dv
 
 

@@ -14,6 +14,21 @@ LAZY_BITS = 8.0         # lazy rescale (FA4's): a row's max moves only by more t
 DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "float16": "float16"}
 
 
+_INTERPRETED = {}      # kernel -> the same kernel run by the interpreter (host_launcher)
+
+
+def host_launcher(kern, x):
+    """What launches `kern` for torch tensor x: the kernel itself for a CUDA tensor; for a CPU tensor the same kernel
+    on the interpreter (made once per kernel: its expanded program is then reused), which writes CPU tensors in
+    place. The torch ops' CPU route (tiledsl.ops.library) runs the GPU's kernels this way."""
+    if getattr(x, "device", None) is None or x.device.type != "cpu":
+        return kern
+    run = _INTERPRETED.get(kern)
+    if run is None:
+        run = _INTERPRETED.setdefault(kern, tiledsl.jit(kern.fn, interpret=True))
+    return run
+
+
 def check_qkv(q, k, v):
     """The checks every attention entry point makes of q, k, v: (dtype name, (B, H, H_kv, N, N_kv), D)."""
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:

@@ -78,7 +78,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from ...lib.producer import consumer_registers, warpgroup_index
 from ...lib.staging import staging_layouts
-from ..device import NUM_SMS, sm_count, stream_buffers
+from ..device import NUM_SMS, sm_count
 from .common import check_qkv, key_tiles, softmax_scale
 from .fa3_parts import forward_parts
 
@@ -540,9 +540,14 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=Non
 
 
 def counters(q):
-    """The dynamic walk's two int32 counters for launches on torch tensor q's device and current stream, zeros
-    (each launch leaves them so; one pair per device and stream: stream_buffers)."""
-    return stream_buffers(q, "dynamic walk", lambda torch, device: torch.zeros(2, dtype=torch.int32, device=device))
+    """The dynamic walk's two int32 counters, zeros, for one launch on torch tensor q's device: a fresh pair from
+    torch's caching allocator every launch (an 8-byte zero fill on the launch's stream; no host synchronisation).
+    The kernel leaves them at zero, so one pair kept per stream (device.stream_buffers) would serve eagerly; but
+    a pair kept from inside a CUDA-graph capture or torch.compile's cudagraph warm-up would be memory of the graph's
+    pool that the pool does not know is in use, and a fresh pair made in the capture is zeroed by the graph at every
+    replay."""
+    import torch
+    return torch.zeros(2, dtype=torch.int32, device=q.device)
 
 
 def o_arg(o, kern):

@@ -66,7 +66,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 
 from ...lib.producer import consumer_registers, elect_one, warpgroup_index
 from ...lib.staging import packed_words, staging_layouts
-from ..device import NUM_SMS, stream_buffers   # NUM_SMS: the tail split's blocks (attention_backward asks the device)
+from ..device import NUM_SMS   # NUM_SMS: the tail split's blocks (attention_backward asks the device)
 from .common import cast_row8
 
 LOG2E = 1.4426950408889634
@@ -220,13 +220,15 @@ def tail_split_helps(causal, shape, sms=NUM_SMS) -> bool:
 
 
 def workspace(kernel, a):
-    """The split kernel's workspace for launches on torch tensor a's device and current stream: W (kernel.slots)
-    float32, two slots of a split block's partial dK and dV (its first and its last item's), and F
-    (kernel.counters,) int32 zeros, a split item's count of finished pieces (the last piece sets it back to 0).
-    One pair per (device, stream, shape) (stream_buffers)."""
-    return stream_buffers(a, ("split backward", kernel.slots, kernel.counters), lambda torch, device: (
-        torch.empty(kernel.slots, dtype=torch.float32, device=device),
-        torch.zeros(kernel.counters, dtype=torch.int32, device=device)))
+    """The split kernel's workspace for one launch on torch tensor a's device: W (kernel.slots) float32, two slots
+    of a split block's partial dK and dV (its first and its last item's), and F (kernel.counters,) int32 zeros, a
+    split item's count of finished pieces (the last piece sets it back to 0). Fresh from torch's caching allocator
+    every launch (F's zero fill on the launch's stream; no host synchronisation), not kept per stream: a workspace
+    kept from inside a CUDA-graph capture or torch.compile's cudagraph warm-up would be memory of the graph's pool
+    that the pool does not know is in use (fa3.counters says the same of the dynamic walk's counters)."""
+    import torch
+    return (torch.empty(kernel.slots, dtype=torch.float32, device=a.device),
+            torch.zeros(kernel.counters, dtype=torch.int32, device=a.device))
 
 
 def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, tail_split=False,

@@ -8,7 +8,7 @@ import numpy as np
 
 import tiledsl
 
-from .common import check_qkv, softmax_scale
+from .common import check_qkv, host_launcher, softmax_scale
 from .fa2 import make_attention
 
 _TARGETED = {}       # (kernel, target) -> the same kernel compiled for another target (attention(target=...))
@@ -17,8 +17,8 @@ _TARGETED = {}       # (kernel, target) -> the same kernel compiled for another 
 def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=None, lazy=None):
     """(O, LSE) of softmax(scale * q k^T [causal mask]) v for q (B, H, N, D) and k, v (B, H_kv, N_kv, D).
 
-    torch CUDA tensors run on the GPU; numpy float16 arrays run the same kernel on the CPU interpreter.
-    scale defaults to 1/sqrt(D); causal masks key j > query i (top-left aligned, as torch's is_causal).
+    torch CUDA tensors run on the GPU; numpy float16 arrays and CPU torch tensors (float16, bfloat16) run the same
+    kernel on the CPU interpreter. scale defaults to 1/sqrt(D); causal masks key j > query i (top-left aligned, as torch's is_causal).
     O has q's dtype and shape, LSE is float32 (B, H, N) in natural log.
 
     path: "fa2" (fa2.py's kernel), "fa3" (fa3.py's: TMA + wgmma, sm_90a) or None: fa3
@@ -56,7 +56,7 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=
     q, k, v = (x.contiguous() for x in (q, k, v))
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-    kern(q, k, v, o, lse)
+    host_launcher(kern, q)(q, k, v, o, lse)
     return o, lse
 
 
