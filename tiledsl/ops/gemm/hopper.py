@@ -293,6 +293,19 @@ def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=
     args += (() if bias is None else (bias,)) + tuple(scales)
     if stream_k:
         args += workspace(kernel, a)
-    kernel(*args)
+    _launcher(kernel, a)(*args)
     return out
+
+
+_INTERPRETED = {}
+
+
+def _launcher(kernel, a):
+    """kernel for CUDA tensors; for CPU tensors its twin on the (fibered) interpreter, made once per kernel (the
+    torch op's CPU route: small sizes, every lane simulated)."""
+    if a.is_cuda:
+        return kernel
+    if kernel not in _INTERPRETED:
+        _INTERPRETED[kernel] = tiledsl.jit(kernel.fn, interpret=True)
+    return _INTERPRETED[kernel]
 
