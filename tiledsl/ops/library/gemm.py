@@ -179,11 +179,12 @@ def _gemm_backward(ctx, g2, a2, b, y2, bias):
     gz = _activation_grad(ctx.activation, g2, y2, z)
     gh = gz.to(a2.dtype)                           # the kernels' operands are f16/bf16 (f32 dY: rounded here)
     da = db = dbias = None
-    if ctx.needs_input_grad[0]:
+    need = ctx.needs_input_grad + (False,) * 3      # (it leaves out trailing arguments the call did not pass)
+    if need[0]:
         da = torch.ops.tiledsl.matmul(gh, b.t().contiguous())                   # dZ @ B: B.T as (K, N)
-    if ctx.needs_input_grad[1]:
+    if need[1]:
         db = torch.ops.tiledsl.matmul(gh.t().contiguous(), a2.t().contiguous())  # dZ.T @ A: (N, M), (K, M)
-    if ctx.needs_input_grad[2]:
+    if need[2]:
         dbias = gz.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
     return da, db, dbias
 
