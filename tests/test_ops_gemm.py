@@ -87,6 +87,28 @@ def test_linear_zero_size_backward():
     assert x.grad.shape == x.shape and torch.all(w.grad == 0) and torch.all(b.grad == 0)
 
 
+def test_eager_calls_skip_the_dispatcher_only_where_it_would_do_nothing(monkeypatch):
+    """A plain eager call that autograd does not record runs the op's implementation directly (launch overhead);
+    with an input requiring grad, under a torch-function mode or while tracing, the call goes through
+    torch.ops.tiledsl.<op>. Both give the same result."""
+    x, w = _rand(3, 40), _rand(24, 40, seed=1)
+    direct = ops.linear(x, w, None, "silu")
+    through = torch.ops.tiledsl.linear(x, w, None, "silu")
+    torch.testing.assert_close(direct, through, atol=0, rtol=0)
+    monkeypatch.setattr(G, "_LINEAR", lambda *a: pytest.fail("went through the dispatcher"))
+    monkeypatch.setattr(G, "_MATMUL", lambda *a: pytest.fail("went through the dispatcher"))
+    ops.linear(x, w)
+    ops.matmul(x, w)
+    with torch.no_grad():
+        ops.linear(x, torch.nn.Parameter(w))
+    used = []
+    monkeypatch.setattr(G, "_LINEAR", lambda *a: used.append(1))
+    ops.linear(x, w.requires_grad_())
+    with torch.device("cpu"):
+        ops.linear(x.detach(), w.detach())
+    assert used == [1, 1]
+
+
 # ------------------------------------------------------------------ refusals
 
 @pytest.mark.parametrize("call,match", [

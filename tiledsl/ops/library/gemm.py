@@ -67,11 +67,11 @@ def _check_gemm(op, a, b, bias, activation, out_dtype, a_name="a", b_name="b"):
     return out_dtype
 
 
-def _same_device(op, *tensors):
-    dev = tensors[0].device
-    for t in tensors[1:]:
-        if t is not None and t.device != dev:
-            raise UnsupportedArgument(f"tiledsl.ops.{op}: tensors on different devices ({dev} and {t.device})")
+def _same_device(op, a, b, bias):
+    dev = a.device
+    if b.device != dev or bias is not None and bias.device != dev:
+        other = b.device if b.device != dev else bias.device
+        raise UnsupportedArgument(f"tiledsl.ops.{op}: tensors on different devices ({dev} and {other})")
 
 
 _HOST = {}
@@ -113,14 +113,16 @@ def _gemm(a, b, bias, activation, out_dtype):
 
 # ------------------------------------------------------------------ tiledsl::matmul
 
-@torch.library.custom_op(qualified("matmul"), mutates_args=())
-def _matmul_op(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, activation: Optional[str] = None,
-               out_dtype: Optional[torch.dtype] = None) -> Tensor:
+def _matmul_impl(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, activation: Optional[str] = None,
+                 out_dtype: Optional[torch.dtype] = None) -> Tensor:
     if a.dim() != 2:
         raise ValueError(f"tiledsl.ops.matmul: a is {tuple(a.shape)}: need a 2-D (M, K) tensor")
     od = _check_gemm("matmul", a, b, bias, activation, out_dtype)
     _same_device("matmul", a, b, bias)
     return _gemm(a, b, bias, activation, od)
+
+
+_matmul_op = torch.library.custom_op(qualified("matmul"), _matmul_impl, mutates_args=())
 
 
 @_matmul_op.register_fake
@@ -133,16 +135,20 @@ def _(a, b, bias=None, activation=None, out_dtype=None):
 
 # ------------------------------------------------------------------ tiledsl::linear
 
-@torch.library.custom_op(qualified("linear"), mutates_args=())
-def _linear_op(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
-               activation: Optional[str] = None) -> Tensor:
+def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
+                 activation: Optional[str] = None) -> Tensor:
     if x.dim() < 1:
         raise ValueError("tiledsl.ops.linear: x is a 0-d tensor: need (*, K)")
     od = _check_gemm("linear", x, weight, bias, activation, None, "x", "weight")
     _same_device("linear", x, weight, bias)
+    if x.dim() == 2:                 # the common case, without a reshape and a view (each costs on every call)
+        return _gemm(x, weight, bias, activation, od)
     N, K = weight.shape
     y = _gemm(x.reshape(_rows(x), K), weight, bias, activation, od)
     return y.view(*x.shape[:-1], N)
+
+
+_linear_op = torch.library.custom_op(qualified("linear"), _linear_impl, mutates_args=())
 
 
 @_linear_op.register_fake
@@ -274,7 +280,8 @@ def _check_fp8(a, b, scale_a, scale_b, out_dtype, bias):
 def _matmul_fp8_op(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
                    out_dtype: torch.dtype = torch.bfloat16, bias: Optional[Tensor] = None) -> Tensor:
     rowwise = _check_fp8(a, b, scale_a, scale_b, out_dtype, bias)
-    _same_device("matmul_fp8", a, b, scale_a, scale_b, bias)
+    _same_device("matmul_fp8", a, b, bias)
+    _same_device("matmul_fp8", a, scale_a, scale_b)
     M, K = a.shape
     N = b.shape[0]
     if M == 0 or N == 0 or K == 0:
@@ -316,6 +323,26 @@ _matmul_fp8_op.register_autograd(_no_fp8_grad, setup_context=_fp8_setup)
 _LINEAR = torch.ops.tiledsl.linear.default
 _MATMUL = torch.ops.tiledsl.matmul.default
 _MATMUL_FP8 = torch.ops.tiledsl.matmul_fp8.default
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_C = torch._C
+_compiling = torch.compiler.is_compiling
+
+
+def _direct(t0, t1, t2):
+    """Whether an eager call may run the op's implementation itself instead of through the dispatcher: a
+    custom_op's Python dispatch (autograd wrapper, redispatch) costs several times a small GEMM's launch, and the
+    issue holds an eager call to 1.5x F.linear's overhead. Only where the dispatcher would do nothing but call that
+    implementation: not while compiling or tracing, no torch-function or dispatch mode (fake tensors, make_fx,
+    FlopCounterMode, `with torch.device(...)`), no functorch transform, plain tensors (no subclass), and no input
+    that autograd would record. Anything else goes through torch.ops.tiledsl.<op>; the result is the same."""
+    if _compiling() or _C._is_torch_function_mode_enabled() or _C._len_torch_dispatch_stack() or \
+            _C._are_functorch_transforms_active():
+        return False
+    grad = _C.is_grad_enabled()
+    for t in (t0, t1, t2):
+        if t is not None and (type(t) not in _PLAIN or grad and t.requires_grad):
+            return False
+    return True
 
 
 def linear(x, weight, bias=None, activation=None):
@@ -323,7 +350,10 @@ def linear(x, weight, bias=None, activation=None):
     weight (N, K), bias (N,) or None, float16 or bfloat16 (bias also float32); activation None, "relu", "gelu"
     (erf form) or "silu", fused into the GEMM's epilogue where the kernel has one. Differentiable in x, weight
     and bias. The op `torch.ops.tiledsl.linear`: traceable by torch.compile (fullgraph), capturable in CUDA
-    graphs once a shape has run (its first call tunes)."""
+    graphs once a shape has run (its first call tunes). A plain eager call that autograd does not record runs
+    the op's implementation without the dispatcher (_direct)."""
+    if _direct(x, weight, bias):
+        return _linear_impl(x, weight, bias, activation)
     return _LINEAR(x, weight, bias, activation)
 
 
@@ -334,6 +364,8 @@ def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config
     (tiledsl.ops.gemm.matmul.matmul) directly: eager only (not an op: torch.compile would trace into the
     autotuner), no autograd, activation may also be a callable there."""
     if out is None and config is None and static and tune:
+        if _direct(a, b, bias):
+            return _matmul_impl(a, b, bias, activation, out_dtype)
         return _MATMUL(a, b, bias, activation, out_dtype)
     return _host("matmul")(a, b, bias, activation, out_dtype, out=out, config=config, static=static, tune=tune)
 
