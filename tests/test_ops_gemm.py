@@ -298,3 +298,23 @@ def test_compiled_mlp_fullgraph_no_recompiles_equal_to_eager(monkeypatch):
     assert counters["stats"]["unique_graphs"] == 1
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     torch._dynamo.reset()
+
+
+# ------------------------------------------------------------------ the Hopper plan's fused epilogues
+
+@pytest.mark.parametrize("out_dtype,bias_dtype,activation", [
+    (torch.float16, torch.float16, "gelu"), (torch.float16, torch.bfloat16, None),
+    (torch.float32, torch.float16, "relu")])
+def test_hopper_plan_keeps_its_fused_kernels(out_dtype, bias_dtype, activation):
+    """The Hopper path's plan (GPU-only in matmul's routing) run here on the interpreter, in a small configuration:
+    a fused bias/activation epilogue is checked and built by hopper.hopper_launch at its first call and launched
+    directly after (a bias of another half dtype converted to float32 each call, as hopper_launch does)."""
+    from tiledsl.ops.gemm import hopper_plan as HP
+    M, N, K = 70, 72, 64
+    b = _rand(N, K, seed=1)
+    out = torch.empty(M, N, dtype=out_dtype)
+    plan = HP.hopper_plan(_rand(M, K), b, out, (64, 1, 2, 0, 1, 0), False, 4)
+    for i in range(2):
+        a, bias = _rand(M, K, seed=10 + i), _rand(N, dtype=bias_dtype, seed=20 + i)
+        plan.run(a, b, out, bias, activation)
+        torch.testing.assert_close(out.float(), _ref(a, b, bias, activation), **_tol(torch.float16))
