@@ -183,7 +183,7 @@ def _graph_replays(torch, run, inputs, want, tol=2e-2):
 
 # (name, M, N, K, matmul config=, what plan_of(...).describe must say)
 VARIANTS = [("persistent", 2048, 2048, 1024, (256, 2, 4, 1, 1, 0), "persistent"),
-            ("stream-K", 1152, 2048, 4096, (256, 2, 4, 1, 1, 0, 1, 1), "stream-K"),
+            ("stream-K", 4096, 14336, 1024, (256, 2, 4, 1, 1, 0, 1, 1), "stream-K"),   # 13.6 waves of 128x256
             ("stream-K small M", 16, 4096, 4096, (128, 1, 8, 1, 1, 0, 1, 1), "stream-K"),
             ("split-K", 1024, 1024, 1024, (128, 2, 4, 0, 1, 0, 2), "split-K"),
             ("multicast", 2048, 2048, 1024, (256, 2, 4, 1, 1, 1), "multicast"),

@@ -14,7 +14,8 @@ from .plan import DTYPES, Plan, device_capability, host_epilogue
 
 
 def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config=None, static=True, tune=True):
-    """C = a @ b.T (+ bias, then activation) for torch CUDA tensors a (M, K) and b (N, K).
+    """C = a @ b.T (+ bias, then activation) for torch CUDA tensors a (M, K) and b (N, K) (CPU tensors: the
+    mma.sync kernel on the interpreter, small sizes; the torch ops of tiledsl.ops.library.gemm call this).
 
     On an sm_90 GPU (H100/H200) the product runs on the warp-specialised TMA + wgmma kernel of hopper.py (any M
     and N; K a multiple of 8), elsewhere, and for shapes that kernel cannot take, on the mma.sync kernel of mma.py;
