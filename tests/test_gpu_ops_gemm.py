@@ -241,6 +241,35 @@ def test_cuda_graph_replay_fp8(rowwise):
     _graph_replays(torch, run, [a16, b16], lambda *_: (a.float() @ b.float().T) * sa * sb, tol=3e-2)
 
 
+def test_no_host_synchronisation_after_the_first_call():
+    """torch's sync debug mode raises on any synchronising torch call (.item(), a device-to-host copy, a stream
+    synchronize) inside the ops' steady calls: the plain, fused, stream-K, padded and FP8 (per-tensor and per-row)
+    paths, each after its first (tuning) call."""
+    torch = _cuda()
+    import tiledsl.ops as ops
+    x, w, b = _rand(torch, 96, 512), _rand(torch, 768, 512, seed=1), _rand(torch, 768, seed=2)
+    a2, b2 = _rand(torch, 100, 61), _rand(torch, 70, 61, seed=1)
+    big_a, big_b = _rand(torch, 4096, 1024), _rand(torch, 14336, 1024, seed=1)
+    c = torch.empty(4096, 14336, device="cuda", dtype=torch.float16)
+    calls = [lambda: ops.linear(x, w, b, "gelu"), lambda: ops.matmul(x, w), lambda: ops.matmul(a2, b2),
+             lambda: ops.matmul(big_a, big_b, out=c, config=(256, 2, 4, 1, 1, 0, 1, 1))]
+    if torch.cuda.get_device_capability() == (9, 0):
+        a8, b8 = x.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
+        one = torch.ones((), device="cuda")
+        sa, sb = torch.rand(96, 1, device="cuda"), torch.rand(1, 768, device="cuda")
+        calls += [lambda: ops.matmul_fp8(a8, b8, one, one), lambda: ops.matmul_fp8(a8, b8, sa, sb)]
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for call in calls:
+            call()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
 # ------------------------------------------------------------------ torch.compile
 
 def _mlp(torch):

@@ -276,9 +276,8 @@ def _check_fp8(a, b, scale_a, scale_b, out_dtype, bias):
     return rowwise
 
 
-@torch.library.custom_op(qualified("matmul_fp8"), mutates_args=())
-def _matmul_fp8_op(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
-                   out_dtype: torch.dtype = torch.bfloat16, bias: Optional[Tensor] = None) -> Tensor:
+def _matmul_fp8_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
+                     out_dtype: torch.dtype = torch.bfloat16, bias: Optional[Tensor] = None) -> Tensor:
     rowwise = _check_fp8(a, b, scale_a, scale_b, out_dtype, bias)
     _same_device("matmul_fp8", a, b, bias)
     _same_device("matmul_fp8", a, scale_a, scale_b)
@@ -298,6 +297,9 @@ def _matmul_fp8_op(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
     if bias is not None:
         c += bias
     return c.to(out_dtype)
+
+
+_matmul_fp8_op = torch.library.custom_op(qualified("matmul_fp8"), _matmul_fp8_impl, mutates_args=())
 
 
 @_matmul_fp8_op.register_fake
@@ -379,5 +381,7 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, *, o
     differentiable); out=, config= or tune=False call the host function (tiledsl.ops.gemm.fp8.matmul_fp8) directly,
     eager only, per-tensor scales only."""
     if out is None and config is None and tune:
+        if _direct(a, b, bias) and _direct(scale_a, scale_b, None):
+            return _matmul_fp8_impl(a, b, scale_a, scale_b, out_dtype, bias)
         return _MATMUL_FP8(a, b, scale_a, scale_b, out_dtype, bias)
     return _host("matmul_fp8")(a, b, scale_a, scale_b, out_dtype, bias, out=out, config=config, tune=tune)
