@@ -6,6 +6,8 @@ argument, autograd against torch's, torch.library.opcheck, and torch.compile(ful
 
 Sizes stay small (16..70 per dimension): the interpreter simulates every lane, about 0.1 s per padded 128 x 128 x 64
 product after a kernel's first compile. tests/test_gpu_ops_gemm.py runs the same ops on the H200."""
+import shutil
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -15,6 +17,9 @@ import tiledsl.ops as ops  # noqa: E402
 from tiledsl.ops.library import gemm as G  # noqa: E402
 from tiledsl.ops.library.common import UnsupportedArgument  # noqa: E402
 
+# torch.compile's default backend, inductor, needs a C++ compiler for CPU code; without one the CPU test compiles
+# with aot_eager (dynamo and AOT autograd: the graph capture and the ops' fake and autograd registrations)
+BACKEND = "inductor" if shutil.which("g++") or shutil.which("c++") else "aot_eager"
 ACT = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 
 
@@ -269,10 +274,9 @@ def test_tracing_never_reaches_the_host_code(monkeypatch):
 
 def test_compiled_mlp_fullgraph_no_recompiles_equal_to_eager(monkeypatch):
     """Two ops.linear layers (relu, gelu) under torch.compile(fullgraph=True): one graph, no graph break, no
-    recompile over 3 calls with new values; outputs and gradients equal the eager ops' (the same kernels run).
-    backend="aot_eager": the CPU test checks dynamo and AOT autograd (forward and backward graphs through the fake
-    impls and the autograd registration); inductor's CPU code generation adds nothing for opaque ops and costs
-    minutes of C++ compiles on the shared CI cores. The GPU test uses the default backend."""
+    recompile over 3 calls with new values; outputs equal the eager ops' (the same kernels run), gradients within
+    an f16 ulp. BACKEND: inductor where a C++ compiler is found (its compiles take about 2 minutes on a shared 2-core
+    machine, less once its cache holds them), else aot_eager. The GPU test uses inductor."""
     from torch._dynamo.utils import counters
     calls = []
     host = G._host("matmul")
@@ -280,7 +284,7 @@ def test_compiled_mlp_fullgraph_no_recompiles_equal_to_eager(monkeypatch):
     torch._dynamo.reset()
     counters.clear()
     model = MLP()
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    compiled = torch.compile(model, backend=BACKEND, fullgraph=True)
     monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
     for i in range(3):
         x = _rand(2, 3, 40, seed=100 + i).requires_grad_()
@@ -293,8 +297,8 @@ def test_compiled_mlp_fullgraph_no_recompiles_equal_to_eager(monkeypatch):
         g = _rand(2, 3, 24, seed=200 + i)
         grads = torch.autograd.grad(y, [x, *model.parameters()], g)
         grads_e = torch.autograd.grad(ye, [xe, *model.parameters()], g)
-        for got, want in zip(grads, grads_e):
-            torch.testing.assert_close(got, want, atol=0, rtol=0)
+        for got, want in zip(grads, grads_e):   # inductor orders the f32 math of the activations' derivatives
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=2e-3)     # its own way: an f16 ulp apart
     assert counters["stats"]["unique_graphs"] == 1
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     torch._dynamo.reset()
