@@ -8,7 +8,9 @@ Every path launches a kernel reading three float32 vectors and writing a fourth 
 - raw cuda-bindings `cuLaunchKernel` of the very same cubin, loaded with `cuModuleLoadData` in the torch
   primary context, with the parameter block packed once in advance (the floor for a Python launch);
 - CuPy: the same cubin through `cupy.RawModule(path=...)`, and a CUDA C `RawKernel`;
-- Triton `@jit` with 4 pointer arguments, when triton imports.
+- Triton `@jit` with 4 pointer arguments, when triton imports;
+- the torch op `tiledsl.ops.linear` at a small shape (16 x 256 x 256 f16 with a bias), eager and replayed in a CUDA
+  graph, beside torch's `F.linear` at the same shape (issue 32's target: the eager op call at most 1.5x F.linear's).
 Each measurement is `--launches` back-to-back launches timed with time.perf_counter (no synchronisation inside
 the loop), after a warm-up; rounds interleave the paths and the table shows the median round, and for each tiledsl
 row which launcher its steady calls ran (native or Python) after the run. See
@@ -183,6 +185,9 @@ def setup(bench: Bench, opts):
         bench.add("tiledsl kernel(...), torch, 2 tensor maps", lambda: add3_maps(ta, tb, tc, tm_d), tsync, tm_check,
                   lambda: launcher_of(add3_maps._call))
 
+    # -- the torch op ops.linear at a small shape, eager and replayed in a CUDA graph, beside F.linear
+    linear_rows(bench, torch)
+
     # -- cupy: tiledsl on cupy arrays, the same cubin through RawModule, a CUDA C RawKernel
     try:
         import cupy
@@ -224,6 +229,48 @@ def setup(bench: Bench, opts):
     td4 = torch.zeros_like(td)
     bench.add("Triton @jit, 4 pointer args", lambda: add3_triton[(1,)](ta, tb, tc, td4, BLOCK=N), tsync,
               tcheck(td4))
+
+
+LINEAR = (16, 256, 256)      # ops.linear's rows: x (M, K), weight (N, K), f16, with a bias (GPU time << host time)
+OPS_EAGER, TORCH_EAGER = "ops.linear 16x256x256 f16 + bias, eager", "F.linear, same shape, eager"
+
+
+def linear_rows(bench: Bench, torch):
+    """Rows for tiledsl.ops.linear (the torch op; issue 32's target: an eager call at most 1.5x F.linear's) and
+    F.linear at LINEAR's shape: eager calls, and one call captured in a CUDA graph and replayed (the op's first
+    call, which tunes, runs before the capture)."""
+    import torch.nn.functional as F
+
+    import tiledsl.ops as ops
+    M, N, K = LINEAR
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x, w, b = (torch.randn(*s, device="cuda", generator=g).half() for s in ((M, K), (N, K), (N,)))
+    want = F.linear(x.float(), w.float(), b.float())
+    tsync = torch.cuda.synchronize
+
+    def check_of(result):
+        def check():
+            err = (result().float() - want).abs().max().item()
+            assert err <= 2e-2 * want.abs().max().item(), f"max error {err}"
+        return check
+    calls = {"ops.linear": lambda: ops.linear(x, w, b), "F.linear": lambda: F.linear(x, w, b)}
+    bench.add(OPS_EAGER, calls["ops.linear"], tsync, check_of(calls["ops.linear"]))
+    bench.add(TORCH_EAGER, calls["F.linear"], tsync, check_of(calls["F.linear"]))
+    for name, fn in calls.items():
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):      # warm-up on the capture stream: tuning, compiling, workspaces
+                fn()
+                fn()
+            torch.cuda.current_stream().wait_stream(s)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=s):
+                out = fn()
+            bench.add(f"{name}, same shape, CUDA graph replay", graph.replay, tsync, check_of(lambda out=out: out))
+        except Exception as e:
+            bench.notes.append(f"{name} under a CUDA graph: skipped ({type(e).__name__}: {e})")
 
 
 try:
@@ -300,6 +347,9 @@ def main(argv=None):
     if maps in results and plain in results:
         bench.notes.append(f"2 tensor-map arguments vs a plain kernel: {bench.ratio(maps, plain):.2f}x the plain "
                            f"launch (target <= 1.3x)")
+    if OPS_EAGER in results and TORCH_EAGER in results:
+        bench.notes.append(f"ops.linear eager vs F.linear eager at {'x'.join(map(str, LINEAR))}: "
+                           f"{bench.ratio(OPS_EAGER, TORCH_EAGER):.2f}x (issue 32's target <= 1.5x)")
     from tiledsl.runtime.launchers import torch_layout
     lay = torch_layout.for_device(torch, 0)
     bench.notes.append("torch tensors read from their TensorImpl (layout proved at first use): " +

@@ -85,14 +85,16 @@ def test_plans_for_host_tensors_take_mma_sync():
         MM.matmul(a, b, config=dict(bn=128))
 
 
-def test_matmul_fp8_needs_sm90():
+def test_matmul_fp8_on_cpu_tensors_runs_the_kernel_on_the_interpreter():
+    """CPU tensors run the Hopper FP8 kernel on the interpreter (the torch op's CPU route, fp8.INTERPRETER_CONFIG);
+    a CUDA device other than sm_90 is refused (tests/test_gpu_gemm_route.py's GPUs are sm_90: not tested here)."""
     torch = pytest.importorskip("torch")
     if not hasattr(torch, "float8_e4m3fn"):
         pytest.skip("torch without float8")
-    a = torch.zeros(128, 128).to(torch.float8_e4m3fn)
-    one = torch.ones(1)
-    with pytest.raises(tiledsl.LaunchError, match="sm_90"):
-        FP8.matmul_fp8(a, a, one, one)
+    a = (torch.arange(32 * 32).reshape(32, 32) % 5 - 2).float().to(torch.float8_e4m3fn)
+    b = (torch.arange(24 * 32).reshape(24, 32) % 3 - 1).float().to(torch.float8_e4m3fn)
+    c = FP8.matmul_fp8(a, b, torch.tensor([0.5]), torch.tensor([2.0]), torch.float32)
+    assert torch.equal(c, a.float() @ b.float().T)
 
 
 def _compile_hopper(ab, out, kw, M, N, K):

@@ -33,8 +33,13 @@ def test_ops_exposes_the_api_names_and_the_builders():
     with pytest.raises(AttributeError, match="no_such_op"):
         ops.no_such_op                                      # noqa: B018
     from tiledsl.ops.flash.backward import flash_attention
-    from tiledsl.ops.gemm.matmul import matmul
-    assert ops.matmul is matmul and ops.flash_attention is flash_attention
+    from tiledsl.ops.library import gemm
+    assert ops.flash_attention is flash_attention
+    # the GEMMs are torch ops (library/gemm.py), whose eager-only keywords call the host functions of gemm/
+    assert ops.matmul is gemm.matmul and ops.linear is gemm.linear and ops.matmul_fp8 is gemm.matmul_fp8
+    import torch
+    for name in ("linear", "matmul", "matmul_fp8"):
+        assert hasattr(torch.ops.tiledsl, name), name
 
 
 def test_importing_tiledsl_loads_neither_torch_nor_the_ops():
@@ -44,14 +49,15 @@ def test_importing_tiledsl_loads_neither_torch_nor_the_ops():
 
 
 def test_importing_the_ops_and_their_builders_needs_no_torch():
-    # a CPU-only user without torch builds and compiles the kernels: the host functions import torch when called.
-    # The torch ops (homes under library/: torch.library custom ops) are torch's by nature and left out
+    # a CPU-only user without torch builds and compiles the kernels: the host functions import torch when called;
+    # only the torch ops (homes under library/) import torch, when first touched
     r = _child("import json, sys, tiledsl.ops as ops; loaded = sorted(m for m in sys.modules "
-               "if m.startswith('tiledsl.ops.')); [getattr(ops, n) for n in ops.__all__ "
-               "if not ops._HOMES[n].startswith('library.')]; "
+               "if m.startswith('tiledsl.ops.')); "
+               "[getattr(ops, n) for n in ops.__all__ if not ops._HOMES[n].startswith('library.')]; "
                "import tiledsl.lib.reductions, tiledsl.lib.producer, tiledsl.lib.staging, tiledsl.lib.exp2_fma; "
-               "print(json.dumps({'before': loaded, 'torch': 'torch' in sys.modules}))")
-    assert r == {"before": [], "torch": False}, r
+               "t = 'torch' in sys.modules; ops.linear; "
+               "print(json.dumps({'before': loaded, 'torch': t, 'after_linear': 'torch' in sys.modules}))")
+    assert r == {"before": [], "torch": False, "after_linear": True}, r
 
 
 def test_no_module_of_the_package_touches_sys_path():

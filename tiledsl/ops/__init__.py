@@ -1,13 +1,17 @@
 """tiledsl.ops: the tuned kernels and their host code, written in the kernel language like any user's kernel.
 
     import tiledsl.ops as ops
-    c = ops.matmul(a, b)                      # a (M, K), b (N, K): a @ b.T, torch CUDA tensors
+    y = ops.linear(x, w, b, activation="gelu")  # torch.ops.tiledsl.linear: F.linear's semantics, differentiable
+    c = ops.matmul(a, b)                      # a (M, K), b (N, K): a @ b.T (torch.ops.tiledsl.matmul)
     o, lse = ops.attention(q, k, v, causal=True)
 
 The public names below are loaded on first use (importing tiledsl.ops imports neither torch nor a kernel module;
-the host functions import torch when called on torch tensors, and the make_* builders need no torch at all):
+the host functions import torch when called on torch tensors, and the make_* builders need no torch at all). The
+torch ops (library/: `linear`, `matmul`, `matmul_fp8`, ...) import torch when first touched, which registers
+every `torch.ops.tiledsl.<name>`; they run CUDA tensors on the GPU and CPU tensors on the interpreter.
 
-- GEMM (gemm/): `matmul`, `plan_of`, `route`, `matmul_fp8`, `fp8_plan_of`; the kernels `make_gemm` (mma.sync),
+- GEMM (library/gemm.py: the ops `linear`, `matmul`, `matmul_fp8`; their host code in gemm/): `plan_of`, `route`,
+  `fp8_plan_of`; the kernels `make_gemm` (mma.sync),
   `make_hopper_gemm`, `make_hopper_gemm_fp8`, `hopper_matmul`, `hopper_matmul_fp8` (TMA + wgmma, sm_90a).
 - FlashAttention (flash/): `attention` (forward, (O, LSE)), `attention_backward`, `flash_attention`
   (differentiable); the kernels `make_attention` (FA2), `make_attention_hopper` / `attention_hopper` (FA3),
@@ -21,8 +25,8 @@ Device helpers for kernels of your own (reductions, the Hopper producer's pieces
 import importlib
 
 _HOMES = {
-    "matmul": "gemm.matmul", "plan_of": "gemm.matmul", "route": "gemm.matmul",
-    "matmul_fp8": "gemm.fp8", "fp8_plan_of": "gemm.fp8",
+    "linear": "library.gemm", "matmul": "library.gemm", "matmul_fp8": "library.gemm",
+    "plan_of": "gemm.matmul", "route": "gemm.matmul", "fp8_plan_of": "gemm.fp8",
     "make_gemm": "gemm.mma",
     "make_hopper_gemm": "gemm.hopper", "make_hopper_gemm_fp8": "gemm.hopper", "hopper_matmul": "gemm.hopper",
     "hopper_matmul_fp8": "gemm.hopper",

@@ -10,4 +10,5 @@
   stage and FP8's), each checked by the schedule model (schedule_model.py) before launch.
 - fp8.py: `matmul_fp8`, `fp8_plan_of`.
 
-The public names are tiledsl.ops's; importing this package imports none of the modules."""
+The public names are tiledsl.ops's; importing this package imports none of the modules. The torch ops over this
+host code (`tiledsl::linear`, `tiledsl::matmul`, `tiledsl::matmul_fp8`) are in tiledsl/ops/library/gemm.py."""

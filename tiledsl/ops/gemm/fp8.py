@@ -10,16 +10,23 @@ from . import tuning as HT
 from .plan import device_capability
 
 _FP8_PLANS = {}     # matmul_fp8's keywords per (sizes, dtypes, device, config)
+# CPU tensors: one 64 x 64 tile per block, a 2-stage ring (the fibered interpreter simulates every lane: the
+# smallest tile keeps a small product quick)
+INTERPRETER_CONFIG = dict(stages=2, consumers=1, bn=64, persistent=False)
 
 
 def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, config=None, tune=True):
     """C = (scale_a * scale_b) * (a @ b.T) (+ bias) for FP8 torch CUDA tensors a (M, K) and b (N, K) (e4m3 or
     e5m2), per-tensor scales as one-element float32 tensors; C of `out_dtype` (default bfloat16). Runs the
     Hopper kernel's FP8 form (hopper_matmul_fp8 of hopper.py) on an sm_90 GPU; elsewhere a LaunchError says so.
+    CPU tensors run the same kernel on the interpreter (INTERPRETER_CONFIG unless config= names one; small sizes).
     config= is a dict of its keywords; by default the configuration is tuned per shape on the first call
     (tuning.FP8_CONFIGS, kept on disk), or with tune=False choose_hopper's."""
     import torch
     out_dtype = out_dtype or torch.bfloat16
+    if a.device.type == "cpu":      # the same kernel on the interpreter, in a small configuration
+        return H.hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out=out, bias=bias,
+                                   **(config or INTERPRETER_CONFIG))
     cap = device_capability(a)
     if cap != (9, 0):
         where = f"sm_{cap[0]}{cap[1]}" if cap else "the host"

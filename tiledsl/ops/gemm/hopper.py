@@ -251,6 +251,18 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     that share B tiles, persistent a grid of one block per SM of a's device walking tiles in grouped order,
     split_k > 1 clusters of that many blocks splitting each tile's K loop, stream_k the persistent grid's last
     partial wave split by K steps over every block (make_hopper_gemm; its workspace kept per device and stream)."""
+    kernel, args = hopper_launch(a, b, out_dtype, out=out, bias=bias, activation=activation, stages=stages,
+                                 consumers=consumers, bn=bn, tma_store=tma_store, multicast=multicast,
+                                 persistent=persistent, group_m=group_m, split_k=split_k, stream_k=stream_k)
+    _launcher(kernel, a)(*args)
+    return args[2]
+
+
+def hopper_launch(a, b, out_dtype=None, *, out=None, bias=None, activation=None, stages: int = STAGES,
+                  consumers: int = CONSUMERS, bn: int = BN, tma_store: bool | None = None, multicast: bool = False,
+                  persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1, stream_k: bool = False):
+    """What hopper_matmul launches, after its checks: (kernel, args), C being args[2] (matmul's plans keep the
+    kernel of a fused epilogue and launch it without these checks on later calls)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
         raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need (M, K) "
                                   f"and (N, K) of one dtype")
@@ -271,8 +283,7 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     extra = () if bias is None else (bias,)
     if stream_k:
         extra = workspace(kernel, a)
-    kernel(*(a.contiguous(), b.contiguous(), out) + extra)
-    return out
+    return kernel, (a.contiguous(), b.contiguous(), out) + extra
 
 
 def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=None, activation=None,
@@ -315,6 +326,19 @@ def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=
     if stream_k:
         args += workspace(kernel, a)
     schedule_checked(kernel, M, N, K)
-    kernel(*args)
+    _launcher(kernel, a)(*args)
     return out
+
+
+_INTERPRETED = {}
+
+
+def _launcher(kernel, a):
+    """kernel for CUDA tensors; for CPU tensors its twin on the (fibered) interpreter, made once per kernel (the
+    torch op's CPU route: small sizes, every lane simulated)."""
+    if a.is_cuda:
+        return kernel
+    if kernel not in _INTERPRETED:
+        _INTERPRETED[kernel] = tiledsl.jit(kernel.fn, interpret=True)
+    return _INTERPRETED[kernel]
 

@@ -166,6 +166,8 @@ tuned_hopper = tiledsl.autotune(configs=[tiledsl.Config({"hconfig": c}) for c in
 def hopper_plan(a, b, out, config, tune, sms) -> Plan:
     """The Hopper kernel for one key: config= as given, else tuned (tune and a CUDA tensor), else choose_hopper."""
     import warnings
+
+    import torch
     M, K = a.shape
     N = b.shape[0]
     ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
@@ -188,12 +190,30 @@ def hopper_plan(a, b, out, config, tune, sms) -> Plan:
     kernel, kw, how = _schedule_checked(H, kernel, kw, how, ab, od, M, N, K, sms)
     plain = {k: v for k, v in kw.items() if k != "stream_k"}   # the fused epilogues run without stream-K
 
+    launch = H._launcher(kernel, a)             # (CPU tensors: the interpreter)
+    fused = {}      # (bias dtype, activation) -> the fused-epilogue kernel's launcher, kept from its first call
+    f32 = torch.float32
+
     def run(a, b, out, bias, activation):
         if bias is None and activation is None:
             extra = H.workspace(kernel, a) if kw.get("stream_k") else ()
-            kernel(a.contiguous(), b.contiguous(), out, *extra)
+            launch(a.contiguous(), b.contiguous(), out, *extra)
         elif activation is None or activation in ("relu", "gelu", "silu"):
-            H.hopper_matmul(a, b, out=out, bias=bias, activation=activation, **plain)
+            key = (None if bias is None else bias.dtype, activation)
+            fk = fused.get(key)
+            if fk is None or bias is not None and (bias.dim() != 1 or bias.shape[0] != N or
+                                                   bias.device != a.device):
+                # the first call of this epilogue (or a bias hopper_launch must check): hopper_matmul's checks
+                k, args = H.hopper_launch(a, b, out=out, bias=bias, activation=activation, **plain)
+                fk = fused[key] = H._launcher(k, a)
+                fk(*args)
+                return
+            if bias is None:
+                fk(a.contiguous(), b.contiguous(), out)
+            else:       # as hopper.py's _bias_of: C's dtype or float32, another of f16/bf16 converted
+                if bias.dtype != out.dtype and bias.dtype != f32:
+                    bias = bias.float()
+                fk(a.contiguous(), b.contiguous(), out, bias.contiguous())
         else:
             H.hopper_matmul(a, b, out=out, **kw)
             host_epilogue(out, bias, activation)

@@ -14,7 +14,8 @@ from .plan import DTYPES, Plan, device_capability, host_epilogue
 
 
 def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config=None, static=True, tune=True):
-    """C = a @ b.T (+ bias, then activation) for torch CUDA tensors a (M, K) and b (N, K).
+    """C = a @ b.T (+ bias, then activation) for torch CUDA tensors a (M, K) and b (N, K) (CPU tensors: the
+    mma.sync kernel on the interpreter, small sizes; the torch ops of tiledsl.ops.library.gemm call this).
 
     On an sm_90 GPU (H100/H200) the product runs on the warp-specialised TMA + wgmma kernel of hopper.py (any M
     and N; K a multiple of 8), elsewhere, and for shapes that kernel cannot take, on the mma.sync kernel of mma.py;
@@ -94,29 +95,31 @@ def _make_plan(a, b, out, config, static, tune) -> Plan:
     sms = sm_count(a)
     if path == "hopper":
         return hopper_plan(a, b, out, config, tune, sms)
+    host = not a.is_cuda        # CPU tensors: the same mma.sync kernels on the interpreter
     if path == "mma-padded":
-        return _padded_plan(M, N, K, ab, od, sms)
+        return _padded_plan(M, N, K, ab, od, sms, host)
     tunable = any(_serves(c, M, N, K, od) for c in TUNE_CONFIGS)
     if tune and static and config is None and a.is_cuda and tunable:
         launch, cfg = tuned_gemm.pick(a, b, out)
         cfg = cfg.constexprs["config"]
     else:
         cfg = config or choose(M, N, K, od, static, sms)
-        launch = _plan(M, N, K, ab, od, cfg, static, sms)
+        launch = _plan(M, N, K, ab, od, cfg, static, sms, host)
 
     def run(a, b, out, bias, activation):
         launch(a, b, out)
         host_epilogue(out, bias, activation)
-    return Plan(run, f"mma.sync {cfg}{'' if static else ' dynamic'}", "mma", cfg)
+    return Plan(run, f"mma.sync {cfg}{'' if static else ' dynamic'}{' (interpreter)' if host else ''}", "mma", cfg)
 
 
-def _padded_plan(M, N, K, ab, od, sms) -> Plan:
+def _padded_plan(M, N, K, ab, od, sms, host=False) -> Plan:
     """The mma.sync kernel on zero-padded operands: A and B padded to multiples of 128 rows and 64 columns (zeros
-    add nothing to the products), C computed in a padded buffer and its M x N corner copied into out."""
+    add nothing to the products), C computed in a padded buffer and its M x N corner copied into out (host: on
+    the interpreter, for CPU tensors)."""
     import torch
     Mp, Np, Kp = -(-M // 128) * 128, -(-N // 128) * 128, -(-K // 64) * 64
     cfg = choose(Mp, Np, Kp, od, True, sms)
-    kernel = _plan(Mp, Np, Kp, ab, od, cfg, True, sms)
+    kernel = _plan(Mp, Np, Kp, ab, od, cfg, True, sms, host)
 
     def run(a, b, out, bias, activation):
         ap = a.new_zeros((Mp, Kp))
@@ -127,7 +130,8 @@ def _padded_plan(M, N, K, ab, od, sms) -> Plan:
         kernel(ap, bp, cp)
         out.copy_(cp[:M, :N])
         host_epilogue(out, bias, activation)
-    return Plan(run, f"mma.sync {cfg} on operands padded to {Mp}x{Np}x{Kp}", "mma-padded", cfg)
+    return Plan(run, f"mma.sync {cfg} on operands padded to {Mp}x{Np}x{Kp}{' (interpreter)' if host else ''}",
+                "mma-padded", cfg)
 
 
 # what matmul tunes over (>= 8 candidates): the preferred tiles, and two more shapes of block tile
@@ -173,11 +177,22 @@ def choose(M, N, K, out, static=True, sms=NUM_SMS):
 _PLANS = {}     # matmul's choice per (sizes, dtypes, config, static): the steady call is one dict lookup
 
 
-def _plan(M, N, K, ab, out, config, static, sms=NUM_SMS):
+_INTERPRETED = {}   # the interpreter's twin of each mma.sync kernel CPU tensors ran (compiled once)
+
+
+def _plan(M, N, K, ab, out, config, static, sms=NUM_SMS, host=False):
+    """The mma.sync kernel for these sizes and configuration (a LaunchError naming the sizes it needs where the
+    configuration does not tile them); host: its twin on the interpreter, which CPU torch tensors and numpy
+    arrays run (small sizes: every lane is simulated)."""
     if config is None:
         config = choose(M, N, K, out, static, sms)
     bm, bn, bk = config[:3]
     if M % bm or N % bn or K % bk:
         raise tiledsl.LaunchError(f"gemm supports M and N that are multiples of {bm} and {bn} and K a multiple of "
                                   f"{bk}; got M={M}, N={N}, K={K}")
-    return make_gemm(ab, out, config, (M, N, K) if static else None)
+    kernel = make_gemm(ab, out, config, (M, N, K) if static else None)
+    if not host:
+        return kernel
+    if kernel not in _INTERPRETED:
+        _INTERPRETED[kernel] = tiledsl.jit(kernel.fn, interpret=True)
+    return _INTERPRETED[kernel]
