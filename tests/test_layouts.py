@@ -283,3 +283,15 @@ def test_k8_and_warp_group_fragments_on_the_interpreter():
     out = np.zeros((W, 16, 8), np.float32)
     tiledsl.jit(k8.fn, interpret=True)(bf(a), bf(b), out)
     np.testing.assert_array_equal(out, np.einsum("wmk,wnk->wmn", a.astype(np.float64), b.astype(np.float64)))
+
+
+def test_mma_gemm_example_runs_on_the_interpreter_and_compiles(capsys):
+    import mma_gemm
+    mma_gemm.main([])
+    assert "exact" in capsys.readouterr().out
+    a = np.zeros((128, 64), np.float16)
+    ck = mma_gemm.make_gemm(128, 128, 64).compile(a, a, np.zeros((128, 128), np.float32), target="sm_80")
+    ptx = ck.asm["ptx"]
+    # MI x NI x KS = 2 x 4 x 2 issues per k tile (LLVM may unroll the two k tiles)
+    n_mma, n_ldm = ptx.count("mma.sync.aligned.m16n8k16"), ptx.count("ldmatrix.sync.aligned")
+    assert n_mma and n_mma % 16 == 0 and n_ldm * 2 == n_mma        # (MI + NI/2) ldmatrix.x4 per k16 step
