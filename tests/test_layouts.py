@@ -192,16 +192,17 @@ def test_gemm_ptx_is_byte_identical(monkeypatch):
 # ------------------------------------------------------------------ accepted by the patterns, right on the interpreter
 
 
-def _ldmatrix_mma_kernel(M, N, K, WM, WN, b_trans):
+def _ldmatrix_mma_kernel(M, N, K, WM, WN, b_trans, bcount=4):
     """A C = A @ B^T block (B given as N x K, or K x N with b_trans) on WM x WN warps: the whole tile in shared
     memory, ldmatrix.x4 fragments (B .x4.trans when K x N), one m16n8k16 call per k16 step; layouts only from
     tiledsl.layouts."""
     MI, NI, KS = M // WM // 16, N // WN // 8, K // 16
     LA = L.ldmatrix_a(M, K, warps=WM)
-    LB = L.ldmatrix_b(N, K, warps=WN, trans=b_trans)
-    RA, RB = L.ldmatrix_regs(MI), L.ldmatrix_regs(NI // 2)
+    LB = L.ldmatrix_b(N, K, warps=WN, trans=b_trans, count=bcount)
+    NB = NI // (bcount // 2)                     # B loads per k16 step
+    RA, RB = L.ldmatrix_regs(MI), L.ldmatrix_regs(NB, count=bcount)
     FA, FB, FC = L.mma_a(MI, 1), L.mma_b(NI, 1), L.mma_c(MI, NI)
-    LDB = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" if b_trans else "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+    LDB = f"ldmatrix.sync.aligned.m8n8.x{bcount}{'.trans' if b_trans else ''}.shared.b16"
     BSH = (K, N // 2) if b_trans else (N, K // 2)
     THREADS = 32 * WM * WN
 
@@ -221,7 +222,7 @@ def _ldmatrix_mma_kernel(M, N, K, WM, WN, b_trans):
             sb[tid + THREADS * i] = B[(tid + THREADS * i) // BSH[1], (tid + THREADS * i) % BSH[1]]
         T.cuda.syncthreads()
         ld_a = sa.view(1, WM, MI, KS, 4, 8, 4, layout=LA)
-        ld_b = sb.view(1, WN, NI // 2, KS, 4, 8, 4, layout=LB)
+        ld_b = sb.view(1, WN, NB, KS, bcount, 8, 4, layout=LB)
         ra = T.alloc_local((MI * 4,), "uint32")
         rb = T.alloc_local((NI * 2,), "uint32")
         acc = T.alloc_local((MI * NI * 4,), "float32")
@@ -230,7 +231,7 @@ def _ldmatrix_mma_kernel(M, N, K, WM, WN, b_trans):
         for ks in T.unroll(KS):
             T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"], ra.view(MI, 4, 8, 4, layout=RA),
                               ld_a[0, wm, :, ks], scope="warp")
-            T.cuda.tile.apply(T.ptx[LDB], rb.view(NI // 2, 4, 8, 4, layout=RB), ld_b[0, wn, :, ks], scope="warp")
+            T.cuda.tile.apply(T.ptx[LDB], rb.view(NB, bcount, 8, 4, layout=RB), ld_b[0, wn, :, ks], scope="warp")
             T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"],
                               acc.view(MI, NI, 16, 8, layout=FC), ra.view(MI, 1, 16, 8, layout=FA),
                               rb.view(NI, 1, 8, 8, layout=FB), acc.view(MI, NI, 16, 8, layout=FC), scope="warp")
@@ -240,16 +241,56 @@ def _ldmatrix_mma_kernel(M, N, K, WM, WN, b_trans):
     return kernel
 
 
-@pytest.mark.parametrize("M, N, K, WM, WN, b_trans", [(32, 16, 32, 1, 1, False), (32, 32, 16, 2, 1, True),
-                                                      (32, 32, 32, 1, 2, False)])
-def test_ldmatrix_mma_on_the_interpreter(M, N, K, WM, WN, b_trans):
+@pytest.mark.parametrize("M, N, K, WM, WN, b_trans, bcount", [
+    (32, 16, 32, 1, 1, False, 4), (32, 32, 16, 2, 1, True, 4), (32, 32, 32, 1, 2, False, 4),
+    (16, 16, 32, 1, 2, False, 2), (32, 16, 16, 2, 1, True, 2)])
+def test_ldmatrix_mma_on_the_interpreter(M, N, K, WM, WN, b_trans, bcount):
     rng = np.random.default_rng(M + N + K + WM)
     a = (rng.integers(-8, 9, (M, K)) / 8).astype(np.float16)
     b = (rng.integers(-8, 9, (N, K)) / 8).astype(np.float16)
     bw = np.ascontiguousarray(b.T).view(np.uint32) if b_trans else b.view(np.uint32)
     out = np.zeros((M, N), np.float32)
-    kern = _ldmatrix_mma_kernel(M, N, K, WM, WN, b_trans)
+    kern = _ldmatrix_mma_kernel(M, N, K, WM, WN, b_trans, bcount)
     tiledsl.jit(kern.fn, interpret=True)(a.view(np.uint32), bw, out)
+    np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)
+
+
+def test_ldmatrix_x2_feeds_m16n8k8_on_the_interpreter():
+    """ldmatrix_a(count=2): m16n8k8's A by ldmatrix.x2, k8 step by k8 step; B by its lane map."""
+    M, K = 32, 16
+    MI, KS = M // 16, K // 8
+    LA, RA = L.ldmatrix_a(M, K, count=2), L.ldmatrix_regs(MI, count=2)
+    FA, FB, FC = L.mma_a(MI, 1, k=8), L.mma_b(1, 1, k=8), L.mma_c(MI, 1)
+
+    @tiledsl.jit
+    def k8(A: T.Tensor((M, K // 2), "uint32"), B: T.Tensor((KS, 8, 4), "uint32"), C: T.Tensor((M, 8), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        sa = T.alloc_shared((M * K // 2,), "uint32")
+        for i in T.unroll(M * K // 2 // 32):
+            sa[lane + 32 * i] = A[(lane + 32 * i) // (K // 2), (lane + 32 * i) % (K // 2)]
+        T.cuda.syncthreads()
+        ra = T.alloc_local((MI * 2,), "uint32")
+        rb = T.alloc_local((1,), "uint32")
+        acc = T.alloc_local((MI * 4,), "float32")
+        for i in T.unroll(MI * 4):
+            acc[i] = 0.0
+        for ks in T.unroll(KS):
+            T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"], ra.view(MI, 2, 8, 4, layout=RA),
+                              sa.view(1, 1, MI, KS, 2, 8, 4, layout=LA)[0, 0, :, ks], scope="warp")
+            rb[0] = B[ks, lane // 4, lane % 4]
+            T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"],
+                              acc.view(MI, 1, 16, 8, layout=FC), ra.view(MI, 1, 16, 4, layout=FA),
+                              rb.view(1, 1, 8, 4, layout=FB), acc.view(MI, 1, 16, 8, layout=FC), scope="warp")
+        for m, r in T.grid(MI, 4):
+            C[16 * m + lane // 4 + 8 * (r // 2), 2 * (lane % 4) + r % 2] = acc[m * 4 + r]
+
+    rng = np.random.default_rng(3)
+    a = (rng.integers(-8, 9, (M, K)) / 8).astype(np.float16)
+    b = (rng.integers(-8, 9, (8, K)) / 8).astype(np.float16)
+    bw = np.ascontiguousarray(b.view(np.uint32).reshape(8, KS, 4).transpose(1, 0, 2))
+    out = np.zeros((M, 8), np.float32)
+    tiledsl.jit(k8.fn, interpret=True)(a.view(np.uint32), bw, out)
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)
 
 
