@@ -255,20 +255,28 @@ def test_ldmatrix_mma_on_the_interpreter(M, N, K, WM, WN, b_trans, bcount):
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)
 
 
-def test_ldmatrix_x2_feeds_m16n8k8_on_the_interpreter():
-    """ldmatrix_a(count=2): m16n8k8's A by ldmatrix.x2, k8 step by k8 step; B by its lane map."""
+@pytest.mark.parametrize("b_trans", [False, True])
+def test_ldmatrix_x2_x1_feed_m16n8k8_on_the_interpreter(b_trans):
+    """ldmatrix_a(count=2) and ldmatrix_b(count=1): m16n8k8's A by ldmatrix.x2 and B by .x1 (.x1.trans from K x N),
+    k8 step by k8 step."""
     M, K = 32, 16
     MI, KS = M // 16, K // 8
     LA, RA = L.ldmatrix_a(M, K, count=2), L.ldmatrix_regs(MI, count=2)
+    LB, RB = L.ldmatrix_b(8, K, count=1, trans=b_trans), L.ldmatrix_regs(1, count=1)
     FA, FB, FC = L.mma_a(MI, 1, k=8), L.mma_b(1, 1, k=8), L.mma_c(MI, 1)
+    BSH = (K, 4) if b_trans else (8, K // 2)
+    LDB = "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16" if b_trans else "ldmatrix.sync.aligned.m8n8.x1.shared.b16"
 
     @tiledsl.jit
-    def k8(A: T.Tensor((M, K // 2), "uint32"), B: T.Tensor((KS, 8, 4), "uint32"), C: T.Tensor((M, 8), "float32")):
+    def k8(A: T.Tensor((M, K // 2), "uint32"), B: T.Tensor(BSH, "uint32"), C: T.Tensor((M, 8), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
         lane = T.cuda.lane_id()
         sa = T.alloc_shared((M * K // 2,), "uint32")
         for i in T.unroll(M * K // 2 // 32):
             sa[lane + 32 * i] = A[(lane + 32 * i) // (K // 2), (lane + 32 * i) % (K // 2)]
+        sb = T.alloc_shared((64,), "uint32")
+        for i in T.unroll(2):
+            sb[lane + 32 * i] = B[(lane + 32 * i) // BSH[1], (lane + 32 * i) % BSH[1]]
         T.cuda.syncthreads()
         ra = T.alloc_local((MI * 2,), "uint32")
         rb = T.alloc_local((1,), "uint32")
@@ -278,7 +286,8 @@ def test_ldmatrix_x2_feeds_m16n8k8_on_the_interpreter():
         for ks in T.unroll(KS):
             T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"], ra.view(MI, 2, 8, 4, layout=RA),
                               sa.view(1, 1, MI, KS, 2, 8, 4, layout=LA)[0, 0, :, ks], scope="warp")
-            rb[0] = B[ks, lane // 4, lane % 4]
+            T.cuda.tile.apply(T.ptx[LDB], rb.view(1, 1, 8, 4, layout=RB),
+                              sb.view(1, 1, 1, KS, 1, 8, 4, layout=LB)[0, 0, :, ks], scope="warp")
             T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"],
                               acc.view(MI, 1, 16, 8, layout=FC), ra.view(MI, 1, 16, 4, layout=FA),
                               rb.view(1, 1, 8, 4, layout=FB), acc.view(MI, 1, 16, 8, layout=FC), scope="warp")
@@ -288,7 +297,7 @@ def test_ldmatrix_x2_feeds_m16n8k8_on_the_interpreter():
     rng = np.random.default_rng(3)
     a = (rng.integers(-8, 9, (M, K)) / 8).astype(np.float16)
     b = (rng.integers(-8, 9, (8, K)) / 8).astype(np.float16)
-    bw = np.ascontiguousarray(b.view(np.uint32).reshape(8, KS, 4).transpose(1, 0, 2))
+    bw = np.ascontiguousarray(b.T).view(np.uint32) if b_trans else b.view(np.uint32)
     out = np.zeros((M, 8), np.float32)
     tiledsl.jit(k8.fn, interpret=True)(a.view(np.uint32), bw, out)
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)

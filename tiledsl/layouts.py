@@ -163,30 +163,33 @@ def ldmatrix_a(m: int, k: int, *, warps: int = 1, stages: int = 1, row_words: in
 
 def ldmatrix_b(n: int, k: int, *, warps: int = 1, stages: int = 1, row_words: int | None = None,
                swizzle: tuple | None = None, count: int = 4, trans: bool = False) -> TileLayout:
-    """The shared B tile that `ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16` reads for m16n8k16's B:
-    `.x4` two n8 tiles per issue, `.x2` one; view `(stages, warps, n/warps/(4*count), k/16, count, 8, 4)` of
-    uint32 words. Register i of an issue is native B register i%2 (k half) of n8 tile i//2.
+    """The shared B tile that `ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16` reads as mma.sync B
+    fragments: `.x4` two n8 tiles of m16n8k16's B per issue, `.x2` one, `.x1` one n8 tile of m16n8k8's B; view
+    `(stages, warps, n/warps/(8*tiles), k/kstep, count, 8, 4)` of uint32 words (tiles = 2, 1, 1 n8 tiles per
+    issue; kstep = 16, 16, 8). Register i of an issue is native B register i%2 (k half) of n8 tile i//2.
 
     trans=False: B is stored N x K (rows n, `row_words` words of K each; the `row.col` convention).
     trans=True: B is stored K x N (rows k, `row_words` words of N each) and read with `.trans`.
     `stages` such blocks one after another; `warps` warps split N; `swizzle` as in `ldmatrix_a`."""
-    if count not in (2, 4):
-        raise LayoutError(f"ldmatrix_b: count is 4 (two n8 tiles) or 2 (one), got {count!r}")
-    nt = count // 2                    # n8 tiles per issue
-    if k % 16:
-        raise LayoutError(f"ldmatrix_b: k must be a multiple of 16, got {k!r}")
+    if count not in (1, 2, 4):
+        raise LayoutError(f"ldmatrix_b: count is 4 (two n8 tiles, k16), 2 (one, k16) or 1 (one, k8), got {count!r}")
+    nt, kstep = {4: (2, 16), 2: (1, 16), 1: (1, 8)}[count]
+    if k % kstep:
+        raise LayoutError(f"ldmatrix_b: k must be a multiple of {kstep}, got {k!r}")
     tn = _split(n, warps, 8 * nt, "n")
+    lead = (stages, warps, tn // (8 * nt), k // kstep)
     if not trans:
         words = _words(k, row_words)
         # rows are n: an n8 tile is 8 rows, a k half 4 words along the row
-        mat_e, mat_s = ((2, 2), (8 * words, 4)) if nt == 2 else ((2,), (4,))
-        return TileLayout(S[(stages, warps, tn // (8 * nt), k // 16) + mat_e + (8, 4) :
-                            (n * words, tn * words, 8 * nt * words, 8) + mat_s + (words, 1)], swizzle=swizzle)
+        mat = {4: ((2, 2), (8 * words, 4)), 2: ((2,), (4,)), 1: ((1,), (4,))}[count]
+        return TileLayout(S[lead + mat[0] + (8, 4) :
+                            (n * words, tn * words, 8 * nt * words, kstep // 2) + mat[1] + (words, 1)],
+                          swizzle=swizzle)
     words = _words(n, row_words)
     # rows are k: an n8 tile is 4 words along the row, a k half 8 rows
-    mat_e, mat_s = ((2, 2), (4, 8 * words)) if nt == 2 else ((2,), (8 * words,))
-    return TileLayout(S[(stages, warps, tn // (8 * nt), k // 16) + mat_e + (8, 4) :
-                        (k * words, tn // 2, 4 * nt, 16 * words) + mat_s + (words, 1)], swizzle=swizzle)
+    mat = {4: ((2, 2), (4, 8 * words)), 2: ((2,), (8 * words,)), 1: ((1,), (8 * words,))}[count]
+    return TileLayout(S[lead + mat[0] + (8, 4) :
+                        (k * words, tn // 2, 4 * nt, kstep * words) + mat[1] + (words, 1)], swizzle=swizzle)
 
 
 def chunk_rows(rows: int, k: int, *, stages: int = 1, row_words: int | None = None,
