@@ -63,8 +63,17 @@ def test_views_page_error_claims():
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
         X[0, 0] = X[1, i]
 
+    ONE_REG = TileLayout(S[(32, 4, 1) : (1 @ laneid, 0, 1)])
+
+    @tiledsl.jit(interpret=True)
+    def shared_destination(X: T.Tensor((32, 4), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        s = T.alloc_local((1,), "float32")
+        T.cuda.tile.apply(T.ptx["ld.global.f32"], s.view(32, 4, 1, layout=ONE_REG), X.view(32, 4, 1), scope="warp")
+
     x = np.zeros((32, 4), np.float32)
     for kern, words in ((through_lanes, "spreads over execution axes"),
+                        (shared_destination, "destination registers overlap: register 0 of s would be written by two"),
                         (shared_lanes, "belong to register layouts"), (memory_lanes, "belong to register layouts"),
                         (layout_inside, "build layouts outside the kernel")):
         with pytest.raises(tiledsl.CompilationError, match=words):
