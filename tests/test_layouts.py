@@ -138,6 +138,17 @@ def test_bad_arguments_name_what_is_allowed():
         L.row_swizzle(48)
 
 
+def test_a_layout_built_inside_a_kernel_says_where_to_build_it():
+    @tiledsl.jit
+    def inside(X: T.Tensor((4,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        r = T.alloc_local((4,), "float32")
+        r.view(1, 1, 16, 8, layout=L.mma_c(1, 1))
+
+    with pytest.raises(tiledsl.CompilationError, match="build layouts outside the kernel .*tiledsl.layouts.mma_c"):
+        inside.compile(np.zeros(4, np.float32), target="sm_90")
+
+
 def test_import_is_light():
     code = ("import sys; import tiledsl.layouts; "
             "bad = [m for m in ('torch', 'numpy', 'llvmlite', 'tiledsl.compiler') if m in sys.modules]; print(bad)")
