@@ -54,6 +54,32 @@ def test_gemm_layouts_equal_the_hand_written_ones():
             assert mma.layouts(*c, padded=padded) == hand_gemm_layouts(*c, padded=padded), (c, padded)
 
 
+def test_fa2_layouts_are_the_constructors():
+    """tiledsl/ops/flash/fa2.py's hand-written layouts (all but V's .trans view, whose k step comes before its
+    d-tile pair): the register fragments in the kernel's own register order through strides=."""
+    from tiledsl.ops.flash import fa2
+    BN = fa2.BN
+    for D in (64, 128, 256):
+        for warps, mi in ((4, 1), (4, 2), (2, 1)):
+            H = fa2.layouts(D, warps, mi)
+            KD, NI, KT, DN = D // 16, BN // 8, BN // 16, D // 8
+            sw = L.row_swizzle(2 * D)
+            bm = 16 * mi * warps
+            ours = {"cp_q": L.chunk_rows(bm, D, stages=None, swizzle=sw),
+                    "cp_kv": L.chunk_rows(BN, D, stages=2, swizzle=sw),
+                    "ld_q": L.ldmatrix_a(bm, D, warps=warps, stages=None, swizzle=sw),
+                    "ld_k": L.ldmatrix_b(BN, D, stages=2, warps=None, swizzle=sw),
+                    "r_q": L.ldmatrix_regs(mi, KD), "r_q1": L.ldmatrix_regs(mi), "r_k": L.ldmatrix_regs(),
+                    "r_v": L.ldmatrix_regs(),
+                    "m_q": L.mma_a(KD, mi, 1, strides=(4, KD * 4, 4)), "m_q1": L.mma_a(mi, 1),
+                    "m_p": L.mma_a(KT, mi, 1, strides=(4, NI * 2, 4)), "m_k": L.mma_b(2, 1), "m_v": L.mma_b(2, 1),
+                    "m_s2": L.mma_c(NI // 2, mi, 2, strides=(8, NI * 4, 4)), "m_o": L.mma_c(mi, DN),
+                    "m_o2": L.mma_c(DN // 2, mi, 2, strides=(8, DN * 4, 4))}
+            assert set(H) - set(ours) == {"ld_v"}
+            for name, lay in ours.items():
+                assert lay == H[name], (D, warps, mi, name)
+
+
 def test_seed_and_pattern_page_layouts():
     import seed_mma
     assert (seed_mma.la, seed_mma.lb, seed_mma.ld) == (L.mma_a(1, 2), L.mma_b(1, 2), L.mma_c(1, 1))
@@ -118,7 +144,7 @@ def test_row_swizzle_is_the_tma_swizzle():
     for nbytes in (32, 64, 128):
         for dt in ("uint32", "float16", "uint8"):
             assert L.row_swizzle(nbytes, dt) == swizzle_of(nbytes, dtypes.lookup(dt))
-    assert L.row_swizzle(256) == (3, 2, 4)
+    assert L.row_swizzle(256) == (3, 2, 4) and L.row_swizzle(512) == (3, 2, 5)
 
 
 def test_bad_arguments_name_what_is_allowed():
@@ -136,6 +162,8 @@ def test_bad_arguments_name_what_is_allowed():
         L.wgmma_smem(64, 32, "float16")
     with pytest.raises(LayoutError, match="row_bytes"):
         L.row_swizzle(48)
+    with pytest.raises(LayoutError, match="one non-negative int register stride per repeat"):
+        L.mma_a(2, 1, strides=(4,))
 
 
 def test_a_layout_built_inside_a_kernel_says_where_to_build_it():

@@ -12,7 +12,8 @@ Shapes follow the patterns' operand conventions (docs/patterns/): register views
 `repeat` is any number of leading extents (batch, M/N/K repeats, a double buffer); registers are numbered
 row-major over them, each repeat holding the atom's registers together (`mma_a(2, 3)`: register
 `(i * 3 + j) * 4 + r` is native register r of repeat (i, j)). `warps=` prepends the group axis of
-`scope="warpgroup"` / `"cta"` (extent: the number of warps; `1 @ warpid`). The factor rules are in
+`scope="warpgroup"` / `"cta"` (extent: the number of warps; `1 @ warpid`); `strides=` gives the repeats' register strides instead of row-major (a kernel that keeps a
+K-step's fragments apart, say). The factor rules are in
 `help(tiledsl.layout)` and docs/views.md.
 
 Importing this module is light (no torch, no compiler).
@@ -35,9 +36,16 @@ def _pos(x, what):
     return x
 
 
-def _lead(repeat, per):
-    """Extents and row-major register strides of the repeat axes when each repeat holds `per` registers."""
+def _lead(repeat, per, given=None):
+    """Extents and register strides of the repeat axes: `given`, or row-major when each repeat holds `per`
+    registers."""
     repeat = tuple(_pos(e, "a repeat extent") for e in repeat)
+    if given is not None:
+        given = tuple(given)
+        if len(given) != len(repeat) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in given):
+            raise LayoutError(f"strides= gives one non-negative int register stride per repeat extent {repeat}, "
+                              f"got {given!r}")
+        return repeat, given
     strides, acc = [], per
     for e in reversed(repeat):
         strides.append(acc)
@@ -53,9 +61,9 @@ def _group(warps, axis="warpid"):
     return (_pos(warps, "warps"),), (1 @ AXES[axis],)
 
 
-def _frag(repeat, per, atom_ext, atom_st, warps, warp_axis="warpid"):
+def _frag(repeat, per, atom_ext, atom_st, warps, strides=None, warp_axis="warpid"):
     gext, gst = _group(warps, warp_axis)
-    ext, st = _lead(repeat, per)
+    ext, st = _lead(repeat, per, strides)
     return TileLayout(S[gext + ext + atom_ext : gst + st + atom_st])
 
 
@@ -69,7 +77,7 @@ def _k(k, allowed=(8, 16)):
 # ------------------------------------------------------------------ mma.sync register fragments
 
 
-def mma_a(*repeat: int, k: int = 16, warps: int = 0) -> TileLayout:
+def mma_a(*repeat: int, k: int = 16, warps: int = 0, strides: tuple | None = None) -> TileLayout:
     """The A fragment of `mma.sync.aligned.m16n8k{k}.row.col.f32.{f16,bf16}`: view `(*group, *repeat, 16, k/2)` of
     uint32 registers, each word two adjacent K values (even one low).
 
@@ -78,11 +86,11 @@ def mma_a(*repeat: int, k: int = 16, warps: int = 0) -> TileLayout:
     word image is the A fragment of tf32 m16n8k8 and int8/fp8 m16n8k32 (k=16) or m16n8k4 / m16n8k16 (k=8).
     `ldmatrix.x4` (k=16) or `.x2` (k=8) of the tile `ldmatrix_a` describes fills it."""
     if _k(k) == 16:
-        return _frag(repeat, 4, (2, 8, 2, 4), (1, 4 @ laneid, 2, 1 @ laneid), warps)
-    return _frag(repeat, 2, (2, 8, 4), (1, 4 @ laneid, 1 @ laneid), warps)
+        return _frag(repeat, 4, (2, 8, 2, 4), (1, 4 @ laneid, 2, 1 @ laneid), warps, strides)
+    return _frag(repeat, 2, (2, 8, 4), (1, 4 @ laneid, 1 @ laneid), warps, strides)
 
 
-def mma_b(*repeat: int, k: int = 16, warps: int = 0) -> TileLayout:
+def mma_b(*repeat: int, k: int = 16, warps: int = 0, strides: tuple | None = None) -> TileLayout:
     """The B fragment of `mma.sync.aligned.m16n8k{k}.row.col`: view `(*group, *repeat, 8, k/2)` of uint32
     registers; B's atom is (N, K/2): D = A @ B^T.
 
@@ -90,17 +98,17 @@ def mma_b(*repeat: int, k: int = 16, warps: int = 0) -> TileLayout:
     `(8, 2, 4) : (4@laneid, 1, 1@laneid)`, k=8 `(8, 4) : (4@laneid, 1@laneid)`. `ldmatrix.x2` (or `.x4` for two
     n8 tiles) of an N x K tile, or `.trans` of a K x N tile, fills it (`ldmatrix_b`)."""
     if _k(k) == 16:
-        return _frag(repeat, 2, (8, 2, 4), (4 @ laneid, 1, 1 @ laneid), warps)
-    return _frag(repeat, 1, (8, 4), (4 @ laneid, 1 @ laneid), warps)
+        return _frag(repeat, 2, (8, 2, 4), (4 @ laneid, 1, 1 @ laneid), warps, strides)
+    return _frag(repeat, 1, (8, 4), (4 @ laneid, 1 @ laneid), warps, strides)
 
 
-def mma_c(*repeat: int, warps: int = 0) -> TileLayout:
+def mma_c(*repeat: int, warps: int = 0, strides: tuple | None = None) -> TileLayout:
     """The C / D accumulator of `mma.sync.aligned.m16n8k{8,16}....f32`: view `(*group, *repeat, 16, 8)` of float32
     (any 32-bit) registers.
 
     Lane l, native register r holds row `l//4 + 8*(r//2)`, column `2*(l%4) + r%2` (4 registers per issue):
     `(2, 8, 4, 2) : (2, 4@laneid, 1@laneid, 1)`."""
-    return _frag(repeat, 4, (2, 8, 4, 2), (2, 4 @ laneid, 1 @ laneid, 1), warps)
+    return _frag(repeat, 4, (2, 8, 4, 2), (2, 4 @ laneid, 1 @ laneid, 1), warps, strides)
 
 
 mma_d = mma_c
@@ -109,7 +117,7 @@ mma_d = mma_c
 # ------------------------------------------------------------------ ldmatrix
 
 
-def ldmatrix_regs(*repeat: int, count: int = 4, warps: int = 0) -> TileLayout:
+def ldmatrix_regs(*repeat: int, count: int = 4, warps: int = 0, strides: tuple | None = None) -> TileLayout:
     """The registers of `ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16` (and `stmatrix`): view
     `(*group, *repeat, count, 8, 4)` of uint32; word (i, r, w) is register i of lane 4r + w:
     `(count, 8, 4) : (1, 4@laneid, 1@laneid)`, `count` registers per repeat.
@@ -118,7 +126,7 @@ def ldmatrix_regs(*repeat: int, count: int = 4, warps: int = 0) -> TileLayout:
     an x4 is A's native register i (matrix i = row half i%2, k half i//2 of `ldmatrix_a`)."""
     if count not in (1, 2, 4):
         raise LayoutError(f"count must be 1, 2 or 4 (ldmatrix .x1, .x2, .x4), got {count!r}")
-    return _frag(repeat, count, (count, 8, 4), (1, 4 @ laneid, 1 @ laneid), warps)
+    return _frag(repeat, count, (count, 8, 4), (1, 4 @ laneid, 1 @ laneid), warps, strides)
 
 
 def _words(k, row_words):
@@ -130,9 +138,21 @@ def _words(k, row_words):
     return words
 
 
+def _axes(stages, warps, rest_ext, rest_st, stage_stride, warp_stride):
+    """The leading (stage, warp) factors, each left out when given as None, then the rest."""
+    ext, st = [], []
+    if stages is not None:
+        ext.append(_pos(stages, "stages"))
+        st.append(stage_stride)
+    if warps is not None:
+        ext.append(warps)
+        st.append(warp_stride)
+    return tuple(ext) + rest_ext, tuple(st) + rest_st
+
+
 def _split(total, warps, tile, what):
     _pos(total, what)
-    _pos(warps, "warps")
+    warps = 1 if warps is None else _pos(warps, "warps")
     if total % (warps * tile):
         raise LayoutError(f"{what} ({total}) must be a multiple of warps * {tile} = {warps * tile}")
     return total // warps
@@ -147,7 +167,8 @@ def ldmatrix_a(m: int, k: int, *, warps: int = 1, stages: int = 1, row_words: in
     The tile is `stages` row-major M x K blocks of b16 elements, `row_words` uint32 words per row (k/2, or more
     for padding), `swizzle` the XOR swizzle of the word offsets (`row_swizzle`). `warps` warps split M, each
     reading m/warps/16 m16 tiles; matrix i of an issue is rows 8*(i%2).., k half i//2. Index it
-    `[stage, warp_m, :, k_step]` for the `(m/warps/16, count, 8, 4)` view ldmatrix takes."""
+    `[stage, warp_m, :, k_step]` for the `(m/warps/16, count, 8, 4)` view ldmatrix takes. `stages=None` or
+    `warps=None` leaves that axis out of the view (one block, one warp's rows)."""
     words = _words(k, row_words)
     tm = _split(m, warps, 16, "m")
     if count == 4:
@@ -157,8 +178,9 @@ def ldmatrix_a(m: int, k: int, *, warps: int = 1, stages: int = 1, row_words: in
     else:
         raise LayoutError(f"ldmatrix_a: count is 4 (m16n8k16) or 2 (m16n8k8), got {count!r}")
     kstep = 4 * count // 2             # words per k step: 8 (k16) or 4 (k8)
-    return TileLayout(S[(stages, warps, tm // 16, k // (2 * kstep)) + mat_e + (8, 4) :
-                        (m * words, tm * words, 16 * words, kstep) + mat_s + (words, 1)], swizzle=swizzle)
+    ext, st = _axes(stages, warps, (tm // 16, k // (2 * kstep)) + mat_e + (8, 4),
+                    (16 * words, kstep) + mat_s + (words, 1), m * words, tm * words)
+    return TileLayout(S[ext : st], swizzle=swizzle)
 
 
 def ldmatrix_b(n: int, k: int, *, warps: int = 1, stages: int = 1, row_words: int | None = None,
@@ -170,53 +192,58 @@ def ldmatrix_b(n: int, k: int, *, warps: int = 1, stages: int = 1, row_words: in
 
     trans=False: B is stored N x K (rows n, `row_words` words of K each; the `row.col` convention).
     trans=True: B is stored K x N (rows k, `row_words` words of N each) and read with `.trans`.
-    `stages` such blocks one after another; `warps` warps split N; `swizzle` as in `ldmatrix_a`."""
+    `stages` such blocks one after another; `warps` warps split N; `swizzle` as in `ldmatrix_a`; `stages=None` or
+    `warps=None` leaves that axis out."""
     if count not in (1, 2, 4):
         raise LayoutError(f"ldmatrix_b: count is 4 (two n8 tiles, k16), 2 (one, k16) or 1 (one, k8), got {count!r}")
     nt, kstep = {4: (2, 16), 2: (1, 16), 1: (1, 8)}[count]
     if k % kstep:
         raise LayoutError(f"ldmatrix_b: k must be a multiple of {kstep}, got {k!r}")
     tn = _split(n, warps, 8 * nt, "n")
-    lead = (stages, warps, tn // (8 * nt), k // kstep)
+    lead = (tn // (8 * nt), k // kstep)
     if not trans:
         words = _words(k, row_words)
         # rows are n: an n8 tile is 8 rows, a k half 4 words along the row
         mat = {4: ((2, 2), (8 * words, 4)), 2: ((2,), (4,)), 1: ((1,), (4,))}[count]
-        return TileLayout(S[lead + mat[0] + (8, 4) :
-                            (n * words, tn * words, 8 * nt * words, kstep // 2) + mat[1] + (words, 1)],
-                          swizzle=swizzle)
+        ext, st = _axes(stages, warps, lead + mat[0] + (8, 4), (8 * nt * words, kstep // 2) + mat[1] + (words, 1),
+                        n * words, tn * words)
+        return TileLayout(S[ext : st], swizzle=swizzle)
     words = _words(n, row_words)
     # rows are k: an n8 tile is 4 words along the row, a k half 8 rows
     mat = {4: ((2, 2), (4, 8 * words)), 2: ((2,), (8 * words,)), 1: ((1,), (8 * words,))}[count]
-    return TileLayout(S[lead + mat[0] + (8, 4) :
-                        (k * words, tn // 2, 4 * nt, kstep * words) + mat[1] + (words, 1)], swizzle=swizzle)
+    ext, st = _axes(stages, warps, lead + mat[0] + (8, 4), (4 * nt, kstep * words) + mat[1] + (words, 1),
+                    k * words, tn // 2)
+    return TileLayout(S[ext : st], swizzle=swizzle)
 
 
 def chunk_rows(rows: int, k: int, *, stages: int = 1, row_words: int | None = None,
                swizzle: tuple | None = None) -> TileLayout:
     """The same shared tiles as `ldmatrix_a` / `ldmatrix_b` (stages x rows x k b16 elements) as 16-byte chunks, the
     unit of `cp.async.cg.shared.global` with `chunk_bytes=16`: view `(stages, rows, k/8, 4)` of uint32 words,
-    `(stage, row, chunk, word)`."""
+    `(stage, row, chunk, word)`; `stages=None` leaves the stage axis out."""
     words = _words(k, row_words)
-    return TileLayout(S[(stages, _pos(rows, "rows"), k // 8, 4) : (rows * words, words, 4, 1)], swizzle=swizzle)
+    ext, st = _axes(stages, None, (_pos(rows, "rows"), k // 8, 4), (words, 4, 1), rows * words, 0)
+    return TileLayout(S[ext : st], swizzle=swizzle)
 
 
 def row_swizzle(row_bytes: int, dtype: str = "uint32") -> tuple:
     """The XOR swizzle `(bits, base, shift)` (in `dtype` elements) of rows of `row_bytes` bytes read 8 rows at a
-    time by ldmatrix: 16-byte chunk c of row r goes to chunk `c ^ (r % 2^bits)`, so the 8 rows of one 8x8 matrix
-    fall in 8 different bank groups. 32/64/128-byte rows: the TMA unit's 32B/64B/128B swizzles
-    (`T.tma_layout`'s); 256-byte rows: chunk c ^ ((r // 2) % 8) (bits 4..6 XOR bits 9..11 of the byte offset)."""
+    time by ldmatrix: the 16-byte chunk index is XORed with row bits so the 8 rows of one 8x8 matrix fall in 8
+    different bank groups. 32/64/128-byte rows: the TMA unit's 32B/64B/128B swizzles (`T.tma_layout`'s; chunk c of
+    row r at `c ^ (r % 2^bits)`); longer rows (256, 512, ... bytes): 3 bits of chunk XOR 3 bits of the row taken
+    above the 128-byte span (`shift` = 3 + log2(row_bytes / 128))."""
     from .core import dtypes as _dt
     from .lang.tensormap import swizzle_of
     d = _dt.lookup(dtype)
     if d is None:
         raise LayoutError(_dt.unknown_message(dtype))
-    if row_bytes == 256:
+    if row_bytes in (32, 64, 128):
+        return swizzle_of(row_bytes, d)
+    if isinstance(row_bytes, int) and not isinstance(row_bytes, bool) and row_bytes > 128 and \
+            row_bytes & (row_bytes - 1) == 0:
         bits, base, _ = swizzle_of(128, d)
-        return (bits, base, 4)
-    if row_bytes not in (32, 64, 128):
-        raise LayoutError(f"row_bytes must be 32, 64, 128 or 256, got {row_bytes!r}")
-    return swizzle_of(row_bytes, d)
+        return (bits, base, 3 + (row_bytes // 128).bit_length() - 1)
+    raise LayoutError(f"row_bytes must be 32, 64, 128 or a larger power of two, got {row_bytes!r}")
 
 
 # ------------------------------------------------------------------ wgmma
