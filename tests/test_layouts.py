@@ -177,9 +177,13 @@ def test_a_layout_built_inside_a_kernel_says_where_to_build_it():
         inside.compile(np.zeros(4, np.float32), target="sm_90")
 
 
-def test_import_is_light():
+def test_import_is_light_and_lazy_from_tiledsl():
     code = ("import sys; import tiledsl.layouts; "
             "bad = [m for m in ('torch', 'numpy', 'llvmlite', 'tiledsl.compiler') if m in sys.modules]; print(bad)")
+    lazy = ("import sys, tiledsl; print('tiledsl.layouts' in sys.modules, "
+            "tiledsl.layouts.mma_c(1, 1) == tiledsl.layouts.mma_d(1, 1))")
+    assert subprocess.run([sys.executable, "-c", lazy], capture_output=True, text=True,
+                          check=True).stdout.split() == ["False", "True"]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
