@@ -11,10 +11,10 @@ layouts outside the kernel (at module level or in a factory) and pass them to `.
 Shapes follow the patterns' operand conventions (docs/patterns/): register views are `(*group, *repeat, *atom)`.
 `repeat` is any number of leading extents (batch, M/N/K repeats, a double buffer); registers are numbered
 row-major over them, each repeat holding the atom's registers together (`mma_a(2, 3)`: register
-`(i * 3 + j) * 4 + r` is native register r of repeat (i, j)). `warps=` prepends the group axis of
-`scope="warpgroup"` / `"cta"` (extent: the number of warps; `1 @ warpid`); `strides=` gives the repeats' register strides instead of row-major (a kernel that keeps a
-K-step's fragments apart, say). The factor rules are in
-`help(tiledsl.layout)` and docs/views.md.
+`(i * 3 + j) * 4 + r` is native register r of repeat (i, j)); `strides=` gives the repeats' register strides
+instead (a kernel that numbers its fragments otherwise). `warps=` prepends the group axis of `scope="warpgroup"` /
+`"cta"` (extent: the number of warps; `1 @ warpid`). Shared-tile views lead with a stage and a warp axis
+(`stages=None` / `warps=None` leave them out). The factor rules are in `help(tiledsl.layout)` and docs/views.md.
 
 Importing this module is light (no torch, no compiler).
 """
@@ -83,8 +83,9 @@ def mma_a(*repeat: int, k: int = 16, warps: int = 0, strides: tuple | None = Non
 
     Lane l, native register r holds row `l//4 + 8*(r%2)`, word `l%4 + 4*(r//2)` (k/4 registers per issue):
     k=16 `(2, 8, 2, 4) : (1, 4@laneid, 2, 1@laneid)`, k=8 `(2, 8, 4) : (1, 4@laneid, 1@laneid)`. The same
-    word image is the A fragment of tf32 m16n8k8 and int8/fp8 m16n8k32 (k=16) or m16n8k4 / m16n8k16 (k=8).
-    `ldmatrix.x4` (k=16) or `.x2` (k=8) of the tile `ldmatrix_a` describes fills it."""
+    word image is the PTX ISA's A fragment of tf32 m16n8k8 and int8/fp8 m16n8k32 (k=16) or of tf32 m16n8k4 and
+    int8 m16n8k16 (k=8); the mma pattern takes the f16/bf16 forms (docs/patterns/mma.md). `ldmatrix.x4` (k=16) or
+    `.x2` (k=8) of the tile `ldmatrix_a` describes fills it."""
     if _k(k) == 16:
         return _frag(repeat, 4, (2, 8, 2, 4), (1, 4 @ laneid, 2, 1 @ laneid), warps, strides)
     return _frag(repeat, 2, (2, 8, 4), (1, 4 @ laneid, 1 @ laneid), warps, strides)
@@ -96,7 +97,8 @@ def mma_b(*repeat: int, k: int = 16, warps: int = 0, strides: tuple | None = Non
 
     Lane l, native register r holds row (n) `l//4`, word `l%4 + 4*r` (k/8 registers per issue): k=16
     `(8, 2, 4) : (4@laneid, 1, 1@laneid)`, k=8 `(8, 4) : (4@laneid, 1@laneid)`. `ldmatrix.x2` (or `.x4` for two
-    n8 tiles) of an N x K tile, or `.trans` of a K x N tile, fills it (`ldmatrix_b`)."""
+    n8 tiles) of an N x K tile, or `.trans` of a K x N tile, fills it (`ldmatrix_b`). As words, the same image as
+    the B fragment of tf32 m16n8k8 and int8 m16n8k32 (k=16) or tf32 m16n8k4 and int8 m16n8k16 (k=8)."""
     if _k(k) == 16:
         return _frag(repeat, 2, (8, 2, 4), (4 @ laneid, 1, 1 @ laneid), warps, strides)
     return _frag(repeat, 1, (8, 4), (4 @ laneid, 1 @ laneid), warps, strides)
