@@ -130,6 +130,16 @@ def test_wgmma_and_stmatrix_fragments():
             assert H["wg_b"] == L.wgmma_smem(bn, bk, store, stages=stages)
 
 
+def test_attention_wgmma_fragments():
+    # tiledsl/ops/flash/fa3_parts.py's accumulator and fp8.py's register P operand (warps named wid_in_wg)
+    from tiledsl.ops.flash import fa3_parts
+    for n in (64, 128, 176, 256):
+        assert fa3_parts.acc_layout(n) == L.wgmma_acc(n, warp_axis="wid_in_wg")
+    for kr in (1, 2, 4):
+        assert L.wgmma_a(kr, warp_axis="wid_in_wg") == TileLayout(
+            S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
+
+
 def test_hopper_epilogue_packed_words():
     # tiledsl/ops/gemm/hopper_kernel.py's L_PK: the stmatrix.x4 registers of an EPI-column part
     for epi in (64, 128):
