@@ -3,9 +3,14 @@
 The kernel is the one `tiledsl.ops.matmul` takes on GPUs other than sm_90 (and for shapes the Hopper kernel does not
 serve); it is written only in the kernel language, and read best in this order:
 
-  1. `layouts(bm, bn, bk, wm, wn, stages)`: every shared and register layout of one configuration. Shared tiles
-     are rows of 16-byte chunks, XOR-swizzled so the 8 rows one ldmatrix reads fall in 8 bank groups; the register
-     layouts are the seed page's mma.sync lane maps (examples/seed_mma.py), repeated over the warp tile.
+  1. `layouts(bm, bn, bk, wm, wn, stages)`: every shared and register layout of one configuration, each one call
+     of `tiledsl.layouts` (no factor list written by hand): the shared stages as 16-byte cp.async chunks
+     (`chunk_rows`) and as ldmatrix.x4 reads them (`ldmatrix_a`, `ldmatrix_b`: stage, warp, m16 tile or n8-tile
+     pair, k16 step, matrix, row, word), XOR-swizzled (`row_swizzle`) so the 8 rows one ldmatrix reads fall in 8
+     bank groups; the registers as ldmatrix fills them (`ldmatrix_regs`) and as mma.sync reads them (`mma_a`,
+     `mma_b`, `mma_c`: the seed page's lane maps, examples/seed_mma.py, repeated over the warp tile).
+     docs/views.md explains views and layouts; examples/mma_gemm.py is the same kernel without the pipeline, in
+     seventy lines.
   2. `make_gemm(ab, out, config, shape)`: the configuration tuple (BM, BN, BK, warps along M and N, stages, ...)
      becomes closure constants, then three `@tiledsl.inline` helpers:
        * `copy_tile`: one k tile of A and B into a shared stage by cp.async, 16 bytes a thread at a time;

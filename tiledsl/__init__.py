@@ -7,7 +7,7 @@ from .runtime.jit import JITFunction, jit  # noqa: E402
 from .lang.inline import inline  # noqa: E402
 
 __all__ = ["jit", "inline", "JITFunction", "CompiledKernel", "T", "layout", "TiledslError", "CompilationError",
-           "LaunchError", "KernelFault", "__version__", "Config", "autotune", "testing"]
+           "LaunchError", "KernelFault", "__version__", "Config", "autotune", "testing", "layouts"]
 
 
 def __getattr__(name):
@@ -21,9 +21,9 @@ def __getattr__(name):
     if name == "autotune":
         from .tune.autotune import autotune
         return autotune
-    if name == "layout":        # (imports the IR modules: a process served from the disk cache never needs it)
+    if name in ("layout", "layouts"):   # (import the IR modules: a process served from the disk cache never needs them)
         import importlib
-        return importlib.import_module(".layout", __name__)
+        return importlib.import_module("." + name, __name__)
     if name == "testing":
         import importlib        # (not `from . import testing`: its hasattr check would come back here)
         return importlib.import_module(".testing", __name__)

@@ -100,6 +100,9 @@ class BuiltinCalls:
                 raise self.error(str(e), node) from None
         if isinstance(fn, TileLayout) or fn is TileLayout:
             raise self.error("build layouts outside the kernel and refer to them by name", node)
+        if getattr(fn, "__module__", None) == "tiledsl.layouts":      # L.mma_a(...) written inside the kernel
+            raise self.error(f"build layouts outside the kernel and refer to them by name (e.g. "
+                             f"`FRAG = tiledsl.layouts.{fn.__name__}(...)` at module level or in a factory)", node)
         host = host_math_message(fn)
         if host is not None:
             raise self.error(host, node.func)

@@ -349,3 +349,40 @@ def _show(x) -> str:
         return str(x)
     from ..ir.printer import expr_str
     return expr_str(x)
+
+
+class ViewMembers:
+    """What a buffer or view answers inside a kernel: a tensor parameter, `T.alloc_local`, `T.alloc_shared`, and every
+    view cut from them. The front end implements these (frontend/parser.py `expr_Attribute`, `indices`;
+    frontend/builtins.py `m_view`); this class only documents them, for help() and docs/language.md (the doc test
+    compiles a kernel using each, and checks that no other attribute is accepted). docs/views.md has the whole story."""
+
+    @property
+    def shape(self):
+        """`v.shape`: the view's extents as a tuple, known while compiling (a named size of a tensor parameter is its
+        run-time int32 value). Example: `n = A.shape[0]`"""
+
+    @property
+    def dtype(self):
+        """`v.dtype`: the element type (also `x.dtype` of a scalar value), e.g. to allocate a buffer of the same
+        type. Example: `acc = T.alloc_local((4,), A.dtype)`"""
+
+    @property
+    def ndim(self):
+        """`v.ndim`: the number of dimensions, `len(v.shape)`. Example: `T.static_assert(A.ndim == 2)`"""
+
+    def view(self, *shape, layout=None, dtype=None):
+        """`v.view(*shape, layout=None, dtype=None)`: the same storage seen another way, nothing copied. `shape`
+        (compile-time ints, or one tuple) reshapes a whole buffer, row-major unless `layout=` gives a TileLayout
+        (the storage it reaches must fit; execution axes only on local buffers); `dtype=` reinterprets the bits as
+        a type of another width, the last extent scaling by the ratio (`(M, K)` float16 as uint32 is `(M, K/2)`,
+        even element in the low half). Shape and layout apply to a whole buffer without a layout, not to a
+        sub-view; layouts are built outside the kernel. Example: `av = ar.view(MI, 1, 16, 8, layout=A_FRAG)   # A_FRAG = tiledsl.layouts.mma_a(MI, 1)`"""
+
+    def __getitem__(self, index):
+        """`v[i, j, ...]`: with one integer index per dimension, the element (a value to read; `v[i, j] = x` writes
+        it); with fewer indices or slices (`v[i]`, `v[:, j]`, `v[a:b]`, `v[s : s + n]` with a run-time start and a
+        compile-time length; no step) a sub-view of the same storage. Indices are int32; a compile-time index out
+        of range is refused, a run-time one is checked on the interpreter and with debug=True. Elements of a view
+        spread over lanes (an `@laneid` layout) are not read one at a time: index the local buffer. Example:
+        `row = X[r, :]; x = row[j]; X[r, j] = x * 2`"""

@@ -165,16 +165,54 @@ def _example_in(doc: str) -> str | None:
 
 
 def undocumented() -> list:
-    """Public T names without a docstring of their own."""
-    return [q for q, v in names() if describe(q, v)["undocumented"]]
+    """Public T names (and view members) without a docstring of their own."""
+    return [q for q, v in names() if describe(q, v)["undocumented"]] + \
+        [q for q, d in view_members() if not d["meaning"]]
+
+
+# the members of a buffer or view, in reading order, with the names the page shows
+VIEW_MEMBERS = (("v.shape", "shape"), ("v.dtype", "dtype"), ("v.ndim", "ndim"), ("v.view", "view"),
+                ("v[...]", "__getitem__"))
+
+
+def view_members() -> list:
+    """(shown name, {"signature", "meaning", "example"}) of each member of `views.ViewMembers`, from its docstring:
+    `signature`: meaning ... Example: `code`."""
+    from ..lang.views import ViewMembers
+    out = []
+    for shown, attr in VIEW_MEMBERS:
+        doc = " ".join((getattr(ViewMembers, attr).__doc__ or "").split())
+        sig, meaning, example = shown, "", shown
+        if doc.startswith("`") and "`" in doc[1:]:
+            end = doc.index("`", 1)
+            sig, meaning = doc[1:end], doc[end + 1:].lstrip(":").strip()
+        if " Example: `" in meaning:
+            meaning, example = meaning.split(" Example: `", 1)
+            example = example.rstrip("`")
+        if meaning:
+            meaning = meaning[0].upper() + meaning[1:]
+        out.append((shown, {"signature": sig, "meaning": meaning, "example": example}))
+    return out
+
+
+VIEWS_HEADER = """# Buffers and views
+
+What a tensor parameter, a `T.alloc_local` / `T.alloc_shared` buffer and any view cut from them answer inside a
+kernel (from the docstrings of `tiledsl.lang.views.ViewMembers`). `docs/views.md` explains views, layouts, the
+factor rules, execution axes and group axes; `tiledsl.layouts` has ready-made layouts.
+"""
 
 
 def render() -> str:
     parts = [HEADER]
     index = ", ".join(f"[`{q}`](#{q.replace('.', '').lower()})" for q, _ in names())
-    parts.append(f"**Names:** {index}\n")
+    members = ", ".join(f"`{q}`" for q, _ in view_members())
+    parts.append(f"**Names:** {index}\n\n**Buffers and views** (at the end): {members}\n")
     for q, v in names():
         d = describe(q, v)
+        parts.append(f"## {q}\n\n`{d['signature']}`\n\n{d['meaning']}\n\n```python\n{d['example']}\n```\n")
+    parts.append(VIEWS_HEADER)
+    for q, d in view_members():
         parts.append(f"## {q}\n\n`{d['signature']}`\n\n{d['meaning']}\n\n```python\n{d['example']}\n```\n")
     return "\n".join(parts)
 

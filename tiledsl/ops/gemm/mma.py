@@ -13,7 +13,7 @@ examples/gemm.py walks through this kernel and runs it (`python examples/gemm.py
 """
 import tiledsl
 from tiledsl import T
-from tiledsl.layout import S, TileLayout, laneid
+from tiledsl import layouts as layouts_lib
 
 GROUP_M = 8
 # matmul()'s choice: the first configuration whose block tile divides the shape (fastest first; measured on
@@ -43,38 +43,35 @@ def usable(config, out):
 
 
 def layouts(bm, bn, bk, wm, wn, stages, padded=False):
-    """Shared and register layouts of one configuration (shared ones in b32 words).
+    """Shared and register layouts of one configuration (shared ones in b32 words), from tiledsl.layouts.
 
     padded: rows of bk/2 + 4 words and no swizzle (bulk copies write rows as they are; the 16-byte pad puts
     the 8 rows one ldmatrix reads in 8 different bank groups instead)."""
     tm, tn = bm // wm, bn // wn      # the warp tile
     MI, NI = tm // 16, tn // 8       # m16 and n8 mma tiles per warp
-    cpr = bk // 8                    # 16-byte chunks per row
     words = bk // 2 + (4 if padded else 0)   # b32 words per shared row
-    ks = bk // 16                    # k16 steps per k tile
     # XOR the 16-byte chunk index with row bits so the 8 rows one ldmatrix reads hit 8 different bank groups
     # (rows of 16 chunks keep the XOR at 3 bits: 8 rows share a bank group only every 8 chunks)
-    sw = None if padded else {2: (1, 2, 3), 4: (2, 2, 3), 8: (3, 2, 3), 16: (3, 2, 4)}[cpr]
+    sw = None if padded else layouts_lib.row_swizzle(2 * bk)
+    tile = dict(stages=stages, row_words=words, swizzle=sw)
     L = {}
-    L["cp_a"] = TileLayout(S[(stages, bm, cpr, 4) : (bm * words, words, 4, 1)], swizzle=sw)
-    L["cp_b"] = TileLayout(S[(stages, bn, cpr, 4) : (bn * words, words, 4, 1)], swizzle=sw)
-    # A: (stage, warp row, m tile, k step, matrix, row, word); matrix i = (k half i//2, row half i%2)
-    L["ld_a"] = TileLayout(S[(stages, wm, MI, ks, 2, 2, 8, 4) :
-                             (bm * words, tm * words, 16 * words, 8, 4, 8 * words, words, 1)], swizzle=sw)
-    # B: (stage, warp col, n-tile pair, k step, matrix, row, word); matrix i = (n tile i//2, k half i%2)
-    L["ld_b"] = TileLayout(S[(stages, wn, NI // 2, ks, 2, 2, 8, 4) :
-                             (bn * words, tn * words, 16 * words, 8, 8 * words, 4, words, 1)], swizzle=sw)
-    # registers: ldmatrix matrix i -> register i of each group of 4; mma operands use the seed lane maps
-    L["r_a"] = TileLayout(S[(MI, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
-    L["r_b"] = TileLayout(S[(NI // 2, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
-    L["m_a"] = TileLayout(S[(MI, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    L["m_b"] = TileLayout(S[(NI, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
-    L["m_d"] = TileLayout(S[(MI, NI, 2, 8, 4, 2) : (NI * 4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+    # the shared stages as 16-byte chunks (the cp.async view): (stage, row, chunk, word)
+    L["cp_a"] = layouts_lib.chunk_rows(bm, bk, **tile)
+    L["cp_b"] = layouts_lib.chunk_rows(bn, bk, **tile)
+    # the same stages as ldmatrix.x4 reads them: (stage, warp, m16 tile | n8-tile pair, k16 step, matrix, row, word)
+    L["ld_a"] = layouts_lib.ldmatrix_a(bm, bk, warps=wm, **tile)
+    L["ld_b"] = layouts_lib.ldmatrix_b(bn, bk, warps=wn, **tile)
+    # registers: ldmatrix matrix i -> register i of each group of 4; the same registers as mma.sync operands
+    L["r_a"] = layouts_lib.ldmatrix_regs(MI)
+    L["r_b"] = layouts_lib.ldmatrix_regs(NI // 2)
+    L["m_a"] = layouts_lib.mma_a(MI, 1)
+    L["m_b"] = layouts_lib.mma_b(NI, 1)
+    L["m_d"] = layouts_lib.mma_c(MI, NI)
     # the same register layouts over two fragment buffers (software pipelining: load k+1 while k multiplies)
-    L["r_a2"] = TileLayout(S[(2, MI, 4, 8, 4) : (MI * 4, 4, 1, 4 @ laneid, 1 @ laneid)])
-    L["r_b2"] = TileLayout(S[(2, NI // 2, 4, 8, 4) : (NI * 2, 4, 1, 4 @ laneid, 1 @ laneid)])
-    L["m_a2"] = TileLayout(S[(2, MI, 1, 2, 8, 2, 4) : (MI * 4, 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    L["m_b2"] = TileLayout(S[(2, NI, 1, 8, 2, 4) : (NI * 2, 2, 2, 4 @ laneid, 1, 1 @ laneid)])
+    L["r_a2"] = layouts_lib.ldmatrix_regs(2, MI)
+    L["r_b2"] = layouts_lib.ldmatrix_regs(2, NI // 2)
+    L["m_a2"] = layouts_lib.mma_a(2, MI, 1)
+    L["m_b2"] = layouts_lib.mma_b(2, NI, 1)
     return L
 
 
