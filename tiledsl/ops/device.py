@@ -33,9 +33,22 @@ _BUFFERS = {}
 def stream_buffers(a, what, make):
     """make(torch, device)'s buffers for launches on torch tensor a's device and current stream, made on the first
     call for that (device, stream, what) and the same objects after (`what`: a hashable naming the kernel's need,
-    its sizes included)."""
+    its sizes included).
+
+    Under CUDA-graph capture the buffers are made afresh in the graph's pool (make's zero fill is captured, so every
+    replay starts from zeros) and not kept. Kept buffers are made on a side stream: torch routes a capture's (and
+    torch.compile's cudagraph warm-up's) allocations to the graph's pool by the stream they are made on, and a
+    kept buffer must not live in a pool that believes it free."""
     import torch
-    key = (str(a.device), torch.cuda.current_stream(a.device).cuda_stream, what)
+    if torch.cuda.is_current_stream_capturing():
+        return make(torch, a.device)
+    cur = torch.cuda.current_stream(a.device)
+    key = (str(a.device), cur.cuda_stream, what)
     if key not in _BUFFERS:
-        _BUFFERS[key] = make(torch, a.device)
+        side = torch.cuda.Stream(a.device)
+        side.wait_stream(cur)
+        with torch.cuda.stream(side):
+            bufs = make(torch, a.device)
+        cur.wait_stream(side)               # the zero fill is done before this stream's first launch reads it
+        _BUFFERS[key] = bufs
     return _BUFFERS[key]
