@@ -25,7 +25,8 @@ from .common import NAMESPACE, UnsupportedArgument, on_cpu, qualified, refuse
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 SUPPORTED_DTYPES = "supported: torch.float16, torch.bfloat16"
 CPU_PARTIAL_BLOCKS = 4           # blocks of a backward kernel on the interpreter (each walks rows, keeps partials)
-GPU_PARTIAL_BLOCKS_PER_SM = 2
+GPU_THREADS_PER_SM = 1024        # a backward kernel's blocks per SM: enough threads to keep loads in flight, few
+                                 # enough that the float32 partials (blocks x n, twice) stay small next to the rows
 
 _INTERPRETED = {}
 
@@ -69,11 +70,12 @@ def _check_length(op, what, n):
         refuse(op, what, n, f"supported: rows of at most {MAX_ROW} elements (the row is held in registers)")
 
 
-def _partial_blocks(x, rows):
+def _partial_blocks(x, rows, n):
     if x.device.type == "cpu":
         return min(rows, CPU_PARTIAL_BLOCKS)
     from ..device import sm_count
-    return min(rows, GPU_PARTIAL_BLOCKS_PER_SM * sm_count(x))
+    from ..rowwise.rows import plan
+    return min(rows, max(2, GPU_THREADS_PER_SM // plan(n).threads) * sm_count(x))
 
 
 def _normalized(op, x, normalized_shape):
@@ -199,7 +201,7 @@ def _layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Se
         return dx, z, z.clone()
     from ..rowwise.norms import make_layer_norm_backward
     w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
-    g = _partial_blocks(x, rows)
+    g = _partial_blocks(x, rows, n)
     dwp = torch.empty((g, n), dtype=torch.float32, device=x.device)
     dbp = torch.empty((g, n), dtype=torch.float32, device=x.device)
     k = _launchable(make_layer_norm_backward(n, DTYPES[x.dtype]), on_cpu(dy, x, weight))
@@ -315,7 +317,7 @@ def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch
     rows = x.numel() // n
     from ..rowwise.norms import make_rms_norm_backward
     w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
-    g = _partial_blocks(x, rows)
+    g = _partial_blocks(x, rows, n)
     dwp = torch.empty((g, n), dtype=torch.float32, device=x.device)
     k = _launchable(make_rms_norm_backward(n, DTYPES[x.dtype], add_grad=ds is not None), on_cpu(dy, x, weight, ds))
     extra = (_rows(ds.to(x.dtype), n),) if ds is not None else ()
