@@ -74,8 +74,9 @@ def _partial_blocks(x, rows, n):
     if x.device.type == "cpu":
         return min(rows, CPU_PARTIAL_BLOCKS)
     from ..device import sm_count
+    from ..rowwise.norms import BACKWARD_PER_THREAD
     from ..rowwise.rows import plan
-    return min(rows, max(2, GPU_THREADS_PER_SM // plan(n).threads) * sm_count(x))
+    return min(rows, max(2, GPU_THREADS_PER_SM // plan(n, per_thread=BACKWARD_PER_THREAD).threads) * sm_count(x))
 
 
 def _normalized(op, x, normalized_shape):

@@ -21,8 +21,14 @@ from .rows import load_row, load_vec, plan, store_row, to_float, words
 _KERNELS = {}
 
 
-def _setup(kind, n, dtype, threads, extra=()):
-    p = tuple(plan(n, threads))
+# elements of a row a thread holds: the backward kernels keep float32 weight-gradient accumulators beside the rows'
+# words, so they split a row over twice the threads of the forward kernels to stay at a few blocks per SM
+FORWARD_PER_THREAD = 32
+BACKWARD_PER_THREAD = 16
+
+
+def _setup(kind, n, dtype, threads, extra=(), per_thread=FORWARD_PER_THREAD):
+    p = tuple(plan(n, threads, per_thread))
     key = (kind, n, dtype, p) + tuple(extra)
     return key, p, words(p[1])
 
@@ -100,8 +106,11 @@ def make_layer_norm_forward(n, dtype, threads=None):
 
 
 def make_layer_norm_backward(n, dtype, threads=None):
-    """(X, W, DY, Mean, Rstd, DX, DWp (G, n) float32, DBp (G, n) float32): launched on G blocks."""
-    key, p, (word, W, ldop, stop) = _setup("ln_bwd", n, dtype, threads)
+    """(X, W, DY, Mean, Rstd, DX, DWp (G, n) float32, DBp (G, n) float32): launched on G blocks.
+
+    The rows stay in their 16-bit words; xhat and g are recomputed from them after the reductions rather than kept
+    as float32 (registers go to the dW and dB accumulators instead)."""
+    key, p, (word, W, ldop, stop) = _setup("ln_bwd", n, dtype, threads, per_thread=BACKWARD_PER_THREAD)
     if key in _KERNELS:
         return _KERNELS[key]
     threads, VEC, V = p[0], p[1], p[2]
@@ -117,16 +126,13 @@ def make_layer_norm_backward(n, dtype, threads=None):
         wr = T.alloc_local((V, W), word)
         hx = rx.view(dtype=dtype)
         hg = rg.view(dtype=dtype)
-        fx = T.alloc_local((V * VEC,), "float32")
-        fg = T.alloc_local((V * VEC,), "float32")
-        fw = T.alloc_local((V * VEC,), "float32")
+        wh = wr.view(dtype=dtype)
         dw = T.alloc_local((V * VEC,), "float32")
         db = T.alloc_local((V * VEC,), "float32")
         red = T.alloc_shared((2, threads // 32), "float32")
         tid = T.cuda.thread_id()
         bid = T.cuda.block_id()
         load_vec(Wt.view(dtype=word), wr, tid, p, ldop, W)
-        to_float(wr.view(dtype=dtype), fw, p)
         for j in T.unroll(V * VEC):
             dw[j] = 0.0
             db[j] = 0.0
@@ -137,23 +143,24 @@ def make_layer_norm_backward(n, dtype, threads=None):
             row = bid + k * G  # noqa: F821
             load_row(Xw, row, rx, tid, p, ldop, W)
             load_row(DYw, row, rg, tid, p, ldop, W)
-            to_float(hx, fx, p)
-            to_float(hg, fg, p)
             mean = Mean[row]
             rstd = Rstd[row]
             a = T.float32(0)
             c = T.float32(0)
             for j in T.unroll(V * VEC):
-                fx[j] = (fx[j] - mean) * rstd            # xhat
-                dw[j] = dw[j] + fg[j] * fx[j]
-                db[j] = db[j] + fg[j]
-                fg[j] = fg[j] * fw[j]                    # g = dy * w (zero in a masked slot)
-                a = a + fg[j] * fx[j]
-                c = c + fg[j]
+                xh = (T.cast(hx[j // VEC, j % VEC], "float32") - mean) * rstd
+                d = T.cast(hg[j // VEC, j % VEC], "float32")
+                g = d * T.cast(wh[j // VEC, j % VEC], "float32")          # zero in a masked slot (d is)
+                dw[j] = dw[j] + d * xh
+                db[j] = db[j] + d
+                a = a + g * xh
+                c = c + g
             a = block_allreduce(a, red[0], "add", threads) * (1.0 / n)
             c = block_allreduce(c, red[1], "add", threads) * (1.0 / n)
             for j in T.unroll(V * VEC):
-                hg[j // VEC, j % VEC] = T.cast(rstd * (fg[j] - fx[j] * a - c), dtype)
+                xh = (T.cast(hx[j // VEC, j % VEC], "float32") - mean) * rstd
+                g = T.cast(hg[j // VEC, j % VEC], "float32") * T.cast(wh[j // VEC, j % VEC], "float32")
+                hg[j // VEC, j % VEC] = T.cast(rstd * (g - xh * a - c), dtype)
             store_row(DXw, row, rg, tid, p, stop, W)
         store_partial(DWp, bid, dw, tid, p)
         store_partial(DBp, bid, db, tid, p)
@@ -231,7 +238,7 @@ def make_rms_norm_forward(n, dtype, fused_add=False, threads=None):
 
 def make_rms_norm_backward(n, dtype, add_grad=False, threads=None):
     """(X, W, DY, Rstd, [DS,] DX, DWp (G, n) float32): launched on G blocks; add_grad adds DS to DX."""
-    key, p, (word, W, ldop, stop) = _setup("rms_bwd", n, dtype, threads, (add_grad,))
+    key, p, (word, W, ldop, stop) = _setup("rms_bwd", n, dtype, threads, (add_grad,), BACKWARD_PER_THREAD)
     if key in _KERNELS:
         return _KERNELS[key]
     threads, VEC, V = p[0], p[1], p[2]
@@ -245,9 +252,7 @@ def make_rms_norm_backward(n, dtype, add_grad=False, threads=None):
         hx = rx.view(dtype=dtype)
         hg = rg.view(dtype=dtype)
         hs = rs.view(dtype=dtype)
-        fx = T.alloc_local((V * VEC,), "float32")
-        fg = T.alloc_local((V * VEC,), "float32")
-        fw = T.alloc_local((V * VEC,), "float32")
+        wh = wr.view(dtype=dtype)
         dw = T.alloc_local((V * VEC,), "float32")
         red = T.alloc_shared((threads // 32,), "float32")
         tid = T.cuda.thread_id()
@@ -255,7 +260,6 @@ def make_rms_norm_backward(n, dtype, add_grad=False, threads=None):
         G = T.cuda.grid_dim()
         R = X.shape[0]
         load_vec(Wt.view(dtype=word), wr, tid, p, ldop, W)
-        to_float(wr.view(dtype=dtype), fw, p)
         for j in T.unroll(V * VEC):
             dw[j] = 0.0
         Xw = X.view(dtype=word)
@@ -267,19 +271,19 @@ def make_rms_norm_backward(n, dtype, add_grad=False, threads=None):
             load_row(DYw, row, rg, tid, p, ldop, W)
             if add_grad:
                 load_row(DS.view(dtype=word), row, rs, tid, p, ldop, W)
-            to_float(hx, fx, p)
-            to_float(hg, fg, p)
             rstd = Rstd[row]
             a = T.float32(0)
             for j in T.unroll(V * VEC):
-                fx[j] = fx[j] * rstd                     # xhat
-                dw[j] = dw[j] + fg[j] * fx[j]
-                fg[j] = fg[j] * fw[j]                    # g = dy * w
-                a = a + fg[j] * fx[j]
+                xh = T.cast(hx[j // VEC, j % VEC], "float32") * rstd
+                d = T.cast(hg[j // VEC, j % VEC], "float32")
+                dw[j] = dw[j] + d * xh
+                a = a + d * T.cast(wh[j // VEC, j % VEC], "float32") * xh
             # the barrier inside the reduction orders last row's reads of red before this row's writes
             a = block_allreduce(a, red, "add", threads) * (1.0 / n)
             for j in T.unroll(V * VEC):
-                d = rstd * (fg[j] - fx[j] * a)
+                xh = T.cast(hx[j // VEC, j % VEC], "float32") * rstd
+                g = T.cast(hg[j // VEC, j % VEC], "float32") * T.cast(wh[j // VEC, j % VEC], "float32")
+                d = rstd * (g - xh * a)
                 if add_grad:
                     d = d + T.cast(hs[j // VEC, j % VEC], "float32")
                 hg[j // VEC, j % VEC] = T.cast(d, dtype)
