@@ -1,5 +1,5 @@
 """The row-wise torch ops on the GPU (issue 32): values and gradients against torch in float32 at model sizes (rows
-4096-16384, hidden 4096 and 8192) and ragged ones, opcheck on CUDA tensors, CUDA-graph capture and replay after the
+4096-16384, hidden 4096 and 8192), ragged ones and rows too long for registers (a vocabulary's), opcheck on CUDA tensors, CUDA-graph capture and replay after the
 inputs' values change (forward and backward), torch.compile(mode="reduce-overhead")."""
 import pytest
 
@@ -12,7 +12,7 @@ import tiledsl.ops as ops  # noqa: E402
 # ||out - ref|| / ||ref|| against float32 torch on the same rounded inputs: a rounding of the output dtype
 REL = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 SIZES = [(4096, 4096), (16384, 4096), (4096, 8192), (16384, 8192), (4096, 1000), (4096, 4097), (8192, 17),
-         (3, 65536)]
+         (3, 65536), (64, 16384), (16, 151936), (4, 262147)]        # the last two: long_rows.py's kernels
 
 
 def rel(got, want):

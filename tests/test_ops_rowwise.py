@@ -210,14 +210,33 @@ def test_unsupported_dtypes_are_refused_naming_the_argument():
         assert what in str(e.value), str(e.value)
 
 
-def test_rows_longer_than_the_registers_hold_are_refused():
-    from tiledsl.ops.rowwise.rows import MAX_ROW
-    x = torch.zeros(1, MAX_ROW + 1, dtype=torch.float16)
-    with pytest.raises(UnsupportedArgument, match=f"x.shape\\[-1\\]={MAX_ROW + 1} is not supported; supported: rows "
-                                                  f"of at most {MAX_ROW}"):
-        ops.softmax(x)
-    with pytest.raises(UnsupportedArgument, match="normalized_shape"):
-        ops.layer_norm(x, (MAX_ROW + 1,))
+@pytest.mark.parametrize("n", [300, 1000, 7])
+def test_long_rows_take_the_multi_pass_kernels(monkeypatch, n):
+    """Rows longer than the registers hold (rows.MAX_ROW) take long_rows.py's kernels: here with the threshold
+    lowered, so that they run on the interpreter against torch (tiles of 32 threads, the row in several tiles)."""
+    from tiledsl.ops.library import rowwise
+    monkeypatch.setattr(rowwise, "LONG_ROW", 4)
+    assert rowwise.long_row(n)
+    dtype = torch.bfloat16
+    x, r = _input((3, n), dtype, 60), _input((3, n), dtype, 61)
+    w, b = _input((n,), dtype, 62), _input((n,), dtype, 63)
+    dy = _input((3, n), dtype, 64)
+    cases = [
+        (lambda x, w, b: ops.softmax(x, -1), lambda x, w, b: torch.softmax(x, -1)),
+        (lambda x, w, b: ops.layer_norm(x, (n,), w, b), lambda x, w, b: F.layer_norm(x, (n,), w, b)),
+        (lambda x, w, b: ops.rms_norm(x, w, 1e-6), lambda x, w, b: F.rms_norm(x, (n,), w, 1e-6)),
+        (lambda x, w, b: sum(ops.add_rms_norm(x, r, w, 1e-6)),
+         lambda x, w, b: F.rms_norm(x + r.float(), (n,), w, 1e-6) + x + r.float()),
+    ]
+    for ours, theirs in cases:
+        a, c = [leaf(t) for t in (x, w, b)], [leaf(t.float()) for t in (x, w, b)]
+        y, ref = ours(*a), theirs(*c)
+        close(y, ref, dtype, 2)
+        y.backward(dy)
+        ref.backward(dy.float())
+        for u, v in zip(a, c):
+            if v.grad is not None:
+                close(u.grad, v.grad, dtype, 4)
 
 
 def test_mismatched_shapes_raise_as_torch():
@@ -272,6 +291,25 @@ def test_compile_fullgraph_no_break_no_recompile():
 
 # ---------------------------------------------------------------------------------------------------------------
 # compile-only: the kernels through ptxas for sm_90 at model sizes and ragged ones
+
+@pytest.mark.parametrize("n", [151936, 262147])
+def test_long_row_kernels_pass_ptxas_for_sm_90(n):
+    from tiledsl.ops.rowwise import long_rows
+    x, v = torch.zeros(2, n, dtype=torch.bfloat16), torch.zeros(n, dtype=torch.bfloat16)
+    st, part = torch.zeros(2), torch.zeros(2, n)
+    for ck in (long_rows.make_long_softmax(n, "bfloat16").compile(x, x, target="sm_90"),
+               long_rows.make_long_softmax(n, "bfloat16", backward=True).compile(x, x, x, target="sm_90"),
+               long_rows.make_long_layer_norm_forward(n, "bfloat16").compile(x, v, v, x, st, st, 1e-5, target="sm_90"),
+               long_rows.make_long_layer_norm_backward(n, "bfloat16").compile(x, v, x, st, st, x, part, part,
+                                                                              target="sm_90"),
+               long_rows.make_long_rms_norm_forward(n, "bfloat16", fused_add=True).compile(x, x, v, x, x, st, 1e-5,
+                                                                                          target="sm_90"),
+               long_rows.make_long_rms_norm_backward(n, "bfloat16", add_grad=True).compile(x, v, x, st, x, x, part,
+                                                                                          target="sm_90")):
+        r = ptxas(ck.asm["ptx"], "sm_90")
+        assert r.returncode == 0, r.stderr
+        assert ck.metadata.get("spill_stores", 0) == 0, ck.metadata
+
 
 @pytest.mark.parametrize("n", [4096, 8192, 1000, 4097, 17])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -1,7 +1,7 @@
 """The row-wise torch ops: `tiledsl::softmax`, `tiledsl::layer_norm`, `tiledsl::rms_norm` and the fused
 `tiledsl::add_rms_norm`, each with a fake implementation and autograd, on the kernels of tiledsl.ops.rowwise
-(softmax_rows.py, norms.py): float16 and bfloat16 in and out, float32 statistics, rows of any length up to
-rows.MAX_ROW elements.
+(softmax_rows.py, norms.py; long_rows.py for rows longer than registers hold): float16 and bfloat16 in and out,
+float32 statistics, rows of any length.
 
 How the ops are built:
 - `softmax` is a custom op (its backward needs only its output, y).
@@ -64,19 +64,55 @@ def _check_dtype(op, arg, t, like=None):
         refuse(op, f"{arg}.dtype", t.dtype, f"supported: the input's dtype ({like.dtype})")
 
 
-def _check_length(op, what, n):
+LONG_ROW = None          # rows longer than this take long_rows.py's kernels (None: rows.MAX_ROW); tests lower it
+CPU_LONG_THREADS = 32    # the long kernels' block on the interpreter (1024 on the GPU)
+
+
+def long_row(n):
+    """Whether rows of n elements take the kernels of long_rows.py (re-reading the row) rather than holding it."""
     from ..rowwise.rows import MAX_ROW
-    if n > MAX_ROW:
-        refuse(op, what, n, f"supported: rows of at most {MAX_ROW} elements (the row is held in registers)")
+    return n > (MAX_ROW if LONG_ROW is None else LONG_ROW)
 
 
-def _partial_blocks(x, rows, n):
-    if x.device.type == "cpu":
-        return min(rows, CPU_PARTIAL_BLOCKS)
-    from ..device import sm_count
-    from ..rowwise.norms import BACKWARD_PER_THREAD
-    from ..rowwise.rows import plan
-    return min(rows, max(2, GPU_THREADS_PER_SM // plan(n, per_thread=BACKWARD_PER_THREAD).threads) * sm_count(x))
+def _kernel(name, n, dtype, cpu, **flags):
+    """The kernel `name` (softmax_forward, softmax_backward, layer_norm_forward, layer_norm_backward,
+    rms_norm_forward, rms_norm_backward) for rows of n `dtype`, as launched for CPU or CUDA tensors."""
+    if long_row(n):
+        from ..rowwise import long_rows as m
+        kw = dict(flags, threads=CPU_LONG_THREADS) if cpu else flags
+        make = {"softmax_forward": lambda **k: m.make_long_softmax(n, dtype, **k),
+                "softmax_backward": lambda **k: m.make_long_softmax(n, dtype, backward=True, **k),
+                "layer_norm_forward": lambda **k: m.make_long_layer_norm_forward(n, dtype, **k),
+                "layer_norm_backward": lambda **k: m.make_long_layer_norm_backward(n, dtype, **k),
+                "rms_norm_forward": lambda **k: m.make_long_rms_norm_forward(n, dtype, **k),
+                "rms_norm_backward": lambda **k: m.make_long_rms_norm_backward(n, dtype, **k)}[name]
+        return _launchable(make(**kw), cpu)
+    from ..rowwise import norms, softmax_rows
+    make = {"softmax_forward": softmax_rows.make_softmax_forward,
+            "softmax_backward": softmax_rows.make_softmax_backward,
+            "layer_norm_forward": norms.make_layer_norm_forward, "layer_norm_backward": norms.make_layer_norm_backward,
+            "rms_norm_forward": norms.make_rms_norm_forward, "rms_norm_backward": norms.make_rms_norm_backward}[name]
+    return _launchable(make(n, dtype, **flags), cpu)
+
+
+def _partials(x, rows, n, count):
+    """`count` float32 (G, n) buffers for a backward kernel's per-block weight-gradient partials, G its blocks.
+    Register-held rows: about GPU_THREADS_PER_SM threads per SM, every partial written by the kernel. Long rows:
+    a block per SM, the partials zeroed (the kernel adds into them)."""
+    cpu = x.device.type == "cpu"
+    if cpu:
+        g = min(rows, CPU_PARTIAL_BLOCKS)
+    else:
+        from ..device import sm_count
+        if long_row(n):
+            g = min(rows, sm_count(x))
+        else:
+            from ..rowwise.norms import BACKWARD_PER_THREAD
+            from ..rowwise.rows import plan
+            threads = plan(n, per_thread=BACKWARD_PER_THREAD).threads
+            g = min(rows, max(2, GPU_THREADS_PER_SM // threads) * sm_count(x))
+    new = torch.zeros if long_row(n) else torch.empty
+    return [new((g, n), dtype=torch.float32, device=x.device) for _ in range(count)]
 
 
 def _normalized(op, x, normalized_shape):
@@ -102,11 +138,9 @@ def _softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     d = dim % x.dim()
     xt = x.movedim(d, -1)
     n = xt.shape[-1]
-    _check_length("softmax", f"x.shape[{dim}]", n)
     y = torch.empty(xt.shape, dtype=x.dtype, device=x.device)
     if y.numel():
-        from ..rowwise.softmax_rows import make_softmax_forward
-        k = _launchable(make_softmax_forward(n, DTYPES[x.dtype]), on_cpu(x))
+        k = _kernel("softmax_forward", n, DTYPES[x.dtype], on_cpu(x))
         k(_rows(xt, n), y.view(-1, n))
     return y.movedim(-1, d).contiguous()
 
@@ -126,8 +160,7 @@ def _softmax_backward(y: torch.Tensor, dy: torch.Tensor, dim: int) -> torch.Tens
     n = yt.shape[-1]
     dx = torch.empty(yt.shape, dtype=y.dtype, device=y.device)
     if dx.numel():
-        from ..rowwise.softmax_rows import make_softmax_backward
-        k = _launchable(make_softmax_backward(n, DTYPES[y.dtype]), on_cpu(y, dy))
+        k = _kernel("softmax_backward", n, DTYPES[y.dtype], on_cpu(y, dy))
         k(_rows(yt, n), _rows(gt, n), dx.view(-1, n))
     return dx.movedim(-1, d).contiguous()
 
@@ -162,7 +195,6 @@ def _ln_args(x, normalized_shape, weight, bias):
             if tuple(t.shape) != tuple(normalized_shape):
                 raise RuntimeError(f"tiledsl.ops.layer_norm: {name} of shape {list(t.shape)} must have the "
                                    f"normalized_shape {list(normalized_shape)}")
-    _check_length("layer_norm", "normalized_shape", n)
     return n, x.shape[:x.dim() - len(normalized_shape)]
 
 
@@ -174,10 +206,9 @@ def _layer_norm_forward(x: torch.Tensor, normalized_shape: Sequence[int], weight
     mean = torch.zeros(lead, dtype=torch.float32, device=x.device)
     rstd = torch.zeros(lead, dtype=torch.float32, device=x.device)
     if y.numel():
-        from ..rowwise.norms import make_layer_norm_forward
         w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
         b = _vector(bias, n) if bias is not None else torch.zeros(n, dtype=x.dtype, device=x.device)
-        k = _launchable(make_layer_norm_forward(n, DTYPES[x.dtype]), on_cpu(x, weight, bias))
+        k = _kernel("layer_norm_forward", n, DTYPES[x.dtype], on_cpu(x, weight, bias))
         k(_rows(x, n), w, b, y.view(-1, n), mean.view(-1), rstd.view(-1), float(eps))
     return y, mean, rstd
 
@@ -200,12 +231,9 @@ def _layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Se
     if dx.numel() == 0:
         z = torch.zeros(tuple(normalized_shape), dtype=x.dtype, device=x.device)
         return dx, z, z.clone()
-    from ..rowwise.norms import make_layer_norm_backward
     w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
-    g = _partial_blocks(x, rows, n)
-    dwp = torch.empty((g, n), dtype=torch.float32, device=x.device)
-    dbp = torch.empty((g, n), dtype=torch.float32, device=x.device)
-    k = _launchable(make_layer_norm_backward(n, DTYPES[x.dtype]), on_cpu(dy, x, weight))
+    dwp, dbp = _partials(x, rows, n, 2)
+    k = _kernel("layer_norm_backward", n, DTYPES[x.dtype], on_cpu(dy, x, weight))
     k(_rows(x, n), w, _rows(dy.to(x.dtype), n), _vector(mean, rows), _vector(rstd, rows), dx.view(-1, n), dwp, dbp)
     shape = tuple(normalized_shape)
     return dx, dwp.sum(0).to(x.dtype).reshape(shape), dbp.sum(0).to(x.dtype).reshape(shape)
@@ -254,7 +282,6 @@ def _rms_args(op, x, weight, residual=None):
             raise RuntimeError(f"tiledsl.ops.{op}: the input must have at least one dim")
         shape = tuple(x.shape[-1:])
     n = _normalized(op, x, shape)
-    _check_length(op, "weight.numel()" if weight is not None else "x.shape[-1]", n)
     return n, shape, x.shape[:x.dim() - len(shape)]
 
 
@@ -269,9 +296,8 @@ def _rms_norm_forward(x: torch.Tensor, weight: Optional[torch.Tensor], eps: Opti
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rstd = torch.zeros(lead, dtype=torch.float32, device=x.device)
     if y.numel():
-        from ..rowwise.norms import make_rms_norm_forward
         w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
-        k = _launchable(make_rms_norm_forward(n, DTYPES[x.dtype]), on_cpu(x, weight))
+        k = _kernel("rms_norm_forward", n, DTYPES[x.dtype], on_cpu(x, weight))
         k(_rows(x, n), w, y.view(-1, n), rstd.view(-1), _eps(x, eps))
     return y, rstd
 
@@ -291,9 +317,8 @@ def _add_rms_norm_forward(x: torch.Tensor, residual: torch.Tensor, weight: Optio
     s = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rstd = torch.zeros(lead, dtype=torch.float32, device=x.device)
     if y.numel():
-        from ..rowwise.norms import make_rms_norm_forward
         w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
-        k = _launchable(make_rms_norm_forward(n, DTYPES[x.dtype], fused_add=True), on_cpu(x, residual, weight))
+        k = _kernel("rms_norm_forward", n, DTYPES[x.dtype], on_cpu(x, residual, weight), fused_add=True)
         k(_rows(x, n), _rows(residual, n), w, y.view(-1, n), s.view(-1, n), rstd.view(-1), _eps(x, eps))
     return y, s, rstd
 
@@ -316,11 +341,9 @@ def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch
     if dx.numel() == 0:
         return dx, torch.zeros(shape, dtype=x.dtype, device=x.device)
     rows = x.numel() // n
-    from ..rowwise.norms import make_rms_norm_backward
     w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
-    g = _partial_blocks(x, rows, n)
-    dwp = torch.empty((g, n), dtype=torch.float32, device=x.device)
-    k = _launchable(make_rms_norm_backward(n, DTYPES[x.dtype], add_grad=ds is not None), on_cpu(dy, x, weight, ds))
+    (dwp,) = _partials(x, rows, n, 1)
+    k = _kernel("rms_norm_backward", n, DTYPES[x.dtype], on_cpu(dy, x, weight, ds), add_grad=ds is not None)
     extra = (_rows(ds.to(x.dtype), n),) if ds is not None else ()
     k(_rows(x, n), w, _rows(dy.to(x.dtype), n), _vector(rstd, rows), *extra, dx.view(-1, n), dwp)
     return dx, dwp.sum(0).to(x.dtype).reshape(shape)
