@@ -52,8 +52,10 @@ def main(argv=None):
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     a = ap.parse_args(argv)
     dtype = getattr(torch, a.dtype)
-    sizes = [(4096, 4096), (16384, 8192)] if a.quick else [(4096, 4096), (16384, 4096), (4096, 8192), (16384, 8192),
-                                                              (16384, 4097)]
+    # model sizes, a ragged hidden size, rows past the register-held kernels (long_rows.py), a vocabulary's softmax
+    sizes = ([(4096, 4096), (16384, 8192)] if a.quick else
+             [(4096, 4096), (16384, 4096), (4096, 8192), (16384, 8192), (16384, 4097), (4096, 16384), (1024, 65536),
+              (256, 151936)])
     table = []
     for rows, n in sizes:
         xs = [(torch.randn(rows, n, device="cuda") * 2 + 0.5).to(dtype).requires_grad_() for _ in range(3)]

@@ -64,20 +64,26 @@ def _check_dtype(op, arg, t, like=None):
         refuse(op, f"{arg}.dtype", t.dtype, f"supported: the input's dtype ({like.dtype})")
 
 
-LONG_ROW = None          # rows longer than this take long_rows.py's kernels (None: rows.MAX_ROW); tests lower it
+# rows longer than these take long_rows.py's kernels: beyond them a register-held row spills at 1024 threads a
+# block (ptxas -v for sm_90: the forward kernels are spill-free to 32768 elements, the backward ones to 8192 and
+# spill a little at 16384); to be tuned on the H200 with benchmarks/rowwise_ops.py
+FORWARD_REGISTER_ROW = 32768
+BACKWARD_REGISTER_ROW = 16384
+LONG_ROW = None          # tests set it to send short rows to the long kernels on the interpreter
 CPU_LONG_THREADS = 32    # the long kernels' block on the interpreter (1024 on the GPU)
 
 
-def long_row(n):
+def long_row(n, backward=False):
     """Whether rows of n elements take the kernels of long_rows.py (re-reading the row) rather than holding it."""
-    from ..rowwise.rows import MAX_ROW
-    return n > (MAX_ROW if LONG_ROW is None else LONG_ROW)
+    if LONG_ROW is not None:
+        return n > LONG_ROW
+    return n > (BACKWARD_REGISTER_ROW if backward else FORWARD_REGISTER_ROW)
 
 
 def _kernel(name, n, dtype, cpu, **flags):
     """The kernel `name` (softmax_forward, softmax_backward, layer_norm_forward, layer_norm_backward,
     rms_norm_forward, rms_norm_backward) for rows of n `dtype`, as launched for CPU or CUDA tensors."""
-    if long_row(n):
+    if long_row(n, backward=name.endswith("backward")):
         from ..rowwise import long_rows as m
         kw = dict(flags, threads=CPU_LONG_THREADS) if cpu else flags
         make = {"softmax_forward": lambda **k: m.make_long_softmax(n, dtype, **k),
@@ -104,14 +110,14 @@ def _partials(x, rows, n, count):
         g = min(rows, CPU_PARTIAL_BLOCKS)
     else:
         from ..device import sm_count
-        if long_row(n):
+        if long_row(n, backward=True):
             g = min(rows, sm_count(x))
         else:
             from ..rowwise.norms import BACKWARD_PER_THREAD
             from ..rowwise.rows import plan
             threads = plan(n, per_thread=BACKWARD_PER_THREAD).threads
             g = min(rows, max(2, GPU_THREADS_PER_SM // threads) * sm_count(x))
-    new = torch.zeros if long_row(n) else torch.empty
+    new = torch.zeros if long_row(n, backward=True) else torch.empty
     return [new((g, n), dtype=torch.float32, device=x.device) for _ in range(count)]
 
 
