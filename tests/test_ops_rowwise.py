@@ -239,6 +239,12 @@ def test_long_rows_take_the_multi_pass_kernels(monkeypatch, n):
                 close(u.grad, v.grad, dtype, 4)
 
 
+def test_which_rows_take_the_long_kernels():
+    from tiledsl.ops.library import rowwise
+    assert not rowwise.long_row(32768) and rowwise.long_row(32769)
+    assert not rowwise.long_row(16384, backward=True) and rowwise.long_row(16385, backward=True)
+
+
 def test_mismatched_shapes_raise_as_torch():
     x = torch.zeros(2, 8, dtype=torch.float16)
     with pytest.raises(RuntimeError, match="normalized_shape"):
@@ -266,12 +272,13 @@ class Block(torch.nn.Module):
         return ops.rms_norm(z + s, self.w) , s
 
 
-def test_compile_fullgraph_no_break_no_recompile():
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph_no_break_no_recompile(backend):
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     counters.clear()
     m = Block(20)
-    cm = torch.compile(m, fullgraph=True, backend="aot_eager", dynamic=False)
+    cm = torch.compile(m, fullgraph=True, backend=backend, dynamic=False)
     for seed in range(3):                          # only the values change
         x, res = leaf(_input((3, 20), torch.float16, 40 + seed)), _input((3, 20), torch.float16, 50 + seed)
         xe = leaf(x)
@@ -282,7 +289,11 @@ def test_compile_fullgraph_no_break_no_recompile():
         gw = m.w.grad.clone()
         m.zero_grad()
         (ye.float().sum() + se.float().square().sum()).backward()
-        assert torch.equal(x.grad, xe.grad) and torch.equal(gw, m.w.grad)
+        assert torch.equal(x.grad, xe.grad)
+        if backend == "aot_eager":
+            assert torch.equal(gw, m.w.grad)
+        else:       # inductor sums the weight's three gradient terms in float32, eager in float16: a rounding apart
+            torch.testing.assert_close(gw, m.w.grad, rtol=2e-3, atol=2e-3)
         m.zero_grad()
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
