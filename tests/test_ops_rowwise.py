@@ -239,6 +239,24 @@ def test_long_rows_take_the_multi_pass_kernels(monkeypatch, n):
                 close(u.grad, v.grad, dtype, 4)
 
 
+@pytest.mark.parametrize("long", [False, True])
+def test_softmax_of_rows_with_minus_inf_and_a_growing_max(monkeypatch, long):
+    """Masked-out (-inf) entries, a row that is -inf but for two values, a max that grows along the row (the long
+    kernel's running max rescales its sum) and one that shrinks."""
+    from tiledsl.ops.library import rowwise
+    monkeypatch.setattr(rowwise, "LONG_ROW", 4 if long else None)
+    n = 1000
+    x = torch.linspace(-30, 30, n).repeat(4, 1)
+    x[1] = x[1].flip(0)
+    x[2] = -float("inf")
+    x[2, 500], x[2, 999] = 3.0, 2.0
+    x[3, ::3] = -float("inf")
+    x = x.half()
+    y = ops.softmax(x)
+    assert not y.isnan().any()
+    close(y, torch.softmax(x.float(), -1), torch.float16)
+
+
 def test_which_rows_take_the_long_kernels():
     from tiledsl.ops.library import rowwise
     assert not rowwise.long_row(32768) and rowwise.long_row(32769)

@@ -3,7 +3,8 @@ large vocabulary, say): the block walks its row in tiles of threads x VEC x VT e
 each pass instead of keeping it (the re-reads of one row mostly hit L2). Same functions, dtypes and outputs as
 softmax_rows.py and norms.py, so the torch ops pick them by row length alone:
 
-- softmax forward: max, then sum of exponentials, then the write (three reads); backward: sum(dy * y), then dx.
+- softmax forward: the max and the sum of exponentials in one pass (an online softmax per thread, combined across
+  the block), then the write (two reads); backward: sum(dy * y), then dx.
 - layer norm forward: sum, then sum of squared deviations, then the write; backward: the two sums, then dx.
 - RMS norm forward (fused_add: S = X + Res written in the first pass, read back by the thread that wrote it):
   sum of squares, then the write; backward: sum(g * xhat), then dx (+ ds).
@@ -86,20 +87,26 @@ def make_long_softmax(n, dtype, backward=False, threads=1024, elems=8):
             tid = T.cuda.thread_id()
             row = T.cuda.block_id()
             Xw = X.view(dtype=word)
+            # one pass for the max and the sum: each thread keeps its running max m and its sum s of exp(x - m),
+            # rescaling s once a tile when the max grows; the block then rescales every thread's s to the row's max
             m = T.float32(-math.inf)
-            for t in range(NT):
-                load_tile(Xw, row, r, t, tid, q, ldop, W)
-                for j in T.unroll(VT * VEC):
-                    ok = (t * VT + j // VEC) * threads + tid < q[3]
-                    m = T.max(m, T.cast(h[j // VEC, j % VEC], "float32")) if ok else m
-            m = block_allreduce(m, red[0], "max", threads)
             s = T.float32(0)
             for t in range(NT):
                 load_tile(Xw, row, r, t, tid, q, ldop, W)
+                mt = m
+                for j in T.unroll(VT * VEC):
+                    ok = (t * VT + j // VEC) * threads + tid < q[3]
+                    mt = T.max(mt, T.cast(h[j // VEC, j % VEC], "float32")) if ok else mt
+                s = s * T.exp2((m - mt) * LOG2E, approx=True, ftz=True) if mt > m else s
+                m = mt
                 for j in T.unroll(VT * VEC):
                     ok = (t * VT + j // VEC) * threads + tid < q[3]
                     e = T.exp2((T.cast(h[j // VEC, j % VEC], "float32") - m) * LOG2E, approx=True, ftz=True)
-                    s = s + e if ok else s
+                    # (a max of -inf so far: only -inf values seen, which add nothing)
+                    s = s + e if ok and m > -math.inf else s
+            mrow = block_allreduce(m, red[0], "max", threads)
+            s = s * T.exp2((m - mrow) * LOG2E, approx=True, ftz=True) if m > -math.inf else s
+            m = mrow
             inv = 1.0 / block_allreduce(s, red[1], "add", threads)
             for t in range(NT):
                 load_tile(Xw, row, r, t, tid, q, ldop, W)
