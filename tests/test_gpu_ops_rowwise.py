@@ -1,6 +1,7 @@
 """The row-wise torch ops on the GPU (issue 32): values and gradients against torch in float32 at model sizes (rows
-4096-16384, hidden 4096 and 8192), ragged ones and rows too long for registers (a vocabulary's), opcheck on CUDA tensors, CUDA-graph capture and replay after the
-inputs' values change (forward and backward), torch.compile(mode="reduce-overhead")."""
+4096-16384, hidden 4096 and 8192), ragged ones and rows too long for registers (a vocabulary's), opcheck on CUDA
+tensors, CUDA-graph capture and replay after the inputs' values change (forward and backward),
+torch.compile(mode="reduce-overhead")."""
 import pytest
 
 pytestmark = pytest.mark.gpu
@@ -70,7 +71,8 @@ def test_non_contiguous_and_leading_dims_on_the_gpu():
 
 def test_opcheck_on_cuda():
     x = leaf(rand((64, 4096), torch.float16))
-    w, b, r = leaf(rand((4096,), torch.float16)), leaf(rand((4096,), torch.float16)), leaf(rand((64, 4096), torch.float16))
+    w, b = leaf(rand((4096,), torch.float16)), leaf(rand((4096,), torch.float16))
+    r = leaf(rand((64, 4096), torch.float16))
     t = torch.ops.tiledsl
     for op, args in ((t.softmax, (x, -1)), (t.layer_norm, (x, [4096], w, b, 1e-5)), (t.rms_norm, (x, w, 1e-6)),
                      (t.add_rms_norm, (x, r, w, 1e-6)), (t._layer_norm_forward, (x, [4096], w, b, 1e-5)),
