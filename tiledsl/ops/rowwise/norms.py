@@ -16,7 +16,7 @@ import tiledsl
 from tiledsl import T
 
 from ...lib.reductions import block_allreduce
-from .rows import load_row, load_vec, plan, store_row, to_float, words
+from .rows import from_float, load_row, load_vec, pack_opcode, plan, store_row, to_float, words
 
 _KERNELS = {}
 
@@ -62,6 +62,7 @@ def make_layer_norm_forward(n, dtype, threads=None):
     if key in _KERNELS:
         return _KERNELS[key]
     threads, VEC, V = p[0], p[1], p[2]
+    cvt = pack_opcode(dtype)
 
     @tiledsl.jit
     def layer_norm_forward(X: T.Tensor(("R", n), dtype), Wt: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype),
@@ -97,8 +98,8 @@ def make_layer_norm_forward(n, dtype, threads=None):
         load_vec(Wt.view(dtype=word), wr, tid, p, ldop, W)
         load_vec(B.view(dtype=word), br, tid, p, ldop, W)
         for j in T.unroll(V * VEC):
-            y = f[j] * rstd * T.cast(wh[j // VEC, j % VEC], "float32") + T.cast(bh[j // VEC, j % VEC], "float32")
-            h[j // VEC, j % VEC] = T.cast(y, dtype)
+            f[j] = f[j] * rstd * T.cast(wh[j // VEC, j % VEC], "float32") + T.cast(bh[j // VEC, j % VEC], "float32")
+        from_float(f, r, h, p, dtype, cvt)
         store_row(Y.view(dtype=word), row, r, tid, p, stop, W)
 
     _KERNELS[key] = layer_norm_forward
@@ -114,6 +115,7 @@ def make_layer_norm_backward(n, dtype, threads=None):
     if key in _KERNELS:
         return _KERNELS[key]
     threads, VEC, V = p[0], p[1], p[2]
+    cvt = pack_opcode(dtype)
 
     @tiledsl.jit
     def layer_norm_backward(X: T.Tensor(("R", n), dtype), Wt: T.Tensor((n,), dtype), DY: T.Tensor(("R", n), dtype),
@@ -175,6 +177,7 @@ def make_rms_norm_forward(n, dtype, fused_add=False, threads=None):
     if key in _KERNELS:
         return _KERNELS[key]
     threads, VEC, V = p[0], p[1], p[2]
+    cvt = pack_opcode(dtype)
 
     @tiledsl.inline
     def rms_rows(r, h, f, wr, tid, row, Y, Rstd, eps):
@@ -187,7 +190,8 @@ def make_rms_norm_forward(n, dtype, fused_add=False, threads=None):
             Rstd[row] = rstd
         wh = wr.view(dtype=dtype)
         for j in T.unroll(V * VEC):
-            h[j // VEC, j % VEC] = T.cast(f[j] * rstd * T.cast(wh[j // VEC, j % VEC], "float32"), dtype)
+            f[j] = f[j] * rstd * T.cast(wh[j // VEC, j % VEC], "float32")
+        from_float(f, r, h, p, dtype, cvt)
         store_row(Y.view(dtype=word), row, r, tid, p, stop, W)
 
     if not fused_add:
@@ -224,10 +228,10 @@ def make_rms_norm_forward(n, dtype, fused_add=False, threads=None):
             load_row(Res.view(dtype=word), row, rr, tid, p, ldop, W)
             load_vec(Wt.view(dtype=word), wr, tid, p, ldop, W)
             for j in T.unroll(V * VEC):
-                # the sum rounded to the dtype, as torch's x + residual; the norm is of that rounded sum
-                h[j // VEC, j % VEC] = T.cast(T.cast(h[j // VEC, j % VEC], "float32")
-                                              + T.cast(hr[j // VEC, j % VEC], "float32"), dtype)
-                f[j] = T.cast(h[j // VEC, j % VEC], "float32")
+                f[j] = T.cast(h[j // VEC, j % VEC], "float32") + T.cast(hr[j // VEC, j % VEC], "float32")
+            # the sum rounded to the dtype, as torch's x + residual; the norm is of that rounded sum
+            from_float(f, r, h, p, dtype, cvt)
+            to_float(h, f, p)
             store_row(S.view(dtype=word), row, r, tid, p, stop, W)
             rms_rows(r, h, f, wr, tid, row, Y, Rstd, eps)
         kernel = add_rms_norm_forward
@@ -242,6 +246,7 @@ def make_rms_norm_backward(n, dtype, add_grad=False, threads=None):
     if key in _KERNELS:
         return _KERNELS[key]
     threads, VEC, V = p[0], p[1], p[2]
+    cvt = pack_opcode(dtype)
 
     @tiledsl.inline
     def rms_backward_rows(X, Wt, DY, Rstd, DS, DX, DWp):

@@ -101,3 +101,23 @@ def to_float(h, f, p):
     """f[j] = float32 of this thread's element j (h: the loaded words viewed as the 16-bit float type)."""
     for j in T.unroll(p[2] * p[1]):
         f[j] = T.cast(h[j // p[1], j % p[1]], "float32")
+
+
+def pack_opcode(dtype):
+    """The instruction that rounds two float32 values to a word of two 16-bit `dtype` values."""
+    return {"float16": "cvt.rn.f16x2.f32", "bfloat16": "cvt.rn.bf16x2.f32"}[dtype]
+
+
+@tiledsl.inline
+def from_float(f, r, h, p, dtype, cvt):
+    """This thread's elements f (float32) rounded to `dtype` into its words r (h: r viewed as `dtype`): one
+    cvt.rn.{f16x2,bf16x2}.f32 per pair of elements where the words hold pairs (T.cast's software bfloat16 rounding
+    costs about seven integer instructions an element), T.cast where they hold one element (VEC = 1)."""
+    if p[1] == 1:
+        for j in T.unroll(p[2]):
+            h[j, 0] = T.cast(f[j], dtype)
+    else:
+        for v in T.unroll(p[2]):
+            for w in T.unroll(p[1] // 2):
+                j = v * p[1] + 2 * w
+                T.cuda.tile.apply(T.ptx[cvt], r[v, w:w + 1], f[j + 1:j + 2], f[j:j + 1])

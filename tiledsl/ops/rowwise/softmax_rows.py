@@ -13,7 +13,7 @@ import tiledsl
 from tiledsl import T
 
 from ...lib.reductions import block_allreduce
-from .rows import load_row, plan, store_row, to_float, words
+from .rows import from_float, load_row, pack_opcode, plan, store_row, to_float, words
 
 LOG2E = 1.4426950408889634
 _KERNELS = {}
@@ -27,6 +27,7 @@ def make_softmax_forward(n, dtype, threads=None):
         return _KERNELS[key]
     threads, VEC, V = p[0], p[1], p[2]
     word, W, ldop, stop = words(VEC)
+    cvt = pack_opcode(dtype)
 
     @tiledsl.jit
     def softmax_forward(X: T.Tensor(("R", n), dtype), Y: T.Tensor(("R", n), dtype)):
@@ -54,7 +55,8 @@ def make_softmax_forward(n, dtype, threads=None):
             s = s + f[j]
         inv = 1.0 / block_allreduce(s, red[1], "add", threads)
         for j in T.unroll(V * VEC):
-            h[j // VEC, j % VEC] = T.cast(f[j] * inv, dtype)
+            f[j] = f[j] * inv
+        from_float(f, r, h, p, dtype, cvt)
         store_row(Y.view(dtype=word), row, r, tid, p, stop, W)
 
     _KERNELS[key] = softmax_forward
@@ -69,6 +71,7 @@ def make_softmax_backward(n, dtype, threads=None):
         return _KERNELS[key]
     threads, VEC, V = p[0], p[1], p[2]
     word, W, ldop, stop = words(VEC)
+    cvt = pack_opcode(dtype)
 
     @tiledsl.jit
     def softmax_backward(Y: T.Tensor(("R", n), dtype), DY: T.Tensor(("R", n), dtype), DX: T.Tensor(("R", n), dtype)):
