@@ -17,6 +17,7 @@ every `torch.ops.tiledsl.<name>`; they run CUDA tensors on the GPU and CPU tenso
   (differentiable); the kernels `make_attention` (FA2), `make_attention_hopper` / `attention_hopper` (FA3),
   `make_attention_fp8` / `attention_fp8`, `make_attention_backward` (FA2), `make_attention_backward_hopper` (FA3).
 - Row-wise (rowwise/): `make_softmax`, `make_layernorm` (and their host calls in rowwise.softmax / rowwise.layernorm).
+- Torch ops (library/, importing torch): `softmax`, `layer_norm`, `rms_norm`, `add_rms_norm` (library/rowwise.py).
 
 device.py holds what they ask of the device (SM count, per-stream buffers). Module state a user may set lives in
 the module that reads it: gemm.hopper_plan.STREAM_K, flash.fa2.LAZY, flash.fa3_backward.TAIL_SPLIT / TMA_KV.
@@ -40,6 +41,8 @@ _HOMES = {
     "make_softmax": "rowwise.softmax",
     "make_layernorm": "rowwise.layernorm",
     "scaled_dot_product_attention": "library.attention",
+    "softmax": "library.rowwise", "layer_norm": "library.rowwise", "rms_norm": "library.rowwise",
+    "add_rms_norm": "library.rowwise",
 }
 __all__ = sorted(_HOMES)
 
