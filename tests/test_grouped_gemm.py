@@ -1,0 +1,188 @@
+"""The grouped Hopper GEMM (tiledsl/ops/gemm/grouped_kernel.py, grouped.py) on any machine: it compiles for sm_90a
+and ptxas assembles it without spills; on the fibered interpreter a persistent grid of two blocks walks ragged
+groups (an expert of 0 tokens first, in the middle and last; counts that are not tile multiples; a ragged N and K)
+exactly against a per-expert numpy loop; offsets that end before T leave the rows past the end alone; offsets that
+are not monotone are clamped on the device (nothing written outside the clamped groups); the walk's host replay
+covers every tile once; the host API refuses bad arguments naming them. tests/test_gpu_moe.py runs it on the H200."""
+import numpy as np
+import pytest
+
+import tiledsl
+from helpers import ptxas
+from tiledsl.ops.gemm import grouped_kernel as GK
+
+WGMMA = "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}"
+_T = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def _bits(x, ab):
+    if ab == "float16":
+        return x.astype(np.float16)
+    return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _as_float(c, out):
+    if out == "bfloat16":
+        return (c.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return c.astype(np.float64)
+
+
+def _round(ref, out):
+    """The exact f64 sums rounded once to the output type (what the kernel's one conversion gives)."""
+    if out == "float16":
+        return ref.astype(np.float16).astype(np.float64)
+    if out == "bfloat16":
+        from tiledsl.interpreter import rounding as R
+        return R.round_to(R.BF16, ref)
+    return ref.astype(np.float32).astype(np.float64)
+
+
+def _problem(counts, N, K, seed=0):
+    """Small exact values (k/8): every product and partial sum is exact in f32. Returns x (T, K), w (E, N, K),
+    offsets (E,) int32 and the per-expert reference (T, N)."""
+    rng = np.random.default_rng(seed)
+    off = np.cumsum(counts).astype(np.int32)
+    Tn = int(off[-1]) if len(off) else 0
+    x = rng.integers(-8, 9, (Tn, K)) / 8
+    w = rng.integers(-8, 9, (len(counts), N, K)) / 8
+    ref = np.zeros((Tn, N))
+    s = 0
+    for e, end in enumerate(off):
+        ref[s:end] = x[s:end] @ w[e].T
+        s = end
+    return x, w, off, ref
+
+
+def _host_out(Tn, N, out, fill=1.0):
+    c = np.full((Tn, N), fill, {"float16": np.float16, "bfloat16": np.float32, "float32": np.float32}[out])
+    return _bits(c, out) if out == "bfloat16" else c
+
+
+# (operand dtype, output dtype, configuration): the default tile (128 x 256, 4 stages) and the narrow one
+COMPILED = [("bfloat16", "bfloat16", dict(stages=4, consumers=2, bn=256)),
+            ("float16", "float16", dict(stages=4, consumers=2, bn=128)),
+            ("bfloat16", "float32", dict(stages=4, consumers=2, bn=128))]
+
+
+@pytest.mark.parametrize("ab,out,cfg", COMPILED, ids=["bf16-bn256", "f16-bn128", "bf16-f32-out"])
+def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg):
+    k = GK.build(ab, out, cfg["stages"], cfg["consumers"], cfg["bn"], 132, GK.GROUP_M, True, False)
+    x, w, off, _ = _problem([50, 0, 150], 256, 256)
+    E, N, K = w.shape
+    ck = k.compile(_bits(x, ab), _bits(w.reshape(E * N, K), ab), _host_out(200, N, out), off)
+    ptx = ck.asm["ptx"]
+    assert ".target sm_90a" in ptx
+    assert WGMMA.format(bn=cfg["bn"], t=_T[ab]) in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32" in ptx and "elect.sync" in ptx
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
+    assert "__local_depot" not in ptx
+    r = ptxas(ptx, "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+
+
+CASES = [
+    # an expert of 0 tokens in the middle; ragged counts, N and K; f32 out
+    ([50, 0, 100], 72, 136, "float16", "float32"),
+    # 0 tokens first and last; bf16 out (the half2 word stores)
+    ([0, 70, 130, 0], 136, 128, "bfloat16", "bfloat16"),
+    # every expert smaller than a tile, one of them a single token; f16 out with an odd N (element stores)
+    ([1, 63, 64, 65], 65, 64, "float16", "float16"),
+]
+
+
+@pytest.mark.parametrize("counts,N,K,ab,out", CASES, ids=["zero-middle", "zero-ends-bf16", "tiny-odd-n"])
+def test_grouped_walk_on_the_fibered_interpreter(counts, N, K, ab, out):
+    """A persistent grid of 2 blocks (64 x 64 tiles, 2 stages: the ring turns within and across tiles and
+    groups), exact against the per-expert loop; rows past an expert's end are never written by its tiles."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    x, w, off, ref = _problem(counts, N, K, seed=sum(counts))
+    E = len(counts)
+    c = _host_out(ref.shape[0], N, out)
+    k = GK.build(ab, out, 2, 1, 64, 2, 2, True, False)
+    assert GK.check_walk(list(off), ref.shape[0], N, 64, 64, 2, 2) is None
+    tiledsl.jit(k.fn, interpret=True)(_bits(x, ab), _bits(w.reshape(E * N, K), ab), c, off)
+    np.testing.assert_array_equal(_as_float(c, out), _round(ref, out))
+
+
+def test_two_consumers_bn128_on_the_interpreter():
+    """The default block shape (two consumer warpgroups, 128 x 128) over three groups."""
+    x, w, off, ref = _problem([130, 0, 70], 128, 128, seed=3)
+    c = _host_out(200, 128, "float32")
+    k = GK.build("float16", "float32", 2, 2, 128, 2, 8, True, False)
+    tiledsl.jit(k.fn, interpret=True)(_bits(x, "float16"), _bits(w.reshape(3 * 128, 128), "float16"), c, off)
+    np.testing.assert_array_equal(c, ref)
+
+
+def test_offsets_ending_before_t_and_not_monotone_are_clamped():
+    """offsets [40, 20, 90] over 120 rows: group 1 (end 20 < 40) is empty after clamping, group 2 takes rows
+    40..89, rows 90.. are untouched (the -1 fill stays)."""
+    x, w, _, _ = _problem([40, 50, 30], 64, 64, seed=5)
+    off = np.array([40, 20, 90], np.int32)
+    ref = np.full((120, 64), -1.0)
+    ref[:40] = x[:40] @ w[0].T
+    ref[40:90] = x[40:90] @ w[2].T
+    c = np.full((120, 64), -1.0, np.float32)
+    k = GK.build("float16", "float32", 2, 1, 64, 2, 2, True, False)
+    tiledsl.jit(k.fn, interpret=True)(_bits(x, "float16"), _bits(w.reshape(3 * 64, 64), "float16"), c, off)
+    np.testing.assert_array_equal(c, ref)
+
+
+@pytest.mark.parametrize("G", [1, 2, 3, 7, 132])
+def test_the_walk_covers_every_tile_once(G):
+    """The kernel's own walk helpers on the host: every (group, tile row, tile column) computed by one block."""
+    rng = np.random.default_rng(G)
+    for _ in range(20):
+        E = int(rng.integers(1, 9))
+        counts = rng.integers(0, 300, E) * (rng.random(E) > 0.3)
+        off = list(np.cumsum(counts))
+        assert GK.check_walk(off, int(off[-1]), int(rng.integers(1, 600)), 128, 128, 8, G) is None
+
+
+def test_check_walk_names_a_tile_never_computed(monkeypatch):
+    """The check is not vacuous: a walk that skips a block's last tile is caught."""
+    real = GK.walk
+
+    def short(*a):
+        out = real(*a)
+        out[0] = out[0][:-1]
+        return out
+    monkeypatch.setattr(GK, "walk", short)
+    assert "never computed" in GK.check_walk([100, 300], 300, 256, 128, 128, 8, 2)
+
+
+def test_the_reference_follows_torch_grouped_mm():
+    """torch._grouped_mm's convention (offsets: cumulative ends; its mat_b (E, K, N) is our w transposed) is the
+    one the per-expert reference above implements."""
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip("this torch has no _grouped_mm")
+    x, w, off, ref = _problem([5, 0, 11], 24, 32, seed=9)
+    try:
+        got = torch._grouped_mm(torch.tensor(x, dtype=torch.bfloat16), torch.tensor(w, dtype=torch.bfloat16)
+                                .transpose(1, 2), offs=torch.tensor(off))
+    except RuntimeError as e:
+        pytest.skip(f"torch._grouped_mm on the host: {e}")
+    np.testing.assert_allclose(got.float().numpy(), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_host_api_refuses_bad_arguments_naming_them():
+    torch = pytest.importorskip("torch")
+    from tiledsl.ops.gemm.grouped import grouped_mm
+    x = torch.zeros(16, 32, dtype=torch.bfloat16)
+    w = torch.zeros(2, 24, 32, dtype=torch.bfloat16)
+    off = torch.tensor([8, 16], dtype=torch.int32)
+    with pytest.raises(tiledsl.LaunchError, match="w is"):
+        grouped_mm(x, w[0], off)
+    with pytest.raises(tiledsl.LaunchError, match="float16 or both bfloat16"):
+        grouped_mm(x.float(), w.float(), off)
+    with pytest.raises(tiledsl.LaunchError, match="offsets must be a 1-D torch.int32"):
+        grouped_mm(x, w, off.long())
+    with pytest.raises(tiledsl.LaunchError, match="offsets has 3 entries"):
+        grouped_mm(x, w, torch.tensor([8, 16, 16], dtype=torch.int32))
+    with pytest.raises(tiledsl.LaunchError, match="offsets are not monotone"):
+        grouped_mm(x, w, torch.tensor([9, 8], dtype=torch.int32), validate=True)
+    with pytest.raises(tiledsl.LaunchError, match="offsets end at 12"):
+        grouped_mm(x, w, torch.tensor([8, 12], dtype=torch.int32), validate=True)
+    with pytest.raises(tiledsl.LaunchError, match="sm_90"):
+        grouped_mm(x, w, off)
