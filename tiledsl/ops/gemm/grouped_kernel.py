@@ -298,6 +298,14 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                 for kk in range(nk):
                     it = it0 + kk
                     s = it % STG
+                    if scaled:
+                        # the K block's scales, loaded before the waits (their latency hides behind the ring's
+                        # wait and the wgmma): this thread's two rows' and the tile's column blocks'
+                        xa = SA[ra, kk]
+                        xb = SA[rb, kk]
+                        wsc = T.alloc_local((BNT // SCALE_BLOCK,), "float32")
+                        for q in T.unroll(BNT // SCALE_BLOCK):
+                            wsc[q] = SB[e, T.min(col0 // SCALE_BLOCK + q, NB - 1), kk]
                     T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1],
                                       (it // STG) % 2)
                     if scaled:
@@ -308,12 +316,9 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, tv, scope="warpgroup")
                         if lane == 0:
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[s:s + 1])
-                        xa = SA[ra, kk]
-                        xb = SA[rb, kk]
                         for q in T.unroll(BNT // SCALE_BLOCK):
-                            wsc = SB[e, T.min(col0 // SCALE_BLOCK + q, NB - 1), kk]
-                            fa = xa * wsc
-                            fb = xb * wsc
+                            fa = xa * wsc[q]
+                            fb = xb * wsc[q]
                             for i in T.unroll(q * (NACC // (BNT // SCALE_BLOCK)),
                                               (q + 1) * (NACC // (BNT // SCALE_BLOCK))):
                                 acc[i] = acc[i] + tmp[i] * (fb if (i // 2) % 2 else fa)
