@@ -78,7 +78,50 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg):
     assert "__local_depot" not in ptx
     r = ptxas(ptx, "sm_90a")
     assert r.returncode == 0, r.stderr
+    assert "C7515" not in r.stderr                  # no wgmma serialised (only wgmma defines the accumulators)
     assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+
+
+def test_k_grouped_form_compiles_without_serialised_wgmma():
+    k = GK.build("bfloat16", "bfloat16", 4, 2, 256, 132, GK.GROUP_M, True, False, kgrouped=True)
+    ck = k.compile(np.zeros((256, 512), np.uint16), np.zeros((512, 512), np.uint16), np.zeros((4 * 256, 512), np.uint16),
+                   np.array([100, 100, 300, 512], np.int32))
+    ptx = ck.asm["ptx"]
+    assert "fence.proxy.async.shared::cta" in ptx and "bar.sync" in ptx
+    r = ptxas(ptx, "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert "C7515" not in r.stderr
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+
+
+@pytest.mark.parametrize("counts,ab,out,cfg", [([50, 0, 70, 20], "float16", "float32", (2, 1, 64)),
+                                               ([0, 77, 60], "bfloat16", "bfloat16", (3, 2, 128))],
+                         ids=["f16-f32-zero-middle", "bf16-zero-first"])
+def test_k_grouped_weight_gradient_on_the_interpreter(counts, ab, out, cfg):
+    """dW[e] = dY_eᵀ X_e: each group's tokens are the reduction; the last K tile's columns past the group's end
+    (the next group's tokens) are zeroed in A's stage before the wgmma; a group of 0 tokens stores zeros; the token
+    dimension padded to a multiple of 8 with zeros."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    rng = np.random.default_rng(len(counts))
+    off = np.cumsum(counts).astype(np.int32)
+    Tn, E, M, N = int(off[-1]), len(counts), 72, 136
+    dy = rng.integers(-8, 9, (Tn, M)) / 8
+    x = rng.integers(-8, 9, (Tn, N)) / 8
+    ref = np.zeros((E, M, N))
+    s = 0
+    for e in range(E):
+        ref[e] = dy[s:off[e]].T @ x[s:off[e]]
+        s = off[e]
+    Tp = -(-Tn // 8) * 8
+    A = np.zeros((M, Tp))
+    A[:, :Tn] = dy.T
+    B = np.zeros((N, Tp))
+    B[:, :Tn] = x.T
+    c = _host_out(E * M, N, out, fill=-1.0)
+    stages, consumers, bn = cfg
+    k = GK.build(ab, out, stages, consumers, bn, 2, 2, True, False, kgrouped=True)
+    tiledsl.jit(k.fn, interpret=True)(_bits(A, ab), _bits(B, ab), c, off)
+    np.testing.assert_array_equal(_as_float(c, out).reshape(E, M, N), _round(ref, out))
 
 
 CASES = [

@@ -20,10 +20,10 @@ STAGES = 4
 _KERNELS = {}
 
 
-def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled):
-    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled)
+def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False):
+    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped)
     if key not in _KERNELS:
-        _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled)
+        _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped)
     return _KERNELS[key]
 
 
@@ -100,16 +100,49 @@ def grouped_mm(x, w, offsets, out=None, *, out_dtype=None, config=None, validate
     return out
 
 
+def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
+    """dw[e] = grad_out[s_e:o_e]ᵀ @ x[s_e:o_e] for every expert (the K-grouped GEMM: each expert's tokens are the
+    reduction), (E, N, K) of x's dtype, one persistent launch of the grouped kernel's K-grouped form. grad_out
+    (T, N) and x (T, K) are transposed first (copies, token-major: wgmma reads them K-major here), their token
+    dimension padded to a multiple of 8 with zeros (16-byte TMA rows). An expert of 0 tokens gets zeros."""
+    import torch
+    if grad_out.dim() != 2 or x.dim() != 2 or grad_out.shape[0] != x.shape[0] or grad_out.dtype != x.dtype or \
+            x.dtype not in (torch.float16, torch.bfloat16):
+        raise tiledsl.LaunchError(f"grad_out is {tuple(grad_out.shape)} {grad_out.dtype}, x is {tuple(x.shape)} "
+                                  f"{x.dtype}: need (T, N) and (T, K) of one dtype, float16 or bfloat16")
+    Tn, N = grad_out.shape
+    K = x.shape[1]
+    E = offsets.shape[0] if isinstance(offsets, torch.Tensor) and offsets.dim() == 1 else -1
+    _check_offsets(offsets, E, x, False)
+    _need_sm90(x, "grouped_mm_weight_grad")
+    if out is None:
+        out = torch.empty((E, N, K), dtype=x.dtype, device=x.device)
+    elif tuple(out.shape) != (E, N, K) or not out.is_contiguous() or out.dtype not in (x.dtype, torch.float32):
+        raise tiledsl.LaunchError(f"out is {tuple(out.shape)} {out.dtype}: need a contiguous ({E}, {N}, {K}) of "
+                                  f"{x.dtype} or float32")
+    if E == 0 or N == 0 or K == 0:
+        return out
+    Tp = max(-(-Tn // 8) * 8, 8)
+    gt = torch.zeros((N, Tp), dtype=x.dtype, device=x.device)
+    xt = torch.zeros((K, Tp), dtype=x.dtype, device=x.device)
+    gt[:, :Tn] = grad_out.t()
+    xt[:, :Tn] = x.t()
+    cfg = dict(default_config(K, False), **(config or {}))
+    k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
+                sm_count(x), cfg["group_m"], True, False, True)
+    k(gt, xt, out.view(E * N, K), offsets)
+    return out
+
+
 def grouped_mm_backward(grad_out, x, w, offsets, *, need_dx=True, need_dw=True):
     """(dx, dw) of out = grouped_mm(x, w, offsets): dx = grouped_mm(grad_out, w[e]ᵀ) on the grouped kernel (w
-    transposed to (E, K, N) first: a copy of the weights); dw[e] = grad_out_eᵀ x_e, the K-grouped form (the sum runs
-    over each expert's tokens), through torch._grouped_mm (no tiledsl kernel for it yet: issue 37)."""
-    import torch
+    transposed to (E, K, N) first: a copy of the weights); dw = grouped_mm_weight_grad(grad_out, x, offsets), the
+    K-grouped form (the sum runs over each expert's tokens)."""
     dx = dw = None
     if need_dx:
         dx = grouped_mm(grad_out, w.transpose(1, 2).contiguous(), offsets)
     if need_dw:
-        dw = torch._grouped_mm(grad_out.t(), x, offs=offsets).to(w.dtype)
+        dw = grouped_mm_weight_grad(grad_out, x, offsets)
     return dx, dw
 
 

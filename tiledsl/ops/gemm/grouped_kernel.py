@@ -137,15 +137,25 @@ def check_walk(offsets, rows, N, BM, BNT, GM, G):
 
 
 def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int, group_m: int, grouped: bool,
-          scaled: bool):
+          scaled: bool, kgrouped: bool = False):
     """The kernel for x and w of type `ab` (float16 / bfloat16, or e4m3 with `scaled`: blockwise scales), out of
     type `out`. grouped: called as kernel(X, W, C, offsets[, SA, SB]) with X (T, K), W (E * N, K), C (T, N),
     offsets (E,) int32; else (one group, the dense blockwise GEMM) kernel(X, W, C, SA, SB). SA (T, ceil(K / 128))
-    and SB (E, ceil(N / 128), ceil(K / 128)) float32 (E = 1 when not grouped)."""
+    and SB (E, ceil(N / 128), ceil(K / 128)) float32 (E = 1 when not grouped).
+
+    kgrouped (f16/bf16, the weight gradient dW[e] = dYₑᵀ Xₑ): the groups split the reduction, not the rows. Called
+    as kernel(A, B, C, offsets) with A (M, T) = dYᵀ, B (N, T) = Xᵀ (K-major, tokens along the rows), C (E * M, N)
+    = dW; E x ceil(M / BM) x ceil(N / BN) tiles (known on the host), tile of group e reducing over the tokens
+    start_e .. end_e - 1 (TMA boxes starting at start_e). The last K tile of a group reaches into the next group's
+    tokens: each consumer zeroes those columns of its 64 rows of A in the stage (generic stores, then
+    fence.proxy.async and the warpgroup's named barrier before its wgmma reads them), so they add nothing. A group
+    of 0 tokens stores zeros."""
     if scaled and ab != "e4m3":
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales take e4m3 operands, not {ab}")
     if scaled and bn % SCALE_BLOCK:
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales need BN a multiple of {SCALE_BLOCK}, got {bn}")
+    if kgrouped and (scaled or not grouped):
+        raise tiledsl.LaunchError("grouped gemm: the K-grouped form takes f16/bf16 groups (grouped=True, unscaled)")
     if not scaled and ab not in HALF:
         raise tiledsl.LaunchError(f"grouped gemm takes float16/bfloat16 operands (or e4m3 with blockwise scales), "
                                   f"not {ab}")
@@ -200,9 +210,37 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         return e, base, start, end, start + r0, col0
 
     @tiledsl.inline
-    def store(C, acc, row0, end, col0, c, w, lane, N):
+    def tile_of(offsets, tile, e, base, start, end, M, N, K, ntn, nk):
+        """Everything a tile needs: the cursor (e, base, start, end), the tile's first row and column, the first
+        K coordinate, B's first row, its K tiles, the row offset of C and the end of the rows stored."""
+        if kgrouped:
+            ntm = (M + BM - 1) // BM
+            e = tile // (ntm * ntn)
+            row0, col0 = tile_origin(tile % (ntm * ntn), ntm, ntn, GM, 1, 0, BM, BNT)
+            start = 0
+            if e > 0:
+                start = T.min(T.max(offsets[e - 1], 0), K)
+            end = group_end(offsets, e, start, K)
+            kstart = start
+            wrow = col0
+            nkt = (end - start + KT - 1) // KT
+            crow = e * M
+            cend = M
+        else:
+            e, base, start, end, row0, col0 = locate(offsets, tile, e, base, start, end, M, ntn)
+            kstart = 0
+            wrow = e * N + col0
+            nkt = nk
+            crow = 0
+            cend = end
+        return e, base, start, end, row0, col0, kstart, wrow, nkt, crow, cend
+
+    @tiledsl.inline
+    def store(C, acc, row0, end, col0, crow, live, c, w, lane, N):
         """The tile's rows below the group's end and columns below N: a thread's column pairs (2(l % 4), + 1) as
-        one half2 word where N is even (the pair's address is then 4-byte aligned), else element by element."""
+        one half2 word where N is even (the pair's address is then 4-byte aligned), else element by element. live =
+        0: zeros (a K-grouped group of no tokens; selected here rather than written to the accumulators, which only
+        wgmma may define without serialising it)."""
         rbase = row0 + 64 * c + 16 * w + lane // 4
         cbase = col0 + 2 * (lane % 4)
         if HALF_OUT:
@@ -215,19 +253,19 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                     row = rbase + 8 * (j % 2)
                     col = cbase + 8 * (j // 2)
                     if row < end and col < N:
-                        Cw[row, col // 2] = pk[j, 0]
+                        Cw[crow + row, col // 2] = pk[j, 0] if live else T.uint32(0)
             else:
                 for i in T.unroll(NACC):
                     row = rbase + 8 * ((i // 2) % 2)
                     col = cbase + 8 * (i // 4) + i % 2
                     if row < end and col < N:
-                        C[row, col] = T.cast(acc[i], out)
+                        C[crow + row, col] = T.cast(acc[i] if live else 0.0, out)
         else:
             for i in T.unroll(NACC):
                 row = rbase + 8 * ((i // 2) % 2)
                 col = cbase + 8 * (i // 4) + i % 2
                 if row < end and col < N:
-                    C[row, col] = acc[i]
+                    C[crow + row, col] = acc[i] if live else 0.0
 
     @tiledsl.inline
     def body(X, W, C, offsets, SA, SB, M, N, K, E, KB, NB):
@@ -250,7 +288,9 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         ntn = (N + BNT - 1) // BNT
         nk = (K + KT - 1) // KT            # a ragged last K tile is zero-filled by the TMA unit
         total = (M + BM - 1) // BM * ntn
-        if grouped:
+        if kgrouped:
+            total = E * ((M + BM - 1) // BM) * ntn
+        elif grouped:
             total = group_count(offsets, E, M, BM, ntn)
         G = T.cuda.grid_dim(0)
         bid = T.cuda.block_id(0)
@@ -262,18 +302,19 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                     e, base, start, end = cursor_start(offsets, M)
                     it0 = 0
                     for ti in range(mine):
-                        e, base, start, end, row0, col0 = locate(offsets, bid + ti * G, e, base, start, end, M, ntn)
-                        for kk in range(nk):
+                        e, base, start, end, row0, col0, kstart, wrow, nkt, crow, cend = tile_of(
+                            offsets, bid + ti * G, e, base, start, end, M, N, K, ntn, nk)
+                        for kk in range(nkt):
                             it = it0 + kk                   # the ring runs on across tiles and groups
                             s = it % STG
                             if it >= STG:
                                 T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"],
                                                   empty[s:s + 1], (it // STG + 1) % 2)
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
-                            T.cuda.tile.apply(T.ptx[LOAD], ta[s], X, full[s:s + 1], coords=(row0, kk * KT))
+                            T.cuda.tile.apply(T.ptx[LOAD], ta[s], X, full[s:s + 1], coords=(row0, kstart + kk * KT))
                             T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], W, full[s:s + 1],
-                                              coords=(e * N + col0, kk * KT))
-                        it0 = it0 + nk
+                                              coords=(wrow, kstart + kk * KT))
+                        it0 = it0 + nkt
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
             c = wg - 1
@@ -287,7 +328,8 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             e, base, start, end = cursor_start(offsets, M)
             it0 = 0
             for ti in range(mine):
-                e, base, start, end, row0, col0 = locate(offsets, bid + ti * G, e, base, start, end, M, ntn)
+                e, base, start, end, row0, col0, kstart, wrow, nkt, crow, cend = tile_of(
+                    offsets, bid + ti * G, e, base, start, end, M, N, K, ntn, nk)
                 if scaled:
                     for i in T.unroll(NACC):
                         acc[i] = 0.0
@@ -295,7 +337,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                     # tile's scale column blocks
                     ra = T.min(row0 + 64 * c + 16 * w + lane // 4, M - 1)
                     rb = T.min(ra + 8, M - 1)
-                for kk in range(nk):
+                for kk in range(nkt):
                     it = it0 + kk
                     s = it % STG
                     if scaled:
@@ -308,6 +350,17 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                             wsc[q] = SB[e, T.min(col0 // SCALE_BLOCK + q, NB - 1), kk]
                     T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1],
                                       (it // STG) % 2)
+                    if kgrouped:
+                        rem = end - kstart - kk * KT        # the group's tokens in this K tile
+                        if rem < KT:
+                            # the rest are the next group's: zero them in this consumer's rows of A (thread t
+                            # takes column t % KT of rows 2j + t // KT)
+                            t = tid % 128
+                            if t % KT >= rem:
+                                for j in T.unroll(64 * KT // 128):
+                                    ta[s, 64 * c + (128 // KT) * j + t // KT, t % KT] = T.cast(0.0, ELEM)
+                            T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                            T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 128)
                     if scaled:
                         # the K block's products alone, waited for, then promoted with its scales
                         T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], tv, scope="warpgroup")
@@ -333,14 +386,24 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[prev:prev + 1])
                 if not scaled:
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
-                    if lane == 0:
-                        last = (it0 + nk - 1) % STG
+                    if lane == 0 and nkt > 0:
+                        last = (it0 + nkt - 1) % STG
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
-                it0 = it0 + nk
-                store(C, acc, row0, end, col0, c, w, lane, N)
+                it0 = it0 + nkt
+                store(C, acc, row0, cend, col0, crow, nkt > 0, c, w, lane, N)
 
     # the entry points (M: x's rows; the grid: every SM, or the tiles' upper bound (T / BM + E) x column tiles)
-    if grouped and scaled:
+    if kgrouped:
+        @tiledsl.jit
+        def grouped_gemm_k(A: T.TensorMap(("M", "K"), ELEM, box=(BM, KT), swizzle=128),
+                           B: T.TensorMap(("N", "K"), ELEM, box=(BNT, KT), swizzle=128),
+                           C: T.Tensor(("EM", "N"), out), offsets: T.Tensor(("E",), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(
+                grid=T.min(SMS, E * ((M + BM - 1) // BM) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                block=THREADS, max_registers=CAP))
+            body(A, B, C, offsets, None, None, M, N, K, E, 1, 1)  # noqa: F821
+        kernel = grouped_gemm_k
+    elif grouped and scaled:
         @tiledsl.jit
         def grouped_gemm_fp8_blockwise(X: X_ANN, W: W_ANN, C: C_ANN, offsets: T.Tensor(("E",), "int32"),
                                        SA: SA_ANN, SB: SB_ANN):
