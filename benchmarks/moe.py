@@ -7,7 +7,8 @@
   2048) and the issue's 64 experts 2048 -> 1408, token counts drawn from a fixed seed, balanced (uniform routing)
   and skewed (Zipf-like routing, the last expert empty); "tokens" are the routed rows of x (T * top-k);
 - the backward's dx (grouped_mm of dy with w transposed; the transposed weights made once, outside the timing) and
-  dw (torch._grouped_mm's K-grouped form in both columns: tiledsl has no kernel for it yet);
+  dw (`ops.grouped_mm_weight_grad`, the K-grouped kernel, its transposes of dy and x included in the timing,
+  against torch._grouped_mm's K-grouped form and the loop);
 - `ops.matmul_fp8_blockwise` (1 x 128 activation scales, 128 x 128 weight scales) against `torch._scaled_mm` with
   blockwise scales where this torch and cuBLAS take them on sm_90, else rowwise scales, and against our per-tensor
   `ops.matmul_fp8`; `ops.grouped_mm_fp8_blockwise` against torch._scaled_grouped_mm (rowwise scales) or the loop;
@@ -105,7 +106,31 @@ def grouped_rows(torch, ops, specs):
                                  ours=fl / ms[0] / 1e9, peers={n: fl / m / 1e9 for n, m in zip(names, ms[1:])},
                                  best=names[best - 1], peer=fl / ms[best] / 1e9, err=err))
                 print(rows[-1], flush=True)
-                del x, w, out, dy, wt, dx
+                # backward dw[e] = dy_e^T x_e (K-grouped): ours includes its token-major transposes of dy and x
+                rdw = torch.empty(E, N, K, device="cuda", dtype=torch.bfloat16)
+                s0 = 0
+                for e, end in enumerate(ends):
+                    torch.mm(dy[s0:end].T, x[s0:end], out=rdw[e])
+                    s0 = end
+                err = rel(ops.grouped_mm_weight_grad(dy, x, off), rdw)
+                assert err <= 1e-2, f"grouped_mm dw {name} {Tn}: relative error {err}"
+
+                def loop_dw(dy, x, off, dw):
+                    s0 = 0
+                    for e, end in enumerate(ends):
+                        torch.mm(dy[s0:end].T, x[s0:end], out=dw[e])
+                        s0 = end
+                    return dw
+                fns = [lambda dy, x, off, dw: ops.grouped_mm_weight_grad(dy, x, off, out=dw), loop_dw]
+                if has_gmm:
+                    fns.append(lambda dy, x, off, dw: torch._grouped_mm(dy.t(), x, offs=off))
+                ms = side_by_side(fns, torch, [(dy, x, off, rdw)])
+                best = min(range(1, len(ms)), key=lambda i: ms[i])
+                rows.append(dict(op="grouped_mm bwd dw", routing=rows[-1]["routing"], shape=rows[-1]["shape"],
+                                 ours=fl / ms[0] / 1e9, peers={n: fl / m / 1e9 for n, m in zip(names, ms[1:])},
+                                 best=names[best - 1], peer=fl / ms[best] / 1e9, err=err))
+                print(rows[-1], flush=True)
+                del x, w, out, dy, wt, dx, rdw
     return rows
 
 

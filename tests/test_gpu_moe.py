@@ -108,6 +108,25 @@ def test_backward_and_autograd_against_the_loop():
     assert _rel(x.grad, rdx) <= 1e-2 and _rel(w.grad, rdw) <= 1e-2
 
 
+@pytest.mark.parametrize("Tn", [1001, 4096])
+def test_weight_gradient_against_the_loop(Tn):
+    """The K-grouped kernel: ragged experts (one of 0 tokens), T not a multiple of 8 (padded), f32 and bf16 out."""
+    from tiledsl.ops import grouped_mm_weight_grad
+    E, N, K = 8, 512, 384
+    off = _offsets(_counts(E, Tn, True, seed=Tn))
+    x = (torch.randint(-8, 9, (Tn, K), device="cuda") / 8).to(torch.bfloat16)
+    dy = (torch.randint(-8, 9, (Tn, N), device="cuda") / 8).to(torch.bfloat16)
+    ref = torch.zeros(E, N, K, device="cuda")
+    s = 0
+    for e, end in enumerate(off.tolist()):
+        ref[e] = dy[s:end].float().T @ x[s:end].float()
+        s = end
+    out = torch.empty(E, N, K, device="cuda")
+    grouped_mm_weight_grad(dy, x, off, out=out)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)              # integer-valued: the f32 sums are exact
+    assert _rel(grouped_mm_weight_grad(dy, x, off), ref) <= 1e-2
+
+
 def test_refusals_on_the_gpu():
     from tiledsl.ops import grouped_mm, matmul_fp8_blockwise
     x = torch.zeros(64, 128, device="cuda", dtype=torch.bfloat16)
