@@ -84,8 +84,8 @@ def test_compiles_for_sm90a_and_assembles_without_spills(ab, out, cfg):
 
 def test_k_grouped_form_compiles_without_serialised_wgmma():
     k = GK.build("bfloat16", "bfloat16", 4, 2, 256, 132, GK.GROUP_M, True, False, kgrouped=True)
-    ck = k.compile(np.zeros((256, 512), np.uint16), np.zeros((512, 512), np.uint16), np.zeros((4 * 256, 512), np.uint16),
-                   np.array([100, 100, 300, 512], np.int32))
+    ck = k.compile(np.zeros((256, 512), np.uint16), np.zeros((512, 512), np.uint16),
+                   np.zeros((4 * 256, 512), np.uint16), np.array([100, 100, 300, 512], np.int32))
     ptx = ck.asm["ptx"]
     assert "fence.proxy.async.shared::cta" in ptx and "bar.sync" in ptx
     r = ptxas(ptx, "sm_90a")

@@ -192,6 +192,9 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     C_ANN = T.Tensor(("M", "N"), out)
     SA_ANN = T.Tensor(("M", "KB"), "float32")
     SB_ANN = T.Tensor(("E", "NB", "KB"), "float32")
+    OFF_ANN = T.Tensor(("E",), "int32")
+    BK_ANN = T.TensorMap(("N", "K"), ELEM, box=(BNT, KT), swizzle=128)     # K-grouped: B = Xᵀ (N, T)
+    CK_ANN = T.Tensor(("EM", "N"), out)                                     # K-grouped: dW as (E * M, N)
 
     @tiledsl.inline
     def cursor_start(offsets, M):
@@ -395,9 +398,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     # the entry points (M: x's rows; the grid: every SM, or the tiles' upper bound (T / BM + E) x column tiles)
     if kgrouped:
         @tiledsl.jit
-        def grouped_gemm_k(A: T.TensorMap(("M", "K"), ELEM, box=(BM, KT), swizzle=128),
-                           B: T.TensorMap(("N", "K"), ELEM, box=(BNT, KT), swizzle=128),
-                           C: T.Tensor(("EM", "N"), out), offsets: T.Tensor(("E",), "int32")):
+        def grouped_gemm_k(A: X_ANN, B: BK_ANN, C: CK_ANN, offsets: OFF_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, E * ((M + BM - 1) // BM) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP))
@@ -405,7 +406,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         kernel = grouped_gemm_k
     elif grouped and scaled:
         @tiledsl.jit
-        def grouped_gemm_fp8_blockwise(X: X_ANN, W: W_ANN, C: C_ANN, offsets: T.Tensor(("E",), "int32"),
+        def grouped_gemm_fp8_blockwise(X: X_ANN, W: W_ANN, C: C_ANN, offsets: OFF_ANN,
                                        SA: SA_ANN, SB: SB_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, ((M + BM - 1) // BM + E) * ((N + BNT - 1) // BNT)),  # noqa: F821
@@ -414,7 +415,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         kernel = grouped_gemm_fp8_blockwise
     elif grouped:
         @tiledsl.jit
-        def grouped_gemm(X: X_ANN, W: W_ANN, C: C_ANN, offsets: T.Tensor(("E",), "int32")):
+        def grouped_gemm(X: X_ANN, W: W_ANN, C: C_ANN, offsets: OFF_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, ((M + BM - 1) // BM + E) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP))

@@ -36,7 +36,8 @@ _KERNELS = {}
 
 @tiledsl.inline
 def load8(Xw, row, ch, v, dt):
-    """Elements 8 ch .. 8 ch + 7 of row `row` (the tensors are viewed as (M, K / 8, 8): 16-byte aligned chunks) as float32 in v (16 bytes a load: one of f16/bf16, two of f32)."""
+    """Elements 8 ch .. 8 ch + 7 of row `row` as float32 in v (16 bytes a load: one of f16/bf16, two of f32). The
+    tensors are viewed as (M, K / 8, 8), so every chunk is provably 16-byte aligned."""
     if dt == "float32":
         r = T.alloc_local((2, 4), "uint32")
         for h in T.unroll(2):
