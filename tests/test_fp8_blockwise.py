@@ -173,7 +173,7 @@ def test_grouped_blockwise_gemm_on_the_interpreter():
         ref[s:end] = _scaled_ref(a[s:end], b[e], sa[s:end], sb[e])
         s = end
     c = np.full((160, 136), -1.0, np.float32)
-    k = GK.build("e4m3", "float32", 2, 1, 128, 2, 2, True, True)
+    k = GK.build("e4m3", "float32", 2, 1, 128, 2, 2, True, True, max_groups=16)
     tiledsl.jit(k.fn, interpret=True)(R.encode(R.E4M3, a), R.encode(R.E4M3, b.reshape(3 * 136, 256)), c, off, sa, sb)
     np.testing.assert_array_equal(c, ref)
 
@@ -181,7 +181,7 @@ def test_grouped_blockwise_gemm_on_the_interpreter():
 @pytest.mark.parametrize("grouped", [False, True])
 def test_blockwise_gemm_assembles_for_sm90a_without_spills(grouped):
     M, N, K = 256, 256, 512
-    k = GK.build("e4m3", "bfloat16", 4, 2, 128, 132, 8, grouped, True)
+    k = GK.build("e4m3", "bfloat16", 4, 2, 128, 132, 8, grouped, True, max_groups=256 * grouped)
     args = [np.zeros((M, K), np.uint8), np.zeros((N, K), np.uint8), np.zeros((M, N), np.uint16)]
     if grouped:
         args.append(np.array([M], np.int32))

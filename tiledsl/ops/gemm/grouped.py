@@ -20,10 +20,16 @@ STAGES = 4
 _KERNELS = {}
 
 
-def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False):
-    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped)
+def max_groups(E: int) -> int:
+    """The shared buffer the kernel stages offsets in: a power of two >= E, at least 16 (few kernels per E)."""
+    return max(16, 1 << (max(E, 1) - 1).bit_length())
+
+
+def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False, E=0):
+    gmax = max_groups(E) if grouped else 0
+    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax)
     if key not in _KERNELS:
-        _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped)
+        _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax)
     return _KERNELS[key]
 
 
@@ -95,7 +101,7 @@ def grouped_mm(x, w, offsets, out=None, *, out_dtype=None, config=None, validate
         return out
     cfg = dict(default_config(N, False), **(config or {}))
     k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
-                sm_count(x), cfg["group_m"], True, False)
+                sm_count(x), cfg["group_m"], True, False, E=E)
     k(x.contiguous(), w.contiguous().view(E * N, K), out, offsets)
     return out
 
@@ -129,7 +135,7 @@ def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
     xt[:, :Tn] = x.t()
     cfg = dict(default_config(K, False), **(config or {}))
     k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
-                sm_count(x), cfg["group_m"], True, False, True)
+                sm_count(x), cfg["group_m"], True, False, True, E=E)
     k(gt, xt, out.view(E * N, K), offsets)
     return out
 
@@ -246,7 +252,7 @@ def grouped_mm_fp8_blockwise(x, w, offsets, scale_x, scale_w, out_dtype=None, *,
         return out
     cfg = dict(default_config(N, True), **(config or {}))
     k = _kernel("e4m3", DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"], sm_count(x),
-                cfg["group_m"], True, True)
+                cfg["group_m"], True, True, E=E)
     u8 = torch.uint8
     k(x.contiguous().view(u8), w.contiguous().view(u8).view(E * N, K), out, offsets, scale_x.contiguous(),
       scale_w.contiguous())

@@ -137,7 +137,7 @@ def check_walk(offsets, rows, N, BM, BNT, GM, G):
 
 
 def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int, group_m: int, grouped: bool,
-          scaled: bool, kgrouped: bool = False):
+          scaled: bool, kgrouped: bool = False, max_groups: int = 0):
     """The kernel for x and w of type `ab` (float16 / bfloat16, or e4m3 with `scaled`: blockwise scales), out of
     type `out`. grouped: called as kernel(X, W, C, offsets[, SA, SB]) with X (T, K), W (E * N, K), C (T, N),
     offsets (E,) int32; else (one group, the dense blockwise GEMM) kernel(X, W, C, SA, SB). SA (T, ceil(K / 128))
@@ -149,7 +149,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     start_e .. end_e - 1 (TMA boxes starting at start_e). The last K tile of a group reaches into the next group's
     tokens: each consumer zeroes those columns of its 64 rows of A in the stage (generic stores, then
     fence.proxy.async and the warpgroup's named barrier before its wgmma reads them), so they add nothing. A group
-    of 0 tokens stores zeros."""
+    of 0 tokens stores zeros.
+
+    max_groups > 0: the block first copies offsets into shared memory (max_groups int32, at least E: the host
+    checks), so the walk's reads of them (E per thread to count the tiles, E per block along the walk) cost shared
+    memory latency, not global (256 experts: about 256 dependent L2 reads a thread otherwise)."""
     if scaled and ab != "e4m3":
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales take e4m3 operands, not {ab}")
     if scaled and bn % SCALE_BLOCK:
@@ -178,7 +182,8 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     CREGS = consumer_registers(THREADS, CAP, consumers, PRODUCER_REGS, CONSUMER_REGS)
     TX = (BM + BNT) * ROW_BYTES
     NACC = BNT // 2
-    if STG * (BM + BNT) * ROW_BYTES + 1024 > SMEM_LIMIT:
+    GMAX = int(max_groups) if grouped else 0
+    if STG * (BM + BNT) * ROW_BYTES + 4 * GMAX + 1024 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"grouped gemm: {stages} stages of {BM} + {bn} rows exceed the shared memory")
     L = layouts(BM, BNT, KT, STG, CONS, ab)
     L_TA, L_WA, L_WB, L_ACC = L["tma_a"], L["wg_a"], L["wg_b"], L["acc"]
@@ -287,6 +292,12 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        offs = offsets
+        if GMAX > 0:
+            staged = T.alloc_shared((GMAX,), "int32")
+            for i in range(tid, E, THREADS):
+                staged[i] = offsets[i]
+            offs = staged
         T.cuda.syncthreads()
         ntn = (N + BNT - 1) // BNT
         nk = (K + KT - 1) // KT            # a ragged last K tile is zero-filled by the TMA unit
@@ -294,7 +305,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         if kgrouped:
             total = E * ((M + BM - 1) // BM) * ntn
         elif grouped:
-            total = group_count(offsets, E, M, BM, ntn)
+            total = group_count(offs, E, M, BM, ntn)
         G = T.cuda.grid_dim(0)
         bid = T.cuda.block_id(0)
         mine = (total - bid + G - 1) // G
@@ -302,11 +313,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
                 if elect_one() == 1:
-                    e, base, start, end = cursor_start(offsets, M)
+                    e, base, start, end = cursor_start(offs, M)
                     it0 = 0
                     for ti in range(mine):
                         e, base, start, end, row0, col0, kstart, wrow, nkt, crow, cend = tile_of(
-                            offsets, bid + ti * G, e, base, start, end, M, N, K, ntn, nk)
+                            offs, bid + ti * G, e, base, start, end, M, N, K, ntn, nk)
                         for kk in range(nkt):
                             it = it0 + kk                   # the ring runs on across tiles and groups
                             s = it % STG
@@ -328,11 +339,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             if scaled:
                 tmp = T.alloc_local((NACC,), "float32")     # one K block's products, before its scales
                 tv = tmp.view(1, 1, 64, BNT, layout=L_ACC)
-            e, base, start, end = cursor_start(offsets, M)
+            e, base, start, end = cursor_start(offs, M)
             it0 = 0
             for ti in range(mine):
                 e, base, start, end, row0, col0, kstart, wrow, nkt, crow, cend = tile_of(
-                    offsets, bid + ti * G, e, base, start, end, M, N, K, ntn, nk)
+                    offs, bid + ti * G, e, base, start, end, M, N, K, ntn, nk)
                 if scaled:
                     for i in T.unroll(NACC):
                         acc[i] = 0.0
