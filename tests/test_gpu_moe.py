@@ -127,6 +127,21 @@ def test_weight_gradient_against_the_loop(Tn):
     assert _rel(grouped_mm_weight_grad(dy, x, off), ref) <= 1e-2
 
 
+def test_masked_decode_form_against_the_loop():
+    from tiledsl.ops import grouped_mm_masked
+    E, C, N, K = 16, 256, 2048, 7168
+    counts = torch.randint(0, C + 1, (E,), generator=torch.Generator().manual_seed(1)).to(torch.int32)
+    counts[3] = 0
+    counts[5] = C
+    x = torch.randn(E, C, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16) / K ** 0.5
+    out = torch.full((E, C, N), 3.0, device="cuda", dtype=torch.bfloat16)
+    grouped_mm_masked(x, w, counts.cuda(), out=out)
+    for e, n in enumerate(counts.tolist()):
+        assert _rel(out[e, :n], x[e, :n].float() @ w[e].float().T) <= 1e-2 if n else True
+        assert (out[e, n:] == 3).all()
+
+
 def test_refusals_on_the_gpu():
     from tiledsl.ops import grouped_mm, matmul_fp8_blockwise
     x = torch.zeros(64, 128, device="cuda", dtype=torch.bfloat16)

@@ -182,6 +182,36 @@ def test_the_walk_covers_every_tile_once(G):
         assert GK.check_walk(off, int(off[-1]), int(rng.integers(1, 600)), 128, 128, 8, G) is None
 
 
+@pytest.mark.parametrize("G", [1, 2, 5, 132])
+def test_the_masked_walk_covers_every_tile_once(G):
+    rng = np.random.default_rng(100 + G)
+    for _ in range(20):
+        E, cap = int(rng.integers(1, 9)), int(rng.integers(1, 300))
+        counts = list(rng.integers(0, cap + 1, E) * (rng.random(E) > 0.3))
+        assert GK.check_walk(counts, E * cap, int(rng.integers(1, 600)), 128, 128, 8, G, cap=cap) is None
+
+
+@pytest.mark.parametrize("gmax", [0, 16])
+def test_masked_decode_form_on_the_interpreter(gmax):
+    """x (E, C, K) flattened with a count per expert: 0 tokens, a full group, ragged ones, a count past C
+    (clamped); the rows past each count keep their fill."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    E, C, N, K = 4, 72, 136, 64
+    counts = np.array([0, 72, 5, 99], np.int32)
+    rng = np.random.default_rng(gmax)
+    x = rng.integers(-8, 9, (E, C, K)) / 8
+    w = rng.integers(-8, 9, (E, N, K)) / 8
+    ref = np.full((E, C, N), -1.0)
+    for e in range(E):
+        n = min(int(counts[e]), C)
+        ref[e, :n] = x[e, :n] @ w[e].T
+    c = np.full((E * C, N), -1.0, np.float32)
+    k = GK.build("float16", "float32", 2, 1, 64, 2, 2, True, False, max_groups=gmax, masked=True)
+    tiledsl.jit(k.fn, interpret=True)(_bits(x.reshape(E * C, K), "float16"), _bits(w.reshape(E * N, K), "float16"),
+                                      c, counts)
+    np.testing.assert_array_equal(c.reshape(E, C, N), ref)
+
+
 def test_check_walk_names_a_tile_never_computed(monkeypatch):
     """The check is not vacuous: a walk that skips a block's last tile is caught."""
     real = GK.walk

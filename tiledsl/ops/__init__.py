@@ -13,7 +13,7 @@ the host functions import torch when called on torch tensors, and the make_* bui
   (differentiable); the kernels `make_attention` (FA2), `make_attention_hopper` / `attention_hopper` (FA3),
   `make_attention_fp8` / `attention_fp8`, `make_attention_backward` (FA2), `make_attention_backward_hopper` (FA3).
 - MoE and block-scaled FP8 (gemm/grouped.py, gemm/quantize.py; docs/moe.md): `grouped_mm`, `grouped_mm_backward`,
-  `grouped_mm_weight_grad`,
+  `grouped_mm_weight_grad`, `grouped_mm_masked`,
   `grouped_linear` (autograd), `matmul_fp8_blockwise`, `grouped_mm_fp8_blockwise`, `quantize_fp8_blockwise`,
   `quantize_fp8`.
 - Row-wise (rowwise/): `make_softmax`, `make_layernorm` (and their host calls in rowwise.softmax / rowwise.layernorm).
@@ -40,7 +40,7 @@ _HOMES = {
     "make_softmax": "rowwise.softmax",
     "make_layernorm": "rowwise.layernorm",
     "grouped_mm": "gemm.grouped", "grouped_mm_backward": "gemm.grouped", "grouped_linear": "gemm.grouped",
-    "grouped_mm_weight_grad": "gemm.grouped",
+    "grouped_mm_weight_grad": "gemm.grouped", "grouped_mm_masked": "gemm.grouped",
     "matmul_fp8_blockwise": "gemm.grouped", "grouped_mm_fp8_blockwise": "gemm.grouped",
     "quantize_fp8_blockwise": "gemm.quantize", "quantize_fp8": "gemm.quantize",
 }

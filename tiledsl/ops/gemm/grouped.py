@@ -25,11 +25,12 @@ def max_groups(E: int) -> int:
     return max(16, 1 << (max(E, 1) - 1).bit_length())
 
 
-def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False, E=0):
+def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False, E=0, masked=False):
     gmax = max_groups(E) if grouped else 0
-    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax)
+    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax, masked)
     if key not in _KERNELS:
-        _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax)
+        _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax,
+                                 masked)
     return _KERNELS[key]
 
 
@@ -103,6 +104,39 @@ def grouped_mm(x, w, offsets, out=None, *, out_dtype=None, config=None, validate
     k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
                 sm_count(x), cfg["group_m"], True, False, E=E)
     k(x.contiguous(), w.contiguous().view(E * N, K), out, offsets)
+    return out
+
+
+def grouped_mm_masked(x, w, counts, out=None, *, out_dtype=None, config=None):
+    """The masked (decode) form: x (E, C, K) with counts (E,) int32 on x's device, expert e's tokens the first
+    counts[e] rows of x[e] (clamped to 0 .. C); out[e, :counts[e]] = x[e, :counts[e]] @ w[e].T, out (E, C, N), its
+    rows past each count left as they are (uninitialised without `out`). One persistent launch, no host
+    synchronisation; f16/bf16, K a multiple of 8."""
+    import torch
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or not isinstance(w, torch.Tensor) or w.dim() != 3 or \
+            x.shape[0] != w.shape[0] or x.shape[2] != w.shape[2]:
+        raise tiledsl.LaunchError(f"x is {tuple(getattr(x, 'shape', ()))}, w is {tuple(getattr(w, 'shape', ()))}: "
+                                  f"need x (E, C, K) and w (E, N, K)")
+    if x.dtype != w.dtype or x.dtype not in (torch.float16, torch.bfloat16) or w.device != x.device:
+        raise tiledsl.LaunchError(f"x is {x.dtype} on {x.device}, w is {w.dtype} on {w.device}: need both float16 "
+                                  f"or both bfloat16 on one device")
+    E, C, K = x.shape
+    N = w.shape[1]
+    _check_offsets(counts, E, x, False)
+    _need_sm90(x, "grouped_mm_masked")
+    if K % 8 or K == 0:
+        raise tiledsl.LaunchError(f"grouped_mm_masked needs K a positive multiple of 8; got K={K}")
+    od = out_dtype or (out.dtype if out is not None else x.dtype)
+    if out is None:
+        out = torch.empty((E, C, N), dtype=od, device=x.device)
+    elif tuple(out.shape) != (E, C, N) or not out.is_contiguous() or out.device != x.device:
+        raise tiledsl.LaunchError(f"out is {tuple(out.shape)}: need a contiguous ({E}, {C}, {N}) on {x.device}")
+    if E == 0 or C == 0 or N == 0:
+        return out
+    cfg = dict(default_config(N, False), **(config or {}))
+    k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
+                sm_count(x), cfg["group_m"], True, False, E=E, masked=True)
+    k(x.contiguous().view(E * C, K), w.contiguous().view(E * N, K), out.view(E * C, N), counts)
     return out
 
 

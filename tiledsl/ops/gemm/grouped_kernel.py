@@ -45,26 +45,36 @@ def group_span(start, end, BM, ntn):
 
 
 @tiledsl.inline
-def group_end(offsets, e, start, rows):
-    """Group e's end row, clamped to start .. rows (offsets that are not monotone or pass x's rows read and write
-    nothing outside x and out)."""
-    return T.min(T.max(offsets[e], start), rows)
+def group_end(offsets, e, start, rows, cap):
+    """Group e's end row. Packed groups (cap = 0): offsets[e], clamped to start .. rows (offsets that are not
+    monotone or pass x's rows read and write nothing outside x and out). Masked groups (cap > 0: group e owns rows
+    e * cap .. e * cap + cap - 1, of which the first offsets[e] are tokens): start + offsets[e], clamped to start ..
+    start + cap."""
+    v = offsets[e] + (start if cap > 0 else 0)
+    hi = T.min(start + cap, rows) if cap > 0 else rows
+    return T.min(T.max(v, start), hi)
 
 
 @tiledsl.inline
-def group_count(offsets, E, rows, BM, ntn):
+def group_start(e, prev_end, cap):
+    """Group e's first row: the previous group's end (packed), or e * cap (masked)."""
+    return e * cap if cap > 0 else prev_end
+
+
+@tiledsl.inline
+def group_count(offsets, E, rows, BM, ntn, cap):
     """Every group's tiles added up (one pass over the offsets)."""
     n = 0
     end = 0
     for e in range(E):
-        nxt = group_end(offsets, e, end, rows)
-        n = n + group_span(end, nxt, BM, ntn)
-        end = nxt
+        start = group_start(e, end, cap)
+        end = group_end(offsets, e, start, rows, cap)
+        n = n + group_span(start, end, BM, ntn)
     return n
 
 
 @tiledsl.inline
-def group_of(offsets, tile, e0, base0, start0, end0, rows, BM, ntn):
+def group_of(offsets, tile, e0, base0, start0, end0, rows, BM, ntn, cap):
     """The cursor (e, base, start, end) moved forward to the group holding `tile` (tile < group_count): group e
     holds tiles base .. base + its span - 1 and rows start .. end - 1. A block's tiles increase, so its cursor only
     moves forward: E offsets read per block, not per tile."""
@@ -74,9 +84,9 @@ def group_of(offsets, tile, e0, base0, start0, end0, rows, BM, ntn):
     end = end0
     while tile >= base + group_span(start, end, BM, ntn):
         base = base + group_span(start, end, BM, ntn)
-        start = end
         e = e + 1
-        end = group_end(offsets, e, start, rows)
+        start = group_start(e, end, cap)
+        end = group_end(offsets, e, start, rows, cap)
     return e, base, start, end
 
 
@@ -87,38 +97,40 @@ def host_helpers() -> dict:
 
     from .schedule_model import _HostT
     g = dict(globals(), T=_HostT)
-    names = ("group_span", "group_end", "group_count", "group_of", "tile_origin")
+    names = ("group_span", "group_end", "group_start", "group_count", "group_of", "tile_origin")
     for name in names:
         fn = globals()[name].fn
         g[name] = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
     return {name: g[name] for name in names}
 
 
-def walk(offsets, rows, N, BM, BNT, GM, G):
-    """The grouped walk on the host (the kernel's helpers on Python integers): {block: [(e, row0, col0, end)]}."""
+def walk(offsets, rows, N, BM, BNT, GM, G, cap=0):
+    """The grouped walk on the host (the kernel's helpers on Python integers): {block: [(e, row0, col0, end)]}.
+    cap > 0: the masked form (group e: rows e * cap .., offsets[e] of them tokens)."""
     h = host_helpers()
     count, find, origin, end_of = h["group_count"], h["group_of"], h["tile_origin"], h["group_end"]
     ntn = (N + BNT - 1) // BNT
-    total = count(offsets, len(offsets), rows, BM, ntn)
+    total = count(offsets, len(offsets), rows, BM, ntn, cap)
     out = {}
     for bid in range(G):
         e, base, start = 0, 0, 0
-        end = end_of(offsets, 0, 0, rows) if len(offsets) else 0
+        end = end_of(offsets, 0, 0, rows, cap) if len(offsets) else 0
         mine = []
         for ti in range((total - bid + G - 1) // G):
             tile = bid + ti * G
-            e, base, start, end = find(offsets, tile, e, base, start, end, rows, BM, ntn)
+            e, base, start, end = find(offsets, tile, e, base, start, end, rows, BM, ntn, cap)
             r0, col0 = origin(tile - base, (end - start + BM - 1) // BM, ntn, GM, 1, 0, BM, BNT)
             mine.append((e, start + r0, col0, end))
         out[bid] = mine
     return out
 
 
-def check_walk(offsets, rows, N, BM, BNT, GM, G):
+def check_walk(offsets, rows, N, BM, BNT, GM, G, cap=0):
     """None when the walk computes every (row tile, column tile) of every group exactly once and only those, else a
-    sentence naming what is wrong (offsets: monotone ends, the last one `rows`)."""
+    sentence naming what is wrong (offsets: monotone ends, the last one `rows`; or with cap, the masked form's
+    counts, each at most cap)."""
     seen = {}
-    for bid, tiles in walk(offsets, rows, N, BM, BNT, GM, G).items():
+    for bid, tiles in walk(offsets, rows, N, BM, BNT, GM, G, cap).items():
         for e, row0, col0, end in tiles:
             key = (e, row0, col0)
             if key in seen:
@@ -126,6 +138,8 @@ def check_walk(offsets, rows, N, BM, BNT, GM, G):
             seen[key] = bid
     start = 0
     for e, end in enumerate(offsets):
+        if cap:
+            start, end = e * cap, e * cap + end
         for row0 in range(start, end, BM):
             for col0 in range(0, N, BNT):
                 if seen.pop((e, row0, col0), None) is None:
@@ -137,7 +151,7 @@ def check_walk(offsets, rows, N, BM, BNT, GM, G):
 
 
 def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int, group_m: int, grouped: bool,
-          scaled: bool, kgrouped: bool = False, max_groups: int = 0):
+          scaled: bool, kgrouped: bool = False, max_groups: int = 0, masked: bool = False):
     """The kernel for x and w of type `ab` (float16 / bfloat16, or e4m3 with `scaled`: blockwise scales), out of
     type `out`. grouped: called as kernel(X, W, C, offsets[, SA, SB]) with X (T, K), W (E * N, K), C (T, N),
     offsets (E,) int32; else (one group, the dense blockwise GEMM) kernel(X, W, C, SA, SB). SA (T, ceil(K / 128))
@@ -151,6 +165,10 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     fence.proxy.async and the warpgroup's named barrier before its wgmma reads them), so they add nothing. A group
     of 0 tokens stores zeros.
 
+    masked (grouped, not kgrouped): the decode form. X is (E * C, K) (E groups of C rows: a (E, C, K) tensor
+    flattened) and offsets are counts: group e's tokens are rows e * C .. e * C + offsets[e] - 1 (clamped to 0 .. C);
+    C's rows past a group's count are not written. C = M / E on the device.
+
     max_groups > 0: the block first copies offsets into shared memory (max_groups int32, at least E: the host
     checks), so the walk's reads of them (E per thread to count the tiles, E per block along the walk) cost shared
     memory latency, not global (256 experts: about 256 dependent L2 reads a thread otherwise)."""
@@ -158,6 +176,8 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales take e4m3 operands, not {ab}")
     if scaled and bn % SCALE_BLOCK:
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales need BN a multiple of {SCALE_BLOCK}, got {bn}")
+    if masked and (kgrouped or not grouped):
+        raise tiledsl.LaunchError("grouped gemm: the masked form is a row-grouped form (grouped=True, not kgrouped)")
     if kgrouped and (scaled or not grouped):
         raise tiledsl.LaunchError("grouped gemm: the K-grouped form takes f16/bf16 groups (grouped=True, unscaled)")
     if not scaled and ab not in HALF:
@@ -202,23 +222,23 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     CK_ANN = T.Tensor(("EM", "N"), out)                                     # K-grouped: dW as (E * M, N)
 
     @tiledsl.inline
-    def cursor_start(offsets, M):
+    def cursor_start(offsets, M, cap):
         """The walk's cursor at group 0 (base tile 0, rows 0 .. end_0)."""
         end = M
         if grouped:
-            end = group_end(offsets, 0, 0, M)
+            end = group_end(offsets, 0, 0, M, cap)
         return 0, 0, 0, end
 
     @tiledsl.inline
-    def locate(offsets, tile, e, base, start, end, M, ntn):
+    def locate(offsets, tile, e, base, start, end, M, ntn, cap):
         """The group holding `tile` and the tile's first row and column of out."""
         if grouped:
-            e, base, start, end = group_of(offsets, tile, e, base, start, end, M, BM, ntn)
+            e, base, start, end = group_of(offsets, tile, e, base, start, end, M, BM, ntn, cap)
         r0, col0 = tile_origin(tile - base, (end - start + BM - 1) // BM, ntn, GM, 1, 0, BM, BNT)
         return e, base, start, end, start + r0, col0
 
     @tiledsl.inline
-    def tile_of(offsets, tile, e, base, start, end, M, N, K, ntn, nk):
+    def tile_of(offsets, tile, e, base, start, end, M, N, K, ntn, nk, cap):
         """Everything a tile needs: the cursor (e, base, start, end), the tile's first row and column, the first
         K coordinate, B's first row, its K tiles, the row offset of C and the end of the rows stored."""
         if kgrouped:
@@ -228,14 +248,14 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             start = 0
             if e > 0:
                 start = T.min(T.max(offsets[e - 1], 0), K)
-            end = group_end(offsets, e, start, K)
+            end = group_end(offsets, e, start, K, 0)
             kstart = start
             wrow = col0
             nkt = (end - start + KT - 1) // KT
             crow = e * M
             cend = M
         else:
-            e, base, start, end, row0, col0 = locate(offsets, tile, e, base, start, end, M, ntn)
+            e, base, start, end, row0, col0 = locate(offsets, tile, e, base, start, end, M, ntn, cap)
             kstart = 0
             wrow = e * N + col0
             nkt = nk
@@ -299,13 +319,16 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                 staged[i] = offsets[i]
             offs = staged
         T.cuda.syncthreads()
+        cap = 0
+        if masked:
+            cap = M // E                    # the rows of one group (x: (E, C, K) flattened)
         ntn = (N + BNT - 1) // BNT
         nk = (K + KT - 1) // KT            # a ragged last K tile is zero-filled by the TMA unit
         total = (M + BM - 1) // BM * ntn
         if kgrouped:
             total = E * ((M + BM - 1) // BM) * ntn
         elif grouped:
-            total = group_count(offs, E, M, BM, ntn)
+            total = group_count(offs, E, M, BM, ntn, cap)
         G = T.cuda.grid_dim(0)
         bid = T.cuda.block_id(0)
         mine = (total - bid + G - 1) // G
@@ -313,11 +336,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
                 if elect_one() == 1:
-                    e, base, start, end = cursor_start(offs, M)
+                    e, base, start, end = cursor_start(offs, M, cap)
                     it0 = 0
                     for ti in range(mine):
                         e, base, start, end, row0, col0, kstart, wrow, nkt, crow, cend = tile_of(
-                            offs, bid + ti * G, e, base, start, end, M, N, K, ntn, nk)
+                            offs, bid + ti * G, e, base, start, end, M, N, K, ntn, nk, cap)
                         for kk in range(nkt):
                             it = it0 + kk                   # the ring runs on across tiles and groups
                             s = it % STG
@@ -339,11 +362,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             if scaled:
                 tmp = T.alloc_local((NACC,), "float32")     # one K block's products, before its scales
                 tv = tmp.view(1, 1, 64, BNT, layout=L_ACC)
-            e, base, start, end = cursor_start(offs, M)
+            e, base, start, end = cursor_start(offs, M, cap)
             it0 = 0
             for ti in range(mine):
                 e, base, start, end, row0, col0, kstart, wrow, nkt, crow, cend = tile_of(
-                    offs, bid + ti * G, e, base, start, end, M, N, K, ntn, nk)
+                    offs, bid + ti * G, e, base, start, end, M, N, K, ntn, nk, cap)
                 if scaled:
                     for i in T.unroll(NACC):
                         acc[i] = 0.0
