@@ -9,9 +9,10 @@
 - the backward's dx (grouped_mm of dy with w transposed; the transposed weights made once, outside the timing) and
   dw (`ops.grouped_mm_weight_grad`, the K-grouped kernel, its transposes of dy and x included in the timing,
   against torch._grouped_mm's K-grouped form and the loop);
-- `ops.matmul_fp8_blockwise` (1 x 128 activation scales, 128 x 128 weight scales) against `torch._scaled_mm` with
-  blockwise scales where this torch and cuBLAS take them on sm_90, else rowwise scales, and against our per-tensor
-  `ops.matmul_fp8`; `ops.grouped_mm_fp8_blockwise` against torch._scaled_grouped_mm (rowwise scales) or the loop;
+- `ops.matmul_fp8_blockwise` (1 x 128 activation scales, 128 x 128 weight scales) against `torch._scaled_mm` /
+  `F.scaled_mm` with the same blockwise scales where this torch and cuBLAS take them on sm_90 (each layout tried,
+  checked, and left out with a note if refused), rowwise `_scaled_mm` (another recipe, timed only), and our
+  per-tensor `ops.matmul_fp8`; `ops.grouped_mm_fp8_blockwise` against torch._scaled_grouped_mm (rowwise scales) or the loop;
 - `ops.quantize_fp8_blockwise` against the copy bandwidth (x.clone()).
 
 Every row is checked (relative Frobenius error against an f32 reference) before it is timed; gemm.py's side_by_side
@@ -62,58 +63,67 @@ def loop_mm(torch, ends):
     return run
 
 
+def measure(torch, rows, op, routing, shape, fl, ours, peers, args, ref, tol=1e-2):
+    """One row: ours checked against ref (relative error <= tol, else an AssertionError), each peer run and checked
+    once (a peer this torch refuses, or that gives another answer, is left out with a note; a peer given as
+    (fn, None) computes another recipe and is only run), then all timed side by side; rates in TFLOP/s of fl
+    flops."""
+    err = rel(ours(*args), ref)
+    assert err <= tol, f"{op} {shape}: relative error {err}"
+    fns, names = [ours], []
+    for name, fn in peers.items():
+        fn, pref = fn if isinstance(fn, tuple) else (fn, ref)
+        try:
+            got = fn(*args)
+            perr = 0.0 if pref is None else rel(got, pref)
+        except (RuntimeError, TypeError, ValueError, AttributeError, NotImplementedError) as e:
+            print(f"  {name} refused: {str(e)[:160]}", flush=True)
+            continue
+        if perr > tol:
+            print(f"  {name} left out: relative error {perr:.1e}", flush=True)
+            continue
+        fns.append(fn)
+        names.append(name)
+    ms = side_by_side(fns, torch, [args])
+    peer_rates = {n: fl / m / 1e9 for n, m in zip(names, ms[1:])}
+    best = max(peer_rates, key=peer_rates.get) if peer_rates else "-"
+    rows.append(dict(op=op, routing=routing, shape=shape, ours=fl / ms[0] / 1e9, peers=peer_rates, best=best,
+                     peer=peer_rates.get(best, float("nan")), err=err))
+    print(rows[-1], flush=True)
+
+
 def grouped_rows(torch, ops, specs):
     rows = []
-    has_gmm = hasattr(torch, "_grouped_mm")
+    gmm = getattr(torch, "_grouped_mm", None)
     for name, E, K, N, sizes in specs:
         for Tn in sizes:
             for skew in (False, True):
-                c = counts(torch, E, Tn, skew)
-                off = torch.cumsum(c, 0).to(torch.int32).cuda()
+                routing = "skewed" if skew else "balanced"
+                shape = f"{name}: {E} x {Tn} rows, {K}->{N}"
+                fl = 2 * Tn * N * K
+                off = torch.cumsum(counts(torch, E, Tn, skew), 0).to(torch.int32).cuda()
                 ends = off.tolist()
+                loop = loop_mm(torch, ends)
                 x = torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16)
                 w = torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16) / K ** 0.5
                 out = torch.empty(Tn, N, device="cuda", dtype=torch.bfloat16)
-                loop = loop_mm(torch, ends)
-                ref = loop(x, w, off, torch.empty_like(out))
-                err = rel(ops.grouped_mm(x, w, off, out=out), ref)
-                assert err <= 1e-2, f"grouped_mm {name} {Tn}: relative error {err}"
-                fns = [lambda x, w, off, out: ops.grouped_mm(x, w, off, out=out), loop]
-                names = ["per-expert loop"]
-                if has_gmm:
-                    fns.append(lambda x, w, off, out: torch._grouped_mm(x, w.transpose(1, 2), offs=off))
-                    names.append("torch._grouped_mm")
-                ms = side_by_side(fns, torch, [(x, w, off, out)])
-                fl = 2 * Tn * N * K
-                best = min(range(1, len(ms)), key=lambda i: ms[i])
-                rows.append(dict(op="grouped_mm fwd", routing="skewed" if skew else "balanced",
-                                 shape=f"{name}: {E} x {Tn} rows, {K}->{N}", ours=fl / ms[0] / 1e9,
-                                 peers={n: fl / m / 1e9 for n, m in zip(names, ms[1:])}, best=names[best - 1],
-                                 peer=fl / ms[best] / 1e9, err=err))
-                print(rows[-1], flush=True)
+                peers = {"per-expert loop": loop}
+                if gmm:
+                    peers["torch._grouped_mm"] = lambda x, w, off, out: gmm(x, w.transpose(1, 2), offs=off)
+                measure(torch, rows, "grouped_mm fwd", routing, shape, fl,
+                        lambda x, w, off, out: ops.grouped_mm(x, w, off, out=out), peers, (x, w, off, out),
+                        loop(x, w, off, torch.empty_like(out)))
                 # backward dx = dy @ w[e] per expert: grouped_mm with w transposed (made once, outside the timing)
                 dy = torch.randn(Tn, N, device="cuda", dtype=torch.bfloat16)
                 wt = w.transpose(1, 2).contiguous()
                 dx = torch.empty(Tn, K, device="cuda", dtype=torch.bfloat16)
-                err = rel(ops.grouped_mm(dy, wt, off, out=dx), loop(dy, wt, off, torch.empty_like(dx)))
-                assert err <= 1e-2, f"grouped_mm dx {name} {Tn}: relative error {err}"
-                fns = [lambda dy, wt, off, dx: ops.grouped_mm(dy, wt, off, out=dx), loop]
-                if has_gmm:
-                    fns.append(lambda dy, wt, off, dx: torch._grouped_mm(dy, w, offs=off))
-                ms = side_by_side(fns, torch, [(dy, wt, off, dx)])
-                best = min(range(1, len(ms)), key=lambda i: ms[i])
-                rows.append(dict(op="grouped_mm bwd dx", routing=rows[-1]["routing"], shape=rows[-1]["shape"],
-                                 ours=fl / ms[0] / 1e9, peers={n: fl / m / 1e9 for n, m in zip(names, ms[1:])},
-                                 best=names[best - 1], peer=fl / ms[best] / 1e9, err=err))
-                print(rows[-1], flush=True)
+                peers = {"per-expert loop": loop}
+                if gmm:
+                    peers["torch._grouped_mm"] = lambda dy, wt, off, dx, w=w: gmm(dy, w, offs=off)
+                measure(torch, rows, "grouped_mm bwd dx", routing, shape, fl,
+                        lambda dy, wt, off, dx: ops.grouped_mm(dy, wt, off, out=dx), peers, (dy, wt, off, dx),
+                        loop(dy, wt, off, torch.empty_like(dx)))
                 # backward dw[e] = dy_e^T x_e (K-grouped): ours includes its token-major transposes of dy and x
-                rdw = torch.empty(E, N, K, device="cuda", dtype=torch.bfloat16)
-                s0 = 0
-                for e, end in enumerate(ends):
-                    torch.mm(dy[s0:end].T, x[s0:end], out=rdw[e])
-                    s0 = end
-                err = rel(ops.grouped_mm_weight_grad(dy, x, off), rdw)
-                assert err <= 1e-2, f"grouped_mm dw {name} {Tn}: relative error {err}"
 
                 def loop_dw(dy, x, off, dw):
                     s0 = 0
@@ -121,15 +131,13 @@ def grouped_rows(torch, ops, specs):
                         torch.mm(dy[s0:end].T, x[s0:end], out=dw[e])
                         s0 = end
                     return dw
-                fns = [lambda dy, x, off, dw: ops.grouped_mm_weight_grad(dy, x, off, out=dw), loop_dw]
-                if has_gmm:
-                    fns.append(lambda dy, x, off, dw: torch._grouped_mm(dy.t(), x, offs=off))
-                ms = side_by_side(fns, torch, [(dy, x, off, rdw)])
-                best = min(range(1, len(ms)), key=lambda i: ms[i])
-                rows.append(dict(op="grouped_mm bwd dw", routing=rows[-1]["routing"], shape=rows[-1]["shape"],
-                                 ours=fl / ms[0] / 1e9, peers={n: fl / m / 1e9 for n, m in zip(names, ms[1:])},
-                                 best=names[best - 1], peer=fl / ms[best] / 1e9, err=err))
-                print(rows[-1], flush=True)
+                rdw = torch.empty(E, N, K, device="cuda", dtype=torch.bfloat16)
+                peers = {"per-expert loop": loop_dw}
+                if gmm:
+                    peers["torch._grouped_mm"] = lambda dy, x, off, dw: gmm(dy.t(), x, offs=off)
+                measure(torch, rows, "grouped_mm bwd dw", routing, shape, fl,
+                        lambda dy, x, off, dw: ops.grouped_mm_weight_grad(dy, x, off, out=dw), peers,
+                        (dy, x, off, rdw), loop_dw(dy, x, off, torch.empty_like(rdw)))
                 del x, w, out, dy, wt, dx, rdw
     return rows
 
@@ -149,43 +157,40 @@ def blockwise_ref(torch, a, sa, b, sb):
     return af @ bf.T
 
 
-def torch_blockwise(torch, a, sa, b, sb, ref):
-    """torch._scaled_mm with the block scales, in the first layout this torch takes that gives the right answer;
-    else rowwise scales (one per row of a and of b: a different, coarser recipe). Returns (fn, name)."""
-    bf16 = torch.bfloat16
-    tries = [("blockwise", lambda a, b: torch._scaled_mm(a, b.T, scale_a=sa.t().contiguous().t(), scale_b=sb.t(),
-                                                          out_dtype=bf16)),
-             ("blockwise", lambda a, b: torch._scaled_mm(a, b.T, scale_a=sa.t().contiguous().t(),
-                                                          scale_b=sb.t().contiguous(), out_dtype=bf16))]
-    for name, fn in tries:
-        try:
-            if rel(fn(a, b), ref) <= 1e-2:
-                return fn, "torch._scaled_mm " + name
-        except (RuntimeError, ValueError, TypeError):
-            continue
-    ra = torch.ones(a.shape[0], 1, device="cuda")
-    rb = torch.ones(1, b.shape[0], device="cuda")
-    return (lambda a, b: torch._scaled_mm(a, b.T, scale_a=ra, scale_b=rb, out_dtype=bf16)), "torch._scaled_mm rowwise"
-
-
 def fp8_rows(torch, ops, shapes):
+    """Dense blockwise FP8: ours against torch._scaled_mm with the same block scales (in the layouts cuBLAS takes
+    them: scale_a M-major, scale_b as given or transposed; whichever this torch accepts and gets right), else
+    rowwise scales (another recipe, only timed), and against our per-tensor matmul_fp8."""
     rows = []
     one = torch.tensor(1.0, device="cuda")
+    bf16 = torch.bfloat16
+    F = torch.nn.functional
     for (M, N, K) in shapes:
-        x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(M, K, device="cuda", dtype=bf16)
         a, sa = ops.quantize_fp8_blockwise(x)
         b, sb = weights_128(torch, torch.randn(N, K, device="cuda") / K ** 0.5)
         ref = blockwise_ref(torch, a, sa, b, sb)
-        err = rel(ops.matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32), ref)
-        assert err <= 2e-3, f"matmul_fp8_blockwise {M}x{N}x{K}: relative error {err}"
-        peer, pname = torch_blockwise(torch, a, sa, b, sb, ref)
-        ms = side_by_side([lambda a, b: ops.matmul_fp8_blockwise(a, b, sa, sb), peer,
-                           lambda a, b: ops.matmul_fp8(a, b, one, one, torch.bfloat16)], torch, [(a, b)])
-        fl = 2 * M * N * K
-        rows.append(dict(op="matmul_fp8_blockwise", routing="-", shape=f"{M}x{N}x{K}", ours=fl / ms[0] / 1e9,
-                         peers={pname: fl / ms[1] / 1e9, "ops.matmul_fp8 (per-tensor)": fl / ms[2] / 1e9},
-                         best=pname, peer=fl / ms[1] / 1e9, err=err))
-        print(rows[-1], flush=True)
+        sam = sa.t().contiguous().t()
+        ra = torch.ones(M, 1, device="cuda")
+        rb = torch.ones(1, N, device="cuda")
+        peers = {
+            "torch._scaled_mm blockwise": lambda a, b: torch._scaled_mm(a, b.T, scale_a=sam, scale_b=sb.t(),
+                                                                        out_dtype=bf16),
+            "torch._scaled_mm blockwise (scale_b contiguous)": lambda a, b: torch._scaled_mm(
+                a, b.T, scale_a=sam, scale_b=sb.t().contiguous(), out_dtype=bf16),
+            "F.scaled_mm BlockWise1x128/128x128": lambda a, b: F.scaled_mm(
+                a, b.T, sam, F.ScalingType.BlockWise1x128, sb.t(), F.ScalingType.BlockWise128x128,
+                output_dtype=bf16),
+            "F.scaled_mm BlockWise1x128/128x128 (scale_b contiguous)": lambda a, b: F.scaled_mm(
+                a, b.T, sam, F.ScalingType.BlockWise1x128, sb.t().contiguous(), F.ScalingType.BlockWise128x128,
+                output_dtype=bf16),
+            "torch._scaled_mm rowwise (other recipe)": (lambda a, b: torch._scaled_mm(
+                a, b.T, scale_a=ra, scale_b=rb, out_dtype=bf16), None),
+            "ops.matmul_fp8 per-tensor": (lambda a, b: ops.matmul_fp8(a, b, one, one, bf16), None)}
+        measure(torch, rows, "matmul_fp8_blockwise", "-", f"{M}x{N}x{K}", 2 * M * N * K,
+                lambda a, b: ops.matmul_fp8_blockwise(a, b, sa, sb), peers, (a, b), ref, tol=2e-3 * 5)
+        rows[-1]["err"] = rel(ops.matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32), ref)
+        assert rows[-1]["err"] <= 2e-3, f"matmul_fp8_blockwise {M}x{N}x{K}: relative error {rows[-1]['err']}"
     return rows
 
 
@@ -197,35 +202,24 @@ def grouped_fp8_rows(torch, ops, specs):
             off = torch.cumsum(counts(torch, E, Tn, skew), 0).to(torch.int32).cuda()
             qx, sx = ops.quantize_fp8_blockwise(torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16))
             qw, sw = weights_128(torch, torch.randn(E, N, K, device="cuda") / K ** 0.5)
-            out = ops.grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32)
-            ref = torch.empty_like(out)
+            ref = torch.empty(Tn, N, device="cuda")
             s = 0
             for e, end in enumerate(off.tolist()):
                 if end > s:
                     ref[s:end] = blockwise_ref(torch, qx[s:end], sx[s:end], qw[e], sw[e])
                 s = end
-            err = rel(out, ref)
+            err = rel(ops.grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32), ref)
             assert err <= 2e-3, f"grouped fp8 {name}: relative error {err}"
-            fns = [lambda: ops.grouped_mm_fp8_blockwise(qx, qw, off, sx, sw)]
-            pname = None
+            peers = {}
             if hasattr(torch, "_scaled_grouped_mm"):
                 ra = torch.ones(Tn, device="cuda")
                 rb = torch.ones(E, N, device="cuda")
-                try:
-                    torch._scaled_grouped_mm(qx, qw.transpose(1, 2), ra, rb, offs=off, out_dtype=torch.bfloat16)
-                    fns.append(lambda: torch._scaled_grouped_mm(qx, qw.transpose(1, 2), ra, rb, offs=off,
-                                                                out_dtype=torch.bfloat16))
-                    pname = "torch._scaled_grouped_mm rowwise"
-                except (RuntimeError, TypeError) as e:
-                    print(f"torch._scaled_grouped_mm refused: {str(e)[:120]}", flush=True)
-            if pname is None:
-                continue
-            ms = side_by_side(fns, torch, [()])
-            fl = 2 * Tn * N * K
-            rows.append(dict(op="grouped_mm_fp8_blockwise", routing="skewed" if skew else "balanced",
-                             shape=f"{name}: {E} x {Tn} rows, {K}->{N}", ours=fl / ms[0] / 1e9,
-                             peers={pname: fl / ms[1] / 1e9}, best=pname, peer=fl / ms[1] / 1e9, err=err))
-            print(rows[-1], flush=True)
+                peers["torch._scaled_grouped_mm rowwise (other recipe)"] = (lambda: torch._scaled_grouped_mm(
+                    qx, qw.transpose(1, 2), ra, rb, offs=off, out_dtype=torch.bfloat16), None)
+            measure(torch, rows, "grouped_mm_fp8_blockwise", "skewed" if skew else "balanced",
+                    f"{name}: {E} x {Tn} rows, {K}->{N}", 2 * Tn * N * K,
+                    lambda: ops.grouped_mm_fp8_blockwise(qx, qw, off, sx, sw), peers, (), ref, tol=1e-2)
+            rows[-1]["err"] = err
     return rows
 
 
@@ -247,7 +241,7 @@ def table(rows):
            "| --- | --- | --- | ---: | --- | ---: | ---: |"]
     for r in rows:
         peers = ", ".join(f"{k} {v:.0f}" for k, v in r["peers"].items())
-        best = max(r["peers"].values())
+        best = max(r["peers"].values(), default=float("nan"))
         if r["op"].startswith("quantize"):
             peers += " (GB/s; ours in GB/s)"
         out.append(f"| {r['op']} | {r['routing']} | {r['shape']} | {r['ours']:.0f} | {peers} | "
