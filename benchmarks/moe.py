@@ -6,7 +6,7 @@
   4096 -> 14336 and the down projection 14336 -> 4096) and DeepSeek-V3-like (256 experts, hidden 7168, expert MLP
   2048) and the issue's 64 experts 2048 -> 1408, token counts drawn from a fixed seed, balanced (uniform routing)
   and skewed (Zipf-like routing, the last expert empty); "tokens" are the routed rows of x (T * top-k);
-- the backward's dx (grouped_mm of dy with w transposed; the transposed weights made once, outside the timing) and
+- the backward's dx (`grouped_mm(dy, w, offsets, w_kn=True)`: w read as stored, wgmma's transposed B) and
   dw (`ops.grouped_mm_weight_grad`, the K-grouped kernel, its transposes of dy and x included in the timing,
   against torch._grouped_mm's K-grouped form and the loop);
 - `ops.matmul_fp8_blockwise` (1 x 128 activation scales, 128 x 128 weight scales) against `torch._scaled_mm` /
@@ -113,16 +113,23 @@ def grouped_rows(torch, ops, specs):
                 measure(torch, rows, "grouped_mm fwd", routing, shape, fl,
                         lambda x, w, off, out: ops.grouped_mm(x, w, off, out=out), peers, (x, w, off, out),
                         loop(x, w, off, torch.empty_like(out)))
-                # backward dx = dy @ w[e] per expert: grouped_mm with w transposed (made once, outside the timing)
+                # backward dx = dy @ w[e] per expert: grouped_mm reading w as stored (w_kn)
                 dy = torch.randn(Tn, N, device="cuda", dtype=torch.bfloat16)
-                wt = w.transpose(1, 2).contiguous()
                 dx = torch.empty(Tn, K, device="cuda", dtype=torch.bfloat16)
-                peers = {"per-expert loop": loop}
+
+                def loop_kn(dy, w, off, dx):
+                    s0 = 0
+                    for e, end in enumerate(ends):
+                        if end > s0:
+                            torch.mm(dy[s0:end], w[e], out=dx[s0:end])
+                        s0 = end
+                    return dx
+                peers = {"per-expert loop": loop_kn}
                 if gmm:
-                    peers["torch._grouped_mm"] = lambda dy, wt, off, dx, w=w: gmm(dy, w, offs=off)
+                    peers["torch._grouped_mm"] = lambda dy, w, off, dx: gmm(dy, w, offs=off)
                 measure(torch, rows, "grouped_mm bwd dx", routing, shape, fl,
-                        lambda dy, wt, off, dx: ops.grouped_mm(dy, wt, off, out=dx), peers, (dy, wt, off, dx),
-                        loop(dy, wt, off, torch.empty_like(dx)))
+                        lambda dy, w, off, dx: ops.grouped_mm(dy, w, off, out=dx, w_kn=True), peers, (dy, w, off, dx),
+                        loop_kn(dy, w, off, torch.empty_like(dx)))
                 # backward dw[e] = dy_e^T x_e (K-grouped): ours includes its token-major transposes of dy and x
 
                 def loop_dw(dy, x, off, dw):
@@ -138,7 +145,7 @@ def grouped_rows(torch, ops, specs):
                 measure(torch, rows, "grouped_mm bwd dw", routing, shape, fl,
                         lambda dy, x, off, dw: ops.grouped_mm_weight_grad(dy, x, off, out=dw), peers,
                         (dy, x, off, rdw), loop_dw(dy, x, off, torch.empty_like(rdw)))
-                del x, w, out, dy, wt, dx, rdw
+                del x, w, out, dy, dx, rdw
     return rows
 
 

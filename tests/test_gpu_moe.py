@@ -108,6 +108,20 @@ def test_backward_and_autograd_against_the_loop():
     assert _rel(x.grad, rdx) <= 1e-2 and _rel(w.grad, rdw) <= 1e-2
 
 
+@pytest.mark.parametrize("K,N", [(4096, 14336), (2048, 7168), (200, 136)], ids=["kn-read-as-stored", "kn-deepseek",
+                                                                               "kn-ragged-copy"])
+def test_w_kn_layout_against_torch(K, N):
+    """grouped_mm(x, w (E, K, N), w_kn=True) = torch._grouped_mm(x, w): read as stored where K % 64 == 0, else
+    through a transposed copy."""
+    from tiledsl.ops import grouped_mm
+    E, Tn = 8, 4000
+    off = _offsets(_counts(E, Tn, True, seed=K))
+    x = torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(E, K, N, device="cuda", dtype=torch.bfloat16) / K ** 0.5
+    out = grouped_mm(x, w, off, w_kn=True)
+    assert _rel(out, _loop(x, w.transpose(1, 2), off)) <= 1e-2
+
+
 @pytest.mark.parametrize("Tn", [1001, 4096])
 def test_weight_gradient_against_the_loop(Tn):
     """The K-grouped kernel: ragged experts (one of 0 tokens), T not a multiple of 8 (padded), f32 and bf16 out."""

@@ -124,6 +124,39 @@ def test_k_grouped_weight_gradient_on_the_interpreter(counts, ab, out, cfg):
     np.testing.assert_array_equal(_as_float(c, out).reshape(E, M, N), _round(ref, out))
 
 
+@pytest.mark.parametrize("cfg", [(2, 1, 64), (3, 2, 128)], ids=["bn64", "bn128-two-consumers"])
+def test_transposed_weights_on_the_interpreter(cfg):
+    """dx_e = dy_e @ w[e] with w (E, K, N) read as stored: BN / 64 TMA boxes of 64 columns, wgmma's transposed B;
+    ragged N, an expert of 0 tokens."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    counts = [50, 0, 70, 20]
+    rng = np.random.default_rng(cfg[2])
+    off = np.cumsum(counts).astype(np.int32)
+    Tn, E, K, N = int(off[-1]), len(counts), 128, 136
+    dy = rng.integers(-8, 9, (Tn, K)) / 8
+    w = rng.integers(-8, 9, (E, K, N)) / 8
+    ref = np.zeros((Tn, N))
+    s = 0
+    for e in range(E):
+        ref[s:off[e]] = dy[s:off[e]] @ w[e]
+        s = off[e]
+    c = np.full((Tn, N), -1.0, np.float32)
+    k = GK.build("float16", "float32", cfg[0], cfg[1], cfg[2], 2, 2, True, False, max_groups=16, trans_w=True)
+    tiledsl.jit(k.fn, interpret=True)(_bits(dy, "float16"), _bits(w.reshape(E * K, N), "float16"), c, off)
+    np.testing.assert_array_equal(c, ref)
+
+
+def test_transposed_weights_compile_without_spills():
+    k = GK.build("bfloat16", "bfloat16", 4, 2, 256, 132, GK.GROUP_M, True, False, max_groups=256, trans_w=True)
+    ck = k.compile(np.zeros((512, 256), np.uint16), np.zeros((4 * 256, 512), np.uint16),
+                   np.zeros((512, 512), np.uint16), np.array([100, 100, 300, 512], np.int32))
+    ptx = ck.asm["ptx"]
+    r = ptxas(ptx, "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert "C7515" not in r.stderr
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+
+
 CASES = [
     # an expert of 0 tokens in the middle; ragged counts, N and K; f32 out; offsets staged in shared memory
     ([50, 0, 100], 72, 136, "float16", "float32", 16),

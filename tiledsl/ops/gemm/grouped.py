@@ -25,12 +25,13 @@ def max_groups(E: int) -> int:
     return max(16, 1 << (max(E, 1) - 1).bit_length())
 
 
-def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False, E=0, masked=False):
+def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False, E=0, masked=False,
+            trans_w=False):
     gmax = max_groups(E) if grouped else 0
-    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax, masked)
+    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax, masked, trans_w)
     if key not in _KERNELS:
         _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax,
-                                 masked)
+                                 masked, trans_w)
     return _KERNELS[key]
 
 
@@ -72,24 +73,29 @@ def _check_offsets(offsets, E, x, validate):
             raise tiledsl.LaunchError(f"offsets end at {int(o[-1])}, not at x's {x.shape[0]} rows")
 
 
-def grouped_mm(x, w, offsets, out=None, *, out_dtype=None, config=None, validate=False):
+def grouped_mm(x, w, offsets, out=None, *, out_dtype=None, config=None, validate=False, w_kn=False):
     """out[s_e:o_e] = x[s_e:o_e] @ w[e].T for every expert e (the module's note): x (T, K) and w (E, N, K) torch
     CUDA tensors of float16 or bfloat16 (one dtype), offsets (E,) int32 on x's device; out (T, N) of out_dtype
     (default x's dtype; float32 too) or the given `out`. One persistent launch on an sm_90 GPU; K a multiple of 8.
     The kernel clamps offsets into 0 .. T, so bad offsets write nothing outside out; validate=True checks them on
-    the host first (monotone, ending at T: a synchronisation). config: dict(stages, consumers, bn, group_m)."""
+    the host first (monotone, ending at T: a synchronisation). config: dict(stages, consumers, bn, group_m).
+
+    w_kn=True: w is (E, K, N) (torch._grouped_mm's mat_b layout; the backward's dx = dy @ w[e]) and out_e = x_e @
+    w[e], read as stored (wgmma's transposed B) where K is a multiple of 64 and N of 8, else through a transposed
+    copy of w."""
     import torch
     if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor):
         raise tiledsl.LaunchError("grouped_mm takes torch tensors x (T, K) and w (E, N, K)")
-    if x.dim() != 2 or w.dim() != 3 or x.shape[1] != w.shape[2]:
-        raise tiledsl.LaunchError(f"x is {tuple(x.shape)}, w is {tuple(w.shape)}: need x (T, K) and w (E, N, K) "
-                                  f"with one K")
+    if x.dim() != 2 or w.dim() != 3 or x.shape[1] != w.shape[1 if w_kn else 2]:
+        raise tiledsl.LaunchError(f"x is {tuple(x.shape)}, w is {tuple(w.shape)}: need x (T, K) and w "
+                                  f"{'(E, K, N)' if w_kn else '(E, N, K)'} with one K")
     if x.dtype != w.dtype or x.dtype not in (torch.float16, torch.bfloat16):
         raise tiledsl.LaunchError(f"x is {x.dtype}, w is {w.dtype}: need both float16 or both bfloat16")
     if w.device != x.device:
         raise tiledsl.LaunchError(f"w is on {w.device}, x on {x.device}")
     Tn, K = x.shape
-    E, N, _ = w.shape
+    E = w.shape[0]
+    N = w.shape[2] if w_kn else w.shape[1]
     _check_offsets(offsets, E, x, validate)
     _need_sm90(x, "grouped_mm")
     if K % 8 or K == 0:
@@ -104,9 +110,15 @@ def grouped_mm(x, w, offsets, out=None, *, out_dtype=None, config=None, validate
     if Tn == 0 or N == 0 or E == 0:
         return out
     cfg = dict(default_config(N, False), **(config or {}))
+    trans_w = w_kn and K % 64 == 0 and N % 8 == 0 and cfg["bn"] % 64 == 0
+    if w_kn and not trans_w:
+        w = w.transpose(1, 2)           # (E, N, K): the copy below makes it K-major
     k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
-                sm_count(x), cfg["group_m"], True, False, E=E)
-    k(x.contiguous(), w.contiguous().view(E * N, K), out, offsets)
+                sm_count(x), cfg["group_m"], True, False, E=E, trans_w=trans_w)
+    if trans_w:
+        k(x.contiguous(), w.contiguous().view(E * K, N), out, offsets)
+    else:
+        k(x.contiguous(), w.contiguous().view(E * N, K), out, offsets)
     return out
 
 
@@ -178,12 +190,12 @@ def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
 
 
 def grouped_mm_backward(grad_out, x, w, offsets, *, need_dx=True, need_dw=True):
-    """(dx, dw) of out = grouped_mm(x, w, offsets): dx = grouped_mm(grad_out, w[e]ᵀ) on the grouped kernel (w
-    transposed to (E, K, N) first: a copy of the weights); dw = grouped_mm_weight_grad(grad_out, x, offsets), the
-    K-grouped form (the sum runs over each expert's tokens)."""
+    """(dx, dw) of out = grouped_mm(x, w, offsets): dx_e = grad_out_e @ w[e] on the grouped kernel, w read as stored
+    (grouped_mm's w_kn: N a multiple of 64, else a transposed copy of w); dw = grouped_mm_weight_grad(grad_out, x,
+    offsets), the K-grouped form (the sum runs over each expert's tokens)."""
     dx = dw = None
     if need_dx:
-        dx = grouped_mm(grad_out, w.transpose(1, 2).contiguous(), offsets)
+        dx = grouped_mm(grad_out, w, offsets, w_kn=True)
     if need_dw:
         dw = grouped_mm_weight_grad(grad_out, x, offsets)
     return dx, dw

@@ -31,7 +31,9 @@ import tiledsl
 from tiledsl import T
 
 from ...lib.producer import consumer_registers, elect_one
-from .hopper_kernel import CONSUMER_REGS, FP8, HALF, PRODUCER_REGS, ROW_BYTES, SMEM_LIMIT, k_tile, layouts
+from tiledsl.layout import S, TileLayout
+
+from .hopper_kernel import CONSUMER_REGS, FP8, HALF, PRODUCER_REGS, ROW_BYTES, SMEM_LIMIT, SW128, k_tile, layouts
 from .schedule import tile_origin
 
 GROUP_M = 8               # tile rows of one expert walked together (L2 reuse of w[e]'s columns)
@@ -151,7 +153,8 @@ def check_walk(offsets, rows, N, BM, BNT, GM, G, cap=0):
 
 
 def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int, group_m: int, grouped: bool,
-          scaled: bool, kgrouped: bool = False, max_groups: int = 0, masked: bool = False):
+          scaled: bool, kgrouped: bool = False, max_groups: int = 0, masked: bool = False,
+          trans_w: bool = False):
     """The kernel for x and w of type `ab` (float16 / bfloat16, or e4m3 with `scaled`: blockwise scales), out of
     type `out`. grouped: called as kernel(X, W, C, offsets[, SA, SB]) with X (T, K), W (E * N, K), C (T, N),
     offsets (E,) int32; else (one group, the dense blockwise GEMM) kernel(X, W, C, SA, SB). SA (T, ceil(K / 128))
@@ -169,6 +172,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     flattened) and offsets are counts: group e's tokens are rows e * C .. e * C + offsets[e] - 1 (clamped to 0 .. C);
     C's rows past a group's count are not written. C = M / E on the device.
 
+    trans_w (f16/bf16, grouped, the input gradient dx = dy · w[e] without transposing w): W is (E * K, N), each
+    expert's (K, N) block read as stored, N-major: the B tile is BN / 64 TMA boxes of K tile rows x 64 columns and
+    wgmma reads it transposed (trans_b). K must be a multiple of the K tile (64): a ragged last K tile would read
+    the next expert's rows (the host checks).
+
     max_groups > 0: the block first copies offsets into shared memory (max_groups int32, at least E: the host
     checks), so the walk's reads of them (E per thread to count the tiles, E per block along the walk) cost shared
     memory latency, not global (256 experts: about 256 dependent L2 reads a thread otherwise)."""
@@ -178,6 +186,8 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales need BN a multiple of {SCALE_BLOCK}, got {bn}")
     if masked and (kgrouped or not grouped):
         raise tiledsl.LaunchError("grouped gemm: the masked form is a row-grouped form (grouped=True, not kgrouped)")
+    if trans_w and (scaled or kgrouped or not grouped or bn % 64):
+        raise tiledsl.LaunchError("grouped gemm: trans_w takes f16/bf16 row groups and BN a multiple of 64")
     if kgrouped and (scaled or not grouped):
         raise tiledsl.LaunchError("grouped gemm: the K-grouped form takes f16/bf16 groups (grouped=True, unscaled)")
     if not scaled and ab not in HALF:
@@ -208,12 +218,20 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     L = layouts(BM, BNT, KT, STG, CONS, ab)
     L_TA, L_WA, L_WB, L_ACC = L["tma_a"], L["wg_a"], L["wg_b"], L["acc"]
     L_TB = T.tma_layout((STG, 1, BNT, KT), ELEM, 128)
+    if trans_w:
+        # B as stored (K tile rows x BN columns) in BN / 64 boxes of 64 columns (128 bytes: the swizzle span), and
+        # as wgmma reads it MN-major: (stage, N rep, K step of 16 rows, (box, 64 columns), 16 rows)
+        L_TB = T.tma_layout((STG, BNT // 64, KT, 64), ELEM, 128)
+        L_WB = TileLayout(S[(STG, 1, KT // 16, BNT // 64, 64, 16) : (BNT * KT, 1, 16 * 64, KT * 64, 1, 64)],
+                          swizzle=SW128)
     SMS = max(int(num_sms), 1)
     GM = int(group_m)
     HALF_OUT = out in HALF
     CVT = f"cvt.rn.{HALF[out]}x2.f32" if HALF_OUT else None
     X_ANN = T.TensorMap(("M", "K"), ELEM, box=(BM, KT), swizzle=128)
     W_ANN = T.TensorMap(("EN", "K"), ELEM, box=(BNT, KT), swizzle=128)
+    if trans_w:
+        W_ANN = T.TensorMap(("EK", "N"), ELEM, box=(KT, 64), swizzle=128)
     C_ANN = T.Tensor(("M", "N"), out)
     SA_ANN = T.Tensor(("M", "KB"), "float32")
     SB_ANN = T.Tensor(("E", "NB", "KB"), "float32")
@@ -304,9 +322,13 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         full = T.alloc_shared((STG,), "uint64")
         empty = T.alloc_shared((STG,), "uint64")
         ta = sa.view(STG, BM, KT, layout=L_TA)
-        tb = sb.view(STG, 1, BNT, KT, layout=L_TB)
         wa = sa.view(STG, CONS, 1, KSTEPS, 64, KT // KSTEPS, layout=L_WA)
-        wb = sb.view(STG, 1, KSTEPS, BNT, KT // KSTEPS, layout=L_WB)
+        if trans_w:
+            tb = sb.view(STG, BNT // 64, KT, 64, layout=L_TB)
+            wb = sb.view(STG, 1, KT // 16, BNT, 16, layout=L_WB)
+        else:
+            tb = sb.view(STG, 1, BNT, KT, layout=L_TB)
+            wb = sb.view(STG, 1, KSTEPS, BNT, KT // KSTEPS, layout=L_WB)
         if tid == 0:
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
@@ -349,8 +371,13 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                                                   empty[s:s + 1], (it // STG + 1) % 2)
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
                             T.cuda.tile.apply(T.ptx[LOAD], ta[s], X, full[s:s + 1], coords=(row0, kstart + kk * KT))
-                            T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], W, full[s:s + 1],
-                                              coords=(wrow, kstart + kk * KT))
+                            if trans_w:
+                                # w[e]'s rows kk * KT .. of K, columns col0 .. in BN / 64 boxes
+                                T.cuda.tile.apply(T.ptx[LOAD], tb[s], W, full[s:s + 1],
+                                                  coords=(e * K + kk * KT, col0), coord_steps=((0, 64),))
+                            else:
+                                T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], W, full[s:s + 1],
+                                                  coords=(wrow, kstart + kk * KT))
                         it0 = it0 + nkt
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], CREGS)
@@ -414,7 +441,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                                 acc[i] = acc[i] + tmp[i] * (fb if (i // 2) % 2 else fa)
                     else:
                         T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
-                        T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0)
+                        if trans_w:
+                            T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0,
+                                              trans_b=1)
+                        else:
+                            T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0)
                         T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
                         # one group stays in flight; the previous K tile's is done: release its stage
                         T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
