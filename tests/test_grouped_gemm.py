@@ -157,6 +157,41 @@ def test_transposed_weights_compile_without_spills():
     assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
 
 
+@pytest.mark.parametrize("counts,cfg", [([50, 0, 70, 21], (2, 1, 64)), ([0, 77, 60], (3, 2, 128))],
+                         ids=["bn64-zero-middle", "bn128-two-consumers-zero-first"])
+def test_token_major_weight_gradient_on_the_interpreter(counts, cfg):
+    """dW[e] = dY_eᵀ X_e with dY (T, M) and X (T, N) read as stored (wgmma's transposed A and B, 64-column boxes):
+    the next group's tokens are rows of A's boxes, zeroed before the wgmma; T odd (no padding needed)."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    rng = np.random.default_rng(cfg[2])
+    off = np.cumsum(counts).astype(np.int32)
+    Tn, E = int(off[-1]), len(counts)
+    M, N = 64 * cfg[1] + 8, 72
+    dy = rng.integers(-8, 9, (Tn, M)) / 8
+    x = rng.integers(-8, 9, (Tn, N)) / 8
+    ref = np.zeros((E, M, N))
+    s = 0
+    for e in range(E):
+        ref[e] = dy[s:off[e]].T @ x[s:off[e]]
+        s = off[e]
+    c = np.full((E * M, N), -1.0, np.float32)
+    k = GK.build("float16", "float32", cfg[0], cfg[1], cfg[2], 2, 2, True, False, kgrouped=True, max_groups=16,
+                 trans_w=True)
+    tiledsl.jit(k.fn, interpret=True)(_bits(dy, "float16"), _bits(x, "float16"), c, off)
+    np.testing.assert_array_equal(c.reshape(E, M, N), ref)
+
+
+def test_token_major_weight_gradient_compiles_without_spills():
+    k = GK.build("bfloat16", "bfloat16", 4, 2, 128, 132, GK.GROUP_M, True, False, kgrouped=True, max_groups=16,
+                 trans_w=True)
+    ck = k.compile(np.zeros((1001, 256), np.uint16), np.zeros((1001, 512), np.uint16),
+                   np.zeros((4 * 256, 512), np.uint16), np.array([100, 100, 300, 1001], np.int32))
+    r = ptxas(ck.asm["ptx"], "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert "C7515" not in r.stderr
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+
+
 CASES = [
     # an expert of 0 tokens in the middle; ragged counts, N and K; f32 out; offsets staged in shared memory
     ([50, 0, 100], 72, 136, "float16", "float32", 16),

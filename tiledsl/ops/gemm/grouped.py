@@ -157,9 +157,10 @@ def grouped_mm_masked(x, w, counts, out=None, *, out_dtype=None, config=None):
 
 def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
     """dw[e] = grad_out[s_e:o_e]ᵀ @ x[s_e:o_e] for every expert (the K-grouped GEMM: each expert's tokens are the
-    reduction), (E, N, K) of x's dtype, one persistent launch of the grouped kernel's K-grouped form. grad_out
-    (T, N) and x (T, K) are transposed first (copies, token-major: wgmma reads them K-major here), their token
-    dimension padded to a multiple of 8 with zeros (16-byte TMA rows). An expert of 0 tokens gets zeros."""
+    reduction), (E, N, K) of x's dtype (or a float32 `out`), one persistent launch of the grouped kernel's
+    K-grouped form. Where N and K are multiples of 8, grad_out and x are read as stored (token-major: wgmma's
+    transposed A and B, 128-wide tiles: 256-wide ones spill); else they are transposed first (copies, their token
+    dimension padded to a multiple of 8 with zeros). An expert of 0 tokens gets zeros."""
     import torch
     if grad_out.dim() != 2 or x.dim() != 2 or grad_out.shape[0] != x.shape[0] or grad_out.dtype != x.dtype or \
             x.dtype not in (torch.float16, torch.bfloat16):
@@ -176,6 +177,14 @@ def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
         raise tiledsl.LaunchError(f"out is {tuple(out.shape)} {out.dtype}: need a contiguous ({E}, {N}, {K}) of "
                                   f"{x.dtype} or float32")
     if E == 0 or N == 0 or K == 0:
+        return out
+    if N % 8 == 0 and K % 8 == 0 and Tn > 0:
+        cfg = dict(default_config(K, False), **(config or {}))
+        if not config or "bn" not in config:
+            cfg["bn"] = 128
+        k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
+                    sm_count(x), cfg["group_m"], True, False, True, E=E, trans_w=True)
+        k(grad_out.contiguous(), x.contiguous(), out.view(E * N, K), offsets)
         return out
     Tp = max(-(-Tn // 8) * 8, 8)
     gt = torch.zeros((N, Tp), dtype=x.dtype, device=x.device)

@@ -175,7 +175,10 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     trans_w (f16/bf16, grouped, the input gradient dx = dy · w[e] without transposing w): W is (E * K, N), each
     expert's (K, N) block read as stored, N-major: the B tile is BN / 64 TMA boxes of K tile rows x 64 columns and
     wgmma reads it transposed (trans_b). K must be a multiple of the K tile (64): a ragged last K tile would read
-    the next expert's rows (the host checks).
+    the next expert's rows (the host checks). With kgrouped, trans_w takes both operands token-major as stored:
+    A = dY (T, M) and B = X (T, N), each tile BM / 64 (BN / 64) boxes of K tile token rows x 64 columns (consumer
+    c's 64 rows of the product are A's box c), wgmma reading both transposed; the next group's tokens are then
+    rows of A's boxes, zeroed the same way. No transposed copies, and T needs no padding.
 
     max_groups > 0: the block first copies offsets into shared memory (max_groups int32, at least E: the host
     checks), so the walk's reads of them (E per thread to count the tiles, E per block along the walk) cost shared
@@ -186,8 +189,9 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales need BN a multiple of {SCALE_BLOCK}, got {bn}")
     if masked and (kgrouped or not grouped):
         raise tiledsl.LaunchError("grouped gemm: the masked form is a row-grouped form (grouped=True, not kgrouped)")
-    if trans_w and (scaled or kgrouped or not grouped or bn % 64):
-        raise tiledsl.LaunchError("grouped gemm: trans_w takes f16/bf16 row groups and BN a multiple of 64")
+    if trans_w and (scaled or not grouped or bn % 64):
+        raise tiledsl.LaunchError("grouped gemm: trans_w takes f16/bf16 groups and BN a multiple of 64")
+    TOKM = bool(kgrouped and trans_w)
     if kgrouped and (scaled or not grouped):
         raise tiledsl.LaunchError("grouped gemm: the K-grouped form takes f16/bf16 groups (grouped=True, unscaled)")
     if not scaled and ab not in HALF:
@@ -224,6 +228,12 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         L_TB = T.tma_layout((STG, BNT // 64, KT, 64), ELEM, 128)
         L_WB = TileLayout(S[(STG, 1, KT // 16, BNT // 64, 64, 16) : (BNT * KT, 1, 16 * 64, KT * 64, 1, 64)],
                           swizzle=SW128)
+    if TOKM:
+        # A as stored, token-major: box c holds consumer c's 64 columns of A (rows of the product); wgmma reads
+        # it MN-major: (stage, consumer, M rep, K step of 16 tokens, 64 columns, 16 tokens)
+        L_TA = T.tma_layout((STG, BM // 64, KT, 64), ELEM, 128)
+        L_WA = TileLayout(S[(STG, CONS, 1, KT // 16, 64, 16) : (BM * KT, KT * 64, 1, 16 * 64, 1, 64)],
+                          swizzle=SW128)
     SMS = max(int(num_sms), 1)
     GM = int(group_m)
     HALF_OUT = out in HALF
@@ -238,6 +248,9 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     OFF_ANN = T.Tensor(("E",), "int32")
     BK_ANN = T.TensorMap(("N", "K"), ELEM, box=(BNT, KT), swizzle=128)     # K-grouped: B = Xᵀ (N, T)
     CK_ANN = T.Tensor(("EM", "N"), out)                                     # K-grouped: dW as (E * M, N)
+    if TOKM:
+        X_ANN = T.TensorMap(("K", "M"), ELEM, box=(KT, 64), swizzle=128)    # dY (T, M) as stored
+        BK_ANN = T.TensorMap(("K", "N"), ELEM, box=(KT, 64), swizzle=128)   # X (T, N) as stored
 
     @tiledsl.inline
     def cursor_start(offsets, M, cap):
@@ -321,8 +334,12 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         sb = T.alloc_shared((STG * BNT * KT,), ELEM)
         full = T.alloc_shared((STG,), "uint64")
         empty = T.alloc_shared((STG,), "uint64")
-        ta = sa.view(STG, BM, KT, layout=L_TA)
-        wa = sa.view(STG, CONS, 1, KSTEPS, 64, KT // KSTEPS, layout=L_WA)
+        if TOKM:
+            ta = sa.view(STG, BM // 64, KT, 64, layout=L_TA)
+            wa = sa.view(STG, CONS, 1, KT // 16, 64, 16, layout=L_WA)
+        else:
+            ta = sa.view(STG, BM, KT, layout=L_TA)
+            wa = sa.view(STG, CONS, 1, KSTEPS, 64, KT // KSTEPS, layout=L_WA)
         if trans_w:
             tb = sb.view(STG, BNT // 64, KT, 64, layout=L_TB)
             wb = sb.view(STG, 1, KT // 16, BNT, 16, layout=L_WB)
@@ -370,8 +387,18 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                                 T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"],
                                                   empty[s:s + 1], (it // STG + 1) % 2)
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
-                            T.cuda.tile.apply(T.ptx[LOAD], ta[s], X, full[s:s + 1], coords=(row0, kstart + kk * KT))
-                            if trans_w:
+                            if TOKM:
+                                # tokens kstart + kk * KT .. of dY's columns row0 .. and of X's columns col0 ..
+                                T.cuda.tile.apply(T.ptx[LOAD], ta[s], X, full[s:s + 1],
+                                                  coords=(kstart + kk * KT, row0), coord_steps=((0, 64),))
+                                T.cuda.tile.apply(T.ptx[LOAD], tb[s], W, full[s:s + 1],
+                                                  coords=(kstart + kk * KT, col0), coord_steps=((0, 64),))
+                            else:
+                                T.cuda.tile.apply(T.ptx[LOAD], ta[s], X, full[s:s + 1],
+                                                  coords=(row0, kstart + kk * KT))
+                            if TOKM:
+                                pass
+                            elif trans_w:
                                 # w[e]'s rows kk * KT .. of K, columns col0 .. in BN / 64 boxes
                                 T.cuda.tile.apply(T.ptx[LOAD], tb[s], W, full[s:s + 1],
                                                   coords=(e * K + kk * KT, col0), coord_steps=((0, 64),))
@@ -420,7 +447,13 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                             # the rest are the next group's: zero them in this consumer's rows of A (thread t
                             # takes column t % KT of rows 2j + t // KT)
                             t = tid % 128
-                            if t % KT >= rem:
+                            if TOKM:
+                                # token rows rem .. of this consumer's box (thread t: column t % 64 of rows
+                                # 2j + t // 64)
+                                for j in T.unroll(KT // 2):
+                                    if 2 * j + t // 64 >= rem:
+                                        ta[s, c, 2 * j + t // 64, t % 64] = T.cast(0.0, ELEM)
+                            elif t % KT >= rem:
                                 for j in T.unroll(64 * KT // 128):
                                     ta[s, 64 * c + (128 // KT) * j + t // KT, t % KT] = T.cast(0.0, ELEM)
                             T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
@@ -441,7 +474,10 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                                 acc[i] = acc[i] + tmp[i] * (fb if (i // 2) % 2 else fa)
                     else:
                         T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
-                        if trans_w:
+                        if TOKM:
+                            T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0,
+                                              trans_a=1, trans_b=1)
+                        elif trans_w:
                             T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0,
                                               trans_b=1)
                         else:
