@@ -122,11 +122,13 @@ def test_w_kn_layout_against_torch(K, N):
     assert _rel(out, _loop(x, w.transpose(1, 2), off)) <= 1e-2
 
 
-@pytest.mark.parametrize("Tn", [1001, 4096])
-def test_weight_gradient_against_the_loop(Tn):
-    """The K-grouped kernel: ragged experts (one of 0 tokens), T not a multiple of 8 (padded), f32 and bf16 out."""
+@pytest.mark.parametrize("Tn,N,K", [(1001, 512, 384), (4096, 2048, 7168), (999, 100, 200)],
+                         ids=["token-major-odd-t", "token-major-deepseek", "transposed-copies"])
+def test_weight_gradient_against_the_loop(Tn, N, K):
+    """The K-grouped kernel: ragged experts (one of 0 tokens), T odd; dY and X read as stored (N, K multiples of
+    8) or through transposed copies; f32 and bf16 out."""
     from tiledsl.ops import grouped_mm_weight_grad
-    E, N, K = 8, 512, 384
+    E = 8
     off = _offsets(_counts(E, Tn, True, seed=Tn))
     x = (torch.randint(-8, 9, (Tn, K), device="cuda") / 8).to(torch.bfloat16)
     dy = (torch.randint(-8, 9, (Tn, N), device="cuda") / 8).to(torch.bfloat16)

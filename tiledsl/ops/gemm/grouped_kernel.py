@@ -23,6 +23,10 @@ ring's layouts, the register split, the elected producer thread, the grouped til
   the loop (DeepSeek-V3's recipe). A dense blockwise GEMM is the same kernel with one group (`grouped=False`: no
   offsets parameter, the group's end is M).
 
+Other forms of the same walk (build's keywords): `masked` (the decode form: E groups of C rows, a count each),
+`trans_w` (w (E, K, N) read as stored: the backward's dx), `kgrouped` (the weight gradient dW[e] = dYₑᵀ Xₑ, the
+groups splitting the reduction; with trans_w, dY and X read as stored).
+
 Waits: only the ring's (a stage's full / empty mbarriers within a block, as in the Hopper kernel); no block waits for
 another. `check_walk` replays the walk on the host (the helpers below on Python integers, as schedule_model.py
 does for the Hopper walk) and says whether every tile of every group is computed by exactly one block.
