@@ -213,3 +213,29 @@ def test_host_api_refuses_bad_scales_naming_them():
         quantize_fp8_blockwise(torch.zeros(4, 100, device="meta"))
     with pytest.raises(tiledsl.LaunchError, match="granularity"):
         quantize_fp8(torch.zeros(4, 128), granularity="block")
+
+
+def test_host_api_on_the_interpreter(monkeypatch):
+    """matmul_fp8_blockwise and grouped_mm_fp8_blockwise on torch CPU tensors, their kernels on the interpreter: the
+    host glue (uint8 views, scale_b as one group, argument order)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    from tiledsl.ops.gemm import grouped as G
+    build = G._kernel
+    monkeypatch.setattr(G, "_need_sm90", lambda t, what: None)
+    monkeypatch.setattr(G, "_kernel", lambda *a, **k: tiledsl.jit(build(*a, **k).fn, interpret=True))
+    small = G.default_config
+    monkeypatch.setattr(G, "default_config", lambda N, scaled: dict(small(N, scaled), stages=2, consumers=1))
+    a, b, sa, sb = _scaled_problem(72, 136, 256, True, seed=21, E=2)
+    ref = _scaled_ref(a, b[0], sa, sb[0])
+
+    def e4m3(v):
+        return torch.from_numpy(R.encode(R.E4M3, v)).view(torch.float8_e4m3fn)
+    c = G.matmul_fp8_blockwise(e4m3(a), e4m3(b[0]), torch.from_numpy(sa), torch.from_numpy(sb[0]),
+                               out_dtype=torch.float32)
+    np.testing.assert_array_equal(c.numpy(), ref)
+    off = torch.tensor([30, 72], dtype=torch.int32)
+    cg = G.grouped_mm_fp8_blockwise(e4m3(a), e4m3(b), off, torch.from_numpy(sa), torch.from_numpy(sb),
+                                    out_dtype=torch.float32)
+    want = np.concatenate([ref[:30], _scaled_ref(a[30:], b[1], sa[30:], sb[1])])
+    np.testing.assert_array_equal(cg.numpy(), want)

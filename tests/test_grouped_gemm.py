@@ -327,3 +327,52 @@ def test_host_api_refuses_bad_arguments_naming_them():
         grouped_mm(x, w, torch.tensor([8, 12], dtype=torch.int32), validate=True)
     with pytest.raises(tiledsl.LaunchError, match="sm_90"):
         grouped_mm(x, w, off)
+
+
+@pytest.fixture
+def host_on_interpreter(monkeypatch):
+    """The host API (tiledsl.ops.gemm.grouped) on torch CPU tensors: its kernels run on the interpreter, with small
+    tiles, so the glue (views, argument order, the paths each layout takes) is checked without a GPU."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    from tiledsl.ops.gemm import grouped as G
+    build = G._kernel
+    monkeypatch.setattr(G, "_need_sm90", lambda t, what: None)
+    monkeypatch.setattr(G, "_kernel", lambda *a, **k: tiledsl.jit(build(*a, **k).fn, interpret=True))
+    small = G.default_config
+    monkeypatch.setattr(G, "default_config", lambda N, scaled: dict(small(N, scaled), stages=2, consumers=1,
+                                                                    bn=128 if scaled else 64))
+    return torch, G
+
+
+def test_host_api_on_the_interpreter(host_on_interpreter):
+    torch, G = host_on_interpreter
+    gen = torch.Generator().manual_seed(0)
+
+    def ints(*shape):
+        return torch.randint(-8, 9, shape, generator=gen) / 8
+    E, N, K = 3, 72, 128
+    off = torch.tensor([50, 50, 120], dtype=torch.int32)
+    x, w, dy = ints(120, K), ints(E, N, K), ints(120, N)
+    ref, rdx, rdw = torch.zeros(120, N), torch.zeros(120, K), torch.zeros(E, N, K)
+    s = 0
+    for e, end in enumerate(off.tolist()):
+        ref[s:end] = x[s:end] @ w[e].T
+        rdx[s:end] = dy[s:end] @ w[e]
+        rdw[e] = dy[s:end].T @ x[s:end]
+        s = end
+    bf = torch.bfloat16
+    assert torch.equal(G.grouped_mm(x.to(bf), w.to(bf), off, out_dtype=torch.float32), ref)
+    # the backward: dx reads w as stored (w_kn), dw reads dy and x as stored (token-major)
+    dx = G.grouped_mm(dy.to(bf), w.to(bf), off, out_dtype=torch.float32, w_kn=True)
+    dw = G.grouped_mm_weight_grad(dy.to(bf), x.to(bf), off, out=torch.empty(E, N, K))
+    assert torch.equal(dx, rdx) and torch.equal(dw, rdw)
+    # dw through the transposed copies (N = 20: dy's rows are not 16-byte multiples)
+    dw20 = G.grouped_mm_weight_grad(dy[:, :20].to(bf), x.to(bf), off, out=torch.empty(E, 20, K))
+    assert torch.equal(dw20, rdw[:, :20])
+    # the masked form
+    xm, cnt = ints(E, 40, K), torch.tensor([0, 40, 17], dtype=torch.int32)
+    om = torch.full((E, 40, N), 5.0)
+    G.grouped_mm_masked(xm.half(), w.half(), cnt, out=om)
+    for e, n in enumerate(cnt.tolist()):
+        assert torch.equal(om[e, :n], xm[e, :n] @ w[e].T) and bool((om[e, n:] == 5).all())
