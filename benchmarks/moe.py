@@ -16,8 +16,9 @@
 - `ops.quantize_fp8_blockwise` against the copy bandwidth (x.clone()).
 
 Every row is checked (relative Frobenius error against an f32 reference) before it is timed; gemm.py's side_by_side
-gives medians of CUDA events, L2 evicted before each call. `python benchmarks/moe.py [--quick] [--json FILE]`;
-the default run takes about 1-2 minutes on an H200, --quick about 30 s.
+gives medians of CUDA events, L2 evicted before each call. `python benchmarks/moe.py [--quick | --full] [--json FILE]`;
+the default run (one routed-row count per shape) should take about 2 minutes on an H200 after the kernels are
+compiled (about a minute more on the first run), --quick about 30 s, --full (256 .. 65536 rows) several minutes.
 """
 import argparse
 import json
@@ -29,11 +30,16 @@ from gemm import side_by_side  # noqa: E402
 
 SEED = 37
 # (name, experts, K, N, routed rows)
-GROUPED = [("mixtral up", 8, 4096, 14336, [4096, 16384, 65536]),
+GROUPED = [("mixtral up", 8, 4096, 14336, [16384]),
            ("mixtral down", 8, 14336, 4096, [16384]),
-           ("deepseek up", 256, 7168, 2048, [4096, 32768]),
+           ("deepseek up", 256, 7168, 2048, [32768]),
            ("deepseek down", 256, 2048, 7168, [32768]),
            ("64 experts", 64, 2048, 1408, [8192])]
+FULL = [("mixtral up", 8, 4096, 14336, [256, 4096, 16384, 65536]),
+        ("mixtral down", 8, 14336, 4096, [4096, 65536]),
+        ("deepseek up", 256, 7168, 2048, [256, 4096, 32768, 65536]),
+        ("deepseek down", 256, 2048, 7168, [4096, 32768]),
+        ("64 experts", 64, 2048, 1408, [8192])]
 QUICK = [("mixtral up", 8, 4096, 14336, [16384]), ("deepseek up", 256, 7168, 2048, [32768])]
 FP8 = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (32768, 2048, 7168)]
 
@@ -259,6 +265,7 @@ def table(rows):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="one shape per family (about 30 s)")
+    p.add_argument("--full", action="store_true", help="routed rows from 256 to 65536 (several minutes)")
     p.add_argument("--only", default="grouped,fp8,grouped_fp8,quant", help="comma-separated families")
     p.add_argument("--json", help="write the rows to this file")
     opts = p.parse_args(argv)
@@ -267,7 +274,7 @@ def main(argv=None):
     import tiledsl.ops as ops
     only = set(opts.only.split(","))
     rows = []
-    specs = QUICK if opts.quick else GROUPED
+    specs = QUICK if opts.quick else FULL if opts.full else GROUPED
     if "grouped" in only:
         rows += grouped_rows(torch, ops, specs)
     if "fp8" in only:
