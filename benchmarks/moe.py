@@ -12,7 +12,8 @@
 - `ops.matmul_fp8_blockwise` (1 x 128 activation scales, 128 x 128 weight scales) against `torch._scaled_mm` /
   `F.scaled_mm` with the same blockwise scales where this torch and cuBLAS take them on sm_90 (each layout tried,
   checked, and left out with a note if refused), rowwise `_scaled_mm` (another recipe, timed only), and our
-  per-tensor `ops.matmul_fp8`; `ops.grouped_mm_fp8_blockwise` against torch._scaled_grouped_mm (rowwise scales) or the loop;
+  per-tensor `ops.matmul_fp8`; `ops.grouped_mm_fp8_blockwise` against torch._scaled_grouped_mm (rowwise scales,
+  another recipe: timed only);
 - `ops.quantize_fp8_blockwise` against the copy bandwidth (x.clone()).
 
 Every row is checked (relative Frobenius error against an f32 reference) before it is timed; gemm.py's side_by_side
