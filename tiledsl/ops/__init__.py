@@ -16,6 +16,10 @@ every `torch.ops.tiledsl.<name>`; they run CUDA tensors on the GPU and CPU tenso
 - FlashAttention (flash/): `attention` (forward, (O, LSE)), `attention_backward`, `flash_attention`
   (differentiable); the kernels `make_attention` (FA2), `make_attention_hopper` / `attention_hopper` (FA3),
   `make_attention_fp8` / `attention_fp8`, `make_attention_backward` (FA2), `make_attention_backward_hopper` (FA3).
+- MoE and block-scaled FP8 (gemm/grouped.py, gemm/quantize.py; docs/moe.md): `grouped_mm`, `grouped_mm_backward`,
+  `grouped_mm_weight_grad`, `grouped_mm_masked`,
+  `grouped_linear` (autograd), `matmul_fp8_blockwise`, `grouped_mm_fp8_blockwise`, `quantize_fp8_blockwise`,
+  `quantize_fp8`.
 - Row-wise (rowwise/): `make_softmax`, `make_layernorm` (and their host calls in rowwise.softmax / rowwise.layernorm).
 - Torch ops (library/, importing torch): `softmax`, `layer_norm`, `rms_norm`, `add_rms_norm` (library/rowwise.py).
 
@@ -43,6 +47,10 @@ _HOMES = {
     "scaled_dot_product_attention": "library.attention",
     "softmax": "library.rowwise", "layer_norm": "library.rowwise", "rms_norm": "library.rowwise",
     "add_rms_norm": "library.rowwise",
+    "grouped_mm": "gemm.grouped", "grouped_mm_backward": "gemm.grouped", "grouped_linear": "gemm.grouped",
+    "grouped_mm_weight_grad": "gemm.grouped", "grouped_mm_masked": "gemm.grouped",
+    "matmul_fp8_blockwise": "gemm.grouped", "grouped_mm_fp8_blockwise": "gemm.grouped",
+    "quantize_fp8_blockwise": "gemm.quantize", "quantize_fp8": "gemm.quantize",
 }
 __all__ = sorted(_HOMES)
 

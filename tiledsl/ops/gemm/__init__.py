@@ -9,6 +9,9 @@
 - hopper_plan.py: the Hopper configurations and the heuristic and tuning that pick one (tuning.py: the second
   stage and FP8's), each checked by the schedule model (schedule_model.py) before launch.
 - fp8.py: `matmul_fp8`, `fp8_plan_of`.
+- grouped.py: `grouped_mm` (MoE: tokens sorted by expert, one persistent launch), its backward, and the block-scaled
+  FP8 GEMMs `matmul_fp8_blockwise`, `grouped_mm_fp8_blockwise`; grouped_kernel.py builds their kernel (docs/moe.md);
+  quantize.py: `quantize_fp8_blockwise`, `quantize_fp8`.
 
 The public names are tiledsl.ops's; importing this package imports none of the modules. The torch ops over this
 host code (`tiledsl::linear`, `tiledsl::matmul`, `tiledsl::matmul_fp8`) are in tiledsl/ops/library/gemm.py."""

@@ -1,0 +1,241 @@
+"""MoE and block-scaled FP8 on the H200 (issue 37): grouped_mm against a per-expert torch loop (exact with small
+integer-valued inputs, whose f32 sums are exact; within bf16 rounding with random ones) and torch._grouped_mm,
+balanced and skewed routing, experts of 0 tokens, Mixtral-like and DeepSeek-like shapes; the backward (dx, dw)
+and grouped_linear's autograd; the quantisers bit for bit against their numpy reference; matmul_fp8_blockwise
+within 2e-3 of the f32 reference with the same scales, dense and grouped; bad arguments refused naming them.
+tests/test_grouped_gemm.py and tests/test_fp8_blockwise.py run the kernels on the interpreter."""
+import numpy as np
+import pytest
+
+import tiledsl
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+def _counts(E, Tn, skew, seed=0):
+    """Token counts per expert summing to Tn: balanced (multinomial over equal weights) or skewed (Zipf-like
+    weights, some experts with none)."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.ones(E) if not skew else 1.0 / torch.arange(1, E + 1).float() ** 1.5
+    idx = torch.multinomial(w, Tn, replacement=True, generator=g)
+    c = torch.bincount(idx, minlength=E)
+    if skew:
+        c[E // 2] = c[E // 2] + c[-1]
+        c[-1] = 0                                              # an expert of 0 tokens
+    return c
+
+
+def _offsets(c):
+    return torch.cumsum(c, 0).to(torch.int32).cuda()
+
+
+def _loop(x, w, offsets):
+    out = torch.empty(x.shape[0], w.shape[1], dtype=torch.float32, device=x.device)
+    s = 0
+    for e, end in enumerate(offsets.tolist()):
+        out[s:end] = x[s:end].float() @ w[e].float().T
+        s = end
+    return out
+
+
+def _rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("skew", [False, True], ids=["balanced", "skewed"])
+def test_grouped_mm_is_exact_on_integer_inputs(dt, skew):
+    from tiledsl.ops import grouped_mm
+    dt = getattr(torch, dt)
+    E, Tn, N, K = 8, 3000, 1000, 520
+    c = _counts(E, Tn, skew)
+    off = _offsets(c)
+    x = (torch.randint(-8, 9, (Tn, K), device="cuda") / 8).to(dt)
+    w = (torch.randint(-8, 9, (E, N, K), device="cuda") / 8).to(dt)
+    out = grouped_mm(x, w, off)
+    torch.testing.assert_close(out, _loop(x, w, off).to(dt), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(8, 8192, 14336, 4096), (8, 8192, 4096, 14336), (256, 8192, 2048, 7168),
+                                   (256, 8192, 7168, 2048), (64, 4096, 1408, 2048)],
+                         ids=["mixtral-up", "mixtral-down", "deepseek-up", "deepseek-down", "64-experts"])
+@pytest.mark.parametrize("skew", [False, True], ids=["balanced", "skewed"])
+def test_grouped_mm_model_shapes_against_torch(shape, skew):
+    from tiledsl.ops import grouped_mm
+    E, Tn, N, K = shape
+    c = _counts(E, Tn, skew, seed=E)
+    off = _offsets(c)
+    x = torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16) / K ** 0.5
+    out = grouped_mm(x, w, off)
+    ref = _loop(x, w, off)
+    assert _rel(out, ref) <= 1e-2
+    if hasattr(torch, "_grouped_mm"):
+        peer = torch._grouped_mm(x, w.transpose(1, 2), offs=off)
+        assert _rel(out, peer.float()) <= 1e-2
+
+
+def test_rows_past_the_last_offset_are_left_alone_and_out_is_written():
+    from tiledsl.ops import grouped_mm
+    x = torch.randn(300, 128, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(3, 256, 128, device="cuda", dtype=torch.bfloat16)
+    off = torch.tensor([100, 100, 250], dtype=torch.int32, device="cuda")
+    out = torch.full((300, 256), 7.0, device="cuda", dtype=torch.bfloat16)
+    grouped_mm(x, w, off, out=out)
+    assert (out[250:] == 7).all()
+    assert _rel(out[:250], _loop(x[:250], w, off)) <= 1e-2
+
+
+def test_backward_and_autograd_against_the_loop():
+    from tiledsl.ops import grouped_linear, grouped_mm_backward
+    E, Tn, N, K = 4, 1000, 384, 256
+    off = _offsets(_counts(E, Tn, True, seed=3))
+    x = torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(Tn, N, device="cuda", dtype=torch.bfloat16)
+    dx, dw = grouped_mm_backward(g, x.detach(), w.detach(), off)
+    ends = off.tolist()
+    rdx = torch.empty(Tn, K, device="cuda")
+    rdw = torch.zeros(E, N, K, device="cuda")
+    s = 0
+    for e, end in enumerate(ends):
+        rdx[s:end] = g[s:end].float() @ w[e].float()
+        rdw[e] = g[s:end].float().T @ x[s:end].float()
+        s = end
+    assert _rel(dx, rdx) <= 1e-2 and _rel(dw, rdw) <= 1e-2
+    grouped_linear(x, w, off).backward(g)
+    assert _rel(x.grad, rdx) <= 1e-2 and _rel(w.grad, rdw) <= 1e-2
+
+
+@pytest.mark.parametrize("K,N", [(4096, 14336), (2048, 7168), (200, 136)], ids=["kn-read-as-stored", "kn-deepseek",
+                                                                               "kn-ragged-copy"])
+def test_w_kn_layout_against_torch(K, N):
+    """grouped_mm(x, w (E, K, N), w_kn=True) = torch._grouped_mm(x, w): read as stored where K % 64 == 0, else
+    through a transposed copy."""
+    from tiledsl.ops import grouped_mm
+    E, Tn = 8, 4000
+    off = _offsets(_counts(E, Tn, True, seed=K))
+    x = torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(E, K, N, device="cuda", dtype=torch.bfloat16) / K ** 0.5
+    out = grouped_mm(x, w, off, w_kn=True)
+    assert _rel(out, _loop(x, w.transpose(1, 2), off)) <= 1e-2
+
+
+@pytest.mark.parametrize("Tn,N,K", [(1001, 512, 384), (4096, 2048, 7168), (999, 100, 200)],
+                         ids=["token-major-odd-t", "token-major-deepseek", "transposed-copies"])
+def test_weight_gradient_against_the_loop(Tn, N, K):
+    """The K-grouped kernel: ragged experts (one of 0 tokens), T odd; dY and X read as stored (N, K multiples of
+    8) or through transposed copies; f32 and bf16 out."""
+    from tiledsl.ops import grouped_mm_weight_grad
+    E = 8
+    off = _offsets(_counts(E, Tn, True, seed=Tn))
+    x = (torch.randint(-8, 9, (Tn, K), device="cuda") / 8).to(torch.bfloat16)
+    dy = (torch.randint(-8, 9, (Tn, N), device="cuda") / 8).to(torch.bfloat16)
+    ref = torch.zeros(E, N, K, device="cuda")
+    s = 0
+    for e, end in enumerate(off.tolist()):
+        ref[e] = dy[s:end].float().T @ x[s:end].float()
+        s = end
+    out = torch.empty(E, N, K, device="cuda")
+    grouped_mm_weight_grad(dy, x, off, out=out)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)              # integer-valued: the f32 sums are exact
+    assert _rel(grouped_mm_weight_grad(dy, x, off), ref) <= 1e-2
+
+
+def test_masked_decode_form_against_the_loop():
+    from tiledsl.ops import grouped_mm_masked
+    E, C, N, K = 16, 256, 2048, 7168
+    counts = torch.randint(0, C + 1, (E,), generator=torch.Generator().manual_seed(1)).to(torch.int32)
+    counts[3] = 0
+    counts[5] = C
+    x = torch.randn(E, C, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16) / K ** 0.5
+    out = torch.full((E, C, N), 3.0, device="cuda", dtype=torch.bfloat16)
+    grouped_mm_masked(x, w, counts.cuda(), out=out)
+    for e, n in enumerate(counts.tolist()):
+        assert _rel(out[e, :n], x[e, :n].float() @ w[e].float().T) <= 1e-2 if n else True
+        assert (out[e, n:] == 3).all()
+
+
+def test_refusals_on_the_gpu():
+    from tiledsl.ops import grouped_mm, matmul_fp8_blockwise
+    x = torch.zeros(64, 128, device="cuda", dtype=torch.bfloat16)
+    w = torch.zeros(2, 128, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(tiledsl.LaunchError, match="offsets is on cpu"):
+        grouped_mm(x, w, torch.tensor([32, 64], dtype=torch.int32))
+    with pytest.raises(tiledsl.LaunchError, match="offsets are not monotone"):
+        grouped_mm(x, w, torch.tensor([40, 32], dtype=torch.int32, device="cuda"), validate=True)
+    a = torch.zeros(64, 256, device="cuda").to(torch.float8_e4m3fn)
+    with pytest.raises(tiledsl.LaunchError, match="scale_b"):
+        matmul_fp8_blockwise(a, a, torch.ones(64, 2, device="cuda"), torch.ones(1, 1, device="cuda"))
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+def test_quantisers_match_the_numpy_reference_bit_for_bit(dt):
+    from tiledsl.ops import quantize_fp8, quantize_fp8_blockwise
+    from tiledsl.ops.gemm import quantize as Q
+    x = (torch.randn(257, 1024, device="cuda") * torch.randn(257, 1, device="cuda").exp() * 10).to(getattr(torch, dt))
+    x[3, :128] = 0
+    xf = x.float().cpu().numpy()
+    q, s = quantize_fp8_blockwise(x)
+    rq, rs = Q.reference(xf)
+    assert np.array_equal(q.view(torch.uint8).cpu().numpy(), rq) and np.array_equal(s.cpu().numpy(), rs)
+    q, s = quantize_fp8(x, "row")
+    rq, rs = Q.reference(xf, 1024)
+    assert np.array_equal(q.view(torch.uint8).cpu().numpy(), rq) and np.array_equal(s.cpu().numpy(), rs)
+    q, s = quantize_fp8(x, "tensor")
+    rq, rs = Q.reference(xf, None)
+    assert np.array_equal(q.view(torch.uint8).cpu().numpy(), rq) and np.array_equal(s.cpu().numpy(), rs)
+
+
+def _weights_128(w):
+    """w (..., N, K) float as e4m3 with one scale per 128 x 128 block (DeepSeek-V3's weight scales)."""
+    *lead, N, K = w.shape
+    NB, KB = -(-N // 128), -(-K // 128)
+    wp = torch.zeros(*lead, NB * 128, KB * 128, device=w.device)
+    wp[..., :N, :K] = w.float()
+    blocks = wp.unflatten(-1, (KB, 128)).unflatten(-3, (NB, 128))           # (..., NB, 128, KB, 128)
+    amax = blocks.abs().amax(dim=(-3, -1)).clamp_min(1e-12)                 # (..., NB, KB)
+    s = amax / 448.0
+    q = (blocks / s[..., :, None, :, None]).to(torch.float8_e4m3fn).flatten(-2).flatten(-3, -2)
+    return q[..., :N, :K].contiguous(), s.contiguous()
+
+
+def _blockwise_ref(a, sa, b, sb):
+    """f32 reference with the same scales: sum over K blocks of the block products times their scales."""
+    M, K = a.shape
+    N = b.shape[0]
+    af = a.float() * sa.repeat_interleave(128, dim=1)[:, :K]
+    bf = b.float() * sb.repeat_interleave(128, dim=0)[:N].repeat_interleave(128, dim=1)[:, :K]
+    return af @ bf.T
+
+
+@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (1000, 2048, 7168), (8192, 7168, 2048), (77, 136, 256)])
+def test_matmul_fp8_blockwise_within_2e3_of_f32(M, N, K):
+    from tiledsl.ops import matmul_fp8_blockwise, quantize_fp8_blockwise
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(N, K, device="cuda") / K ** 0.5
+    a, sa = quantize_fp8_blockwise(x)
+    b, sb = _weights_128(w)
+    out = matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32)
+    assert _rel(out, _blockwise_ref(a, sa, b, sb)) <= 2e-3
+    out16 = matmul_fp8_blockwise(a, b, sa, sb)
+    assert out16.dtype == torch.bfloat16 and _rel(out16, out) <= 1e-2
+    assert _rel(out, x.float() @ w.T) <= 0.1                                 # the quantisation's own error
+
+
+def test_grouped_fp8_blockwise_against_the_loop():
+    from tiledsl.ops import grouped_mm_fp8_blockwise, quantize_fp8_blockwise
+    E, Tn, N, K = 8, 4000, 2048, 1024
+    off = _offsets(_counts(E, Tn, True, seed=5))
+    x = torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16)
+    qx, sx = quantize_fp8_blockwise(x)
+    qw, sw = _weights_128(torch.randn(E, N, K, device="cuda") / K ** 0.5)
+    out = grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32)
+    ref = torch.empty_like(out)
+    s = 0
+    for e, end in enumerate(off.tolist()):
+        ref[s:end] = _blockwise_ref(qx[s:end], sx[s:end], qw[e], sw[e])
+        s = end
+    assert _rel(out, ref) <= 2e-3
