@@ -23,6 +23,7 @@ else
   run ops_model -m gpu tests/test_ops_model.py &
   run ops_install --runslow tests/test_ops_install.py &
   run stream_k -m gpu tests/test_gpu_hopper_gemm.py -k "stream_k" &
+  [ -n "${MOE:-}" ] && run moe -m gpu tests/test_gpu_moe.py &
   wait
 fi
 for f in "$OUT"/*.log; do grep -E "^(FAILED|ERROR)" "$f" | head -8; done
