@@ -57,6 +57,7 @@ def make_combine(dtype, D, lq, H, NS):
     @tiledsl.jit
     def combine(OP: T.Tensor((NS, "B", lq, H, D), "float32"), LP: T.Tensor((NS, "B", lq, H), "float32"),
                 O: T.Tensor(("B", lq, H, D), dtype), LSE: T.Tensor(("B", lq, H), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))      # the grid: the host's
         lane = T.cuda.lane_id()
         row = T.cuda.block_id() * 4 + T.cuda.warp_id()
         R = B * lq * H
