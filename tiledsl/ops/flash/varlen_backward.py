@@ -461,3 +461,40 @@ def reference_varlen_backward(q, k, v, dout, cu_seqlens_q, cu_seqlens_k, causal=
         dk[k0:k1] = dkh.reshape(HK, g, m, D).sum(1).transpose(1, 0, 2)
         dv[k0:k1] = dvh.reshape(HK, g, m, D).sum(1).transpose(1, 0, 2)
     return dq, dk, dv
+
+
+def _function():
+    import torch
+    from .varlen import attention_varlen
+
+    class FlashAttentionVarlen(torch.autograd.Function):
+        """out = attention_varlen(...)[0], differentiable in q, k and v (attention_varlen_backward)."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale):
+            o, lse = attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=causal, scale=scale)
+            ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+            ctx.args = (max_q, max_k, causal, scale)
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+            max_q, max_k, causal, scale = ctx.args
+            dq, dk, dv = attention_varlen_backward(q, k, v, o, lse, do.contiguous(), cu_q, cu_k, max_q, max_k,
+                                                   causal=causal, scale=scale)
+            return dq, dk, dv, None, None, None, None, None, None
+
+    return FlashAttentionVarlen
+
+
+_FUNCTION = []
+
+
+def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
+                           scale=None):
+    """attention_varlen's out for torch CUDA tensors, differentiable in q, k and v (the autograd Function is built
+    on first use: importing this module does not import torch)."""
+    if not _FUNCTION:
+        _FUNCTION.append(_function())
+    return _FUNCTION[0].apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale)
