@@ -1,7 +1,7 @@
 """Packed variable-length attention and KV-cache decoding (tiledsl/ops/flash/varlen.py, decode.py) against torch:
 the tables of `benchmarks/attention.py --varlen` and `--decode`.
 
-    python benchmarks/attention.py --varlen [--quick] [--dtypes bfloat16] [--dims 128]
+    python benchmarks/attention.py --varlen [--backward] [--quick] [--dtypes bfloat16] [--dims 128]
     python benchmarks/attention.py --decode [--quick] [--dtypes bfloat16] [--dims 128]
 
 --varlen: B sequences with lengths drawn from a fixed seed (uniform in 1 .. 2 * mean - 1, mean 1024 and 4096, about
@@ -11,7 +11,9 @@ attention_varlen; torch SDPA on nested jagged tensors (torch.nested.nested_tenso
 picks); SDPA on the zero-padded batch (B, H, max_len, D) (causal: is_causal, which hides the padded keys from every
 real row; not causal: a key-padding mask), its padding and unpadding outside the timing; flash-attn's
 flash_attn_varlen_func where it is installed. Checked: O (max abs error; 2e-3 plus twice the reference's own bf16
-rounding) and LSE (1e-3) of the first and the longest sequence against float32.
+rounding) and LSE (1e-3) of the first and the longest sequence against float32. With --backward a second table
+times a training step (forward + backward: flash_attention_varlen through autograd against the same SDPA paths'
+autograd), D 64 / 128 only, gradients of the longest sequence checked (relative error <= 1e-2).
 
 --decode: 32 query / 8 kv heads, D = 128, one new query per sequence, every sequence at the full context (torch
 needs no mask), batch x context in (1, 32k), (16, 8k), (64, 4k), (256, 2k); contiguous (B, S, H_kv, D) and paged
@@ -22,7 +24,7 @@ timing); flash-attn's flash_attn_with_kvcache where installed (on the same cache
 first and last sequence against float32.
 
 Times are medians of CUDA events, the columns timed side by side (attention_rows.side_by_side). Both tables (the
-default bf16 rows) take about a minute each on an H200.
+default bf16 rows) take about a minute each on an H200; --varlen --backward about a minute more.
 """
 import math
 
@@ -158,6 +160,72 @@ def varlen_line(r):
             f"{_cell(r, 'flash-attn')} | {vs} | {r.get('err', 'ERROR')}{notes(r)} |")
 
 
+def run_varlen_train_row(torch, ops, dtype, D, mean, causal, quick):
+    """--varlen --backward: one training step (forward + backward) of the same packed batch: tiledsl's
+    flash_attention_varlen through autograd against SDPA on nested jagged and on padded tensors (each
+    torch.autograd.grad of its output). TFLOP/s count 3.5x the forward's (2 GEMMs forward, 5 backward)."""
+    dt = getattr(torch, dtype)
+    H = 2048 // D
+    B = max(1, TOKENS // mean)
+    lens = [int(x) for x in np.random.default_rng(mean).integers(1, 2 * mean, B)]
+    T, L = sum(lens), max(lens)
+    torch.manual_seed(mean + D + 1)
+    q, k, v = (torch.randn(T, H, D, device="cuda", dtype=dt, requires_grad=True) for _ in range(3))
+    do = torch.randn(T, H, D, device="cuda", dtype=dt)
+    cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int32, device="cuda")
+    pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lens)
+    tf, reps = timing(3.5 * 4 * H * D * pairs, quick)
+    row = {"dtype": dtype, "D": D, "mean": mean, "causal": causal, "B": B, "T": T, "ok": True}
+    scale = 1.0 / math.sqrt(D)
+
+    def ours():
+        o = ops.flash_attention_varlen(q, k, v, cu, cu, L, L, causal=causal)
+        return torch.autograd.grad(o, (q, k, v), do)
+    grads = ours()
+    torch.cuda.synchronize()
+    err = 0.0
+    b = int(np.argmax(lens))
+    s, e = int(cu[b]), int(cu[b + 1])
+    qf, kf, vf = (x[s:e].detach().float().transpose(0, 1).requires_grad_() for x in (q, k, v))
+    of = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, scale=scale)
+    refs = torch.autograd.grad(of, (qf, kf, vf), do[s:e].float().transpose(0, 1))
+    for g, r in zip(grads, refs):
+        err = max(err, ((g[s:e].float().transpose(0, 1) - r).norm() / r.norm()).item())
+    row["ok"] = err <= 1e-2
+    row["err"] = f"{err:.1e}" + ("" if row["ok"] else " FAIL")
+    del grads, refs
+    fns = {"tiledsl": ours}
+    off = cu.long()
+
+    def nested():
+        nj = [torch.nested.nested_tensor_from_jagged(x.detach(), off).requires_grad_() for x in (q, k, v)]
+        dn = torch.nested.nested_tensor_from_jagged(do, off).transpose(1, 2)
+
+        def f():
+            o = torch.nn.functional.scaled_dot_product_attention(*(x.transpose(1, 2) for x in nj), is_causal=causal)
+            return torch.autograd.grad(o, nj, dn)
+        return f
+    _try(row, fns, "nested", nested)
+
+    def padded():
+        pad = [torch.zeros(B, H, L, D, device="cuda", dtype=dt) for _ in range(4)]
+        for i, n in enumerate(lens):
+            for p, x in zip(pad, (q, k, v, do)):
+                p[i, :, :n] = x.detach()[int(cu[i]):int(cu[i]) + n].transpose(0, 1)
+        qp, kp, vp = (p.requires_grad_() for p in pad[:3])
+        mask = None if causal else (torch.arange(L, device="cuda")[None, :] <
+                                    torch.tensor(lens, device="cuda")[:, None])[:, None, None, :]
+
+        def f():
+            o = torch.nn.functional.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, is_causal=causal)
+            return torch.autograd.grad(o, (qp, kp, vp), pad[3])
+        return f
+    _try(row, fns, "padded", padded)
+    ms = side_by_side(fns, torch, bench, reps)
+    row.update({name: tf(t) for name, t in ms.items()})
+    return row
+
+
 # ------------------------------------------------------------------------------------------------ decode
 def copy_bandwidth(torch):
     """GB/s of a 1 GiB device copy (bytes read + written), median of CUDA events."""
@@ -230,8 +298,9 @@ def decode_line(r):
             f"{_cell(r, 'eff')} | {_cell(r, 'flash-attn')} | {vs} | {r.get('err', 'ERROR')}{notes(r)} |")
 
 
-def main_ragged(torch, which, dtypes, dims, quick):
-    """Print the --varlen or --decode table; True when every row is correct."""
+def main_ragged(torch, which, dtypes, dims, quick, backward=False):
+    """Print the --varlen or --decode table (--varlen with backward: the training-step table too); True when every
+    row is correct."""
     import traceback
     import tiledsl.ops as ops
     rows = []
@@ -250,11 +319,31 @@ def main_ragged(torch, which, dtypes, dims, quick):
                         rows.append(r)
                         print(varlen_line(r), flush=True)
                         torch.cuda.empty_cache()
+        brows = []
+        for dtype in (dtypes if backward else []):
+            for D in [d for d in dims if d in (64, 128)]:
+                for mean in VARLEN_MEANS:
+                    for causal in (False, True):
+                        try:
+                            r = run_varlen_train_row(torch, ops, dtype, D, mean, causal, quick)
+                        except Exception:
+                            traceback.print_exc()
+                            r = {"dtype": dtype, "D": D, "mean": mean, "causal": causal, "ok": False}
+                        brows.append(r)
+                        print(varlen_line(r), flush=True)
+                        torch.cuda.empty_cache()
         print(f"\n{name}, torch {torch.__version__}; varlen forward TFLOP/s (medians); 'vs best torch' is tiledsl / "
               f"the faster of nested and padded SDPA")
         print(varlen_header())
         for r in rows:
             print(varlen_line(r))
+        if brows:
+            print(f"\nvarlen training step (forward + backward) TFLOP/s (3.5x the forward's flops); err: the largest "
+                  f"relative gradient error of the longest sequence")
+            print(varlen_header())
+            for r in brows:
+                print(varlen_line(r))
+        rows += brows
     else:
         copy_gbs = copy_bandwidth(torch)
         print(f"device copy bandwidth: {copy_gbs:.0f} GB/s")
