@@ -29,8 +29,9 @@ from .common import LN2, LOG2E, NEG, lazy_max
 from .fa2 import CONFIGS, LAZY, layouts
 
 BN = 64                 # key/value rows per tile (fa2.py's)
-# Tensors whose extents are read at call time are viewed with this static row count: element offsets are int32
-# (a tensor up to 2^31 32-bit words, 8 GiB, per argument), so any row of a real tensor is within it
+# Tensors whose extents are read at call time are viewed with this static row count: element offsets of Q, O and
+# LSE are int32 (up to 2^31 32-bit words, 8 GiB, each), so any row of a real tensor is within it; K and V rows are
+# taken to 64 bits (a KV cache may be larger)
 _BIG = 2 ** 31 - 1
 
 _KERNELS = {}
@@ -89,6 +90,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
     NQBD = -(-GROUP * lq // BM)              # decode: query blocks per (sequence, kv head)
     NROWS_D = GROUP * lq
     ROWQ = _BIG // (CPR * 4)                 # rows of the (rows, CPR, 4) word views
+    ROWK = 2 ** 40 // (CPR * 4)              # K and V: row offsets in 64 bits
     ROWW = _BIG // W
     ROWF = _BIG // D
     if varlen:
@@ -124,7 +126,9 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                 row = (T.min(X2[b, key // page], last_page) * page + key % page) * HK + kvh
             else:
                 row = (kb + key) * HK + kvh
-            T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[row, c % CPR, :], chunk_bytes=16)
+            # 64-bit offsets: a KV cache may pass 2^31 32-bit words (B = 64 x 32k keys x 8 heads x D = 128 is 2^30)
+            T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[T.cast(row, "int64"), c % CPR, :],
+                              chunk_bytes=16)
 
     @tiledsl.inline
     def moved(al):
@@ -195,8 +199,8 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             k_lo = sp * kps if split else 0
             k_hi = T.min(seqlen, k_lo + kps) if split else seqlen
         gQ = Q.view(dtype="uint32").view(ROWQ, CPR, 4)
-        gK = K.view(dtype="uint32").view(ROWQ, CPR, 4)
-        gV = V.view(dtype="uint32").view(ROWQ, CPR, 4)
+        gK = K.view(dtype="uint32").view(ROWK, CPR, 4)
+        gV = V.view(dtype="uint32").view(ROWK, CPR, 4)
 
         sq = T.alloc_shared((BM * W,), "uint32")
         sk = T.alloc_shared((2 * BN * W,), "uint32")
