@@ -81,7 +81,8 @@ def test_decode_default_scale_and_splits_chosen_from_shapes():
 
 def test_choose_splits():
     assert DC.choose_splits(64, 8, 1, 4096, 132) == (1, 4096)            # the batch fills the SMs: no split
-    assert DC.choose_splits(1, 8, 1, 32768, 132) == (32, 1024)           # 8 blocks -> ~2 waves of 132 SMs
+    assert DC.choose_splits(1, 8, 1, 32768, 132) == (29, 1152)           # 8 blocks x 29 fill 232 of 264 slots
+    assert DC.choose_splits(16, 8, 1, 8192, 132) == (2, 4096)            # 256 of 264 slots (3 would be 1.45 waves)
     ns, kps = DC.choose_splits(1, 8, 1, 1024, 132)
     assert ns == 4 and kps == 256                                          # at least MIN_SPLIT_TILES tiles a split
     assert DC.choose_splits(1, 1, 1, 10 ** 6, 132)[0] == DC.MAX_SPLITS
@@ -129,7 +130,7 @@ def _decode_ptx(D, causal, lq, page, splits, arch, dtype="float16"):
     kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=dt)
     o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
     lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
-    x2 = torch.zeros((B, 20), dtype=torch.int32) if page else torch.zeros((1,), dtype=torch.int32)
+    x2 = torch.zeros((B, 20), dtype=torch.int32) if page else torch.zeros((B,), dtype=torch.int32)
     return kern.compile(q, kv, kv, o, lse, torch.zeros((B,), dtype=torch.int32), x2, target=arch).asm["ptx"]
 
 

@@ -27,20 +27,27 @@ from .common import softmax_scale
 
 MAX_SPLITS = 64
 MIN_SPLIT_TILES = 4      # a split reads at least this many 64-key tiles (its prologue and partial write amortised)
-WAVES = 2                # blocks the splits aim for, per SM (the D = 128 kernel holds 80 KiB of shared memory)
+WAVES = 2                # blocks the splits aim for, per SM (the D = 128 kernel holds 80 KiB of shared memory and
+                         # 231 registers x 128 threads: two blocks an SM)
+FILL = 0.85              # the share of the last wave's slots the splits must fill
 
 _COMBINE = {}
 
 
 def choose_splits(B, HK, nqb, max_ctx, sms):
     """(NS, KPS): the KV splits and the keys each reads, from shapes only. No split where B * H_kv * query blocks
-    already fill the SMs or the context is short; else enough splits for WAVES blocks per SM, each of at least
-    MIN_SPLIT_TILES tiles, at most MAX_SPLITS."""
+    already fill the SMs or the context is short; else the fewest splits whose blocks fill the device's WAVES * sms
+    slots to at least FILL of their last wave (blocks / (waves * slots)), each split at least MIN_SPLIT_TILES tiles,
+    at most MAX_SPLITS; the best filling one if none reaches FILL."""
     tiles = max(1, -(-max_ctx // BN))
     base = B * HK * nqb
+    slots = WAVES * sms
     ns = 1
     if base < sms:
-        ns = max(1, min(-(-WAVES * sms // base), tiles // MIN_SPLIT_TILES, MAX_SPLITS))
+        most = max(1, min(tiles // MIN_SPLIT_TILES, MAX_SPLITS))
+        fill = [(n * base) / (-(-(n * base) // slots) * slots) for n in range(1, most + 1)]
+        good = [n for n in range(1, most + 1) if fill[n - 1] >= FILL]
+        ns = good[0] if good else 1 + max(range(most), key=lambda i: fill[i])
     kps = -(-tiles // ns) * BN
     return -(-tiles * BN // kps), kps
 
@@ -159,7 +166,7 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
     if numpy:
         z = np.zeros
         q, k_cache, v_cache = (np.ascontiguousarray(x) for x in (q, k_cache, v_cache))
-        x2 = np.ascontiguousarray(block_table) if page else z((1,), np.int32)
+        x2 = np.ascontiguousarray(block_table) if page else None
         out, lse = z((B, LQ, H, D), q.dtype), z((B, LQ, H), np.float32)
         if B == 0:
             return (out, lse) if return_lse else out
@@ -169,7 +176,7 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         import torch
         dev = q.device
         q, k_cache, v_cache = (x.contiguous() for x in (q, k_cache, v_cache))
-        x2 = block_table.contiguous() if page else torch.zeros((1,), dtype=torch.int32, device=dev)
+        x2 = block_table.contiguous() if page else None
         out = torch.empty_like(q)
         lse = torch.empty((B, LQ, H), dtype=torch.float32, device=dev)
         if B == 0:
@@ -179,6 +186,8 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
     seqlens = cache_seqlens if not numpy else np.ascontiguousarray(cache_seqlens)
     if not numpy:
         seqlens = seqlens.contiguous()
+    if x2 is None:
+        x2 = seqlens            # a contiguous cache: the kernel's block-table argument is unused
     if ns == 1:
         run(kern, grid, kern.threads, q, k_cache, v_cache, out, lse, seqlens, x2)
     else:

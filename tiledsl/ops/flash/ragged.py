@@ -8,7 +8,7 @@ Q, K, V, O, LSE and two int32 tensors X1, X2:
 
   mode      Q            K, V                         O                 LSE            X1              X2
   "varlen"  (Tq, H, D)   (Tk, H_kv, D)                (Tq, H, D)        (H, Tq)        cu_seqlens_q    cu_seqlens_k
-  "decode"  (B, Lq, H, D) (B, S, H_kv, D) contiguous  (B, Lq, H, D)     (B, Lq, H)     cache_seqlens   (1,) unused
+  "decode"  (B, Lq, H, D) (B, S, H_kv, D) contiguous  (B, Lq, H, D)     (B, Lq, H)     cache_seqlens   (B,) unused
                           (pages, P, H_kv, D) paged                                                    block_table
   splits>1                                            (NS, B, Lq, H, D) (NS, B, Lq, H)   float32 partials per split
 
@@ -98,7 +98,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
     else:
         QS = ("B", lq, H, D)
         KS = ("NP", page, HK, D) if paged else ("B", "S", HK, D)
-        X1S, X2S = ("B",), (("B", "MP") if paged else (1,))
+        X1S, X2S = ("B",), (("B", "MP") if paged else ("B",))      # contiguous: X2 unused (cache_seqlens again)
         if split:
             OS, LS, ODT = (splits, "B", lq, H, D), (splits, "B", lq, H), "float32"
         else:
