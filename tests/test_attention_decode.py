@@ -145,6 +145,77 @@ def test_decode_kernels_pass_ptxas_without_spills(D, causal, lq, page, splits):
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
 
 
+def e4m3_values():
+    """The 256 e4m3 (float8_e4m3fn) bytes' values, NaN at 0x7F and 0xFF."""
+    b = np.arange(256)
+    s, e, m = b >> 7, (b >> 3) & 15, b & 7
+    v = np.where(e == 0, m / 8 * 2.0 ** -6, (1 + m / 8) * 2.0 ** (e - 7.0))
+    v = np.where((e == 15) & (m == 7), np.nan, v)
+    return np.where(s == 1, -v, v)
+
+
+@pytest.mark.parametrize("paged, splits", [(False, 1), (True, 2)])
+def test_decode_fp8_cache_on_the_interpreter(paged, splits):
+    # e4m3 bytes over the whole range (subnormals, both signs, 448; no NaN) with per-kv-head descales: the kernel
+    # widens them by shifts and masks (times 2^-8) and the host puts k_scale on q and v_scale (x 2^8) on O
+    tab = e4m3_values()
+    rng = np.random.default_rng(8 + paged)
+    B, LQ, H, HK, D, S = 2, 2, 4, 2, 64, 192
+
+    def rand8(shape):
+        x = rng.integers(0, 256, shape).astype(np.uint8)
+        return np.where(np.isnan(tab[x]), 0, x).astype(np.uint8)
+    ks, vs = np.array([0.01, 0.02], np.float32), np.array([0.5, 0.03], np.float32)
+    q = rng.standard_normal((B, LQ, H, D)).astype(np.float16)
+    lens = np.array([100, 192], np.int32)
+    if paged:
+        k8, v8 = rand8((2 * S // 16 + 1, 16, HK, D)), rand8((2 * S // 16 + 1, 16, HK, D))
+        bt = rng.permutation(2 * S // 16 + 1)[:2 * S // 16].reshape(B, S // 16).astype(np.int32)
+    else:
+        k8, v8 = rand8((B, S, HK, D)), rand8((B, S, HK, D))
+        bt = None
+    kf, vf = tab[k8] * ks[:, None], tab[v8] * vs[:, None]
+    o, lse = DC.attention_decode(q, k8, v8, lens, block_table=bt, k_scale=ks, v_scale=vs, causal=True,
+                                 splits=splits, return_lse=True)
+    ro, rl = DC.reference_decode(q, kf, vf, lens, block_table=bt, causal=True)
+    assert o.dtype == np.float16
+    assert np.abs(o - ro).max() <= 2e-3 * np.abs(ro).max()          # O's f16 rounding, relative to its range
+    assert np.abs(lse - rl).max() <= 1e-3                           # q * k_scale rounded to f16
+
+
+def test_decode_fp8_refusals():
+    q = np.zeros((1, 1, 2, 64), np.float16)
+    c8 = np.zeros((1, 64, 1, 64), np.uint8)
+    lens = np.array([3], np.int32)
+    with pytest.raises(tiledsl.LaunchError, match="needs k_scale and v_scale"):
+        DC.attention_decode(q, c8, c8, lens)
+    with pytest.raises(tiledsl.LaunchError, match="e4m3 .* KV cache only"):
+        DC.attention_decode(q, c8.astype(np.float16), c8.astype(np.float16), lens, k_scale=1.0, v_scale=1.0)
+    with pytest.raises(tiledsl.LaunchError, match="share a dtype"):
+        DC.attention_decode(q, c8, c8.astype(np.float16), lens, k_scale=1.0, v_scale=1.0)
+    c256 = np.zeros((1, 64, 1, 256), np.uint8)
+    with pytest.raises(tiledsl.LaunchError, match="head dim 64 or 128"):
+        DC.attention_decode(np.zeros((1, 1, 2, 256), np.float16), c256, c256, lens, k_scale=1.0, v_scale=1.0)
+
+
+@pytest.mark.parametrize("D, page, splits", [(128, 0, 1), (128, 64, 8), (64, 16, 1)])
+def test_decode_fp8_kernels_pass_ptxas_without_spills(D, page, splits):
+    torch = pytest.importorskip("torch")
+    H, HK, B, lq = 32, 8, 2, 1
+    kern = R.make_ragged("decode", "float16", D, False, H, HK, D ** -0.5, lq=lq, page=page, splits=splits,
+                         kps=1024 if splits > 1 else 0, kv8=True)
+    q = torch.empty((B, lq, H, D), dtype=torch.float16)
+    kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=torch.uint8)
+    o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
+    lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
+    lens = torch.zeros((B,), dtype=torch.int32)
+    x2 = torch.zeros((B, 20), dtype=torch.int32) if page else lens
+    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, target="sm_90").asm["ptx"]
+    r = ptxas(ptx, "sm_90", verbose=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("D, lq, NS", [(128, 1, 33), (64, 4, 8), (256, 16, 2)])
 def test_combine_kernel_passes_ptxas(D, lq, NS):
     torch = pytest.importorskip("torch")

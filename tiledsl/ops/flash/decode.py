@@ -97,7 +97,7 @@ def make_combine(dtype, D, lq, H, NS):
 
 
 def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_size=None, scale=None, causal=False,
-                     splits=None, return_lse=False, validate=None, lazy=None):
+                     splits=None, return_lse=False, validate=None, lazy=None, k_scale=None, v_scale=None):
     """softmax(scale * q k^T [causal]) v of q's Lq new tokens per sequence against the first cache_seqlens[b] keys of
     sequence b's cache (module docstring for the layouts).
 
@@ -108,7 +108,13 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
     and with return_lse=True also lse (B, Lq, H) float32 (natural log; -inf for a sequence with no key, whose out
     is 0). validate: check cache_seqlens against the cache's capacity (and the block table against the pages) on the
     host: always for numpy inputs, for torch tensors only when True (a synchronisation); on the GPU unchecked a
-    length past the capacity reads other sequences' rows (page indices are clamped to the cache)."""
+    length past the capacity reads other sequences' rows (page indices are clamped to the cache).
+
+    An FP8 cache: k_cache and v_cache of torch.float8_e4m3fn (numpy: uint8 e4m3 bytes) with k_scale and v_scale,
+    float32 (H_kv,) per-head descales (the cache holds K / k_scale, V / v_scale), on q's device (or Python floats
+    for one scale). q (f16 or bf16) is multiplied by its kv head's k_scale into f16 on the host, the kernel widens
+    the e4m3 tiles to f16 in shared memory (ragged.py's kv8), and O is multiplied by v_scale (two small elementwise
+    ops on q's and O's tensors, beside a cache read of half the bytes)."""
     if q.ndim != 4 or k_cache.ndim != 4 or v_cache.ndim != 4:
         raise tiledsl.LaunchError(f"q must be (B, Lq, H, D) and the caches 4-D; got {tuple(q.shape)}, "
                                   f"{tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
@@ -121,12 +127,24 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         raise tiledsl.LaunchError(f"k/v heads ({HK}) must divide q's heads ({H})")
     if not 1 <= LQ <= 16:
         raise tiledsl.LaunchError(f"attention_decode takes 1 to 16 new queries per sequence, got Lq={LQ}")
-    dt = _dtype_of(q, k_cache, v_cache)
+    numpy = isinstance(q, np.ndarray)
+    kv8 = str(k_cache.dtype) in ("torch.float8_e4m3fn", "uint8")
+    if kv8:
+        if str(v_cache.dtype) != str(k_cache.dtype):
+            raise tiledsl.LaunchError(f"k_cache and v_cache must share a dtype; got {k_cache.dtype}, {v_cache.dtype}")
+        if k_scale is None or v_scale is None:
+            raise tiledsl.LaunchError("an e4m3 KV cache needs k_scale and v_scale (float32 (H_kv,) descales)")
+        dt = _dtype_of(q, q, q)
+        q, ks, vs = _fp8_scales(q, k_scale, v_scale, H, HK, numpy)
+    elif k_scale is not None or v_scale is not None:
+        raise tiledsl.LaunchError("k_scale and v_scale apply to an e4m3 (float8_e4m3fn) KV cache only")
+    else:
+        dt = _dtype_of(q, k_cache, v_cache)
+    kdt = "float16" if kv8 else dt
     scale = softmax_scale(scale, D)
     if tuple(cache_seqlens.shape) != (B,) or str(cache_seqlens.dtype) not in ("int32", "torch.int32"):
         raise tiledsl.LaunchError(f"cache_seqlens must be int32 ({B},), got {tuple(cache_seqlens.shape)} "
                                   f"{cache_seqlens.dtype}")
-    numpy = isinstance(q, np.ndarray)
     if block_table is not None:
         page = k_cache.shape[1]
         if page_size is not None and page_size != page:
@@ -153,15 +171,15 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
             used = np.arange(bt.shape[1])[None, :] < -(-lens // page)[:, None]
             if ((bt < 0) | (bt >= k_cache.shape[0]))[used].any():
                 raise tiledsl.LaunchError(f"block_table points past the cache's {k_cache.shape[0]} pages")
-    nqb = make_ragged("decode", dt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy).nqb
+    nqb = make_ragged("decode", kdt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy, kv8=kv8).nqb
     if splits is None:
         ns, kps = choose_splits(B, HK, nqb, capacity, sm_count(q))
     else:
         ns = max(1, int(splits))
         kps = -(-max(1, -(-capacity // BN)) // ns) * BN
         ns = max(1, -(-capacity // kps))
-    kern = make_ragged("decode", dt, D, causal, H, HK, scale, lq=LQ, page=page, splits=ns,
-                       kps=kps if ns > 1 else 0, lazy=lazy)
+    kern = make_ragged("decode", kdt, D, causal, H, HK, scale, lq=LQ, page=page, splits=ns,
+                       kps=kps if ns > 1 else 0, lazy=lazy, kv8=kv8)
     grid = (ns * nqb, HK, B)
     if numpy:
         z = np.zeros
@@ -176,6 +194,8 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         import torch
         dev = q.device
         q, k_cache, v_cache = (x.contiguous() for x in (q, k_cache, v_cache))
+        if kv8:
+            k_cache, v_cache = k_cache.view(torch.uint8), v_cache.view(torch.uint8)
         x2 = block_table.contiguous() if page else None
         out = torch.empty_like(q)
         lse = torch.empty((B, LQ, H), dtype=torch.float32, device=dev)
@@ -194,9 +214,36 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         op = mk((ns, B, LQ, H, D), np.float32)
         lp = mk((ns, B, LQ, H), np.float32)
         run(kern, grid, kern.threads, q, k_cache, v_cache, op, lp, seqlens, x2)
-        comb = make_combine(dt, D, LQ, H, ns)
+        comb = make_combine(kdt, D, LQ, H, ns)
         run(comb, (-(-B * LQ * H // 4),), 128, op, lp, out, lse)
+    if kv8:                      # O in the widened V's units (value * 2^-8 / v_scale): back to V's
+        if numpy:
+            out = (out.astype(np.float32) * vs[:, None]).astype(np.float16)
+        else:
+            out = (out.float() * vs[:, None]).to(dt)
     return (out, lse) if return_lse else out
+
+
+def _fp8_scales(q, k_scale, v_scale, H, HK, numpy):
+    """(q * its kv head's k_scale in f16, the per-query-head k and v factors (v's times 2^8: the widened V's unit))
+    for an e4m3 cache."""
+    g = H // HK
+    if numpy:
+        ks, vs = (np.broadcast_to(np.asarray(x, np.float32), (HK,)).repeat(g) for x in (k_scale, v_scale))
+        if q.dtype != np.float16:
+            raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, got {q.dtype}")
+        return (q.astype(np.float32) * ks[:, None]).astype(np.float16), ks, vs * 256.0
+    import torch
+
+    def per_head(x, name):
+        x = torch.as_tensor(x, dtype=torch.float32, device=q.device)
+        if x.ndim == 0:
+            x = x.expand(HK)
+        if tuple(x.shape) != (HK,):
+            raise tiledsl.LaunchError(f"{name} must be float32 (H_kv={HK},) or one float, got {tuple(x.shape)}")
+        return x.repeat_interleave(g)
+    ks, vs = per_head(k_scale, "k_scale"), per_head(v_scale, "v_scale")
+    return (q.float() * ks[:, None]).half(), ks, vs * 256.0
 
 
 def reference_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, scale=None, causal=False):

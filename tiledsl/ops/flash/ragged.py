@@ -43,14 +43,26 @@ def decode_config(D):
     return (4, 1, 0 if D == 256 else 1)
 
 
-def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0, splits=1, kps=0, lazy=None):
+def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0, splits=1, kps=0, lazy=None,
+                kv8=False):
     """The ragged forward kernel (module docstring). mode "varlen" or "decode"; for decode lq query tokens per
     sequence, page the page size (0: a contiguous cache), splits the number of KV splits NS and kps the keys each
-    reads (a multiple of 64; splits > 1 writes float32 partials for decode.py's combine kernel)."""
+    reads (a multiple of 64; splits > 1 writes float32 partials for decode.py's combine kernel).
+
+    kv8 (decode, dtype float16): K and V are uint8 e4m3 bytes. Each thread's cp.async brings its 16-byte chunks of a
+    tile into a staging buffer, and after its cp.async.wait_group (its own copies complete and visible to it) it
+    widens them into the f16 tile before the barrier that publishes the tile (no barrier added): e4m3 s.eeee.mmm to
+    f16 bits s.0eeee.mmm0000000 by shifts and masks, which is the value times 2^-8 for normal and subnormal e4m3
+    alike (f16's bias 15 against e4m3's 7; the e4m3fn NaN bytes become finite). The 2^8 returns in the softmax scale
+    (compile time) and, with the per-head descales, on the host (decode.py: q times k_scale, O times v_scale)."""
     if D not in (64, 128, 256):
         raise tiledsl.LaunchError(f"attention supports head dims 64, 128 and 256, got {D}")
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, not {dtype}")
+    if kv8 and (mode != "decode" or dtype != "float16" or D == 256):
+        # D = 256: the staging stages take shared memory to 224 KiB and the widening spills (ptxas -v sm_90)
+        raise tiledsl.LaunchError(f"an e4m3 KV cache is a decode cache of head dim 64 or 128 read with float16 "
+                                  f"queries (got {mode}, {dtype}, D={D})")
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
     varlen = mode == "varlen"
@@ -58,7 +70,8 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         raise tiledsl.LaunchError(f"mode must be 'varlen' or 'decode', got {mode!r}")
     config = tuple(config or (CONFIGS[D] if varlen else decode_config(D)))
     lazy = LAZY if lazy is None else bool(lazy)
-    key = (mode, dtype, D, bool(causal), H, HK, float(scale), config, lq, page, splits, kps, lazy)
+    kv8 = bool(kv8)
+    key = (mode, dtype, D, bool(causal), H, HK, float(scale), config, lq, page, splits, kps, lazy, kv8)
     if key in _KERNELS:
         return _KERNELS[key]
     warps, MI, QREG = config
@@ -74,9 +87,11 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
     W, CPR = D // 2, D // 8
     KD, NI, KT, DN = D // 16, BN // 8, BN // 16, D // 8
     GROUP = H // HK
-    C = float(scale) * LOG2E
+    C = float(scale) * LOG2E * (256.0 if kv8 else 1.0)        # kv8: the widened K is its value times 2^-8
+    KDT = "uint8" if kv8 else dtype
+    KCPR = D // 16 if kv8 else CPR            # 16-byte chunks of a K/V row in memory
     CPT_Q = BM * CPR // THREADS
-    CPT_KV = BN * CPR // THREADS
+    CPT_KV = BN * KCPR // THREADS
     if warps not in (1, 2, 4, 8, 16) or MI not in (1, 2) or QREG not in (0, 1) or (BN * CPR) % THREADS:
         raise tiledsl.LaunchError(f"attention configuration {config}: warps in 1..16 (a power of two), mi 1 or 2, "
                                   f"qreg 0 or 1")
@@ -121,14 +136,31 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         (paged: a key's row is its page's, the page index clamped to the cache)."""
         for j in T.unroll(CPT_KV):
             c = tid + THREADS * j
-            key = T.min(k_lo + tile * BN + c // CPR, k_hi - 1)
+            key = T.min(k_lo + tile * BN + c // KCPR, k_hi - 1)
             if paged:
                 row = (T.min(X2[b, key // page], last_page) * page + key % page) * HK + kvh
             else:
                 row = (kb + key) * HK + kvh
             # 64-bit offsets: a KV cache may pass 2^31 32-bit words (B = 64 x 32k keys x 8 heads x D = 128 is 2^30)
-            T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[T.cast(row, "int64"), c % CPR, :],
+            T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // KCPR, c % KCPR], g[T.cast(row, "int64"), c % KCPR, :],
                               chunk_bytes=16)
+
+    @tiledsl.inline
+    def widen(cp, c8, stage, tid):
+        """kv8: the e4m3 chunks this thread copied into staging stage `stage` as f16 (times 2^-8) in the tile:
+        a word of 4 bytes becomes 2 f16x2 words (byte 0, the first element, in the low half)."""
+        for j in T.unroll(CPT_KV):
+            c = tid + THREADS * j
+            r = c // KCPR
+            fc = c % KCPR
+            for i in T.unroll(4):
+                w = c8[stage, r, fc, i]
+                t0 = (w & T.uint32(0xFF)) | ((w & T.uint32(0xFF00)) << 8)
+                t1 = ((w >> 16) & T.uint32(0xFF)) | ((w >> 8) & T.uint32(0xFF0000))
+                cp[stage, r, 2 * fc + i // 2, 2 * (i % 2)] = (((t0 & T.uint32(0x007F007F)) << 7)
+                                                              | ((t0 & T.uint32(0x00800080)) << 8))
+                cp[stage, r, 2 * fc + i // 2, 2 * (i % 2) + 1] = (((t1 & T.uint32(0x007F007F)) << 7)
+                                                                  | ((t1 & T.uint32(0x00800080)) << 8))
 
     @tiledsl.inline
     def moved(al):
@@ -156,7 +188,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                     T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, s_v[np_], scope="warp")
 
     @tiledsl.jit
-    def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, dtype), V: T.Tensor(KS, dtype), O: T.Tensor(OS, ODT),
+    def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
                    LSE: T.Tensor(LS, "float32"), X1: T.Tensor(X1S, "int32"), X2: T.Tensor(X2S, "int32")):
         # the grid here is a placeholder: the host sizes it from max_seqlen / the splits (kernel[grid, threads])
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=THREADS))
@@ -199,8 +231,8 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             k_lo = sp * kps if split else 0
             k_hi = T.min(seqlen, k_lo + kps) if split else seqlen
         gQ = Q.view(dtype="uint32").view(ROWQ, CPR, 4)
-        gK = K.view(dtype="uint32").view(ROWK, CPR, 4)
-        gV = V.view(dtype="uint32").view(ROWK, CPR, 4)
+        gK = K.view(dtype="uint32").view(ROWK, KCPR, 4)
+        gV = V.view(dtype="uint32").view(ROWK, KCPR, 4)
 
         sq = T.alloc_shared((BM * W,), "uint32")
         sk = T.alloc_shared((2 * BN * W,), "uint32")
@@ -211,6 +243,14 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         ld_q = sq.view(warps, MI, KD, 4, 8, 4, layout=L_LD_Q)
         ld_k = sk.view(2, NI // 2, KD, 4, 8, 4, layout=L_LD_K)
         ld_v = sv.view(2, KT, DN // 2, 4, 8, 4, layout=L_LD_V)
+        if kv8:                              # the e4m3 tiles' staging stages: copies land here, widen() reads them
+            sk8 = T.alloc_shared((2 * BN * KCPR * 4,), "uint32")
+            sv8 = T.alloc_shared((2 * BN * KCPR * 4,), "uint32")
+            ck = sk8.view(2, BN, KCPR, 4)
+            cv = sv8.view(2, BN, KCPR, 4)
+        else:
+            ck = cp_k
+            cv = cp_v
 
         # the keys this block visits: [k_lo, kmax), causal stopping at its last row's diagonal
         kmax = k_hi
@@ -225,10 +265,10 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             T.cuda.tile.apply(T.ptx[COPY], cp_q[c // CPR, c % CPR], gQ[qrow(r, q0, h, b, kvh), c % CPR, :],
                               chunk_bytes=16)
         if ntiles > 0:
-            copy_kv(cp_k, gK, 0, 0, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+            copy_kv(ck, gK, 0, 0, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
         if ntiles > 0:
-            copy_kv(cp_v, gV, 0, 0, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+            copy_kv(cv, gV, 0, 0, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
         rk = T.alloc_local((4,), "uint32")
@@ -269,9 +309,11 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             st = jt % 2
             kt0 = k_lo + jt * BN                 # the tile's first key
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+            if kv8:
+                widen(cp_k, ck, st, tid)
             T.cuda.syncthreads()
             if jt + 1 < ntiles:
-                copy_kv(cp_k, gK, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+                copy_kv(ck, gK, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
             # a warp whose rows all lie past the sequence (or, causal, before the tile's first key) skips the
@@ -332,9 +374,11 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                 T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
 
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+            if kv8:
+                widen(cp_v, cv, st, tid)
             T.cuda.syncthreads()
             if jt + 1 < ntiles:
-                copy_kv(cp_v, gV, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+                copy_kv(cv, gV, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
             if act:
                 for kt in T.unroll(KT):
