@@ -21,7 +21,9 @@ needs no mask), batch x context in (1, 32k), (16, 8k), (64, 4k), (256, 2k); cont
 copy bandwidth (a 1 GiB torch copy: 2 bytes moved per byte copied). torch SDPA (each backend, enable_gqa; the best
 shown) runs on the cache made contiguous as (B, H_kv, S, D) outside the timing (paged: gathered first, outside the
 timing); flash-attn's flash_attn_with_kvcache where installed (on the same cache layout as ours). Checked: O of the
-first and last sequence against float32.
+first and last sequence against float32. Then e4m3 (FP8) cache rows at (1, 32k) and (64, 4k): the cache quantised
+per kv head (attention_decode's k_scale / v_scale), bf16 queries; GB/s count the e4m3 bytes; torch's columns run
+the dequantised bf16 cache (twice the bytes), so 'vs best torch' is a time ratio.
 
 Times are medians of CUDA events, the columns timed side by side (attention_rows.side_by_side). Both tables (the
 default bf16 rows) take about a minute each on an H200; --varlen --backward about a minute more.
@@ -37,6 +39,8 @@ BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
 SHORT = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn", "EFFICIENT_ATTENTION": "eff"}
 DECODE_SHAPES = ((1, 32768), (16, 8192), (64, 4096), (256, 2048))
 DECODE_PAGE = 64
+FP8_ROWS = True                      # --decode adds e4m3-cache rows at FP8_SHAPES
+FP8_SHAPES = ((1, 32768), (64, 4096))
 VARLEN_MEANS = (1024, 4096)
 TOKENS = 16384
 
@@ -236,8 +240,16 @@ def copy_bandwidth(torch):
     return 2 * 2 ** 30 / (ms * 1e-3) / 1e9
 
 
+def _e4m3(torch, x):
+    """x's per-kv-head e4m3 quantisation (amax to 448) and descales: (bytes as float8_e4m3fn, (H_kv,) float32)."""
+    amax = x.abs().float().amax(dim=tuple(i for i in range(x.ndim) if i != 2)).clamp_min(1e-6)
+    sc = amax / 448.0
+    return (x.float() / sc[:, None]).to(torch.float8_e4m3fn), sc
+
+
 def run_decode_row(torch, ops, dtype, B, ctx, paged, quick, copy_gbs, D=128):
-    dt = getattr(torch, dtype)
+    kv8 = dtype == "e4m3"                    # an FP8 cache read with bf16 queries; torch runs the bf16 dequantised one
+    dt = torch.bfloat16 if kv8 else getattr(torch, dtype)
     H, HK = 32, 8
     torch.manual_seed(B + ctx)
     q = torch.randn(B, 1, H, D, device="cuda", dtype=dt)
@@ -252,26 +264,38 @@ def run_decode_row(torch, ops, dtype, B, ctx, paged, quick, copy_gbs, D=128):
         kc, vc = (torch.randn(B, ctx, HK, D, device="cuda", dtype=dt) for _ in range(2))
         bt = None
         gathered = [kc, vc]
+    scales = {}
+    if kv8:
+        (kc, ks), (vc, vs) = _e4m3(torch, kc), _e4m3(torch, vc)
+        scales = dict(k_scale=ks, v_scale=vs)
+        # exact: the float32 dequantised values (the check's); gathered: their bf16 rounding (torch's inputs)
+        if paged:
+            exact = [(c[bt.long()].float() * sc[:, None]).reshape(B, ctx, HK, D) for c, sc in ((kc, ks), (vc, vs))]
+        else:
+            exact = [c.float() * sc[:, None] for c, sc in ((kc, ks), (vc, vs))]
+        gathered = [x.to(dt) for x in exact]
+    else:
+        exact = gathered
     nbytes = 2 * B * ctx * HK * D * kc.element_size()
-    call = (lambda: ops.attention_decode(q, kc, vc, lens, block_table=bt))
+    call = (lambda: ops.attention_decode(q, kc, vc, lens, block_table=bt, **scales))
     o = call()
     torch.cuda.synchronize()
     eo, ok = 0.0, True
     for b in sorted({0, B - 1}):
-        ro, _ = _ref_one(torch, q[b], gathered[0][b], gathered[1][b], False, 1.0 / math.sqrt(D))
+        ro, _ = _ref_one(torch, q[b], exact[0][b], exact[1][b], False, 1.0 / math.sqrt(D))
         e = (o[b].float() - ro).abs().max().item()
         ok &= e <= _tol(torch, ro, dt)
         eo = max(eo, e)
     row["ok"], row["err"] = ok, f"{eo:.1e}" + ("" if ok else " FAIL")
     fns = {"tiledsl": call}
     kt, vt = (g.transpose(1, 2).contiguous() for g in gathered)      # (B, H_kv, S, D), outside the timing
-    del gathered
+    del gathered, exact
     qt = q.transpose(1, 2)
     for be in BACKENDS:
         _try(row, fns, SHORT[be], lambda be=be: _sdpa(torch, be, lambda: torch.nn.functional.scaled_dot_product_attention(
             qt, kt, vt, enable_gqa=True)))
     fa = _flash_attn()
-    if fa is not None and hasattr(fa, "flash_attn_with_kvcache"):
+    if fa is not None and hasattr(fa, "flash_attn_with_kvcache") and not kv8:
         _try(row, fns, "flash-attn", lambda: (lambda: fa.flash_attn_with_kvcache(
             q, kc, vc, cache_seqlens=lens, block_table=bt)))
     _, reps = timing(1.0, quick)
@@ -348,8 +372,8 @@ def main_ragged(torch, which, dtypes, dims, quick, backward=False):
         copy_gbs = copy_bandwidth(torch)
         print(f"device copy bandwidth: {copy_gbs:.0f} GB/s")
         print(decode_header())
-        for dtype in dtypes:
-            for B, ctx in DECODE_SHAPES:
+        for dtype in dtypes + (["e4m3"] if FP8_ROWS else []):
+            for B, ctx in (DECODE_SHAPES if dtype != "e4m3" else FP8_SHAPES):
                 for paged in (False, True):
                     try:
                         r = run_decode_row(torch, ops, dtype, B, ctx, paged, quick, copy_gbs)

@@ -209,3 +209,32 @@ def test_varlen_backward_matches_autograd(D, causal, heads):
         refs = _grads_reference(torch, q[s:e], k[s:e], v[s:e], do[s:e], causal, 1.0 / math.sqrt(D))
         for got, ref in zip((dq[s:e], dk[s:e], dv[s:e]), refs):
             assert ((got.float() - ref).norm() / ref.norm().clamp_min(1e-6)).item() <= 1e-2, b
+
+
+@pytest.mark.parametrize("B, ctx, page, qdtype", [(1, 32768, 0, "bfloat16"), (16, 4096, 64, "float16"),
+                                                  (4, 8192, 16, "bfloat16")])
+def test_decode_fp8_cache(B, ctx, page, qdtype):
+    # an e4m3 cache quantised per kv head (amax -> 448): O against float32 attention on the dequantised cache
+    torch = pytest.importorskip("torch")
+    dt = getattr(torch, qdtype)
+    H, HK, D = 32, 8, 128
+    kc, vc, bt, _, _ = _cache(torch, B, ctx, HK, D, torch.float32, page, B + ctx)
+    q8 = []
+    for c in (kc, vc):
+        sc = c.abs().amax(dim=(0, 1, 3)) / 448.0
+        q8.append(((c / sc[:, None]).to(torch.float8_e4m3fn), sc))
+    (k8, ks), (v8, vs) = q8
+    deq = [c.float() * sc[:, None] for c, sc in q8]
+    if page:
+        per = -(-ctx // page)
+        deq = [d[bt.long()].reshape(B, per * page, HK, D)[:, :ctx] for d in deq]
+    torch.manual_seed(B)
+    q = torch.randn(B, 1, H, D, device="cuda", dtype=dt)
+    lens = torch.randint(1, ctx + 1, (B,), device="cuda", dtype=torch.int32)
+    lens[0] = ctx
+    o = ops.attention_decode(q, k8, v8, lens, block_table=bt, k_scale=ks, v_scale=vs, validate=True)
+    assert o.dtype == dt and o.shape == q.shape
+    for b in range(B):
+        n = int(lens[b])
+        ro, _, _ = _attend(torch, q[b], deq[0][b, :n], deq[1][b, :n], False, 1.0 / math.sqrt(D))
+        assert (o[b].float() - ro).abs().max().item() <= _tol(torch, ro, dt) + 2e-3 * ro.abs().max().item(), b
