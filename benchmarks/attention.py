@@ -7,7 +7,8 @@ each of its backends (flash = FA2, cuDNN, memory-efficient), in one run on the G
                                    [--backward [--backward-only] [--bwd-warps 4,8] [--bwd-paths fa3,fa2]]
                                    [--plot FILE.png]
     python benchmarks/attention.py --fp8 [--quick] [--dims 128] [--ns 4096,16384] [--configs fa3all]
-    python benchmarks/attention.py --varlen [--backward] | --decode [--quick] [--dtypes bfloat16] [--dims 128]
+    python benchmarks/attention.py --varlen [--backward] [--configs all] | --decode [--quick] [--dtypes bfloat16]
+                                   [--dims 128]
 
 Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
 TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
@@ -336,8 +337,8 @@ def main(argv=None):
         from attention_ragged import main_ragged
         dtypes = ["bfloat16"] if opts.dtypes == p.get_default("dtypes") else opts.dtypes.split(",")
         dims = [128] if opts.dims == p.get_default("dims") else [int(x) for x in opts.dims.split(",")]
-        good = all([main_ragged(torch, w, dtypes, dims, opts.quick, opts.backward) for w in ("varlen", "decode")
-                    if getattr(opts, w)])
+        good = all([main_ragged(torch, w, dtypes, dims, opts.quick, opts.backward, opts.configs == "all")
+                    for w in ("varlen", "decode") if getattr(opts, w)])
         return 0 if good else 1
     if opts.fp8:
         from attention_fp8_bench import main_fp8

@@ -1,7 +1,7 @@
 """Packed variable-length attention and KV-cache decoding (tiledsl/ops/flash/varlen.py, decode.py) against torch:
 the tables of `benchmarks/attention.py --varlen` and `--decode`.
 
-    python benchmarks/attention.py --varlen [--backward] [--quick] [--dtypes bfloat16] [--dims 128]
+    python benchmarks/attention.py --varlen [--backward] [--configs all] [--quick] [--dtypes bfloat16] [--dims 128]
     python benchmarks/attention.py --decode [--quick] [--dtypes bfloat16] [--dims 128]
 
 --varlen: B sequences with lengths drawn from a fixed seed (uniform in 1 .. 2 * mean - 1, mean 1024 and 4096, about
@@ -13,7 +13,8 @@ real row; not causal: a key-padding mask), its padding and unpadding outside the
 flash_attn_varlen_func where it is installed. Checked: O (max abs error; 2e-3 plus twice the reference's own bf16
 rounding) and LSE (1e-3) of the first and the longest sequence against float32. With --backward a second table
 times a training step (forward + backward: flash_attention_varlen through autograd against the same SDPA paths'
-autograd), D 64 / 128 only, gradients of the longest sequence checked (relative error <= 1e-2).
+autograd), D 64 / 128 only, gradients of the longest sequence checked (relative error <= 1e-2). --configs all
+times fa2.CANDIDATES' configurations beside the default (varlen.default_config), in the row's notes.
 
 --decode: 32 query / 8 kv heads, D = 128, one new query per sequence, every sequence at the full context (torch
 needs no mask), batch x context in (1, 32k), (16, 8k), (64, 4k), (256, 2k); contiguous (B, S, H_kv, D) and paged
@@ -94,7 +95,7 @@ def _tol(torch, ro, dt):
 
 
 # ------------------------------------------------------------------------------------------------ varlen
-def run_varlen_row(torch, ops, dtype, D, mean, causal, quick):
+def run_varlen_row(torch, ops, dtype, D, mean, causal, quick, configs=()):
     dt = getattr(torch, dtype)
     H = 2048 // D
     B = max(1, TOKENS // mean)
@@ -121,6 +122,13 @@ def run_varlen_row(torch, ops, dtype, D, mean, causal, quick):
     row["ok"] = ok
     row["err"] = f"{eo:.1e}/{el:.0e}" + ("" if ok else " FAIL")
     fns = {"tiledsl": lambda: ops.attention_varlen(q, k, v, cu, cu, L, L, causal=causal)}
+    for cfg in configs:              # --configs all: fa2.CANDIDATES beside the default, each checked too
+        label = ".".join(map(str, cfg))
+        oc, lc = ops.attention_varlen(q, k, v, cu, cu, L, L, causal=causal, config=cfg)
+        if not (torch.equal(oc.isnan(), o.isnan()) and (oc.float() - o.float()).abs().max().item() <= 2e-2):
+            row["ok"] = False
+            row["err"] += f" {label} FAIL"
+        fns[label] = (lambda cfg=cfg: ops.attention_varlen(q, k, v, cu, cu, L, L, causal=causal, config=cfg))
     off = cu.long()
 
     def nested():
@@ -143,6 +151,8 @@ def run_varlen_row(torch, ops, dtype, D, mean, causal, quick):
                                                                                  causal=causal)))
     ms = side_by_side(fns, torch, bench, reps)
     row.update({name: tf(t) for name, t in ms.items()})
+    if configs:
+        row.setdefault("notes", []).append(", ".join(f"{n}: {row[n]:.0f}" for n in fns if n[0].isdigit()))
     return row
 
 
@@ -322,7 +332,7 @@ def decode_line(r):
             f"{_cell(r, 'eff')} | {_cell(r, 'flash-attn')} | {vs} | {r.get('err', 'ERROR')}{notes(r)} |")
 
 
-def main_ragged(torch, which, dtypes, dims, quick, backward=False):
+def main_ragged(torch, which, dtypes, dims, quick, backward=False, all_configs=False):
     """Print the --varlen or --decode table (--varlen with backward: the training-step table too); True when every
     row is correct."""
     import traceback
@@ -336,7 +346,9 @@ def main_ragged(torch, which, dtypes, dims, quick, backward=False):
                 for mean in VARLEN_MEANS:
                     for causal in (False, True):
                         try:
-                            r = run_varlen_row(torch, ops, dtype, D, mean, causal, quick)
+                            from tiledsl.ops.flash import fa2
+                            r = run_varlen_row(torch, ops, dtype, D, mean, causal, quick,
+                                               fa2.CANDIDATES.get(D, []) if all_configs else ())
                         except Exception:
                             traceback.print_exc()
                             r = {"dtype": dtype, "D": D, "mean": mean, "causal": causal, "ok": False}

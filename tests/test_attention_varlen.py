@@ -97,10 +97,10 @@ def test_varlen_refuses_bad_inputs():
         call(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), cuq, cuk, 5, 5)
 
 
-def _varlen_ptx(dtype, D, causal, H, HK, arch):
+def _varlen_ptx(dtype, D, causal, H, HK, arch, config=None):
     torch = pytest.importorskip("torch")      # bfloat16 arguments (the CPU build suffices)
     dt = getattr(torch, dtype)
-    kern = R.make_ragged("varlen", dtype, D, causal, H, HK, D ** -0.5)
+    kern = R.make_ragged("varlen", dtype, D, causal, H, HK, D ** -0.5, config)
     q, kv = torch.empty((100, H, D), dtype=dt), torch.empty((90, HK, D), dtype=dt)
     cu = torch.zeros(3, dtype=torch.int32)
     return kern.compile(q, kv, kv, q, torch.empty((H, 100)), cu, cu, target=arch).asm["ptx"]
@@ -117,6 +117,24 @@ def test_varlen_kernels_pass_ptxas_without_spills(D, causal, dtype, arch):
     r = ptxas(ptx, arch, verbose=True)
     assert r.returncode == 0, r.stderr
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_sm90_config_passes_ptxas_without_spills(dtype, causal):
+    # varlen.SM90_CONFIGS: the configuration an sm_90 GPU runs at D = 128
+    ptx = _varlen_ptx(dtype, 128, causal, 32, 8, "sm_90", VL.SM90_CONFIGS[128])
+    r = ptxas(ptx, "sm_90", verbose=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+
+
+def test_varlen_sm90_config_on_the_interpreter():
+    rng = np.random.default_rng(12)
+    q, k, v, cuq, cuk = _packed(rng, [3, 40], [50, 40], 2, 1, D=128)
+    o, lse = VL.attention_varlen(q, k, v, cuq, cuk, 40, 50, causal=True, scale=0.1, config=VL.SM90_CONFIGS[128])
+    ro, rl = VL.reference_varlen(q, k, v, cuq, cuk, causal=True, scale=0.1)
+    _check(o, lse, ro, rl)
 
 
 # ------------------------------------------------------------------------------------------------ backward

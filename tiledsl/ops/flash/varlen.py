@@ -16,6 +16,12 @@ from .common import DTYPES, softmax_scale
 from .ragged import make_ragged
 
 _INTERPRETED = {}        # kernel -> its interpreter twin
+# the configuration (fa2.py's (warps, mi, qreg)) on an sm_90+ GPU where it differs from fa2.CONFIGS: fa2.py's
+# WHOLE_TILES choice at D = 128 (350 against 273 TFLOP/s dense on the H200, fa2.py's note), which ptxas -v assembles
+# without spills for the ragged kernel at sm_90 (tests/test_attention_varlen.py); sm_80 keeps CONFIGS (fa2.py saw
+# 8-12 spilled bytes there on ragged tails). Not yet measured on varlen batches: benchmarks/attention.py --varlen
+# --configs all times fa2.CANDIDATES beside it.
+SM90_CONFIGS = {128: (4, 2, 0)}
 
 
 def interpreted(kern):
@@ -40,6 +46,15 @@ def _host_ints(x):
     if isinstance(x, np.ndarray):
         return x
     return x.detach().cpu().numpy()
+
+
+def default_config(D, q):
+    """The varlen kernel's configuration for torch tensor q's device: SM90_CONFIGS[D] on sm_90+, else None
+    (fa2.CONFIGS[D])."""
+    if D not in SM90_CONFIGS or not getattr(q, "is_cuda", False):
+        return None
+    import torch
+    return SM90_CONFIGS[D] if torch.cuda.get_device_capability(q.device)[0] >= 9 else None
 
 
 def check_cu_seqlens(cu, total, name):
@@ -93,6 +108,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         if len(lq) and (lq.max() > max_seqlen_q or lk.max() > max_seqlen_k):
             raise tiledsl.LaunchError(f"max_seqlen_q / max_seqlen_k ({max_seqlen_q}, {max_seqlen_k}) are below the "
                                       f"longest sequences ({lq.max()}, {lk.max()})")
+    if config is None and not numpy:
+        config = default_config(D, q)
     kern = make_ragged("varlen", dt, D, causal, H, HK, scale, config, lazy=lazy)
     B = cu_seqlens_q.shape[0] - 1
     grid = (max(1, -(-int(max_seqlen_q) // kern.bm)), H, B)
