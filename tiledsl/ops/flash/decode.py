@@ -12,6 +12,7 @@ tiles): each K/V tile is read once for the whole group. Split-KV: split s of NS 
 each writes its normalised float32 partial O and its LSE, and the combine kernel (one warp per (b, i, h) row)
 weighs them by exp(LSE_s - max). NS comes from shapes only (choose_splits): no host synchronisation.
 """
+import functools
 import math
 
 import numpy as np
@@ -34,6 +35,7 @@ FILL = 0.85              # the share of the last wave's slots the splits must fi
 _COMBINE = {}
 
 
+@functools.lru_cache(maxsize=1024)
 def choose_splits(B, HK, nqb, max_ctx, sms):
     """(NS, KPS): the KV splits and the keys each reads, from shapes only. No split where B * H_kv * query blocks
     already fill the SMs or the context is short; else the fewest splits whose blocks fill the device's WAVES * sms
