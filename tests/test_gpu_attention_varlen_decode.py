@@ -238,3 +238,30 @@ def test_decode_fp8_cache(B, ctx, page, qdtype):
         n = int(lens[b])
         ro, _, _ = _attend(torch, q[b], deq[0][b, :n], deq[1][b, :n], False, 1.0 / math.sqrt(D))
         assert (o[b].float() - ro).abs().max().item() <= _tol(torch, ro, dt) + 2e-3 * ro.abs().max().item(), b
+
+
+def test_interpreter_agrees_with_the_gpu():
+    # tests/test_attention_varlen.py's and test_attention_decode.py's small cases: the same kernels on the GPU and
+    # on the interpreter differ only where ex2.approx / lg2.approx do
+    torch = pytest.importorskip("torch")
+    from tiledsl.ops.flash import decode as DC
+    from tiledsl.ops.flash import varlen as VL
+    rng = np.random.default_rng(0)
+    lq, lk = [5, 0, 33], [5, 3, 40]
+    cuq = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
+    cuk = np.concatenate([[0], np.cumsum(lk)]).astype(np.int32)
+    q = rng.standard_normal((38, 2, 64)).astype(np.float16)
+    k, v = (rng.standard_normal((48, 1, 64)).astype(np.float16) for _ in range(2))
+    oi, li = VL.attention_varlen(q, k, v, cuq, cuk, 33, 40, causal=True, scale=0.3, config=(2, 1, 1))
+    t = (lambda x: torch.from_numpy(x).cuda())
+    og, lg = VL.attention_varlen(t(q), t(k), t(v), t(cuq), t(cuk), 33, 40, causal=True, scale=0.3, config=(2, 1, 1))
+    assert np.abs(og.cpu().numpy().astype(np.float32) - oi).max() <= 2e-3
+    assert np.array_equal(np.isinf(lg.cpu().numpy()), np.isinf(li))
+    fin = np.isfinite(li)
+    assert np.abs(lg.cpu().numpy()[fin] - li[fin]).max() <= 1e-4
+    qd = rng.standard_normal((3, 3, 4, 64)).astype(np.float16)
+    kc, vc = (rng.standard_normal((3, 256, 1, 64)).astype(np.float16) for _ in range(2))
+    lens = np.array([0, 70, 200], np.int32)
+    oi = DC.attention_decode(qd, kc, vc, lens, scale=0.3, causal=True, splits=4)
+    og = DC.attention_decode(t(qd), t(kc), t(vc), t(lens), scale=0.3, causal=True, splits=4)
+    assert np.abs(og.cpu().numpy().astype(np.float32) - oi).max() <= 2e-3
