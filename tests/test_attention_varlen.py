@@ -185,5 +185,35 @@ def test_varlen_backward_kernels_pass_ptxas_without_spills(D, causal, heads):
 
 def test_varlen_names_in_tiledsl_ops():
     import tiledsl.ops as ops
-    for name in ("attention_varlen", "attention_decode", "attention_varlen_backward", "flash_attention_varlen"):
+    for name in ("attention_varlen", "attention_decode", "attention_varlen_backward", "flash_attention_varlen",
+                 "attention_jagged"):
         assert name in ops.__all__ and callable(getattr(ops, name)), name
+
+
+def test_jagged_tensors_pack_and_unpack(monkeypatch):
+    # attention_jagged's conversions (torch nested jagged tensors, CPU): packed (T, H, D) values and int32 offsets
+    # in both layouts, and the result back in q's layout; the kernel call itself replaced by the float64 reference
+    torch = pytest.importorskip("torch")
+    lens = [3, 0, 7]
+    off = torch.tensor([0, 3, 3, 10])
+    vals = [torch.randn(10, h, 64, dtype=torch.float16) for h in (2, 1, 1)]
+    seen = {}
+
+    def fake(q, k, v, cuq, cuk, mq, mk, causal=False, scale=None):
+        seen.update(shapes=(q.shape, k.shape), cu=cuq.tolist(), dtype=cuq.dtype, m=(mq, mk))
+        o, lse = VL.reference_varlen(q.numpy(), k.numpy(), v.numpy(), cuq.numpy(), cuk.numpy(), causal, scale)
+        return torch.from_numpy(o.astype(np.float16)), torch.from_numpy(lse)
+    monkeypatch.setattr(VL, "attention_varlen", fake)
+    for sdpa_layout in (False, True):
+        nts = [torch.nested.nested_tensor_from_jagged(x, off) for x in vals]
+        if sdpa_layout:
+            nts = [x.transpose(1, 2) for x in nts]
+        out = VL.attention_jagged(*nts, causal=True)
+        assert seen["shapes"] == ((10, 2, 64), (10, 1, 64)) and seen["cu"] == [0, 3, 3, 10]
+        assert seen["dtype"] == torch.int32 and seen["m"] == (7, 7)
+        assert out.is_nested and out._ragged_idx == (2 if sdpa_layout else 1)
+        packed = out.values().transpose(0, 1) if sdpa_layout else out.values()
+        ro, _ = VL.reference_varlen(*(x.numpy() for x in vals), off.numpy(), off.numpy(), True)
+        assert np.abs(packed.float().numpy() - ro).max() <= 1e-3
+    with pytest.raises(tiledsl.LaunchError, match="torch.jagged"):
+        VL.attention_jagged(vals[0], vals[1], vals[2])

@@ -12,7 +12,8 @@ the host functions import torch when called on torch tensors, and the make_* bui
 - FlashAttention (flash/): `attention` (forward, (O, LSE)), `attention_backward`, `flash_attention`
   (differentiable); the kernels `make_attention` (FA2), `make_attention_hopper` / `attention_hopper` (FA3),
   `make_attention_fp8` / `attention_fp8`, `make_attention_backward` (FA2), `make_attention_backward_hopper` (FA3).
-- Ragged attention (flash/varlen.py, flash/decode.py): `attention_varlen` (packed sequences), its
+- Ragged attention (flash/varlen.py, flash/decode.py): `attention_varlen` (packed sequences; `attention_jagged` on
+  torch nested jagged tensors), its
   `attention_varlen_backward` and differentiable `flash_attention_varlen`, `attention_decode` (new queries against
   a contiguous or paged KV cache, split-KV).
 - Row-wise (rowwise/): `make_softmax`, `make_layernorm` (and their host calls in rowwise.softmax / rowwise.layernorm).
@@ -36,7 +37,7 @@ _HOMES = {
     "make_attention_fp8": "flash.fp8", "attention_fp8": "flash.fp8",
     "make_attention_backward": "flash.fa2_backward",
     "make_attention_backward_hopper": "flash.fa3_backward",
-    "attention_varlen": "flash.varlen", "attention_decode": "flash.decode",
+    "attention_varlen": "flash.varlen", "attention_decode": "flash.decode", "attention_jagged": "flash.varlen",
     "attention_varlen_backward": "flash.varlen_backward", "flash_attention_varlen": "flash.varlen_backward",
     "make_softmax": "rowwise.softmax",
     "make_layernorm": "rowwise.layernorm",

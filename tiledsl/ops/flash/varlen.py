@@ -164,3 +164,44 @@ def attend_reference(q, k, v, g, causal, scale):
     o = np.einsum("hnm,mhd->nhd", e / np.where(l > 0, l, 1), v)
     lse = np.where(l > 0, mx + np.log(np.where(l > 0, l, 1)), -np.inf)[..., 0]
     return o, lse.T
+
+
+def jagged_to_packed(nt):
+    """(packed (T, H, D) contiguous, offsets int32 (B + 1,), max length) of a torch nested tensor of jagged layout,
+    (B, j, H, D) or SDPA's (B, H, j, D) (its transpose(1, 2)). The max length is the tensor's cached one where torch
+    kept it, else read from the offsets (a synchronisation)."""
+    import torch
+    if not getattr(nt, "is_nested", False) or getattr(nt, "layout", None) != torch.jagged or nt.dim() != 4:
+        raise tiledsl.LaunchError("expected a 4-D torch nested tensor of layout torch.jagged, (B, j, H, D) or "
+                                  "(B, H, j, D)")
+    ragged = nt._ragged_idx
+    if ragged not in (1, 2):
+        raise tiledsl.LaunchError(f"the ragged dimension must be 1 or 2, got {ragged}")
+    values = nt.values()
+    packed = (values.transpose(0, 1) if ragged == 2 else values).contiguous()
+    off = nt.offsets()
+    longest = getattr(nt, "_maybe_max_seqlen", None)
+    if longest is None:
+        longest = int((off[1:] - off[:-1]).max()) if off.numel() > 1 else 0
+    return packed, off.to(torch.int32), int(longest)
+
+
+def packed_to_jagged(packed, like):
+    """A nested tensor of `like`'s layout ((B, j, H, D) or (B, H, j, D)) and offsets holding packed (T, H, D)."""
+    import torch
+    nt = torch.nested.nested_tensor_from_jagged(packed, like.offsets())
+    return nt.transpose(1, 2) if like._ragged_idx == 2 else nt
+
+
+def attention_jagged(q, k, v, causal=False, scale=None):
+    """attention_varlen over torch nested (jagged) tensors as SDPA takes them: q (B, H, j, D), k and v
+    (B, H_kv, j_kv, D) (or each (B, j, H, D)); returns out as a nested tensor of q's layout (LSE dropped, as SDPA).
+    causal is bottom-right aligned (attention_varlen's; top-left, as SDPA's is_causal, where the lengths agree)."""
+    pq, oq, mq = jagged_to_packed(q)
+    pk, ok, mk = jagged_to_packed(k)
+    pv, ov, _ = jagged_to_packed(v)
+    if oq.shape != ok.shape or ov.shape != ok.shape:
+        raise tiledsl.LaunchError(f"q, k, v must hold the same number of sequences; got {oq.numel() - 1}, "
+                                  f"{ok.numel() - 1}, {ov.numel() - 1}")
+    out, _ = attention_varlen(pq, pk, pv, oq, ok, mq, mk, causal=causal, scale=scale)
+    return packed_to_jagged(out, q)
