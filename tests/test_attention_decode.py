@@ -224,3 +224,15 @@ def test_combine_kernel_passes_ptxas(D, lq, NS):
                       torch.empty((2, lq, 32, D), dtype=torch.bfloat16), torch.empty((2, lq, 32)), target="sm_90")
     r = ptxas(ck.asm["ptx"], "sm_90", verbose=True)
     assert r.returncode == 0 and "0 bytes spill stores" in r.stderr, r.stderr
+
+
+def test_decode_head_dim_128_paged_split_on_the_interpreter():
+    # the GPU benchmark's head dim and GQA group (4 query heads a kv head), pages of 32, split in two
+    rng = np.random.default_rng(3)
+    B, H, HK, D = 2, 8, 2, 128
+    kp, vp, bt = _paged(rng, B, 32, 4, HK, D)
+    q = rng.standard_normal((B, 1, H, D)).astype(np.float16)
+    lens = np.array([128, 77], np.int32)
+    o, lse = DC.attention_decode(q, kp, vp, lens, block_table=bt, splits=2, return_lse=True)
+    ro, rl = DC.reference_decode(q, kp, vp, lens, block_table=bt)
+    _check(o, lse, ro, rl)
