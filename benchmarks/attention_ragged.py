@@ -246,7 +246,6 @@ def copy_bandwidth(torch):
     src = torch.empty(2 ** 29, dtype=torch.float16, device="cuda")
     dst = torch.empty_like(src)
     ms = bench(lambda: dst.copy_(src), torch)
-    del src, dst
     return 2 * 2 ** 30 / (ms * 1e-3) / 1e9
 
 
@@ -374,8 +373,8 @@ def main_ragged(torch, which, dtypes, dims, quick, backward=False, all_configs=F
         for r in rows:
             print(varlen_line(r))
         if brows:
-            print(f"\nvarlen training step (forward + backward) TFLOP/s (3.5x the forward's flops); err: the largest "
-                  f"relative gradient error of the longest sequence")
+            print("\nvarlen training step (forward + backward) TFLOP/s (3.5x the forward's flops); err: the largest "
+                  "relative gradient error of the longest sequence")
             print(varlen_header())
             for r in brows:
                 print(varlen_line(r))

@@ -194,8 +194,7 @@ def test_jagged_tensors_pack_and_unpack(monkeypatch):
     # attention_jagged's conversions (torch nested jagged tensors, CPU): packed (T, H, D) values and int32 offsets
     # in both layouts, and the result back in q's layout; the kernel call itself replaced by the float64 reference
     torch = pytest.importorskip("torch")
-    lens = [3, 0, 7]
-    off = torch.tensor([0, 3, 3, 10])
+    off = torch.tensor([0, 3, 3, 10])                  # lengths 3, 0, 7
     vals = [torch.randn(10, h, 64, dtype=torch.float16) for h in (2, 1, 1)]
     seen = {}
 
