@@ -7,6 +7,8 @@ each of its backends (flash = FA2, cuDNN, memory-efficient), in one run on the G
                                    [--backward [--backward-only] [--bwd-warps 4,8] [--bwd-paths fa3,fa2]]
                                    [--plot FILE.png]
     python benchmarks/attention.py --fp8 [--quick] [--dims 128] [--ns 4096,16384] [--configs fa3all]
+    python benchmarks/attention.py --varlen [--backward] [--configs all] | --decode [--quick] [--dtypes bfloat16]
+                                   [--dims 128]
 
 Shapes: D in {64, 128, 256}, N in {1024, 4096, 16384} with B*N = 16384 tokens and H*D = 2048, causal and not.
 TFLOP/s count 4*B*H*N*N*D (halved for causal); ratios are tiledsl / backend. Times are medians of CUDA-event
@@ -28,6 +30,10 @@ chart of the tables (matplotlib).
 
 --fp8 prints only the FP8 table instead (benchmarks/attention_fp8_bench.py): tiledsl/ops/flash/fp8.py, e4m3 inputs,
 against the f16 FA3-style kernel and cuDNN (f16) at D = 128 and N in {4096, 16384} unless --dims/--ns say otherwise.
+
+--varlen / --decode print only the packed variable-length table / the KV-cache decoding table instead
+(benchmarks/attention_ragged.py: attention_varlen against SDPA on nested jagged tensors and on the padded batch,
+attention_decode against SDPA on the gathered cache; bf16, D = 128 unless --dtypes / --dims say otherwise).
 """
 import argparse
 import math
@@ -316,6 +322,10 @@ def main(argv=None):
     p.add_argument("--fp8", action="store_true",
                    help="the FP8 (e4m3) forward against the f16 FA3 kernel and cuDNN instead (default D = 128, N "
                         "4096 and 16384; --configs: the FP8 kernel's, 'fa3all' for its CANDIDATES)")
+    p.add_argument("--varlen", action="store_true", help="the packed variable-length table instead "
+                   "(benchmarks/attention_ragged.py)")
+    p.add_argument("--decode", action="store_true", help="the KV-cache decoding table instead "
+                   "(benchmarks/attention_ragged.py)")
     opts = p.parse_args(argv)
     attention_rows.ROUNDS = opts.rounds or attention_rows.ROUNDS
     import torch
@@ -323,6 +333,13 @@ def main(argv=None):
     if not gpu_available():
         print("benchmarks/attention.py needs an NVIDIA GPU (tests/test_attention.py compiles the kernels without one)")
         return 0
+    if opts.varlen or opts.decode:
+        from attention_ragged import main_ragged
+        dtypes = ["bfloat16"] if opts.dtypes == p.get_default("dtypes") else opts.dtypes.split(",")
+        dims = [128] if opts.dims == p.get_default("dims") else [int(x) for x in opts.dims.split(",")]
+        good = all([main_ragged(torch, w, dtypes, dims, opts.quick, opts.backward, opts.configs == "all")
+                    for w in ("varlen", "decode") if getattr(opts, w)])
+        return 0 if good else 1
     if opts.fp8:
         from attention_fp8_bench import main_fp8
         dims = [128] if opts.dims == p.get_default("dims") else [int(x) for x in opts.dims.split(",")]

@@ -20,6 +20,10 @@ every `torch.ops.tiledsl.<name>`; they run CUDA tensors on the GPU and CPU tenso
   `grouped_mm_weight_grad`, `grouped_mm_masked`,
   `grouped_linear` (autograd), `matmul_fp8_blockwise`, `grouped_mm_fp8_blockwise`, `quantize_fp8_blockwise`,
   `quantize_fp8`.
+- Ragged attention (flash/varlen.py, flash/decode.py): `attention_varlen` (packed sequences; `attention_jagged` on
+  torch nested jagged tensors), its
+  `attention_varlen_backward` and differentiable `flash_attention_varlen`, `attention_decode` (new queries against
+  a contiguous or paged KV cache, split-KV).
 - Row-wise (rowwise/): `make_softmax`, `make_layernorm` (and their host calls in rowwise.softmax / rowwise.layernorm).
 - Torch ops (library/, importing torch): `softmax`, `layer_norm`, `rms_norm`, `add_rms_norm` (library/rowwise.py).
 
@@ -42,6 +46,8 @@ _HOMES = {
     "make_attention_fp8": "flash.fp8", "attention_fp8": "flash.fp8",
     "make_attention_backward": "flash.fa2_backward",
     "make_attention_backward_hopper": "flash.fa3_backward",
+    "attention_varlen": "flash.varlen", "attention_decode": "flash.decode", "attention_jagged": "flash.varlen",
+    "attention_varlen_backward": "flash.varlen_backward", "flash_attention_varlen": "flash.varlen_backward",
     "make_softmax": "rowwise.softmax",
     "make_layernorm": "rowwise.layernorm",
     "scaled_dot_product_attention": "library.attention",

@@ -7,5 +7,9 @@
 - fp8.py: `attention_fp8`, the forward on e4m3 inputs with per-tensor descales.
 - fa3_parts.py: the consumer-side pieces fa3.py and fp8.py share; common.py: the checks, constants and inline
   helpers every kernel here shares.
+- ragged.py: fa2's forward over ragged batches whose lengths the kernel reads from the device; varlen.py:
+  `attention_varlen` (packed sequences) and `attention_jagged` (torch nested tensors); varlen_backward.py:
+  `attention_varlen_backward`, `flash_attention_varlen`; decode.py: `attention_decode` (contiguous or paged KV cache,
+  f16/bf16 or e4m3, split-KV with a combine kernel). docs/attention-ragged.md describes them.
 
 The public names are tiledsl.ops's; importing this package imports none of the modules."""

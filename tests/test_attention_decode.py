@@ -1,0 +1,238 @@
+"""attention_decode (tiledsl/ops/flash/decode.py, ragged.py's kernel in mode "decode" + the split-KV combine kernel)
+without a GPU: contiguous and paged caches (pages of 16 and 32, a shuffled block table), ragged cache_seqlens
+(0, 1, up to 200), 1 and 3 new queries (bottom-right causal), GQA groups sharing a kv head's block, split and unsplit,
+match a float64 gather-then-attend reference on the interpreter; the split heuristic; bad inputs refused naming the
+argument; the GPU configurations compile through ptxas without spills. tests/test_gpu_attention_varlen_decode.py
+runs them on the GPU."""
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl.ops.flash import decode as DC
+from tiledsl.ops.flash import ragged as R
+from helpers import ptxas
+
+
+def _check(o, lse, ro, rl):
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.array_equal(np.isinf(lse), np.isinf(rl))
+    fin = np.isfinite(rl)
+    assert np.abs(lse[fin] - rl[fin]).max() <= 1e-4
+
+
+def _paged(rng, B, P, pages_each, HK, D, spare=2):
+    """A paged cache with a shuffled block table (every sequence owns pages_each distinct pages)."""
+    npages = B * pages_each + spare
+    kp = rng.standard_normal((npages, P, HK, D)).astype(np.float16)
+    vp = rng.standard_normal((npages, P, HK, D)).astype(np.float16)
+    bt = rng.permutation(npages)[:B * pages_each].reshape(B, pages_each).astype(np.int32)
+    return kp, vp, bt
+
+
+@pytest.mark.parametrize("causal, lq, heads, lens, splits", [
+    (False, 1, (4, 2), [0, 17, 40], 1),          # an empty cache (0 / -inf), one query, GQA 2
+    (True, 3, (4, 1), [1, 70, 200], 1),          # three queries against one kv head (12 rows), 1-key causal
+    (True, 3, (4, 1), [0, 70, 200], 4),          # split-KV: splits past a sequence's end are empty
+    (False, 2, (2, 2), [64, 129, 5], 3),         # split boundaries on and off the tile edges
+])
+def test_decode_contiguous_on_the_interpreter(causal, lq, heads, lens, splits):
+    rng = np.random.default_rng(sum(lens) + lq)
+    H, HK = heads
+    B, S, D = len(lens), 256, 64
+    q = rng.standard_normal((B, lq, H, D)).astype(np.float16)
+    kc, vc = (rng.standard_normal((B, S, HK, D)).astype(np.float16) for _ in range(2))
+    lens = np.array(lens, np.int32)
+    o, lse = DC.attention_decode(q, kc, vc, lens, scale=0.3, causal=causal, splits=splits, return_lse=True)
+    assert o.shape == q.shape and o.dtype == np.float16 and lse.shape == (B, lq, H)
+    ro, rl = DC.reference_decode(q, kc, vc, lens, scale=0.3, causal=causal)
+    _check(o, lse, ro, rl)
+
+
+@pytest.mark.parametrize("P, causal, lq, lens, splits", [
+    (16, True, 2, [1, 33, 64], 1),               # a page boundary inside a 64-key tile (4 pages a tile)
+    (16, False, 1, [0, 100, 7], 2),              # split over pages, an empty sequence
+    (32, True, 4, [96, 4, 50], 1),               # 4 queries, a sequence shorter than Lq... and one of Lq
+])
+def test_decode_paged_on_the_interpreter(P, causal, lq, lens, splits):
+    rng = np.random.default_rng(P + sum(lens))
+    B, H, HK, D = len(lens), 4, 2, 64
+    pages_each = -(-128 // P)
+    kp, vp, bt = _paged(rng, B, P, pages_each, HK, D)
+    q = rng.standard_normal((B, lq, H, D)).astype(np.float16)
+    lens = np.array(lens, np.int32)
+    o, lse = DC.attention_decode(q, kp, vp, lens, block_table=bt, scale=0.3, causal=causal, splits=splits,
+                                 return_lse=True)
+    ro, rl = DC.reference_decode(q, kp, vp, lens, block_table=bt, scale=0.3, causal=causal)
+    _check(o, lse, ro, rl)
+
+
+def test_decode_default_scale_and_splits_chosen_from_shapes():
+    # splits=None: choose_splits from (B, H_kv, capacity, the default 132 SMs): 2 sequences x 1 kv head -> splits
+    rng = np.random.default_rng(9)
+    B, H, D, S = 2, 2, 64, 512
+    q = rng.standard_normal((B, 1, H, D)).astype(np.float16)
+    kc, vc = (rng.standard_normal((B, S, 1, D)).astype(np.float16) for _ in range(2))
+    lens = np.array([300, 512], np.int32)
+    assert DC.choose_splits(B, 1, 1, S, 132) == (2, 256)
+    o = DC.attention_decode(q, kc, vc, lens)
+    ro, _ = DC.reference_decode(q, kc, vc, lens)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+
+
+def test_choose_splits():
+    assert DC.choose_splits(64, 8, 1, 4096, 132) == (1, 4096)            # the batch fills the SMs: no split
+    assert DC.choose_splits(1, 8, 1, 32768, 132) == (29, 1152)           # 8 blocks x 29 fill 232 of 264 slots
+    assert DC.choose_splits(16, 8, 1, 8192, 132) == (2, 4096)            # 256 of 264 slots (3 would be 1.45 waves)
+    ns, kps = DC.choose_splits(1, 8, 1, 1024, 132)
+    assert ns == 4 and kps == 256                                          # at least MIN_SPLIT_TILES tiles a split
+    assert DC.choose_splits(1, 1, 1, 10 ** 6, 132)[0] == DC.MAX_SPLITS
+    assert DC.choose_splits(3, 1, 1, 50, 132) == (1, 64)                   # one tile: no split
+
+
+def test_decode_refuses_bad_inputs():
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 1, 4, 64)).astype(np.float16)
+    kp, vp, bt = _paged(rng, 2, 16, 3, 2, 64, spare=0)
+    lens = np.array([10, 40], np.int32)
+    call = DC.attention_decode
+    with pytest.raises(tiledsl.LaunchError, match="cache_seqlens must lie in 0..48"):
+        call(q, kp, vp, np.array([10, 49], np.int32), block_table=bt)
+    with pytest.raises(tiledsl.LaunchError, match="block_table points past the cache's 6 pages"):
+        call(q, kp, vp, lens, block_table=np.where(bt == bt[1, 2], 6, bt).astype(np.int32))
+    with pytest.raises(tiledsl.LaunchError, match="page size must be a power of two"):
+        call(q, np.zeros((4, 24, 2, 64), np.float16), np.zeros((4, 24, 2, 64), np.float16), lens, block_table=bt)
+    with pytest.raises(tiledsl.LaunchError, match="page_size 32 disagrees"):
+        call(q, kp, vp, lens, block_table=bt, page_size=32)
+    with pytest.raises(tiledsl.LaunchError, match="block_table must be int32"):
+        call(q, kp, vp, lens, block_table=bt.astype(np.int64))
+    with pytest.raises(tiledsl.LaunchError, match="cache_seqlens must be int32"):
+        call(q, kp, vp, lens.astype(np.int64), block_table=bt)
+    with pytest.raises(tiledsl.LaunchError, match="1 to 16 new queries"):
+        call(np.zeros((2, 17, 4, 64), np.float16), kp, vp, lens, block_table=bt)
+    with pytest.raises(tiledsl.LaunchError, match="must divide"):
+        call(np.zeros((2, 1, 3, 64), np.float16), kp, vp, lens, block_table=bt)
+    kc = np.zeros((2, 32, 2, 64), np.float16)
+    with pytest.raises(tiledsl.LaunchError, match="cache_seqlens must lie in 0..32"):
+        call(q, kc, kc, np.array([33, 0], np.int32))
+    with pytest.raises(tiledsl.LaunchError, match="page_size needs a block_table"):
+        call(q, kc, kc, lens, page_size=16)
+    with pytest.raises(tiledsl.LaunchError, match="contiguous cache must be"):
+        call(q, np.zeros((3, 32, 2, 64), np.float16), np.zeros((3, 32, 2, 64), np.float16), lens)
+
+
+def _decode_ptx(D, causal, lq, page, splits, arch, dtype="float16"):
+    torch = pytest.importorskip("torch")
+    dt = getattr(torch, dtype)
+    H, HK, B = 32, 8, 2
+    kern = R.make_ragged("decode", dtype, D, causal, H, HK, D ** -0.5, lq=lq, page=page, splits=splits,
+                         kps=1024 if splits > 1 else 0)
+    q = torch.empty((B, lq, H, D), dtype=dt)
+    kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=dt)
+    o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
+    lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
+    x2 = torch.zeros((B, 20), dtype=torch.int32) if page else torch.zeros((B,), dtype=torch.int32)
+    return kern.compile(q, kv, kv, o, lse, torch.zeros((B,), dtype=torch.int32), x2, target=arch).asm["ptx"]
+
+
+@pytest.mark.parametrize("D, causal, lq, page, splits", [
+    (128, False, 1, 0, 1), (128, False, 1, 0, 8), (128, True, 4, 16, 8), (128, False, 1, 64, 1),
+    (128, True, 16, 256, 4), (64, False, 1, 16, 8), (256, True, 2, 128, 2),
+])
+def test_decode_kernels_pass_ptxas_without_spills(D, causal, lq, page, splits):
+    ptx = _decode_ptx(D, causal, lq, page, splits, "sm_90")
+    r = ptxas(ptx, "sm_90", verbose=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+
+
+def e4m3_values():
+    """The 256 e4m3 (float8_e4m3fn) bytes' values, NaN at 0x7F and 0xFF."""
+    b = np.arange(256)
+    s, e, m = b >> 7, (b >> 3) & 15, b & 7
+    v = np.where(e == 0, m / 8 * 2.0 ** -6, (1 + m / 8) * 2.0 ** (e - 7.0))
+    v = np.where((e == 15) & (m == 7), np.nan, v)
+    return np.where(s == 1, -v, v)
+
+
+@pytest.mark.parametrize("paged, splits", [(False, 1), (True, 2)])
+def test_decode_fp8_cache_on_the_interpreter(paged, splits):
+    # e4m3 bytes over the whole range (subnormals, both signs, 448; no NaN) with per-kv-head descales: the kernel
+    # widens them by shifts and masks (times 2^-8) and the host puts k_scale on q and v_scale (x 2^8) on O
+    tab = e4m3_values()
+    rng = np.random.default_rng(8 + paged)
+    B, LQ, H, HK, D, S = 2, 2, 4, 2, 64, 192
+
+    def rand8(shape):
+        x = rng.integers(0, 256, shape).astype(np.uint8)
+        return np.where(np.isnan(tab[x]), 0, x).astype(np.uint8)
+    ks, vs = np.array([0.01, 0.02], np.float32), np.array([0.5, 0.03], np.float32)
+    q = rng.standard_normal((B, LQ, H, D)).astype(np.float16)
+    lens = np.array([100, 192], np.int32)
+    if paged:
+        k8, v8 = rand8((2 * S // 16 + 1, 16, HK, D)), rand8((2 * S // 16 + 1, 16, HK, D))
+        bt = rng.permutation(2 * S // 16 + 1)[:2 * S // 16].reshape(B, S // 16).astype(np.int32)
+    else:
+        k8, v8 = rand8((B, S, HK, D)), rand8((B, S, HK, D))
+        bt = None
+    kf, vf = tab[k8] * ks[:, None], tab[v8] * vs[:, None]
+    o, lse = DC.attention_decode(q, k8, v8, lens, block_table=bt, k_scale=ks, v_scale=vs, causal=True,
+                                 splits=splits, return_lse=True)
+    ro, rl = DC.reference_decode(q, kf, vf, lens, block_table=bt, causal=True)
+    assert o.dtype == np.float16
+    assert np.abs(o - ro).max() <= 2e-3 * np.abs(ro).max()          # O's f16 rounding, relative to its range
+    assert np.abs(lse - rl).max() <= 1e-3                           # q * k_scale rounded to f16
+
+
+def test_decode_fp8_refusals():
+    q = np.zeros((1, 1, 2, 64), np.float16)
+    c8 = np.zeros((1, 64, 1, 64), np.uint8)
+    lens = np.array([3], np.int32)
+    with pytest.raises(tiledsl.LaunchError, match="needs k_scale and v_scale"):
+        DC.attention_decode(q, c8, c8, lens)
+    with pytest.raises(tiledsl.LaunchError, match="e4m3 .* KV cache only"):
+        DC.attention_decode(q, c8.astype(np.float16), c8.astype(np.float16), lens, k_scale=1.0, v_scale=1.0)
+    with pytest.raises(tiledsl.LaunchError, match="share a dtype"):
+        DC.attention_decode(q, c8, c8.astype(np.float16), lens, k_scale=1.0, v_scale=1.0)
+    c256 = np.zeros((1, 64, 1, 256), np.uint8)
+    with pytest.raises(tiledsl.LaunchError, match="head dim 64 or 128"):
+        DC.attention_decode(np.zeros((1, 1, 2, 256), np.float16), c256, c256, lens, k_scale=1.0, v_scale=1.0)
+
+
+@pytest.mark.parametrize("D, page, splits", [(128, 0, 1), (128, 64, 8), (64, 16, 1)])
+def test_decode_fp8_kernels_pass_ptxas_without_spills(D, page, splits):
+    torch = pytest.importorskip("torch")
+    H, HK, B, lq = 32, 8, 2, 1
+    kern = R.make_ragged("decode", "float16", D, False, H, HK, D ** -0.5, lq=lq, page=page, splits=splits,
+                         kps=1024 if splits > 1 else 0, kv8=True)
+    q = torch.empty((B, lq, H, D), dtype=torch.float16)
+    kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=torch.uint8)
+    o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
+    lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
+    lens = torch.zeros((B,), dtype=torch.int32)
+    x2 = torch.zeros((B, 20), dtype=torch.int32) if page else lens
+    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, target="sm_90").asm["ptx"]
+    r = ptxas(ptx, "sm_90", verbose=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("D, lq, NS", [(128, 1, 33), (64, 4, 8), (256, 16, 2)])
+def test_combine_kernel_passes_ptxas(D, lq, NS):
+    torch = pytest.importorskip("torch")
+    comb = DC.make_combine("bfloat16", D, lq, 32, NS)
+    ck = comb.compile(torch.empty((NS, 2, lq, 32, D)), torch.empty((NS, 2, lq, 32)),
+                      torch.empty((2, lq, 32, D), dtype=torch.bfloat16), torch.empty((2, lq, 32)), target="sm_90")
+    r = ptxas(ck.asm["ptx"], "sm_90", verbose=True)
+    assert r.returncode == 0 and "0 bytes spill stores" in r.stderr, r.stderr
+
+
+def test_decode_head_dim_128_paged_split_on_the_interpreter():
+    # the GPU benchmark's head dim and GQA group (4 query heads a kv head), pages of 32, split in two
+    rng = np.random.default_rng(3)
+    B, H, HK, D = 2, 8, 2, 128
+    kp, vp, bt = _paged(rng, B, 32, 4, HK, D)
+    q = rng.standard_normal((B, 1, H, D)).astype(np.float16)
+    lens = np.array([128, 77], np.int32)
+    o, lse = DC.attention_decode(q, kp, vp, lens, block_table=bt, splits=2, return_lse=True)
+    ro, rl = DC.reference_decode(q, kp, vp, lens, block_table=bt)
+    _check(o, lse, ro, rl)

@@ -1,0 +1,270 @@
+"""attention_decode: a few new queries per sequence against a KV cache, contiguous or paged (ragged.py's kernel in
+mode "decode"), the KV read split across blocks with a combine kernel (make_combine) when the batch alone cannot fill
+the SMs; `reference_decode`, its float64 numpy twin.
+
+Layouts: q (B, Lq, H, D) (Lq = 1..16 new tokens, already appended to the cache); a contiguous cache k_cache,
+v_cache (B, S_max, H_kv, D), or a paged one (num_pages, page_size, H_kv, D) with block_table (B, max_pages) int32
+(sequence b's key j lives in page block_table[b, j // page_size], row j % page_size); cache_seqlens int32 (B,), the
+keys each sequence has (the Lq new ones included), read by the kernel.
+
+One block serves the GROUP = H / H_kv query heads of one kv head for all Lq queries (GROUP * Lq rows of the mma
+tiles): each K/V tile is read once for the whole group. Split-KV: split s of NS reads keys [s * KPS, (s + 1) * KPS);
+each writes its normalised float32 partial O and its LSE, and the combine kernel (one warp per (b, i, h) row)
+weighs them by exp(LSE_s - max). NS comes from shapes only (choose_splits): no host synchronisation.
+"""
+import functools
+import math
+
+import numpy as np
+
+import tiledsl
+from tiledsl import T
+
+from .common import LOG2E, NEG
+from .ragged import BN, make_ragged
+from .varlen import _dtype_of, _host_ints, attend_reference, interpreted
+from ..device import sm_count
+from .common import softmax_scale
+
+MAX_SPLITS = 64
+MIN_SPLIT_TILES = 4      # a split reads at least this many 64-key tiles (its prologue and partial write amortised)
+WAVES = 2                # blocks the splits aim for, per SM (the D = 128 kernel holds 80 KiB of shared memory and
+                         # 231 registers x 128 threads: two blocks an SM)
+FILL = 0.85              # the share of the last wave's slots the splits must fill
+
+_COMBINE = {}
+
+
+@functools.lru_cache(maxsize=1024)
+def choose_splits(B, HK, nqb, max_ctx, sms):
+    """(NS, KPS): the KV splits and the keys each reads, from shapes only. No split where B * H_kv * query blocks
+    already fill the SMs or the context is short; else the fewest splits whose blocks fill the device's WAVES * sms
+    slots to at least FILL of their last wave (blocks / (waves * slots)), each split at least MIN_SPLIT_TILES tiles,
+    at most MAX_SPLITS; the best filling one if none reaches FILL."""
+    tiles = max(1, -(-max_ctx // BN))
+    base = B * HK * nqb
+    slots = WAVES * sms
+    ns = 1
+    if base < sms:
+        most = max(1, min(tiles // MIN_SPLIT_TILES, MAX_SPLITS))
+        fill = [(n * base) / (-(-(n * base) // slots) * slots) for n in range(1, most + 1)]
+        good = [n for n in range(1, most + 1) if fill[n - 1] >= FILL]
+        ns = good[0] if good else 1 + max(range(most), key=lambda i: fill[i])
+    kps = -(-tiles // ns) * BN
+    return -(-tiles * BN // kps), kps
+
+
+def make_combine(dtype, D, lq, H, NS):
+    """The combine kernel: O (B, Lq, H, D) in `dtype` and LSE (B, Lq, H) from NS float32 partials (NS, B, Lq, H, D)
+    and their LSEs; a warp per row, D / 32 values a lane. Launch: grid ceil(B * Lq * H / 4), 128 threads."""
+    key = (dtype, D, lq, H, NS)
+    if key in _COMBINE:
+        return _COMBINE[key]
+    EPL = D // 32
+    BIG = 2 ** 31 - 1
+
+    @tiledsl.jit
+    def combine(OP: T.Tensor((NS, "B", lq, H, D), "float32"), LP: T.Tensor((NS, "B", lq, H), "float32"),
+                O: T.Tensor(("B", lq, H, D), dtype), LSE: T.Tensor(("B", lq, H), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))      # the grid: the host's
+        lane = T.cuda.lane_id()
+        row = T.cuda.block_id() * 4 + T.cuda.warp_id()
+        R = B * lq * H
+        if row >= R:
+            return
+        gP = OP.view(BIG // D, D)
+        gL = LP.view(BIG)
+        gO = O.view(BIG // D, D)
+        mx = gL[row]
+        for sp in T.unroll(1, NS):
+            mx = T.max(mx, gL[sp * R + row])
+        acc = T.alloc_local((EPL,), "float32")
+        for e in T.unroll(EPL):
+            acc[e] = 0.0
+        den = 0.0
+        for sp in T.unroll(NS):
+            ls = gL[sp * R + row]
+            w = T.exp2((ls - mx) * LOG2E, approx=True) if ls != NEG else 0.0     # an empty split (all -inf) weighs 0
+            den = den + w
+            for e in T.unroll(EPL):
+                acc[e] = acc[e] + w * gP[sp * R + row, lane * EPL + e]
+        inv = 1.0 / den if den > 0.0 else 0.0
+        for e in T.unroll(EPL):
+            gO[row, lane * EPL + e] = T.cast(acc[e] * inv, dtype)
+        if lane == 0:
+            LSE.view(BIG)[row] = mx + T.log(den, approx=True) if den > 0.0 else NEG
+
+    _COMBINE[key] = combine
+    return combine
+
+
+def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_size=None, scale=None, causal=False,
+                     splits=None, return_lse=False, validate=None, lazy=None, k_scale=None, v_scale=None):
+    """softmax(scale * q k^T [causal]) v of q's Lq new tokens per sequence against the first cache_seqlens[b] keys of
+    sequence b's cache (module docstring for the layouts).
+
+    causal (Lq > 1): query i sees keys j < cache_seqlens[b] - Lq + i + 1 (FlashAttention's kvcache convention; with
+    causal=False every query sees all cache_seqlens[b] keys). page_size: the cache's pages (taken from k_cache.shape[1]
+    when block_table is given; if passed, it must agree): a power of two, 16 or more. splits: force the KV split count
+    (None: choose_splits from B, H_kv, the cache's capacity and the SM count). Returns out (B, Lq, H, D) in q's dtype,
+    and with return_lse=True also lse (B, Lq, H) float32 (natural log; -inf for a sequence with no key, whose out
+    is 0). validate: check cache_seqlens against the cache's capacity (and the block table against the pages) on the
+    host: always for numpy inputs, for torch tensors only when True (a synchronisation); on the GPU unchecked a
+    length past the capacity reads other sequences' rows (page indices are clamped to the cache).
+
+    An FP8 cache: k_cache and v_cache of torch.float8_e4m3fn (numpy: uint8 e4m3 bytes) with k_scale and v_scale,
+    float32 (H_kv,) per-head descales (the cache holds K / k_scale, V / v_scale), on q's device (or Python floats
+    for one scale). q (f16 or bf16) is multiplied by its kv head's k_scale into f16 on the host, the kernel widens
+    the e4m3 tiles to f16 in shared memory (ragged.py's kv8), and O is multiplied by v_scale (two small elementwise
+    ops on q's and O's tensors, beside a cache read of half the bytes)."""
+    if q.ndim != 4 or k_cache.ndim != 4 or v_cache.ndim != 4:
+        raise tiledsl.LaunchError(f"q must be (B, Lq, H, D) and the caches 4-D; got {tuple(q.shape)}, "
+                                  f"{tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
+    B, LQ, H, D = q.shape
+    if tuple(k_cache.shape) != tuple(v_cache.shape) or k_cache.shape[3] != D:
+        raise tiledsl.LaunchError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must share a "
+                                  f"shape ending in q's D={D}")
+    HK = k_cache.shape[2]
+    if H % HK:
+        raise tiledsl.LaunchError(f"k/v heads ({HK}) must divide q's heads ({H})")
+    if not 1 <= LQ <= 16:
+        raise tiledsl.LaunchError(f"attention_decode takes 1 to 16 new queries per sequence, got Lq={LQ}")
+    numpy = isinstance(q, np.ndarray)
+    kv8 = str(k_cache.dtype) in ("torch.float8_e4m3fn", "uint8")
+    if kv8:
+        if str(v_cache.dtype) != str(k_cache.dtype):
+            raise tiledsl.LaunchError(f"k_cache and v_cache must share a dtype; got {k_cache.dtype}, {v_cache.dtype}")
+        if k_scale is None or v_scale is None:
+            raise tiledsl.LaunchError("an e4m3 KV cache needs k_scale and v_scale (float32 (H_kv,) descales)")
+        dt = _dtype_of(q, q, q)
+        q, ks, vs = _fp8_scales(q, k_scale, v_scale, H, HK, numpy)
+    elif k_scale is not None or v_scale is not None:
+        raise tiledsl.LaunchError("k_scale and v_scale apply to an e4m3 (float8_e4m3fn) KV cache only")
+    else:
+        dt = _dtype_of(q, k_cache, v_cache)
+    kdt = "float16" if kv8 else dt
+    scale = softmax_scale(scale, D)
+    if tuple(cache_seqlens.shape) != (B,) or str(cache_seqlens.dtype) not in ("int32", "torch.int32"):
+        raise tiledsl.LaunchError(f"cache_seqlens must be int32 ({B},), got {tuple(cache_seqlens.shape)} "
+                                  f"{cache_seqlens.dtype}")
+    if block_table is not None:
+        page = k_cache.shape[1]
+        if page_size is not None and page_size != page:
+            raise tiledsl.LaunchError(f"page_size {page_size} disagrees with the paged cache's {page} rows a page")
+        if page & (page - 1) or not 16 <= page <= 4096:
+            raise tiledsl.LaunchError(f"the page size must be a power of two from 16, got {page}")
+        if block_table.ndim != 2 or block_table.shape[0] != B or str(block_table.dtype) not in ("int32", "torch.int32"):
+            raise tiledsl.LaunchError(f"block_table must be int32 (B={B}, max_pages), got {tuple(block_table.shape)} "
+                                      f"{block_table.dtype}")
+        capacity = block_table.shape[1] * page
+    else:
+        if page_size is not None:
+            raise tiledsl.LaunchError("page_size needs a block_table (a contiguous cache has no pages)")
+        if k_cache.shape[0] != B:
+            raise tiledsl.LaunchError(f"a contiguous cache must be (B={B}, S_max, H_kv, D), got {tuple(k_cache.shape)}")
+        page, capacity = 0, k_cache.shape[1]
+    if validate or (validate is None and numpy):
+        lens = np.asarray(_host_ints(cache_seqlens), np.int64)
+        if (lens < 0).any() or (lens > capacity).any():
+            raise tiledsl.LaunchError(f"cache_seqlens must lie in 0..{capacity} (the cache's capacity"
+                                      f"{' (block_table pages x page_size)' if page else ''}), got {lens.tolist()[:8]}")
+        if page:
+            bt = np.asarray(_host_ints(block_table), np.int64)
+            used = np.arange(bt.shape[1])[None, :] < -(-lens // page)[:, None]
+            if ((bt < 0) | (bt >= k_cache.shape[0]))[used].any():
+                raise tiledsl.LaunchError(f"block_table points past the cache's {k_cache.shape[0]} pages")
+    nqb = make_ragged("decode", kdt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy, kv8=kv8).nqb
+    if splits is None:
+        ns, kps = choose_splits(B, HK, nqb, capacity, sm_count(q))
+    else:
+        ns = max(1, int(splits))
+        kps = -(-max(1, -(-capacity // BN)) // ns) * BN
+        ns = max(1, -(-capacity // kps))
+    kern = make_ragged("decode", kdt, D, causal, H, HK, scale, lq=LQ, page=page, splits=ns,
+                       kps=kps if ns > 1 else 0, lazy=lazy, kv8=kv8)
+    grid = (ns * nqb, HK, B)
+    if numpy:
+        z = np.zeros
+        q, k_cache, v_cache = (np.ascontiguousarray(x) for x in (q, k_cache, v_cache))
+        x2 = np.ascontiguousarray(block_table) if page else None
+        out, lse = z((B, LQ, H, D), q.dtype), z((B, LQ, H), np.float32)
+        if B == 0:
+            return (out, lse) if return_lse else out
+        run = (lambda kk, g, t, *a: interpreted(kk)[g, t](*a))
+        mk = z
+    else:
+        import torch
+        dev = q.device
+        q, k_cache, v_cache = (x.contiguous() for x in (q, k_cache, v_cache))
+        if kv8:
+            k_cache, v_cache = k_cache.view(torch.uint8), v_cache.view(torch.uint8)
+        x2 = block_table.contiguous() if page else None
+        out = torch.empty_like(q)
+        lse = torch.empty((B, LQ, H), dtype=torch.float32, device=dev)
+        if B == 0:
+            return (out, lse) if return_lse else out
+        run = (lambda kk, g, t, *a: kk[g, t](*a))
+        mk = (lambda shape, dtype: torch.empty(shape, dtype=torch.float32, device=dev))
+    seqlens = cache_seqlens if not numpy else np.ascontiguousarray(cache_seqlens)
+    if not numpy:
+        seqlens = seqlens.contiguous()
+    if x2 is None:
+        x2 = seqlens            # a contiguous cache: the kernel's block-table argument is unused
+    if ns == 1:
+        run(kern, grid, kern.threads, q, k_cache, v_cache, out, lse, seqlens, x2)
+    else:
+        op = mk((ns, B, LQ, H, D), np.float32)
+        lp = mk((ns, B, LQ, H), np.float32)
+        run(kern, grid, kern.threads, q, k_cache, v_cache, op, lp, seqlens, x2)
+        comb = make_combine(kdt, D, LQ, H, ns)
+        run(comb, (-(-B * LQ * H // 4),), 128, op, lp, out, lse)
+    if kv8:                      # O in the widened V's units (value * 2^-8 / v_scale): back to V's
+        if numpy:
+            out = (out.astype(np.float32) * vs[:, None]).astype(np.float16)
+        else:
+            out = (out.float() * vs[:, None]).to(dt)
+    return (out, lse) if return_lse else out
+
+
+def _fp8_scales(q, k_scale, v_scale, H, HK, numpy):
+    """(q * its kv head's k_scale in f16, the per-query-head k and v factors (v's times 2^8: the widened V's unit))
+    for an e4m3 cache."""
+    g = H // HK
+    if numpy:
+        ks, vs = (np.broadcast_to(np.asarray(x, np.float32), (HK,)).repeat(g) for x in (k_scale, v_scale))
+        if q.dtype != np.float16:
+            raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, got {q.dtype}")
+        return (q.astype(np.float32) * ks[:, None]).astype(np.float16), ks, vs * 256.0
+    import torch
+
+    def per_head(x, name):
+        x = torch.as_tensor(x, dtype=torch.float32, device=q.device)
+        if x.ndim == 0:
+            x = x.expand(HK)
+        if tuple(x.shape) != (HK,):
+            raise tiledsl.LaunchError(f"{name} must be float32 (H_kv={HK},) or one float, got {tuple(x.shape)}")
+        return x.repeat_interleave(g)
+    ks, vs = per_head(k_scale, "k_scale"), per_head(v_scale, "v_scale")
+    return (q.float() * ks[:, None]).half(), ks, vs * 256.0
+
+
+def reference_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, scale=None, causal=False):
+    """float64 numpy (out (B, Lq, H, D), lse (B, Lq, H)): each sequence's keys gathered from its pages (or its rows
+    of the contiguous cache), then attention with the bottom-right causal mask."""
+    q = np.asarray(q, np.float64)
+    B, LQ, H, D = q.shape
+    g = H // k_cache.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    out = np.zeros_like(q)
+    lse = np.full((B, LQ, H), -np.inf)
+    for b in range(B):
+        n = int(cache_seqlens[b])
+        if block_table is not None:
+            P = k_cache.shape[1]
+            rows = [(int(block_table[b, j // P]), j % P) for j in range(n)]
+            k = np.array([k_cache[p, r] for p, r in rows], np.float64).reshape(n, k_cache.shape[2], D)
+            v = np.array([v_cache[p, r] for p, r in rows], np.float64).reshape(n, k_cache.shape[2], D)
+        else:
+            k, v = np.asarray(k_cache[b, :n], np.float64), np.asarray(v_cache[b, :n], np.float64)
+        out[b], lse[b] = attend_reference(q[b], k, v, g, causal, scale)
+    return out, lse

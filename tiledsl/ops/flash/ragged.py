@@ -1,0 +1,439 @@
+"""The FA2 forward (fa2.py's body: mma.sync + ldmatrix + cp.async, the online softmax in registers) over ragged
+batches, whose lengths the kernel reads from the device: packed variable-length sequences (varlen.py's
+attention_varlen) and new queries against a KV cache, contiguous or paged, split across blocks (decode.py's
+attention_decode).
+
+make_ragged builds one kernel per (mode, dtype, D, causal, heads, scale, configuration, ...). Its seven arguments are
+Q, K, V, O, LSE and two int32 tensors X1, X2:
+
+  mode      Q            K, V                         O                 LSE            X1              X2
+  "varlen"  (Tq, H, D)   (Tk, H_kv, D)                (Tq, H, D)        (H, Tq)        cu_seqlens_q    cu_seqlens_k
+  "decode"  (B, Lq, H, D) (B, S, H_kv, D) contiguous  (B, Lq, H, D)     (B, Lq, H)     cache_seqlens   (B,) unused
+                          (pages, P, H_kv, D) paged                                                    block_table
+  splits>1                                            (NS, B, Lq, H, D) (NS, B, Lq, H)   float32 partials per split
+
+The grid is sized on the host from shapes and max_seqlen only (no read of the lengths):
+  varlen: (query blocks of max_seqlen_q, H, B); a block past its sequence's length returns at once.
+  decode: (NS * query blocks, H_kv, B); one block serves all GROUP * Lq query rows of one kv head (row
+          r = query i * GROUP + head g): the GROUP query heads share every K/V tile it reads. Split s reads the keys
+          [s * KPS, (s + 1) * KPS) of its sequence (KPS a multiple of the 64-key tile).
+
+Causal is bottom-right aligned, as FlashAttention's varlen and kvcache functions: query i of a sequence with
+len_q queries and len_k keys sees key j iff j <= i + len_k - len_q (decode: len_q = Lq, len_k = cache_seqlens[b]).
+A row that sees no key (len_k = 0, or causal with len_q > len_k) gets O = 0 and LSE = -inf.
+"""
+import tiledsl
+from tiledsl import T
+
+from .common import LN2, LOG2E, NEG, lazy_max
+from .fa2 import CONFIGS, LAZY, layouts
+
+BN = 64                 # key/value rows per tile (fa2.py's)
+# Tensors whose extents are read at call time are viewed with this static row count: element offsets of Q, O and
+# LSE are int32 (up to 2^31 32-bit words, 8 GiB, each), so any row of a real tensor is within it; K and V rows are
+# taken to 64 bits (a KV cache may be larger)
+_BIG = 2 ** 31 - 1
+
+_KERNELS = {}
+
+
+def decode_config(D):
+    """The decode kernel's (warps, mi, qreg): 4 warps whatever the rows (the idle ones skip the arithmetic but share
+    the copies: 128 threads keep the cp.async queue full), Q's fragments reloaded at D = 256 as in fa2.py."""
+    return (4, 1, 0 if D == 256 else 1)
+
+
+def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0, splits=1, kps=0, lazy=None,
+                kv8=False):
+    """The ragged forward kernel (module docstring). mode "varlen" or "decode"; for decode lq query tokens per
+    sequence, page the page size (0: a contiguous cache), splits the number of KV splits NS and kps the keys each
+    reads (a multiple of 64; splits > 1 writes float32 partials for decode.py's combine kernel).
+
+    kv8 (decode, dtype float16): K and V are uint8 e4m3 bytes. Each thread's cp.async brings its 16-byte chunks of a
+    tile into a staging buffer, and after its cp.async.wait_group (its own copies complete and visible to it) it
+    widens them into the f16 tile before the barrier that publishes the tile (no barrier added): e4m3 s.eeee.mmm to
+    f16 bits s.0eeee.mmm0000000 by shifts and masks, which is the value times 2^-8 for normal and subnormal e4m3
+    alike (f16's bias 15 against e4m3's 7; the e4m3fn NaN bytes become finite). The 2^8 returns in the softmax scale
+    (compile time) and, with the per-head descales, on the host (decode.py: q times k_scale, O times v_scale)."""
+    if D not in (64, 128, 256):
+        raise tiledsl.LaunchError(f"attention supports head dims 64, 128 and 256, got {D}")
+    if dtype not in ("float16", "bfloat16"):
+        raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, not {dtype}")
+    if kv8 and (mode != "decode" or dtype != "float16" or D == 256):
+        # D = 256: the staging stages take shared memory to 224 KiB and the widening spills (ptxas -v sm_90)
+        raise tiledsl.LaunchError(f"an e4m3 KV cache is a decode cache of head dim 64 or 128 read with float16 "
+                                  f"queries (got {mode}, {dtype}, D={D})")
+    if H % HK:
+        raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
+    varlen = mode == "varlen"
+    if not varlen and mode != "decode":
+        raise tiledsl.LaunchError(f"mode must be 'varlen' or 'decode', got {mode!r}")
+    config = tuple(config or (CONFIGS[D] if varlen else decode_config(D)))
+    lazy = LAZY if lazy is None else bool(lazy)
+    kv8 = bool(kv8)
+    key = (mode, dtype, D, bool(causal), H, HK, float(scale), config, lq, page, splits, kps, lazy, kv8)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    warps, MI, QREG = config
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
+    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+    COPY = "cp.async.cg.shared.global"
+    CVT = f"cvt.rn.{t}x2.f32"
+    THREADS = 32 * warps
+    WR = 16 * MI
+    BM = WR * warps
+    W, CPR = D // 2, D // 8
+    KD, NI, KT, DN = D // 16, BN // 8, BN // 16, D // 8
+    GROUP = H // HK
+    C = float(scale) * LOG2E * (256.0 if kv8 else 1.0)        # kv8: the widened K is its value times 2^-8
+    KDT = "uint8" if kv8 else dtype
+    KCPR = D // 16 if kv8 else CPR            # 16-byte chunks of a K/V row in memory
+    CPT_Q = BM * CPR // THREADS
+    CPT_KV = BN * KCPR // THREADS
+    if warps not in (1, 2, 4, 8, 16) or MI not in (1, 2) or QREG not in (0, 1) or (BN * CPR) % THREADS:
+        raise tiledsl.LaunchError(f"attention configuration {config}: warps in 1..16 (a power of two), mi 1 or 2, "
+                                  f"qreg 0 or 1")
+    paged = page > 0
+    split = splits > 1
+    if paged and (page & (page - 1) or page < 16):
+        raise tiledsl.LaunchError(f"the page size must be a power of two of at least 16, got {page}")
+    if split and (kps <= 0 or kps % BN):
+        raise tiledsl.LaunchError(f"keys per split must be a positive multiple of {BN}, got {kps}")
+    QDIV = 1 if varlen else GROUP            # a row's query position is row // QDIV
+    NQBD = -(-GROUP * lq // BM)              # decode: query blocks per (sequence, kv head)
+    NROWS_D = GROUP * lq
+    ROWQ = _BIG // (CPR * 4)                 # rows of the (rows, CPR, 4) word views
+    ROWK = 2 ** 40 // (CPR * 4)              # K and V: row offsets in 64 bits
+    ROWW = _BIG // W
+    ROWF = _BIG // D
+    if varlen:
+        QS, KS, OS, LS, X1S, X2S, ODT = ("TQ", H, D), ("TK", HK, D), ("TQ", H, D), (H, "TQ"), ("B1",), ("B1",), dtype
+    else:
+        QS = ("B", lq, H, D)
+        KS = ("NP", page, HK, D) if paged else ("B", "S", HK, D)
+        X1S, X2S = ("B",), (("B", "MP") if paged else ("B",))      # contiguous: X2 unused (cache_seqlens again)
+        if split:
+            OS, LS, ODT = (splits, "B", lq, H, D), (splits, "B", lq, H), "float32"
+        else:
+            OS, LS, ODT = ("B", lq, H, D), ("B", lq, H), dtype
+    LY = layouts(D, warps, MI)
+    L_CP_KV, L_CP_Q, L_LD_K, L_LD_Q, L_LD_V = LY["cp_kv"], LY["cp_q"], LY["ld_k"], LY["ld_q"], LY["ld_v"]
+    L_R_Q, L_R_Q1, L_R_K, L_R_V = LY["r_q"], LY["r_q1"], LY["r_k"], LY["r_v"]
+    L_M_Q, L_M_Q1, L_M_P, L_M_K, L_M_V, L_M_S2, L_M_O2 = (LY[n] for n in ("m_q", "m_q1", "m_p", "m_k", "m_v", "m_s2",
+                                                                        "m_o2"))
+
+    @tiledsl.inline
+    def qrow(r, q0, h, b, kvh):
+        """The row of Q (and O), as a (tokens * H) row index, of the block's sequence-local row r."""
+        return ((q0 + r) * H + h) if varlen else ((b * lq + r // GROUP) * H + kvh * GROUP + r % GROUP)
+
+    @tiledsl.inline
+    def copy_kv(cp, g, stage, tile, kb, k_lo, k_hi, b, kvh, X2, last_page, tid):
+        """cp.async of the key/value tile `tile` of the block's range (keys k_lo + 64 tile ..., clamped to
+        k_hi - 1) into `stage`: kb is the sequence's first key row (varlen, contiguous cache), X2 the block table
+        (paged: a key's row is its page's, the page index clamped to the cache)."""
+        for j in T.unroll(CPT_KV):
+            c = tid + THREADS * j
+            key = T.min(k_lo + tile * BN + c // KCPR, k_hi - 1)
+            if paged:
+                row = (T.min(X2[b, key // page], last_page) * page + key % page) * HK + kvh
+            else:
+                row = (kb + key) * HK + kvh
+            # 64-bit offsets: a KV cache may pass 2^31 32-bit words (B = 64 x 32k keys x 8 heads x D = 128 is 2^30)
+            T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // KCPR, c % KCPR], g[T.cast(row, "int64"), c % KCPR, :],
+                              chunk_bytes=16)
+
+    @tiledsl.inline
+    def widen(cp, c8, stage, tid):
+        """kv8: the e4m3 chunks this thread copied into staging stage `stage` as f16 (times 2^-8) in the tile:
+        a word of 4 bytes becomes 2 f16x2 words (byte 0, the first element, in the low half)."""
+        for j in T.unroll(CPT_KV):
+            c = tid + THREADS * j
+            r = c // KCPR
+            fc = c % KCPR
+            for i in T.unroll(4):
+                w = c8[stage, r, fc, i]
+                t0 = (w & T.uint32(0xFF)) | ((w & T.uint32(0xFF00)) << 8)
+                t1 = ((w >> 16) & T.uint32(0xFF)) | ((w >> 8) & T.uint32(0xFF0000))
+                cp[stage, r, 2 * fc + i // 2, 2 * (i % 2)] = (((t0 & T.uint32(0x007F007F)) << 7)
+                                                              | ((t0 & T.uint32(0x00800080)) << 8))
+                cp[stage, r, 2 * fc + i // 2, 2 * (i % 2) + 1] = (((t1 & T.uint32(0x007F007F)) << 7)
+                                                                  | ((t1 & T.uint32(0x00800080)) << 8))
+
+    @tiledsl.inline
+    def moved(al):
+        """lazy: whether the max of any of the thread's MI * 2 rows moved on this tile."""
+        any_ = al[0, 0] != 1.0
+        for x in T.unroll(1, MI * 2):
+            any_ = any_ or al[x, 0] != 1.0
+        return any_
+
+    @tiledsl.inline
+    def qk_tile(s_v, q, rk, rk_mma, ld_k, st):
+        """S = Q K^T for the tile in stage `st` (fa2.py's)."""
+        q_mma, rq1, rq1_mma, ld_qw = q
+        for kd in T.unroll(KD):
+            if QREG:
+                a = q_mma[kd]
+            else:
+                T.cuda.tile.apply(T.ptx[LDM], rq1, ld_qw[:, kd], scope="warp")
+                a = rq1_mma
+            for np_ in T.unroll(NI // 2):
+                T.cuda.tile.apply(T.ptx[LDM], rk, ld_k[st, np_, kd], scope="warp")
+                if kd == 0:
+                    T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, 0.0, scope="warp")
+                else:
+                    T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, s_v[np_], scope="warp")
+
+    @tiledsl.jit
+    def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
+                   LSE: T.Tensor(LS, "float32"), X1: T.Tensor(X1S, "int32"), X2: T.Tensor(X2S, "int32")):
+        # the grid here is a placeholder: the host sizes it from max_seqlen / the splits (kernel[grid, threads])
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=THREADS))
+        tid = T.cuda.thread_id()
+        warp = T.cuda.warp_id()
+        lane = T.cuda.lane_id()
+        if varlen:
+            qb = T.cuda.block_id(0)
+            if causal:                       # heaviest blocks first
+                qb = T.cuda.grid_dim(0) - 1 - qb
+            h = T.cuda.block_id(1)
+            b = T.cuda.block_id(2)
+            kvh = h // GROUP
+            q0 = X1[b]
+            nrows = X1[b + 1] - q0
+            if qb * BM >= nrows:
+                return
+            kb = X2[b]
+            k_lo = 0
+            k_hi = X2[b + 1] - kb
+            off = k_hi - nrows               # bottom-right causal: row r sees keys <= r + off
+            sp = 0
+            last_page = 0
+        else:
+            sp = T.cuda.block_id(0) // NQBD
+            qb = T.cuda.block_id(0) % NQBD
+            kvh = T.cuda.block_id(1)
+            b = T.cuda.block_id(2)
+            h = 0
+            q0 = 0
+            nrows = NROWS_D
+            seqlen = X1[b]
+            off = seqlen - lq
+            if paged:
+                kb = 0
+                last_page = NP - 1
+            else:
+                kb = b * S
+                last_page = 0
+            k_lo = sp * kps if split else 0
+            k_hi = T.min(seqlen, k_lo + kps) if split else seqlen
+        gQ = Q.view(dtype="uint32").view(ROWQ, CPR, 4)
+        gK = K.view(dtype="uint32").view(ROWK, KCPR, 4)
+        gV = V.view(dtype="uint32").view(ROWK, KCPR, 4)
+
+        sq = T.alloc_shared((BM * W,), "uint32")
+        sk = T.alloc_shared((2 * BN * W,), "uint32")
+        sv = T.alloc_shared((2 * BN * W,), "uint32")
+        cp_q = sq.view(BM, CPR, 4, layout=L_CP_Q)
+        cp_k = sk.view(2, BN, CPR, 4, layout=L_CP_KV)
+        cp_v = sv.view(2, BN, CPR, 4, layout=L_CP_KV)
+        ld_q = sq.view(warps, MI, KD, 4, 8, 4, layout=L_LD_Q)
+        ld_k = sk.view(2, NI // 2, KD, 4, 8, 4, layout=L_LD_K)
+        ld_v = sv.view(2, KT, DN // 2, 4, 8, 4, layout=L_LD_V)
+        if kv8:                              # the e4m3 tiles' staging stages: copies land here, widen() reads them
+            sk8 = T.alloc_shared((2 * BN * KCPR * 4,), "uint32")
+            sv8 = T.alloc_shared((2 * BN * KCPR * 4,), "uint32")
+            ck = sk8.view(2, BN, KCPR, 4)
+            cv = sv8.view(2, BN, KCPR, 4)
+        else:
+            ck = cp_k
+            cv = cp_v
+
+        # the keys this block visits: [k_lo, kmax), causal stopping at its last row's diagonal
+        kmax = k_hi
+        if causal:
+            kmax = T.min(k_hi, (T.min(qb * BM + BM, nrows) - 1) // QDIV + off + 1)
+        ntiles = (T.max(kmax - k_lo, 0) + BN - 1) // BN
+
+        # prologue: Q and K[0] in one group, V[0] in the next (no key copies when the block has no key)
+        for j in T.unroll(CPT_Q):
+            c = tid + THREADS * j
+            r = T.min(qb * BM + c // CPR, nrows - 1)
+            T.cuda.tile.apply(T.ptx[COPY], cp_q[c // CPR, c % CPR], gQ[qrow(r, q0, h, b, kvh), c % CPR, :],
+                              chunk_bytes=16)
+        if ntiles > 0:
+            copy_kv(ck, gK, 0, 0, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+        T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+        if ntiles > 0:
+            copy_kv(cv, gV, 0, 0, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+        T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+        rk = T.alloc_local((4,), "uint32")
+        rv = T.alloc_local((4,), "uint32")
+        s = T.alloc_local((MI * NI * 4,), "float32")
+        pk = T.alloc_local((MI * NI * 2, 1), "uint32")
+        o = T.alloc_local((MI * DN * 4,), "float32")
+        m = T.alloc_local((MI * 2, 1), "float32")
+        sh = T.alloc_local((MI * 2, 1), "float32")
+        al = T.alloc_local((MI * 2, 1), "float32")
+        lsum = T.alloc_local((MI * 2, 1), "float32")
+        rk_ld = rk.view(4, 8, 4, layout=L_R_K)
+        rk_mma = rk.view(2, 1, 8, 8, layout=L_M_K)
+        rv_ld = rv.view(4, 8, 4, layout=L_R_V)
+        rv_mma = rv.view(2, 1, 8, 8, layout=L_M_V)
+        s_v = s.view(NI // 2, MI, 2, 16, 8, layout=L_M_S2)
+        p_mma = pk.view(KT, MI, 1, 16, 8, layout=L_M_P)
+        o_v = o.view(DN // 2, MI, 2, 16, 8, layout=L_M_O2)
+        for i in T.unroll(MI * DN * 4):
+            o[i] = 0.0
+        for r in T.unroll(MI * 2):
+            m[r, 0] = NEG
+            lsum[r, 0] = 0.0
+
+        T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+        T.cuda.syncthreads()
+        if QREG:
+            rq = T.alloc_local((MI * KD * 4,), "uint32")
+            T.cuda.tile.apply(T.ptx[LDM], rq.view(MI, KD, 4, 8, 4, layout=L_R_Q), ld_q[warp], scope="warp")
+            qfr = (rq.view(KD, MI, 1, 16, 8, layout=L_M_Q), None, None, None)
+        else:
+            rq = T.alloc_local((MI * 4,), "uint32")
+            qfr = (None, rq.view(MI, 4, 8, 4, layout=L_R_Q1), rq.view(MI, 1, 16, 8, layout=L_M_Q1), ld_q[warp])
+
+        wfirst = qb * BM + warp * WR             # this warp's first sequence-local row
+        row0 = wfirst + lane // 4                # this lane's first row; row (mi, r) is row0 + 16 mi + 8 r
+        for jt in range(ntiles):
+            st = jt % 2
+            kt0 = k_lo + jt * BN                 # the tile's first key
+            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+            if kv8:
+                widen(cp_k, ck, st, tid)
+            T.cuda.syncthreads()
+            if jt + 1 < ntiles:
+                copy_kv(ck, gK, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+            # a warp whose rows all lie past the sequence (or, causal, before the tile's first key) skips the
+            # arithmetic: its rows are not stored, or the tile would add exact zeros to them
+            act = wfirst < nrows
+            if causal:
+                act = act and kt0 <= (wfirst + WR - 1) // QDIV + off
+            if act:
+                qk_tile(s_v, qfr, rk_ld, rk_mma, ld_k, st)
+
+                # mask the keys past the range and (causal) past each row's diagonal
+                col0 = kt0 + 2 * (lane % 4)
+                need = kt0 + BN > k_hi
+                if causal:
+                    need = need or kt0 + BN - 1 > wfirst // QDIV + off
+                if need:
+                    for i in T.unroll(MI * NI * 4):
+                        col = col0 + ((i // 4) % NI) * 8 + i % 2
+                        if causal:
+                            row = row0 + 16 * (i // (NI * 4)) + 8 * ((i % 4) // 2)
+                            s[i] = NEG if (col >= k_hi or col > row // QDIV + off) else s[i]
+                        else:
+                            s[i] = NEG if col >= k_hi else s[i]
+
+                for x in T.unroll(MI * 2):
+                    mi, r = x // 2, x % 2
+                    sh[x, 0] = m[x, 0]
+                    for n in T.unroll(NI):
+                        e0 = (mi * NI + n) * 4 + 2 * r
+                        sh[x, 0] = T.max(sh[x, 0], T.max(s[e0], s[e0 + 1]))
+                for k in T.unroll(2):
+                    T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, 0xFFFFFFFF)
+                    for x in T.unroll(MI * 2):
+                        sh[x, 0] = T.max(sh[x, 0], al[x, 0])
+                for x in T.unroll(MI * 2):
+                    mi, r = x // 2, x % 2
+                    if lazy:
+                        lazy_max(m, sh, al, x, C)
+                    mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
+                    if not lazy:
+                        al[x, 0] = m[x, 0] * C - mc
+                        m[x, 0] = sh[x, 0]
+                    srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
+                    T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
+                for x in T.unroll(MI * 2):
+                    mi, r = x // 2, x % 2
+                    acc = lsum[x, 0] * al[x, 0]
+                    for n in T.unroll(NI):
+                        e0 = (mi * NI + n) * 4 + 2 * r
+                        acc = acc + s[e0] + s[e0 + 1]
+                    lsum[x, 0] = acc
+                if moved(al) if lazy else True:
+                    for i in T.unroll(MI * DN * 4):
+                        o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
+                pairs = s.view(MI * NI * 2, 2)
+                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+
+            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+            if kv8:
+                widen(cp_v, cv, st, tid)
+            T.cuda.syncthreads()
+            if jt + 1 < ntiles:
+                copy_kv(cv, gV, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+            if act:
+                for kt in T.unroll(KT):
+                    for dp in T.unroll(DN // 2):
+                        T.cuda.tile.apply(T.ptx[LDMT], rv_ld, ld_v[st, kt, dp], scope="warp")
+                        T.cuda.tile.apply(T.ptx[MMA], o_v[dp], p_mma[kt], rv_mma, o_v[dp], scope="warp")
+
+        # epilogue: the full row sums, O / l (0 for a row with no key), LSE (-inf for one)
+        for k in T.unroll(2):
+            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, 0xFFFFFFFF)
+            for x in T.unroll(MI * 2):
+                lsum[x, 0] = lsum[x, 0] + sh[x, 0]
+        T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
+        for x in T.unroll(MI * 2):
+            mi, r = x // 2, x % 2
+            inv = 1.0 / lsum[x, 0] if lsum[x, 0] > 0.0 else 0.0
+            for n in T.unroll(DN):
+                for e in T.unroll(2):
+                    i = (mi * DN + n) * 4 + 2 * r + e
+                    o[i] = o[i] * inv
+        if split:
+            # float32 partials: split sp's rows follow the (B, Lq, H) rows of the splits before it
+            gOf = O.view(ROWF, D)
+            gLf = LSE.view(_BIG)
+            prow = sp * (B * lq * H)
+            for x in T.unroll(MI * 2):
+                mi, r = x // 2, x % 2
+                row = row0 + 16 * mi + 8 * r
+                if row < nrows:
+                    orow = prow + qrow(row, q0, h, b, kvh)
+                    for n in T.unroll(DN):
+                        for e in T.unroll(2):
+                            gOf[orow, n * 8 + 2 * (lane % 4) + e] = o[(mi * DN + n) * 4 + 2 * r + e]
+                    if lane % 4 == 0:
+                        gLf[orow] = (m[x, 0] * C + al[x, 0]) * LN2 if lsum[x, 0] > 0.0 else NEG
+        else:
+            gO = O.view(dtype="uint32").view(ROWW, W)
+            ow = T.alloc_local((MI * DN * 2, 1), "uint32")
+            T.cuda.tile.apply(T.ptx[CVT], ow, o.view(MI * DN * 2, 2)[:, 1:2], o.view(MI * DN * 2, 2)[:, 0:1])
+            for x in T.unroll(MI * 2):
+                mi, r = x // 2, x % 2
+                row = row0 + 16 * mi + 8 * r
+                if row < nrows:
+                    orow = qrow(row, q0, h, b, kvh)
+                    for n in T.unroll(DN):
+                        gO[orow, n * 4 + lane % 4] = ow[(mi * DN + n) * 2 + r, 0]
+                    if lane % 4 == 0:
+                        lse = (m[x, 0] * C + al[x, 0]) * LN2 if lsum[x, 0] > 0.0 else NEG
+                        if varlen:
+                            LSE[h, q0 + row] = lse
+                        else:
+                            LSE.view(_BIG)[orow] = lse
+
+    ragged_fwd.threads = THREADS
+    ragged_fwd.bm = BM
+    ragged_fwd.nqb = NQBD
+    _KERNELS[key] = ragged_fwd
+    return ragged_fwd
