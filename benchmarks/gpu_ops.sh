@@ -24,6 +24,7 @@ else
   run ops_install --runslow tests/test_ops_install.py &
   run stream_k -m gpu tests/test_gpu_hopper_gemm.py -k "stream_k" &
   [ -n "${MOE:-}" ] && run moe -m gpu tests/test_gpu_moe.py &
+  [ -n "${RAGGED:-}" ] && run ragged -m gpu tests/test_gpu_attention_varlen_decode.py &
   wait
 fi
 for f in "$OUT"/*.log; do grep -E "^(FAILED|ERROR)" "$f" | head -8; done
