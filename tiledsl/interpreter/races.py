@@ -130,9 +130,11 @@ class Races:
                 bad &= wk != ATOMIC
             if pend:
                 bad |= wk == PENDING
+        if kind == ATOMIC:
+            proxy = "atomic write"
         if bad.any():
             self.report(sh, cell, thr, loc, write, bad, "w", proxy)
-        if proxy is not None:
+        if proxy is not None and kind != ATOMIC:
             wrows = (np.asarray(cell) // sh.n) * self.W + np.minimum(wa, self.W - 1)
             fen = (wk == PLAIN) & (wa < self.W) & (ws != 0) & ((ws >> 8) > self.fenced[wrows])
             if fen.any():
