@@ -464,7 +464,7 @@ def F16MAP():
 
 def race(id, fn, needle, other, args, words=()):
     """A racy kernel: the race is reported at `needle`, against the earlier access at `other`."""
-    c = Case(id, fn, needle, RACE + tuple(words), err=KF, action=interpreted(fn, *args))
+    c = Case(id, fn, needle, RACE + tuple(words), err=KF, action=interpreted(fn, *args), args=args)
     c.other = other
     return c
 
@@ -553,6 +553,13 @@ def test_bad_races(case):
     want = line_of(case.fn, case.other)
     assert f"{inspect.getsourcefile(raw(case.fn))}:{want}:" in msg, f"{case.id}: line {want} not named:\n{msg}"
     assert case.other.strip() in msg, msg
+
+
+@pytest.mark.parametrize("case", [c.param() for c in CASES])
+def test_each_racy_kernel_compiles_for_the_gpu(case):
+    """The races are the GPU's to show too (benchmarks/racecheck_sample.py runs a sample under compute-sanitizer):
+    every kernel here is a legal kernel that compiles for sm_90a."""
+    tiledsl.jit(raw(case.fn)).compile(*case.args, target="sm_90a")
 
 
 def test_the_detector_can_be_turned_off(monkeypatch):
