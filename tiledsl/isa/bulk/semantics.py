@@ -200,8 +200,8 @@ def _update(m, idx, bar: AddrOp, loc, tx=0, arrive=False, rows=None):
                 raise m.fault(loc, "more arrivals than the mbarrier's count in one phase",
                               _flat(idx, pos))
             st[1] -= 1
-            if race is not None and rows is None:     # the arriving warp's clock goes into the phase
-                race.release(key, race.row[_flat(idx, pos)])
+            if race is not None:                      # the arriving warp's clock goes into the phase (an
+                race.release(key, race.row[_flat(idx, pos)])   # arrival from another CTA only adds knowledge)
         if st[1] == 0 and st[2] == 0:                 # the phase completes; the next expects `count` again
             if race is not None:
                 race.mbar_complete(key, st)
