@@ -281,7 +281,8 @@ class Program:
         order, csize = cluster_order(grid, cluster)
         # a cluster is one unit: a batch holds whole clusters (their blocks run together, sharing memory)
         per = max(1, min(nblocks, batch_threads // T) // csize) * csize
-        self.racecheck = knobs.racecheck()
+        # the race detector watches shared memory: a kernel without any runs without it
+        self.racecheck = knobs.racecheck() and any(st.scope == "shared" for st in self.allocs)
         with np.errstate(all="ignore"), headroom(self.depth):
             for b0 in range(0, nblocks, per):
                 nb = min(per, nblocks - b0)

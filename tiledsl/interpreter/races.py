@@ -41,9 +41,9 @@ class Shadow:
     """The last write and the last read of every granule of one shared storage, for every block of the batch;
     flat arrays indexed by row * n + granule."""
 
-    __slots__ = ("st", "g", "esize", "n", "w_stamp", "w_who", "w_kind", "r_stamp", "r_who")
+    __slots__ = ("st", "g", "esize", "n", "w_stamp", "w_who", "w_kind", "r_stamp", "r_who", "rowbase")
 
-    def __init__(self, st, rows, nbytes):
+    def __init__(self, st, rows, nbytes, blk):
         self.st = st
         self.esize = max(1, st.dtype.bits // 8)
         self.g = g = min(self.esize, 4)
@@ -53,6 +53,7 @@ class Shadow:
         self.w_kind = np.zeros(rows * n, np.int8)
         self.r_stamp = np.zeros(rows * n, np.int64)
         self.r_who = np.zeros(rows * n, np.int32)
+        self.rowbase = blk * n                              # per flat thread: its block's first cell
 
     def cells(self, rows, byte, size):
         """Shadow indices of accesses of `size` bytes at byte offsets `byte` in batch rows `rows`: shape
@@ -78,6 +79,10 @@ class Races:
         self.fenced = np.zeros(rows, np.int64)             # per warp: its writes up to this epoch are fenced
         self.me = (m.lin // 32).astype(np.int64)           # per flat thread: its agent (warp in the block)
         self.row = (m.blk * W + self.me).astype(np.int64)  # per flat thread: its row of vc
+        self.rowA = self.row * self.A                      # ... as an offset into vcf
+        self.own = self.rowA + self.me                     # ... and of its own epoch
+        self.lin32 = m.lin.astype(np.int32)
+        self._stamps = None                                # per flat thread: its warp's current stamp (cache)
         self.shadows = {}
         self.locs, self.loc_ids = [], {}
         self.slots = {}                                    # (mbarrier storage, byte offset) -> agent
@@ -89,7 +94,7 @@ class Races:
     def shadow(self, mem) -> Shadow:
         sh = self.shadows.get(mem.storage)
         if sh is None:
-            sh = self.shadows[mem.storage] = Shadow(mem.storage, self.m.nb, mem.nbytes)
+            sh = self.shadows[mem.storage] = Shadow(mem.storage, self.m.nb, mem.nbytes, self.m.blk)
         return sh
 
     def loc_id(self, loc) -> int:
@@ -106,6 +111,14 @@ class Races:
     def bump(self, rows):
         """Warps `rows` start a new epoch."""
         self.vc[rows, rows % self.W] += 1
+        self._stamps = None
+
+    def stamps(self):
+        """Per flat thread: the stamp (epoch << 8 | warp) its access would leave now."""
+        s = self._stamps
+        if s is None:
+            s = self._stamps = (self.vcf[self.own] << 8) | self.me
+        return s
 
     # ------------------------------------------------------------------ the check
     def check(self, sh: Shadow, cell, thr, loc, write, wrow=None, me=None, kind=PLAIN, proxy=None, record=True):
@@ -220,9 +233,34 @@ class Races:
 
     # ------------------------------------------------------------------ plain accesses
     def access(self, mem, npdt, off, idx, loc, write):
-        """ld/st of one element (or one per thread) of shared memory: Machine.read/write."""
+        """ld/st of one element (or one per thread) of shared memory: Machine.read/write. The common case (one
+        granule per thread, no report) is done here with as few numpy passes as possible."""
         sh = self.shadow(mem)
-        size = np.dtype(npdt).itemsize
+        size = _SIZES.get(npdt)
+        if size is None:
+            size = _SIZES[npdt] = np.dtype(npdt).itemsize
+        if size == sh.g and not self.m.cp_records:
+            if idx is None:
+                cell = sh.rowbase + off
+                rowA, stamp, lin = self.rowA, self.stamps(), self.lin32
+            else:
+                cell = sh.rowbase[idx] + off
+                rowA, stamp, lin = self.rowA[idx], self.stamps()[idx], self.lin32[idx]
+            ws = sh.w_stamp[cell]
+            bad = (ws >> 8) > self.vcf[rowA + (ws & AGENT)]
+            if write:
+                rs = sh.r_stamp[cell]
+                bad |= (rs >> 8) > self.vcf[rowA + (rs & AGENT)]
+            if not bad.any():
+                lid = self.loc_id(loc) << LIN_BITS
+                if write:
+                    sh.w_stamp[cell] = stamp
+                    sh.w_who[cell] = lin + lid
+                    sh.w_kind[cell] = PLAIN
+                else:
+                    sh.r_stamp[cell] = stamp
+                    sh.r_who[cell] = lin + lid
+                return
         thr = self.flat(idx)
         byte = np.broadcast_to(np.asarray(off, np.int64) * size, thr.shape)
         self.check(sh, sh.cells(self.m.blk[thr], byte, size), thr if size <= sh.g else thr[:, None], loc, write)
@@ -251,6 +289,7 @@ class Races:
         v[blocks] = sel.max(axis=1, keepdims=True)
         d = np.arange(W)
         v[blocks[:, None], d[None, :], d[None, :]] += 1
+        self._stamps = None
 
     def release(self, key, rows):
         """Warps `rows` arrive on barrier `key`: their clocks go into its open phase; each starts a new epoch."""
@@ -371,6 +410,9 @@ class Races:
         sh.w_stamp[cells] = 0
         sh.r_stamp[cells] = 0
         sh.w_kind[cells] = PLAIN
+
+
+_SIZES = {}
 
 
 def _block3(b, grid):
