@@ -200,30 +200,29 @@ class Races:
             stamp, who, prev = int(sh.r_stamp[c]), int(sh.r_who[c]), "read"
         else:
             stamp, who, kind = int(sh.w_stamp[c]), int(sh.w_who[c]), int(sh.w_kind[c])
-            prev = {PLAIN: "write", ATOMIC: "atomic write", PENDING: "cp.async write", ASYNC: "asynchronous write",
-                    CP: "cp.async write"}[kind]
+            prev = {PLAIN: "write", ATOMIC: "atomic write", PENDING: "cp.async write",
+                    ASYNC: "asynchronous write (TMA or bulk copy)", CP: "cp.async write"}[kind]
         ploc, plin = self._who(who)
         agent = stamp & AGENT
         me_what = proxy or ("write" if write else "read")
         here = f"thread {self._thread(int(m.lin[t]))}"
         there = f"thread {self._thread(plin)}"
         if against == "fence":
-            why = (f"the {me_what} reads shared memory through the async proxy, but the generic write at {ploc} by "
-                   f"{there} was not followed by a fence.proxy.async (fence.proxy.async.shared::cta) before the "
-                   f"barrier that orders it: the {me_what} may read the old bytes")
+            why = (f"the {me_what} reads shared memory through the async proxy, but that generic write was not "
+                   f"followed by a fence.proxy.async (fence.proxy.async.shared::cta) of its thread before the barrier "
+                   f"that orders it: the {me_what} may read the old bytes")
         elif against == "w" and int(sh.w_kind[c]) == PENDING:
-            why = (f"it reads or overwrites bytes that the cp.async at {ploc} (issued by {there}) is still copying: "
-                   f"no cp.async.wait_group/wait_all of the issuing thread (then a barrier, for another warp) "
-                   f"completes that copy first")
+            why = ("the cp.async is still copying these bytes: no cp.async.wait_group/wait_all of the issuing thread "
+                   "(then a barrier, for another warp) completes that copy first")
         elif agent >= self.W:
-            why = (f"the {prev} at {ploc} (issued by {there}) lands asynchronously and completes on an mbarrier "
-                   f"phase this thread never waited for: wait on that mbarrier (its full barrier) before the "
-                   f"{me_what}")
+            why = (f"the {prev} lands asynchronously and completes on an mbarrier phase this warp never waited for: "
+                   f"wait on that mbarrier (the stage's full barrier) before the {me_what}")
         else:
-            hint = ("a producer refilling a stage must wait on the consumers' empty barrier first"
-                    if against == "r" else "a bar.sync/syncthreads, or an mbarrier arrive and wait, between them")
-            why = (f"the {prev} at {ploc} by {there} (warp {agent}) is not ordered before it: no barrier both took "
-                   f"part in, no mbarrier completion or cp.async wait orders the two ({hint})")
+            hint = ("a producer refilling a stage must wait on the consumers' empty barrier, arrived on after "
+                    "their reads" if against == "r" else
+                    "a bar.sync/syncthreads, or an mbarrier arrive and wait, between them")
+            why = (f"nothing orders the {prev} (warp {agent}) before the {me_what} (warp {int(self.me[t])}): no "
+                   f"barrier both took part in, no mbarrier phase or cp.async wait between them ({hint})")
         ptext = f"\n    {ploc.text.strip()}" if getattr(ploc, "text", None) else ""
         ltext = f"\n    {loc.text.strip()}" if getattr(loc, "text", None) else ""
         pre = f"{loc}: " if loc is not None else ""
