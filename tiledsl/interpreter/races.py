@@ -33,15 +33,20 @@ from ..core.errors import KernelFault
 
 PLAIN, ATOMIC, PENDING, ASYNC, CP = 0, 1, 2, 3, 4       # how a granule was last written
 SLOTS = 64                  # mbarriers per block that can stand for asynchronous writers (more: not tracked)
-AGENT = 255                 # a stamp is epoch << 8 | agent
-LIN_BITS = 11               # a `who` is loc id << 11 | linear thread id (blocks have at most 1024 threads)
+# A stamp packs one access into an int64 (0: none): bits 0-7 the agent, 8-10 the kind of write, 11-21 the linear
+# thread id (blocks have at most 1024 threads), 22-37 the source line's id, 38- the agent's epoch
+AGENT = 255
+KIND = 8
+LIN = 11
+LOC = 22
+EP = 38
 
 
 class Shadow:
     """The last write and the last read of every granule of one shared storage, for every block of the batch;
     flat arrays indexed by row * n + granule."""
 
-    __slots__ = ("st", "g", "esize", "n", "w_stamp", "w_who", "w_kind", "r_stamp", "r_who", "rowbase")
+    __slots__ = ("st", "g", "esize", "n", "w_stamp", "r_stamp", "rowbase", "w_gen", "r_gen", "unsafe")
 
     def __init__(self, st, rows, nbytes, blk):
         self.st = st
@@ -49,11 +54,12 @@ class Shadow:
         self.g = g = min(self.esize, 4)
         self.n = n = -(-nbytes // g)
         self.w_stamp = np.zeros(rows * n, np.int64)        # 0: never written (epoch 0 is before everything)
-        self.w_who = np.zeros(rows * n, np.int32)
-        self.w_kind = np.zeros(rows * n, np.int8)
         self.r_stamp = np.zeros(rows * n, np.int64)
-        self.r_who = np.zeros(rows * n, np.int32)
         self.rowbase = blk * n                              # per flat thread: its block's first cell
+        # the count of block-wide barriers of the batch when it was last written / read: accesses made before the
+        # last one are known to every warp, so an access then needs no check (unless an asynchronous agent wrote)
+        self.w_gen = self.r_gen = -1
+        self.unsafe = False
 
     def cells(self, rows, byte, size):
         """Shadow indices of accesses of `size` bytes at byte offsets `byte` in batch rows `rows`: shape
@@ -70,8 +76,9 @@ class Races:
     def __init__(self, m):
         self.m = m
         self.W = W = -(-m.T // 32)
-        self.A = W + SLOTS
-        rows = m.nb * W
+        self.A = W + 4                                     # grows with the mbarriers standing for async copies
+        self.rows = rows = m.nb * W
+        self.bar_gen = 0                                   # block-wide barriers every block of the batch passed
         self.vc = np.zeros((rows + 1, self.A), np.int64)   # the last row: scratch (a warpgroup's merged clock)
         self.vc[np.arange(rows), np.arange(rows) % W] = 1
         self.vcf = self.vc.reshape(-1)
@@ -79,9 +86,8 @@ class Races:
         self.fenced = np.zeros(rows, np.int64)             # per warp: its writes up to this epoch are fenced
         self.me = (m.lin // 32).astype(np.int64)           # per flat thread: its agent (warp in the block)
         self.row = (m.blk * W + self.me).astype(np.int64)  # per flat thread: its row of vc
-        self.rowA = self.row * self.A                      # ... as an offset into vcf
-        self.own = self.rowA + self.me                     # ... and of its own epoch
-        self.lin32 = m.lin.astype(np.int32)
+        self._offsets()
+        self.lin64 = m.lin.astype(np.int64)
         self._stamps = None                                # per flat thread: its warp's current stamp (cache)
         self.shadows = {}
         self.locs, self.loc_ids = [], {}
@@ -89,6 +95,26 @@ class Races:
         self.rel = {}                                      # barrier key -> clocks released into its open phase
         self.done = {}                                     # (barrier key, tag) -> clocks of its completed phase
         self.base = {}                                     # mbarrier key -> epochs of its agent before its init
+
+    def _offsets(self):
+        self.vcf = self.vc.reshape(-1)
+        self.rowA = self.row * self.A                      # per flat thread: its row as an offset into vcf
+        self.own = self.rowA + self.me                     # ... and its own epoch's
+        r = np.arange(self.rows)
+        self.diag = r * self.A + r % self.W                # per warp row: its own epoch's offset
+        self._stamps = None
+
+    def _grow(self):
+        """Room for more asynchronous agents: the clocks gain columns (zero: nothing known of them yet)."""
+        old = self.A
+        self.A = min(self.W + SLOTS, old + 8)
+        vc = np.zeros((self.vc.shape[0], self.A), np.int64)
+        vc[:, :old] = self.vc
+        self.vc = vc
+        self._offsets()
+        for d in (self.rel, self.done):
+            for k, v in d.items():
+                d[k] = np.concatenate([v, np.zeros(self.A - len(v), np.int64)])
 
     # ------------------------------------------------------------------ bookkeeping
     def shadow(self, mem) -> Shadow:
@@ -114,10 +140,10 @@ class Races:
         self._stamps = None
 
     def stamps(self):
-        """Per flat thread: the stamp (epoch << 8 | warp) its access would leave now."""
+        """Per flat thread: the stamp its plain access would leave now (its warp's epoch, its thread, its warp)."""
         s = self._stamps
         if s is None:
-            s = self._stamps = (self.vcf[self.own] << 8) | self.me
+            s = self._stamps = (self.vcf[self.own] << EP) | (self.lin64 << LIN) | self.me
         return s
 
     # ------------------------------------------------------------------ the check
@@ -135,10 +161,10 @@ class Races:
         base = wrow * self.A
         ws = sh.w_stamp[cell]
         wa = ws & AGENT
-        bad = ((ws >> 8) > self.vcf[base + wa]) & (wa != me)
+        bad = ((ws >> EP) > self.vcf[base + wa]) & (wa != me)
         pend = bool(self.m.cp_records)
         if pend or kind == ATOMIC or proxy is not None:
-            wk = sh.w_kind[cell]
+            wk = (ws >> KIND) & 7
             if kind == ATOMIC:
                 bad &= wk != ATOMIC
             if pend:
@@ -149,39 +175,35 @@ class Races:
             self.report(sh, cell, thr, loc, write, bad, "w", proxy)
         if proxy is not None and kind != ATOMIC:
             wrows = (np.asarray(cell) // sh.n) * self.W + np.minimum(wa, self.W - 1)
-            fen = (wk == PLAIN) & (wa < self.W) & (ws != 0) & ((ws >> 8) > self.fenced[wrows])
+            fen = (wk == PLAIN) & (wa < self.W) & (ws != 0) & ((ws >> EP) > self.fenced[wrows])
             if fen.any():
                 self.report(sh, cell, thr, loc, write, fen, "fence", proxy)
         if write:
             rs = sh.r_stamp[cell]
             ra = rs & AGENT
-            bad = ((rs >> 8) > self.vcf[base + ra]) & (ra != me)
+            bad = ((rs >> EP) > self.vcf[base + ra]) & (ra != me)
             if bad.any():
                 self.report(sh, cell, thr, loc, write, bad, "r", proxy)
         if not record:
             return
-        lid = self.loc_id(loc) << LIN_BITS
-        stamp = (self.vcf[base + me] << 8) | me
-        who = (self.m.lin[thr] + lid).astype(np.int32)
+        stamp = (self.vcf[base + me] << EP) | (self.lin64[thr] << LIN) | me | self.tag(loc, kind)
         if write:
             sh.w_stamp[cell] = stamp
-            sh.w_who[cell] = who
-            sh.w_kind[cell] = kind
+            sh.w_gen = self.bar_gen
         else:
             sh.r_stamp[cell] = stamp
-            sh.r_who[cell] = who
+            sh.r_gen = self.bar_gen
 
     def record_async(self, sh: Shadow, cell, agent, epoch, thr, loc, kind=ASYNC):
         """Granules `cell` are written by an asynchronous agent in `epoch` (a TMA or bulk copy's mbarrier, the
         phase it completes); `thr` issued it at `loc`."""
-        sh.w_stamp[cell] = (np.int64(epoch) << 8) | agent
-        sh.w_who[cell] = (self.loc_id(loc) << LIN_BITS) + int(self.m.lin[thr])
-        sh.w_kind[cell] = kind
+        sh.w_stamp[cell] = (int(epoch) << EP) | (int(self.m.lin[thr]) << LIN) | agent | self.tag(loc, kind)
+        sh.w_gen, sh.unsafe = self.bar_gen, True
 
     # ------------------------------------------------------------------ the message
-    def _who(self, who):
-        loc = self.locs[int(who) >> LIN_BITS]
-        return loc, int(who) & ((1 << LIN_BITS) - 1)
+    def tag(self, loc, kind=PLAIN) -> int:
+        """The stamp bits of a source line and a kind of write."""
+        return (min(self.loc_id(loc), 0xFFFF) << LOC) | (kind << KIND)
 
     def _thread(self, lin):
         from .machine import _tuple3
@@ -197,12 +219,13 @@ class Races:
         el = byte // sh.esize
         blk = tuple(int(v) for v in _block3(int(m.blocks[row]), m.grid))
         if against == "r":
-            stamp, who, prev = int(sh.r_stamp[c]), int(sh.r_who[c]), "read"
+            stamp, prev = int(sh.r_stamp[c]), "read"
         else:
-            stamp, who, kind = int(sh.w_stamp[c]), int(sh.w_who[c]), int(sh.w_kind[c])
+            stamp = int(sh.w_stamp[c])
+            kind = (stamp >> KIND) & 7
             prev = {PLAIN: "write", ATOMIC: "atomic write", PENDING: "cp.async write",
                     ASYNC: "asynchronous write (TMA or bulk copy)", CP: "cp.async write"}[kind]
-        ploc, plin = self._who(who)
+        ploc, plin = self.locs[(stamp >> LOC) & 0xFFFF], (stamp >> LIN) & 2047
         agent = stamp & AGENT
         me_what = proxy or ("write" if write else "read")
         here = f"thread {self._thread(int(m.lin[t]))}"
@@ -211,7 +234,7 @@ class Races:
             why = (f"the {me_what} reads shared memory through the async proxy, but that generic write was not "
                    f"followed by a fence.proxy.async (fence.proxy.async.shared::cta) of its thread before the barrier "
                    f"that orders it: the {me_what} may read the old bytes")
-        elif against == "w" and int(sh.w_kind[c]) == PENDING:
+        elif against == "w" and (stamp >> KIND) & 7 == PENDING:
             why = ("the cp.async is still copying these bytes: no cp.async.wait_group/wait_all of the issuing thread "
                    "(then a barrier, for another warp) completes that copy first")
         elif agent >= self.W:
@@ -241,24 +264,26 @@ class Races:
         if size == sh.g and not self.m.cp_records:
             if idx is None:
                 cell = sh.rowbase + off
-                rowA, stamp, lin = self.rowA, self.stamps(), self.lin32
+                rowA, stamp = self.rowA, self.stamps()
             else:
                 cell = sh.rowbase[idx] + off
-                rowA, stamp, lin = self.rowA[idx], self.stamps()[idx], self.lin32[idx]
-            ws = sh.w_stamp[cell]
-            bad = (ws >> 8) > self.vcf[rowA + (ws & AGENT)]
-            if write:
-                rs = sh.r_stamp[cell]
-                bad |= (rs >> 8) > self.vcf[rowA + (rs & AGENT)]
-            if not bad.any():
-                lid = self.loc_id(loc) << LIN_BITS
+                rowA, stamp = self.rowA[idx], self.stamps()[idx]
+            gen = self.bar_gen
+            if sh.w_gen < gen and not sh.unsafe and (not write or sh.r_gen < gen):
+                bad = None                  # every access before the last block-wide barrier is ordered
+            else:
+                ws = sh.w_stamp[cell]
+                bad = (ws >> EP) > self.vcf[rowA + (ws & AGENT)]
                 if write:
-                    sh.w_stamp[cell] = stamp
-                    sh.w_who[cell] = lin + lid
-                    sh.w_kind[cell] = PLAIN
+                    rs = sh.r_stamp[cell]
+                    bad |= (rs >> EP) > self.vcf[rowA + (rs & AGENT)]
+            if bad is None or not bad.any():
+                if write:
+                    sh.w_stamp[cell] = stamp | self.tag(loc)
+                    sh.w_gen = gen
                 else:
-                    sh.r_stamp[cell] = stamp
-                    sh.r_who[cell] = lin + lid
+                    sh.r_stamp[cell] = stamp | self.tag(loc)
+                    sh.r_gen = gen
                 return
         thr = self.flat(idx)
         byte = np.broadcast_to(np.asarray(off, np.int64) * size, thr.shape)
@@ -282,13 +307,21 @@ class Races:
     def block_barrier(self, idx):
         """syncthreads: every warp of each block that reaches it."""
         m, W = self.m, self.W
-        blocks = np.arange(m.nb) if idx is None else np.unique(m.blk[idx])
         v = self.vc[:m.nb * W].reshape(m.nb, W, self.A)
+        if idx is None:
+            v[...] = v.max(axis=1, keepdims=True)
+            self.vcf[self.diag] += 1
+            self._stamps = None
+            self.bar_gen += 1
+            return
+        blocks = np.unique(m.blk[idx])
         sel = v[blocks]
         v[blocks] = sel.max(axis=1, keepdims=True)
         d = np.arange(W)
         v[blocks[:, None], d[None, :], d[None, :]] += 1
         self._stamps = None
+        if len(blocks) == m.nb:
+            self.bar_gen += 1
 
     def release(self, key, rows):
         """Warps `rows` arrive on barrier `key`: their clocks go into its open phase; each starts a new epoch."""
@@ -330,6 +363,8 @@ class Races:
         a = self.slots.get(k)
         if a is None and len(self.slots) < SLOTS:
             a = self.slots[k] = self.W + len(self.slots)
+            if a >= self.A:
+                self._grow()
         return a
 
     def mbar_init(self, key, old):
@@ -369,8 +404,9 @@ class Races:
         self.check(sh, cells, np.int64(thr), loc, False, wrow=self.warpgroup_clock(wg), me=-1, proxy=what,
                    record=False)
         me = int(self.me[thr])
-        sh.r_stamp[cells] = (self.vc[self.row[thr], me] << 8) | me
-        sh.r_who[cells] = (self.loc_id(loc) << LIN_BITS) + int(self.m.lin[thr])
+        sh.r_stamp[cells] = (int(self.vc[self.row[thr], me]) << EP) | (int(self.m.lin[thr]) << LIN) | me | \
+            self.tag(loc)
+        sh.r_gen = self.bar_gen
 
     def granules(self, sh_mem, byte_rel, size):
         """Granule offsets (unique, sorted) covered by accesses of `size` bytes at relative byte offsets."""
@@ -396,11 +432,12 @@ class Races:
         sh = self.shadow(mem)
         cells = sh.cells(self.m.blk[r], b, size)
         me = self.me[r]
-        stamp = (self.vcf[self.row[r] * self.A + me] << 8) | me
+        epoch = self.vcf[self.row[r] * self.A + me] << EP
         if cells.ndim == 2:
-            stamp = stamp[:, None]
-        sh.w_stamp[cells] = stamp
-        sh.w_kind[cells] = CP
+            epoch, me = epoch[:, None], me[:, None]
+        keep = sh.w_stamp[cells] & (((1 << EP) - 1) & ~((1 << LIN) - 1))     # the issuing thread and line
+        sh.w_stamp[cells] = epoch | keep | (CP << KIND) | me
+        sh.w_gen = self.bar_gen
 
     def forget(self, mem, rows, byte, size):
         """A write this detector does not order (another block of the cluster): the granules start afresh."""
@@ -408,7 +445,6 @@ class Races:
         cells = sh.cells(rows, byte, size)
         sh.w_stamp[cells] = 0
         sh.r_stamp[cells] = 0
-        sh.w_kind[cells] = PLAIN
 
 
 _SIZES = {}
