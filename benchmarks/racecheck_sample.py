@@ -32,7 +32,8 @@ SHARED = ["tree_without_syncthreads", "tree_without_the_first_syncthreads", "res
           "cp_async_without_barrier_after_the_wait"]
 # asynchronous copies and the async proxy: flagged by the interpreter
 ASYNC = ["cp_async_read_before_its_wait", "bulk_copy_read_before_its_mbarrier",
-         "tma_load_read_before_the_full_barrier", "tma_store_without_fence_proxy_async"]
+         "tma_load_read_before_the_full_barrier", "tma_store_without_fence_proxy_async",
+         "wgmma_before_the_full_barrier", "wgmma_without_fence_proxy_async"]
 
 
 def cases():

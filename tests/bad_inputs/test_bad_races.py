@@ -14,6 +14,7 @@ from tiledsl import T
 from tiledsl.lang.tensormap import tma_layout
 from tiledsl.layout import S, TileLayout, laneid
 from badcase import Case, line_of, raw, run
+from wgmma_cases import d_layout, shared_layout
 
 LC = T.cuda.LaunchConfig
 KF = tiledsl.KernelFault
@@ -446,6 +447,61 @@ def k_tma_refill_before_empty(A: MAP, Out: T.Tensor((2, 32), "float16")):
             Out[k, t - 32] = tile[3, t - 32]
 
 
+# ---------------------------------------------------------------- wgmma (one warpgroup, m64n8k16, A and B in shared memory)
+
+WG = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"
+LA, LB, LD = shared_layout(64, 1, 16, 2, 128, False), shared_layout(8, 1, 16, 2, 128, False), d_layout(8)
+A_SIZE, B_SIZE = LA.storage_span((1, 1, 64, 16)), LB.storage_span((1, 1, 8, 16))
+
+
+def k_wgmma_before_full(G: T.Tensor((A_SIZE,), "uint16"), B: T.Tensor((8, 16), "uint16"),
+                        Out: T.Tensor((64, 8), "float32")):
+    T.device_entry(launch=LC(grid=1, block=128))
+    t = T.cuda.thread_id()
+    sa = T.alloc_shared((A_SIZE,), "uint16")
+    sb = T.alloc_shared((B_SIZE,), "uint16")
+    bar = T.alloc_shared((1,), "uint64")
+    bv = sb.view(1, 1, 8, 16, layout=LB)
+    if t == 0:
+        T.cuda.tile.apply(T.ptx[INIT], bar, 128)
+        T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+    bv[0, 0, t // 16, t % 16] = B[t // 16, t % 16]
+    T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+    T.cuda.syncthreads()
+    T.cuda.tile.apply(T.ptx[BULK], sa[8 * t : 8 * t + 8], G[8 * t : 8 * t + 8], bar, copy_bytes=16)
+    T.cuda.tile.apply(T.ptx[EXPECT], bar, 16)
+    d = T.alloc_local((4,), "float32")
+    dv = d.view(1, 1, 64, 8, layout=LD)
+    T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx[WG], dv, sa.view(1, 1, 64, 16, layout=LA), bv, scope="warpgroup", scale_d=0)
+    T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx[WAIT], bar, 0)
+    Out[t // 2, t % 2] = d[0]
+
+
+def k_wgmma_without_fence(A: T.Tensor((64, 16), "uint16"), B: T.Tensor((8, 16), "uint16"),
+                          Out: T.Tensor((64, 8), "float32")):
+    T.device_entry(launch=LC(grid=1, block=128))
+    t = T.cuda.thread_id()
+    sa = T.alloc_shared((A_SIZE,), "uint16")
+    sb = T.alloc_shared((B_SIZE,), "uint16")
+    av = sa.view(1, 1, 64, 16, layout=LA)
+    bv = sb.view(1, 1, 8, 16, layout=LB)
+    for it in range(8):
+        i = it * 128 + t
+        av[0, 0, i // 16, i % 16] = A[i // 16, i % 16]
+    bv[0, 0, t // 16, t % 16] = B[t // 16, t % 16]
+    T.cuda.syncthreads()
+    d = T.alloc_local((4,), "float32")
+    dv = d.view(1, 1, 64, 8, layout=LD)
+    T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx[WG], dv, av, bv, scope="warpgroup", scale_d=0)
+    T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
+    Out[t // 2, t % 2] = d[0]
+
+
 def interpreted(fn, *args):
     return lambda: tiledsl.jit(fn, interpret=True)(*args)
 
@@ -543,6 +599,14 @@ CASES = [
     race("tma_refills_a_stage_before_its_empty_barrier", k_tma_refill_before_empty,
          "T.cuda.tile.apply(T.ptx[TMA_LOAD], tile, A, bars[0:1], coords=(0, 0))", "Out[k, t - 32] = tile[3, t - 32]",
          (F16MAP(), z(2, 32, dtype=np.float16)), ("conflicts with the read", "empty barrier")),
+    race("wgmma_before_the_full_barrier", k_wgmma_before_full,
+         "T.cuda.tile.apply(T.ptx[WG], dv, sa.view(1, 1, 64, 16, layout=LA), bv, scope=\"warpgroup\", scale_d=0)",
+         "T.cuda.tile.apply(T.ptx[BULK], sa[8 * t : 8 * t + 8], G[8 * t : 8 * t + 8], bar, copy_bytes=16)",
+         (np.zeros(A_SIZE, np.uint16), z(8, 16, dtype=np.uint16), z(64, 8)), ("wgmma", "wait on that mbarrier")),
+    race("wgmma_without_fence_proxy_async", k_wgmma_without_fence,
+         "T.cuda.tile.apply(T.ptx[WG], dv, av, bv, scope=\"warpgroup\", scale_d=0)",
+         "av[0, 0, i // 16, i % 16] = A[i // 16, i % 16]",
+         (z(64, 16, dtype=np.uint16), z(8, 16, dtype=np.uint16), z(64, 8)), ("wgmma", "fence.proxy.async")),
 ]
 
 
