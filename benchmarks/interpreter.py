@@ -5,6 +5,9 @@
 "first" is the first call of a fresh kernel object: parse + pattern expansion + closure compilation + the run.
 "warm" is the median of later calls (the expanded program is cached per specialization): the run alone.
 Targets: each seed <= 0.5 s, the 64x64x64 GEMM with 128 threads <= 5 s.
+The race detector (docs/races.md) is on by default; `TILEDSL_RACECHECK=0 python benchmarks/interpreter.py` times
+the same runs without it (target: at most 2x faster). The shared-memory rows exercise it: a tree reduction through
+shared memory with a syncthreads per level, and an ldmatrix GEMM whose tiles are staged through shared memory.
 """
 from __future__ import annotations
 
@@ -95,12 +98,39 @@ def bench_gemm(m, n):
     return r
 
 
+@tiledsl.jit(interpret=True)
+def block_sums(X: T.Tensor(("B", 256), "float32"), Out: T.Tensor(("B",), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=B, block=256))  # noqa: F821
+    t = T.cuda.thread_id()
+    sm = T.alloc_shared((256,), "float32")
+    sm[t] = X[T.cuda.block_id(), t]
+    T.cuda.syncthreads()
+    s = 128
+    while s > 0:
+        if t < s:
+            sm[t] = sm[t] + sm[t + s]
+        T.cuda.syncthreads()
+        s = s // 2
+    if t == 0:
+        Out[T.cuda.block_id()] = sm[0]
+
+
+def bench_shared_reduce(nblocks):
+    x = np.random.default_rng(1).standard_normal((nblocks, 256)).astype(np.float32)
+    out = np.zeros(nblocks, np.float32)
+    k = tiledsl.jit(block_sums.fn, interpret=True)
+    r = timed(lambda: k(x, out), reps=3)
+    np.testing.assert_allclose(out, x.sum(axis=1), rtol=1e-4, atol=1e-4)
+    return r
+
+
 def main():
     rows = [
         ("seed_mma (1 warp, 2 mma issues)", bench_seed_mma(), 0.5),
         ("seed_fma (1 thread, 12 natives)", bench_seed_fma(), 0.5),
         ("mma GEMM 64x64x64, 1 block x 128 threads", bench_gemm(64, 64), 5.0),
         ("mma GEMM 256x256x64, 16 blocks x 128 threads", bench_gemm(256, 256), None),
+        ("shared-memory tree reduction, 64 blocks x 256 threads", bench_shared_reduce(64), None),
     ]
     print("| kernel | first call (ms) | warm call (ms) | target |")
     print("|---|---:|---:|---|")

@@ -55,12 +55,14 @@ CACHE_MAX_MB = Switch("TILEDSL_CACHE_MAX_MB", "int", 1024,
 DISABLE_DISK_CACHE = Switch("TILEDSL_DISABLE_DISK_CACHE", "bool", False, "never read or write the disk cache")
 INTERPRET = Switch("TILEDSL_INTERPRET", "bool", False, "run every kernel on the CPU interpreter")
 DEBUG = Switch("TILEDSL_DEBUG", "bool", False, "compile every kernel with run-time bounds checks")
+RACECHECK = Switch("TILEDSL_RACECHECK", "bool", True,
+                   "the interpreter's shared-memory race detector (default on; 0 = off)")
 NATIVE_LAUNCH = Switch("TILEDSL_NATIVE_LAUNCH", "bool", True,
                        "compile steady launchers to native code with LLVM (default on; 0 = keep the Python launchers)")
 DUMP_DIR = Switch("TILEDSL_DUMP_DIR", "path", None,
                   "write each compiled kernel's stages (tile, expanded, llvm, ptx) here")
 
-SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, NATIVE_LAUNCH, DUMP_DIR]
+SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, RACECHECK, NATIVE_LAUNCH, DUMP_DIR]
 
 
 def _reader(switch: Switch) -> Callable[[], object]:
@@ -73,6 +75,7 @@ def _reader(switch: Switch) -> Callable[[], object]:
 cache_dir: Callable[[], str] = _reader(CACHE_DIR)
 interpret: Callable[[], bool] = _reader(INTERPRET)
 debug: Callable[[], bool] = _reader(DEBUG)
+racecheck: Callable[[], bool] = _reader(RACECHECK)
 _dump_warned = set()
 
 

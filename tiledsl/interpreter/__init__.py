@@ -47,7 +47,10 @@ flushed when it is subnormal after rounding.
 How exactness is reached (rounding.py): products of f16/bf16/f32 values are exact in float64 and an error-free
 two_sum keeps a sum exact as a pair, so each result is rounded once, in its mode, straight to the target format.
 fma.f64 and float64 forms in directed modes use exact fractions (slower, one element at a time).
-Not modelled: memory races between threads (lockstep hides them), register allocation beyond setmaxnreg's
+Races: lockstep hides them, so the race detector (races.py, docs/races.md; off with TILEDSL_RACECHECK=0) checks
+every shared-memory access against the granule's last writer and reader with per-warp vector clocks, and a pair
+that no barrier, mbarrier phase, cp.async wait or proxy fence orders is a KernelFault naming both lines.
+Not modelled: register allocation beyond setmaxnreg's
 accounting (each block's warpgroups share the launch's cap x threads; an inc nobody pays for is a KernelFault).
 
 Layout of the package
@@ -58,6 +61,7 @@ __init__.py  run (an expanded kernel on checked host arguments; the jit's launch
 program.py   statements -> closures; masked control flow; the batch-of-blocks loop
 machine.py   per-batch state: thread ids, variables, raw-byte memories, bounds checks and fault messages
 exprs.py     expressions -> closures; integer/float/bfloat16 semantics and casts
+races.py     the race detector: per-warp vector clocks, the last writer and reader of every shared granule
 dim_checks.py  each run-time index of an element access against its dimension (ir.DimCheck)
 operands.py  what every family's semantics shares: operands, predication and poisoning, whole warps, PTX types
              (each instruction family's semantics is tiledsl/isa/<family>/semantics.py, reached through the

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core import dtypes as dt
 from ..core.errors import KernelFault, TiledslError
+from .races import Races
 
 
 class InterpreterError(TiledslError):
@@ -125,6 +126,8 @@ class Machine:
         self.pending = {}
         self.cp_records = []                                # cp.async copies not yet visible
         self.cp_open = np.zeros(N, np.int64)                # per thread: id of the group being filled
+        # the race detector (races.py), unless TILEDSL_RACECHECK=0
+        self.race = Races(self) if getattr(prog, "racecheck", False) else None
 
     # -------------------------------------------------------------- helpers
     def n(self, idx) -> int:
@@ -184,6 +187,8 @@ class Machine:
 
     def read(self, mem: Memory, npdt, off, idx, loc):
         self.check(mem, npdt, off, idx, loc, "read")
+        if self.race is not None and mem.scope == "shared":
+            self.race.access(mem, npdt, off, idx, loc, False)
         a = mem.view(npdt)
         if mem.scope == "global":
             return a[off]
@@ -193,6 +198,8 @@ class Machine:
 
     def write(self, mem: Memory, npdt, off, val, idx, loc):
         self.check(mem, npdt, off, idx, loc, "write")
+        if self.race is not None and mem.scope == "shared":
+            self.race.access(mem, npdt, off, idx, loc, True)
         a = mem.view(npdt)
         if mem.scope == "global":
             if np.ndim(off) == 0:

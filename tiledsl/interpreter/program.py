@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import nodes as ir
+from ..core import knobs
 from ..core.errors import TiledslError
 from .depth import headroom, max_expr_depth
 from .dim_checks import compile_checks
@@ -236,16 +237,10 @@ class Program:
         loc = s.loc
 
         def f(m, idx):
-            if idx is None:
-                return
-            counts = np.bincount(m.blk[idx], minlength=m.nb)
-            bad = (counts != 0) & (counts != m.T)
-            if np.any(bad):
-                b = int(np.flatnonzero(bad)[0])
-                inactive = np.setdiff1d(np.arange(b * m.T, (b + 1) * m.T), idx)
-                raise m.fault(loc, f"barrier (syncthreads) reached by {int(counts[b])} of the block's {m.T} threads "
-                                   f"under divergent control flow; every thread of the block must reach it "
-                                   f"(first one missing: {m.where(int(inactive[0]))})", m.first(idx))
+            if idx is not None:
+                _whole_blocks(m, idx, loc)
+            if m.race is not None:
+                m.race.block_barrier(idx)
         return f
 
     def s_Trap(self, s: ir.Trap):
@@ -286,6 +281,8 @@ class Program:
         order, csize = cluster_order(grid, cluster)
         # a cluster is one unit: a batch holds whole clusters (their blocks run together, sharing memory)
         per = max(1, min(nblocks, batch_threads // T) // csize) * csize
+        # the race detector watches shared memory: a kernel without any runs without it
+        self.racecheck = knobs.racecheck() and any(st.scope == "shared" for st in self.allocs)
         with np.errstate(all="ignore"), headroom(self.depth):
             for b0 in range(0, nblocks, per):
                 nb = min(per, nblocks - b0)
@@ -356,6 +353,19 @@ def cluster_order(grid, cluster):
                                          np.arange(cluster[1]), np.arange(cluster[0]), indexing="ij")
     x, y, z = cx * cluster[0] + rx, cy * cluster[1] + ry, cz * cluster[2] + rz
     return (x + grid[0] * (y + grid[1] * z)).reshape(-1).astype(np.int64), csize
+
+
+def _whole_blocks(m, idx, loc):
+    """A syncthreads reached by part of a block under divergent control flow is a fault (a hang or undefined
+    behaviour on the GPU)."""
+    counts = np.bincount(m.blk[idx], minlength=m.nb)
+    bad = (counts != 0) & (counts != m.T)
+    if np.any(bad):
+        b = int(np.flatnonzero(bad)[0])
+        inactive = np.setdiff1d(np.arange(b * m.T, (b + 1) * m.T), idx)
+        raise m.fault(loc, f"barrier (syncthreads) reached by {int(counts[b])} of the block's {m.T} threads "
+                           f"under divergent control flow; every thread of the block must reach it "
+                           f"(first one missing: {m.where(int(inactive[0]))})", m.first(idx))
 
 
 def _relocate(e: Exception, loc):

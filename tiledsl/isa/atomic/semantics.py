@@ -61,6 +61,8 @@ def semantics(n: ir.Native, cx):
         m.check(mem, u, el, idx, loc, "atomic access")
         ops = [np.broadcast_to(v.read(m, idx), el.shape).astype(u) for v in vals]
         a = mem.view(u)
+        if m.race is not None and mem.scope == "shared":
+            m.race.atomic(mem, size, el, idx, loc)
         if mem.scope == "shared":
             row = np.asarray(m.rows(mem, idx), np.int64)
             key = row * a.shape[-1] + el

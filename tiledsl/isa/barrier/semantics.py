@@ -54,6 +54,7 @@ def semantics(n: ir.Native, cx):
                           int(first[k]))
         state = _states(m)
         blk = m.blk[first]
+        race = m.race
         mine = []                                        # (key, phase arrived in, first thread) per warp
         for k in range(len(first)):
             key = (int(blk[k]), int(ids[k]))
@@ -65,7 +66,12 @@ def semantics(n: ir.Native, cx):
             st[0] = int(want[k])
             st[1] += 1
             mine.append((key, st[2], int(first[k])))
+            if race is not None:                         # the warp's clock goes into the phase (races.py)
+                race.release(("bar",) + key, race.row[first[k]])
             if st[1] == st[0]:                           # the phase completes; the next starts empty
+                if race is not None:
+                    race.complete(("bar",) + key, st[2])
+                    race.rel.pop(("bar",) + key, None)
                 st[1] = 0
                 st[2] += 1
         moved(m)
@@ -74,6 +80,9 @@ def semantics(n: ir.Native, cx):
         while True:
             open_ = [(key, ph, t) for key, ph, t in mine if state[key][2] == ph]
             if not open_:
+                if race is not None:                     # each warp learns what its phase released
+                    for key, ph, t in mine:
+                        race.acquire(("bar",) + key, race.row[t], ph)
                 return
             key, ph, t = open_[0]
             # the other part of a warp-specialised if/else may still arrive (interpreter/fibers.py)

@@ -23,6 +23,11 @@ def semantics(n: ir.Native, cx):
     g = n.groups
     loc = n.loc
     if form.kind == "fence":
+        if form.opcode.startswith("fence.proxy.async"):
+            def fence(m, idx):
+                if m.race is not None:
+                    m.race.fence(idx)
+            return fence
         return lambda m, idx: None
     if form.kind == "copy":                           # cp.async.bulk ... [dst], [src], bytes, [mbar]
         if len(g) != 4 or not isinstance(g[2][0], ir.Imm):
@@ -33,6 +38,8 @@ def semantics(n: ir.Native, cx):
         def copy(m, idx):
             db, sb, smem, dmem = _checked_spans(m, idx, loc, dst, src, size, "bulk copy")
             rows = m.rows(dmem, idx)
+            if m.race is not None:
+                _race_copy(m, idx, loc, bar, db, sb, smem, dmem, size)
             k = np.arange(size)
             dmem.raw[rows[:, None], db[:, None] + k[None, :]] = smem.raw[sb[:, None] + k[None, :]]
             _update(m, idx, bar, loc, tx=-size)
@@ -46,6 +53,11 @@ def semantics(n: ir.Native, cx):
         def reduce(m, idx):
             db, sb, smem, dmem = _checked_spans(m, idx, loc, dst, src, size, "bulk reduction")
             srows = m.rows(smem, idx)
+            if m.race is not None and smem.scope == "shared":
+                flat = m.all if idx is None else idx
+                gr = m.race.granules(smem, np.arange(size), 1)
+                for pos in range(m.n(idx)):
+                    m.race.async_read(smem, srows[pos], gr, sb[pos], int(flat[pos]), loc, "bulk reduction")
             sf, df = smem.view(np.float32), dmem.view(np.float32)
             k = np.arange(size // 4)
             for pos in range(m.n(idx)):              # one thread after another: blocks may overlap
@@ -60,6 +72,8 @@ def semantics(n: ir.Native, cx):
             for key, cnt in zip(_keys(m, idx, bar), c):
                 if cnt < 1:
                     raise m.fault(loc, f"mbarrier.init with count {int(cnt)}: the count must be at least 1")
+                if m.race is not None:
+                    m.race.mbar_init(key, state.get(key))
                 state[key] = [int(cnt), int(cnt), 0, 0]
         return init
     if form.kind == "expect_tx":
@@ -99,6 +113,10 @@ def semantics(n: ir.Native, cx):
                     if st[3] % 2 == want % 2:
                         break
                 else:
+                    if m.race is not None:               # the waiters learn what the completed phase released
+                        rows = m.race.row[m.all if idx is None else idx]
+                        for key in set(keys):
+                            m.race.acquire(key, np.unique(rows[[k == key for k in keys]]))
                     return
                 # the other part of a warp-specialised if/else may still arrive (interpreter/fibers.py)
                 if not wait_turn(m):
@@ -107,6 +125,27 @@ def semantics(n: ir.Native, cx):
                                        f"(on the GPU this hangs)", _flat(idx, pos))
         return wait
     raise native_error(n, "the interpreter has no semantics for this opcode")
+
+
+def _race_copy(m, idx, loc, bar, db, sb, smem, dmem, size):
+    """The race detector's view of a bulk copy (races.py): into shared memory, the bytes are written by the
+    mbarrier's agent in the phase they complete; out of shared memory, they are read through the async proxy."""
+    race = m.race
+    flat = m.all if idx is None else idx
+    if dmem.scope == "shared":
+        gr = race.granules(dmem, np.arange(size), 1)
+        keys = _keys(m, idx, bar)
+        rows = m.rows(dmem, idx)
+        state = _states(m)
+        for pos, key in enumerate(keys):
+            st = state.get(key)
+            if st is not None:
+                race.async_write(dmem, rows[pos], gr, db[pos], int(flat[pos]), loc, key, st)
+    if smem.scope == "shared":
+        gr = race.granules(smem, np.arange(size), 1)
+        srows = m.rows(smem, idx)
+        for pos in range(m.n(idx)):
+            race.async_read(smem, srows[pos], gr, sb[pos], int(flat[pos]), loc, "bulk copy from shared memory")
 
 
 def _checked_spans(m, idx, loc, dst: AddrOp, src: AddrOp, size: int, what: str):
@@ -150,6 +189,7 @@ def _update(m, idx, bar: AddrOp, loc, tx=0, arrive=False, rows=None):
     the batch blocks whose barriers they reach (another CTA's, through mapa), else their own."""
     state = _states(m)
     txs = np.broadcast_to(np.asarray(tx, np.int64), (m.n(idx),))
+    race = m.race
     for pos, (key, t) in enumerate(zip(_keys(m, idx, bar, rows), txs)):
         st = state.get(key)
         if st is None:
@@ -160,7 +200,11 @@ def _update(m, idx, bar: AddrOp, loc, tx=0, arrive=False, rows=None):
                 raise m.fault(loc, "more arrivals than the mbarrier's count in one phase",
                               _flat(idx, pos))
             st[1] -= 1
+            if race is not None:                      # the arriving warp's clock goes into the phase (an
+                race.release(key, race.row[_flat(idx, pos)])   # arrival from another CTA only adds knowledge)
         if st[1] == 0 and st[2] == 0:                 # the phase completes; the next expects `count` again
+            if race is not None:
+                race.mbar_complete(key, st)
             st[3] += 1
             st[1] = st[0]
     moved(m)

@@ -70,6 +70,10 @@ def _arrive(n):
             raise m.fault(loc, "barrier.cluster.arrive again before barrier.cluster.wait (undefined in the PTX ISA)",
                           int(t[np.flatnonzero(twice)[0]]))
         arrived[t] += 1
+        if m.race is not None:
+            rows = np.unique(m.race.row[t])
+            for b in np.unique(rows // m.race.W):
+                m.race.release(("cluster", int(b)), rows[rows // m.race.W == b])
     return f
 
 
@@ -100,6 +104,12 @@ def _wait(n):
                                f"arrived (divergent control flow, or a thread that never arrives; on the GPU this "
                                f"hangs)", k)
         waited[t] = arrived[t]
+        if m.race is not None:
+            rows = np.unique(m.race.row[t])
+            for b in np.unique(rows // m.race.W):
+                key = ("cluster", int(b))
+                m.race.complete(key)
+                m.race.acquire(key, rows[rows // m.race.W == b])
     return f
 
 
@@ -123,6 +133,8 @@ def _remote(n, cx):
         m.check(mem, u, off, idx, loc, f"remote {what}")
         rows = m.cluster_rows(idx, r)
         words = mem.view(u)
+        if form.kind == "st" and m.race is not None:     # another block's write: not ordered here, forgotten
+            m.race.forget(mem, rows, np.broadcast_to(off * addr.size, rows.shape), addr.size)
         if form.kind == "st":
             words[rows, off] = np.asarray(val.read(m, idx)).astype(u, copy=False)
         else:

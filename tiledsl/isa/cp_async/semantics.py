@@ -76,6 +76,8 @@ def semantics(n: ir.Native, cx):
         take = k[None, :] < ss[:, None]
         offs = np.where(take, sb[:, None] + k[None, :], 0)
         data = np.where(take, smem.raw[offs], np.uint8(0)).astype(np.uint8)
+        if m.race is not None:                   # pending until the wait that covers it (races.py)
+            m.race.cp_issue(dmem, rows, db, N, loc)
         m.cp_records.append([rows.copy(), db.copy(), data, m.cp_open[rows].copy(), dst.st])
     return predicated(core, n, cx, [])
 
@@ -91,6 +93,8 @@ def cp_complete(m, limit):
             r, b, dd = rows[done], db[done], data[done]
             k = np.arange(dd.shape[1])
             mem.raw[m.blk[r][:, None], b[:, None] + k[None, :]] = dd
+            if m.race is not None:
+                m.race.cp_land(mem, r, b, dd.shape[1])
             if not np.all(done):
                 keep.append([rows[~done], db[~done], data[~done], gid[~done], st])
         else:

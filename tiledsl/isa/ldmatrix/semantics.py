@@ -53,6 +53,8 @@ def semantics(n: ir.Native, cx):
             pos = np.argwhere(bad)[0]
             raise m.fault(loc, f"out-of-bounds {op} row of '{addr.st.name}' (shared memory, {mem.nbytes} bytes): "
                                f"byte offset {int(byte[tuple(pos)])}", int(flat[tuple(pos)]))
+        if m.race is not None:
+            m.race.matrix(mem, w, byte, loc, op == "stmatrix")
         blk = m.blk[w[:, 0]]                                           # (W,)
         el = (byte // 2)[:, :, None] + np.arange(8)[None, None, :]     # (W, 8*count, 8)
         return mem.view(np.uint16), blk[:, None, None], el

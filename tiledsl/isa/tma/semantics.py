@@ -19,7 +19,7 @@ import numpy as np
 
 from ...interpreter.operands import AddrOp, native_error, operand
 from ...ir import nodes as ir
-from ..bulk.semantics import _update
+from ..bulk.semantics import _keys, _states, _update
 from .pattern import ALIGN, Form
 
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -100,6 +100,18 @@ def semantics(n: ir.Native, cx):
             m.check(dmem, np.uint8, sb.max() + esize - 1, None if idx is None else idx[pos:pos + 1], loc,
                     "write" if form.kind == "load" else "read")
             byte_cols = sb[:, None] + np.arange(esize)[None, :]
+            race = m.race
+            if race is not None:
+                gr = race.granules(dmem, sbytes, esize)
+                if form.kind == "store":
+                    race.async_read(dmem, rows[pos], gr, base[pos], flat, loc, "TMA store")
+                else:
+                    state = _states(m)
+                    for row in targets:
+                        key = _keys(m, np.array([flat]), bar_op, rows=np.array([row]))[0]
+                        if key in state:
+                            race.async_write(dmem, row, gr, base[pos], flat, loc, key, state[key],
+                                             issuer_checks=row == rows[pos])
             if form.kind == "load":
                 fill = NAN_BITS[ann.dtype.name] if ann.oob_fill == "nan" else 0
                 vals = np.full(nelem, fill, dtype=u)

@@ -119,6 +119,8 @@ def _desc_read(m, loc, n, addr: AddrOp, bits_static: int, wg, rows, kext, e, k_m
         raise m.fault(loc, f"{n.opcode}: the matrix descriptor reads element ({r0}, {k0}) at byte {int(a[r0, k0])}, "
                            f"outside '{addr.st.name}' ({mem.nbytes} bytes of shared memory)", int(wg[0]))
     blk = int(m.blk[wg[0]])
+    if m.race is not None:                            # read through the async proxy by the warpgroup (races.py)
+        m.race.async_read(mem, blk, m.race.granules(mem, a, e), 0, int(wg[0]), loc, "wgmma", wg=wg)
     raw = mem.raw[blk]
     vals = raw[a] if e == 1 else (raw[a].astype(np.uint16) | (raw[a + 1].astype(np.uint16) << 8))
     return _decode_elems(vals, kind)

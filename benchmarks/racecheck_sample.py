@@ -1,0 +1,83 @@
+"""A sample of the racy kernels of tests/bad_inputs/test_bad_races.py run on the GPU, for compute-sanitizer:
+
+    compute-sanitizer --tool racecheck --racecheck-report hazard python benchmarks/racecheck_sample.py
+    compute-sanitizer --tool racecheck python benchmarks/racecheck_sample.py --only neighbour_without_syncthreads
+
+Each kernel is launched once (its result is not checked: the kernels are wrong on purpose); the interpreter's race
+detector stops every one of them (`python benchmarks/racecheck_sample.py --interpret` shows its verdicts, one line
+each). racecheck should report a shared-memory hazard for each kernel of SHARED below; the async-proxy cases
+(ASYNC) are what the interpreter adds and racecheck is not expected to see; CLEAN must stay silent on both.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "bad_inputs"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+import tiledsl  # noqa: E402
+import test_bad_races as R  # noqa: E402
+
+# plain shared-memory races between warps, which racecheck tracks
+SHARED = ["tree_without_syncthreads", "tree_without_the_first_syncthreads", "result_read_without_syncthreads",
+          "neighbour_without_syncthreads", "broadcast_without_syncthreads", "transpose_without_syncthreads",
+          "write_write", "histogram_without_atomics", "war_across_iterations", "scan_without_the_read_barrier",
+          "named_barrier_leaves_a_warp_out", "mbarrier_never_waited", "ldmatrix_without_syncthreads",
+          "cp_async_without_barrier_after_the_wait"]
+# asynchronous copies and the async proxy: flagged by the interpreter
+ASYNC = ["cp_async_read_before_its_wait", "bulk_copy_read_before_its_mbarrier",
+         "tma_load_read_before_the_full_barrier", "tma_store_without_fence_proxy_async",
+         "wgmma_before_the_full_barrier", "wgmma_without_fence_proxy_async"]
+
+
+def cases():
+    by_id = {c.id: c for c in R.CASES}
+    return by_id
+
+
+def args_of(case):
+    """The numpy arguments the corpus runs the kernel with."""
+    return case.args
+
+
+def on_gpu(case):
+    import torch
+    fn = R.raw(case.fn)
+    dev = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in args_of(case)]
+    tiledsl.jit(fn)(*dev)
+    torch.cuda.synchronize()
+
+
+def on_interpreter(case):
+    try:
+        case.action()
+    except tiledsl.KernelFault as e:
+        return str(e).splitlines()[0]
+    return "NO RACE REPORTED"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", action="append", help="run only this case id (repeatable)")
+    ap.add_argument("--interpret", action="store_true", help="show the interpreter's verdicts instead")
+    ns = ap.parse_args()
+    by_id = cases()
+    ids = ns.only or SHARED + ASYNC
+    for cid in ids:
+        case = by_id[cid]
+        if ns.interpret:
+            print(f"{cid}: {on_interpreter(case)}")
+            continue
+        print(f"== {cid} ({'shared' if cid in SHARED else 'async'})", flush=True)
+        on_gpu(case)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
