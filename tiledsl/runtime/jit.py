@@ -24,7 +24,7 @@ from ..cache import disk as cache
 from ..cache.fingerprint import fingerprint_value
 from ..core import dtypes as dt
 from ..core import knobs as config
-from ..core.errors import CompilationError, LaunchError, TiledslError
+from ..core.errors import CompilationError, LaunchError, TiledslError, user_frames
 from ..core.options import Options
 from ..core.target import Target
 from ..core.version import __version__
@@ -52,13 +52,16 @@ def jit(fn: Callable | None = None, **options: Any) -> JITFunction | Callable[[C
     Compilation is lazy: the first call of each specialization (constexpr values, block, target, options)
     compiles or loads it from the disk cache."""
     unknown = sorted(set(options) - {"interpret", "target", "debug"})
-    if unknown:
-        from ..core.errors import TiledslError
-        raise TiledslError(f"tiledsl.jit got unknown option(s) {', '.join(map(repr, unknown))}; it takes interpret=, "
-                           f"target= and debug=")
-    if fn is None:
-        return lambda f: JITFunction(f, **options)
-    return JITFunction(fn, **options)
+    try:
+        if unknown:
+            raise TiledslError(f"tiledsl.jit got unknown option(s) {', '.join(map(repr, unknown))}; it takes "
+                               f"interpret=, target= and debug=")
+        if fn is None:
+            return lambda f: jit(f, **options)
+        return JITFunction(fn, **options)
+    except TiledslError as e:
+        user_frames(e)        # the user's frames only (core/errors.py); a bare raise adds none of ours
+        raise
 
 
 _COMPILER_HASH = []
@@ -245,6 +248,13 @@ class JITFunction:
                 **kwargs: Any) -> CompiledKernel:
         """Compile without launching (no GPU needed); arrays of any kind stand for their shape and dtype.
         The target: `target=`, else the kernel's jit(target=...), else core.target.DEFAULT_SM."""
+        try:
+            return self._compile(args, kwargs, target, grid, block)
+        except TiledslError as e:
+            user_frames(e)
+            raise
+
+    def _compile(self, args, kwargs, target, grid, block) -> CompiledKernel:
         from ..lower import ptx as backend
         tgt = Target.parse(target) if target is not None else (self._target or Target.default())
         values = self.bind(args, kwargs)
@@ -332,17 +342,28 @@ class JITFunction:
         configuration that cannot key it (a list). Afterwards `kernel[...]` is the table's C lookup itself, which
         costs no Python frame per launch, and a list there meets Python's own TypeError (unhashable type)."""
         try:
-            return self._bound[cfg]
-        except TypeError:
             try:
-                hash(cfg)
+                return self._bound[cfg]
             except TypeError:
-                raise LaunchError(f"kernel[grid, block]: grid and block are ints or tuples of up to 3 ints, got "
-                                  f"{C.short_repr(cfg, 80)}; write a list as a tuple, e.g. kernel[(2,), (32,)] "
-                                  f"(the launch cache is keyed on them)") from None
+                try:
+                    hash(cfg)
+                except TypeError:
+                    raise LaunchError(f"kernel[grid, block]: grid and block are ints or tuples of up to 3 ints, "
+                                      f"got {C.short_repr(cfg, 80)}; write a list as a tuple, e.g. "
+                                      f"kernel[(2,), (32,)] (the launch cache is keyed on them)") from None
+                raise
+        except TiledslError as e:
+            user_frames(e)        # the user's frames only (core/errors.py); a bare raise adds none of ours
             raise
 
     def _make_bound(self, cfg):
+        try:
+            return self._new_bound(cfg)
+        except TiledslError as e:
+            user_frames(e)
+            raise
+
+    def _new_bound(self, cfg):
         if not isinstance(cfg, tuple) or len(cfg) != 2:
             raise LaunchError("launch with kernel[grid, block](*args)")
         grid = cfg[0] if callable(cfg[0]) else C.check_grid(C.dims(cfg[0]))
@@ -364,7 +385,11 @@ class JITFunction:
                     if n is not None:                 # kernel(...) now calls it with no Python between
                         self._call = n
                 return None
-        return self.run(args, kwargs, None, None, stream)
+        try:
+            return self.run(args, kwargs, None, None, stream)
+        except TiledslError as e:
+            user_frames(e)        # the user's frames only (core/errors.py); a bare raise adds none of ours
+            raise
 
     def _count_steady(self, hits: int, f, fallback):
         """(new count, native launcher or None) after one more steady launch through the Python launcher `f`:
@@ -548,4 +573,8 @@ class _Bound:
                             k._bound[self.cfg] = n
                             k._getitem = k._bound.__getitem__     # kernel[...] straight to C from now on
                 return None
-        return k.run(args, kwargs, self.grid, self.block, stream)
+        try:
+            return k.run(args, kwargs, self.grid, self.block, stream)
+        except TiledslError as e:
+            user_frames(e)
+            raise
