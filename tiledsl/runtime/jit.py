@@ -286,6 +286,9 @@ class JITFunction:
                 from ..compiler import compile_kernel
                 ck = compile_kernel(self.fn, constexprs, target, self.options, block, grid, want_cubin)
                 self._to_disk(key, ck)
+            else:       # the entry keeps text only: explain() expands the kernel again when asked (same key)
+                ck.reexpand = functools.partial(_expand_again, self.fn, constexprs, target, self.options, block,
+                                                grid)
             ck.key = key
             self._compiled[key] = ck
             return ck
@@ -508,6 +511,13 @@ class JITFunction:
             self._interp_programs[key] = entry
         prog, sig = entry
         InterpretLauncher(sig, prog, grid, sig.block, None, None)(values)
+
+
+def _expand_again(fn, constexprs, target, options, block, grid):
+    """The expanded IR of a specialization served from the disk cache (for explain()): the front end and the
+    pattern expansion run again, no codegen."""
+    from ..compiler import expand
+    return expand(fn, constexprs, target, options, block, grid)[1]
 
 
 def _helper_reads(v, deps: list, seen: set) -> None:
