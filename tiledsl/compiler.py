@@ -14,6 +14,7 @@ from .lower import ptx as backend
 from .core import knobs
 from .ir import nodes as ir
 from .passes.expand import expand_kernel
+from .passes.register_budget import check_local_sizes
 from .isa.registry import arch_target
 from .frontend.parser import Parser
 from .abi.signature import KernelSignature
@@ -50,6 +51,7 @@ def expand(fn, constexprs: dict, target: Target, options: Options, block=None, g
     """The stages before codegen: (tile IR, expanded IR, the target as the patterns chose it, debug sites).
     Also what `explain()` runs again for a kernel that came from the disk cache, which keeps only text."""
     k, _ = front(fn, constexprs, block, grid, target)
+    check_local_sizes(k, target, options.allow_spills)     # before ptxas spends minutes spilling it
     ek = expand_kernel(k, target)
     target = arch_target(ek.body, target)         # a chosen sm_90 becomes sm_90a for wgmma (isa/registry.py)
     sites = []

@@ -49,13 +49,15 @@ def jit(fn: Callable | None = None, **options: Any) -> JITFunction | Callable[[C
                  core.target.DEFAULT_SM (sm_90) for `kernel.compile(...)` without a GPU.
       debug:     a bounds check before every memory access; a violation raises KernelFault at the user's line
                  (default False; TILEDSL_DEBUG=1 turns it on).
+      allow_spills: compile a kernel with a `T.alloc_local` larger than a thread's 255 registers, which ptxas can
+                 only spill to local memory (default False: such a tile is refused, at its line, before ptxas).
     Compilation is lazy: the first call of each specialization (constexpr values, block, target, options)
     compiles or loads it from the disk cache."""
-    unknown = sorted(set(options) - {"interpret", "target", "debug"})
+    unknown = sorted(set(options) - {"interpret", "target", "debug", "allow_spills"})
     try:
         if unknown:
             raise TiledslError(f"tiledsl.jit got unknown option(s) {', '.join(map(repr, unknown))}; it takes "
-                               f"interpret=, target= and debug=")
+                               f"interpret=, target=, debug= and allow_spills=")
         if fn is None:
             return lambda f: jit(f, **options)
         return JITFunction(fn, **options)
@@ -89,7 +91,7 @@ class JITFunction:
     is_tiledsl_kernel = True       # how the front end tells a kernel from other globals (without importing us)
 
     def __init__(self, fn: Callable, interpret: bool = False, target: Target | str | int | None = None,
-                 debug: bool = False) -> None:
+                 debug: bool = False, allow_spills: bool = False) -> None:
         if not inspect.isfunction(fn):
             raise TiledslError(f"@tiledsl.jit decorates a Python function, got {type(fn).__name__}")
         self.fn = fn
@@ -97,6 +99,7 @@ class JITFunction:
         self.target = target
         self._target = Target.parse(target) if target is not None else None
         self.debug = debug
+        self.allow_spills = bool(allow_spills)
         functools.update_wrapper(self, fn)
         self._lock = threading.RLock()
         self._params = None
@@ -224,8 +227,9 @@ class JITFunction:
 
     @property
     def options(self) -> Options:
-        """The compile options: jit(debug=...), or TILEDSL_DEBUG as it is when a specialization is made."""
-        return Options(debug=bool(self.debug or config.debug()))
+        """The compile options: jit(debug=..., allow_spills=...), TILEDSL_DEBUG as it is when a specialization is
+        made."""
+        return Options(debug=bool(self.debug or config.debug()), allow_spills=self.allow_spills)
 
     def spec(self, values, block, target: Target) -> tuple:
         constexprs = {}
