@@ -4,8 +4,8 @@
     python -m tiledsl compile examples/reduce.py::"make_partials('add')" --sig N=16777216,G=132 --emit expanded
     python -m tiledsl compile mykernels.py::scaled --sig n=4096,dtype=float16 --block 256 --emit sass
 
-FILE is a Python file (imported under a private module name, its folder first on sys.path) or a dotted module
-name; KERNEL is a name in it, or a Python expression evaluated in its namespace (a factory call, `KERNELS['add']`)
+FILE is a Python file (imported under a private module name; what it imports is found as `python -m` finds it:
+the current folder, then PYTHONPATH) or a dotted module name; KERNEL is a name in it, or a Python expression evaluated in its namespace (a factory call, `KERNELS['add']`)
 that gives a `@tiledsl.jit` kernel (a plain function is compiled as one).
 
 `--sig NAME=VALUE,...` binds what the specialisation needs and the annotations do not say:
@@ -73,9 +73,6 @@ def _import(where: str):
         path = os.path.abspath(where)
         if not os.path.isfile(path):
             raise CliError(f"no such file: {where}")
-        folder = os.path.dirname(path)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
         name = "_tiledsl_cli_" + os.path.splitext(os.path.basename(path))[0]
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
