@@ -5,8 +5,9 @@
     python -m tiledsl compile mykernels.py::scaled --sig n=4096,dtype=float16 --block 256 --emit sass
 
 FILE is a Python file (imported under a private module name; what it imports is found as `python -m` finds it:
-the current folder, then PYTHONPATH) or a dotted module name; KERNEL is a name in it, or a Python expression evaluated in its namespace (a factory call, `KERNELS['add']`)
-that gives a `@tiledsl.jit` kernel (a plain function is compiled as one).
+the current folder, then PYTHONPATH) or a dotted module name; KERNEL is a name in it, or a Python expression
+evaluated in its namespace (a factory call, `KERNELS['add']`) that gives a `@tiledsl.jit` kernel (a plain function
+is compiled as one).
 
 `--sig NAME=VALUE,...` binds what the specialisation needs and the annotations do not say:
   - a `T.constexpr` parameter: VALUE is a Python literal (4, 2.5, True, (64, 128), 'x'); anything else is taken
