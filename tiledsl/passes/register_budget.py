@@ -27,6 +27,6 @@ def check_local_sizes(k: ir.Kernel, target: Target, allow_spills: bool) -> None:
             raise CompilationError(
                 f"this local tile holds {st.size} {st.dtype.name} per thread ({nbytes} bytes, {regs} 32-bit "
                 f"registers); a thread has at most {target.max_registers_per_thread} registers "
-                f"({limit} bytes), so ptxas would spill all of it to local memory (slow to compile, slow to run). "
-                f"Make it smaller (is an extent mistyped?), or compile with tiledsl.jit(allow_spills=True)",
+                f"({limit} bytes), so the assembler would spill all of it to local memory (minutes to compile, "
+                f"slow to run). Make it smaller (is an extent mistyped?), or compile with tiledsl.jit(allow_spills=True)",
                 st.loc)
