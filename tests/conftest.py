@@ -33,6 +33,11 @@ def _has_gpu() -> bool:
 def pytest_collection_modifyitems(config, items):
     # the default run stays fast: the slow tests (GEMM exactness on the interpreter, long hypothesis searches,
     # the cache stress, the bounded fuzz run) are skipped unless asked for
+    # (slow_tests.py lists more: the heaviest members of parametrized families, each keeping a representative)
+    from slow_tests import is_slow
+    for item in items:
+        if "slow" not in item.keywords and is_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
     if not _run_slow(config):
         skip_slow = pytest.mark.skip(reason=f"slow: run with --runslow or {SLOW_ENV}=1")
         for item in items:

@@ -71,9 +71,32 @@ def test_applies_in_loops_and_branches():
 
 def test_needs_the_expanded_ir():
     ck = seed_mma_compiled()
-    ck.expanded_ir = None                                   # what a disk-cache hit looks like
-    with pytest.raises(TiledslError, match="disk cache"):
+    ck.expanded_ir = None                                   # a kernel with neither the IR nor its function
+    with pytest.raises(TiledslError, match="no expanded IR to explain"):
         ck.explain()
     with pytest.raises(TiledslError, match="CompiledKernel"):
         explain(42)
     assert isinstance(seed_mma_compiled().expanded_ir, ir.Kernel)
+
+
+def test_served_from_the_disk_cache(tmp_path, monkeypatch):
+    """explain() on a kernel served from the disk cache (a fresh cache folder: compile, then a new kernel object
+    and a new process find the entry) expands it again and says the same as the in-process compile."""
+    import os
+    import subprocess
+    import sys
+    monkeypatch.delenv("TILEDSL_DISABLE_DISK_CACHE")
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "cache"))
+    first = seed_mma_compiled()
+    assert not getattr(first, "from_disk", False)
+    want = first.explain()
+    again = seed_mma_compiled()                             # a new JITFunction: the entry comes from disk
+    assert again.from_disk and again.expanded_ir is None
+    assert again.explain() == want
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = (f"import sys; sys.path.insert(0, {os.path.join(root, 'tests')!r}); import test_explain as t; "
+              f"ck = t.seed_mma_compiled(); assert ck.from_disk; print(ck.explain(), end='')")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "examples")]))
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want

@@ -1,5 +1,8 @@
-"""`python -m tiledsl` (or the `tiledsl` script): look after the disk cache and list the environment switches.
+"""`python -m tiledsl` (or the `tiledsl` script): compile a kernel to a stage's text, look after the disk cache and
+list the environment switches.
 
+    tiledsl compile FILE::KERNEL [--target sm_90a] [--sig n=4096,dtype=float16] [--emit ptx|llvm|tile|expanded|sass]
+                                  compile one kernel (no GPU needed) and print a stage (tools/compile_cli.py)
     tiledsl cache info [--json]   where the cache is, how many entries, how many bytes, the size bound
     tiledsl cache clear           remove every entry
     tiledsl switches              every TILEDSL_* environment variable, its type, its value here and what it does
@@ -71,9 +74,12 @@ def _switches(opts) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tiledsl", description="tiledsl: the compiled-kernel cache and settings")
-    sub = p.add_subparsers(dest="command", metavar="{cache,switches}")
+    p = argparse.ArgumentParser(prog="tiledsl", description="tiledsl: compile a kernel to PTX (or another stage), "
+                                                           "the compiled-kernel cache and the settings")
+    sub = p.add_subparsers(dest="command", metavar="{compile,cache,switches}")
     sub.required = True
+    from .tools.compile_cli import add_parser
+    add_parser(sub)
     c = sub.add_parser("cache", help="inspect or clear the disk cache of compiled kernels")
     csub = c.add_subparsers(dest="action", metavar="{info,clear}")
     csub.required = True

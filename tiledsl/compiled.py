@@ -76,11 +76,13 @@ class CompiledKernel:
         self.cubin = cubin
         self.loaded = {}                    # device -> LoadedFunction
         self.expanded_ir = None             # kept for the interpreter when compiled in this process
+        self.reexpand = None                # a disk-cache hit: makes expanded_ir again on demand (explain)
 
     def __repr__(self) -> str:
         return f"<CompiledKernel {self.name} sm_{self.sm} {self.metadata}>"
 
     def explain(self) -> str:
-        """Each tile.apply with its source line, opcode, repeats and native instructions (tiledsl.tools.explain)."""
+        """Each tile.apply with its source line, opcode, repeats and native instructions (tiledsl.tools.explain).
+        A kernel served from the disk cache is expanded again for it (front end and patterns, no codegen)."""
         from .tools.explain import explain
         return explain(self)

@@ -14,6 +14,7 @@ from .lower import ptx as backend
 from .core import knobs
 from .ir import nodes as ir
 from .passes.expand import expand_kernel
+from .passes.register_budget import check_local_sizes
 from .isa.registry import arch_target
 from .frontend.parser import Parser
 from .abi.signature import KernelSignature
@@ -46,20 +47,27 @@ def _gc_paused(f):
     return run
 
 
-@_gc_paused
-def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block=None, grid=None,
-                   want_cubin=True) -> CompiledKernel:
-    """Compile `fn` for `target`: every stage's output in `.asm`, the assembler's report in `.metadata`."""
-    t0 = time.perf_counter()
-    k, parser = front(fn, constexprs, block, grid, target)
-    asm = {"tile": kernel_str(k)}
+def expand(fn, constexprs: dict, target: Target, options: Options, block=None, grid=None):
+    """The stages before codegen: (tile IR, expanded IR, the target as the patterns chose it, debug sites).
+    Also what `explain()` runs again for a kernel that came from the disk cache, which keeps only text."""
+    k, _ = front(fn, constexprs, block, grid, target)
+    check_local_sizes(k, target, options.allow_spills)     # before ptxas spends minutes spilling it
     ek = expand_kernel(k, target)
     target = arch_target(ek.body, target)         # a chosen sm_90 becomes sm_90a for wgmma (isa/registry.py)
     sites = []
     if options.debug:
         from .passes.bounds_checks import insert_bounds_checks
         ek, sites = insert_bounds_checks(ek)
-    asm["expanded"] = kernel_str(ek)
+    return k, ek, target, sites
+
+
+@_gc_paused
+def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block=None, grid=None,
+                   want_cubin=True) -> CompiledKernel:
+    """Compile `fn` for `target`: every stage's output in `.asm`, the assembler's report in `.metadata`."""
+    t0 = time.perf_counter()
+    k, ek, target, sites = expand(fn, constexprs, target, options, block, grid)
+    asm = {"tile": kernel_str(k), "expanded": kernel_str(ek)}
     from .lower.llvm import generate_llvm
     raw, dynamic_shared = generate_llvm(ek, target, debug_buffer=bool(sites))
     opt_ir, ptx = backend.llvm_to_ptx(raw, target)

@@ -313,7 +313,11 @@ CASES = [
     C("power_with_huge_exponent", k_power_folds_forever, "10**4294967296", marks=(pytest.mark.slow,)),
     # 2 MB of operands per thread: refused at the allocation (before the 131072 mma instructions hung expansion)
     C("mma_131072_instructions", k_mma_65536_k_steps, "T.alloc_local((2 * 65536 * 4,)", words=("512 KB",)),
-    C("fma_70000_repeats", k_fma_70000_repeats, "T.ptx[\"fma.rn.f32\"]", words=("at most 65536",)),
+    # (allow_spills: past the register budget, which refuses the local first: the case below)
+    C("fma_70000_repeats", tiledsl.jit(k_fma_70000_repeats, allow_spills=True), "T.ptx[\"fma.rn.f32\"]",
+      words=("at most 65536",)),
+    C("local_of_70000_registers", k_fma_70000_repeats, "T.alloc_local((70000,)",
+      words=("70000 float32 per thread (280000 bytes", "at most 255 registers", "allow_spills=True")),
     # mutations that are located today
     C("fma_f16_on_f32_registers", k_fma_f16_on_f32_registers, "fma.rn.f16"),
     C("fma_without_rounding", k_fma_without_rounding, "fma.f32"),

@@ -1,6 +1,7 @@
 """The three exceptions users see, and the source location every IR node carries."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -88,3 +89,48 @@ def shown(x) -> str:
     if " object at 0x" in text:
         return f"a {type(x).__name__}"
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # .../tiledsl
+
+
+def _internal(tb) -> bool:
+    name = tb.tb_frame.f_code.co_filename
+    return name.startswith(_PACKAGE_DIR) and name[len(_PACKAGE_DIR):len(_PACKAGE_DIR) + 1] == os.sep
+
+
+def user_frames(e: BaseException) -> BaseException:
+    """Drop tiledsl's own frames from the traceback of `e` (a TiledslError, and the TiledslErrors it was raised
+    from), keeping the user's: the caller, and any user function tiledsl called (a grid callable). Its message
+    already names the kernel's line; the frames of the compiler under it only bury that.
+
+    The public entry points catch a TiledslError, call this and re-raise with a bare `raise`, which adds no entry
+    for their own frame (a `raise e` would), so the traceback the user sees has no tiledsl frame at all.
+    TILEDSL_DEBUG_TRACEBACK=1 keeps every frame (for reporting a bug in tiledsl)."""
+    from . import knobs
+    if knobs.debug_traceback():
+        return e
+    import types
+    first, seen = e, set()
+    while isinstance(e, TiledslError) and id(e) not in seen:
+        seen.add(id(e))
+        keep = []
+        tb = e.__traceback__
+        while tb is not None:
+            if not _internal(tb):
+                keep.append(tb)
+            tb = tb.tb_next
+        if len(keep) != _length(e.__traceback__):
+            new = None
+            for t in reversed(keep):
+                new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+            e.__traceback__ = new
+        e = e.__cause__ if e.__cause__ is not None else (None if e.__suppress_context__ else e.__context__)
+    return first
+
+
+def _length(tb) -> int:
+    n = 0
+    while tb is not None:
+        n, tb = n + 1, tb.tb_next
+    return n

@@ -61,8 +61,11 @@ NATIVE_LAUNCH = Switch("TILEDSL_NATIVE_LAUNCH", "bool", True,
                        "compile steady launchers to native code with LLVM (default on; 0 = keep the Python launchers)")
 DUMP_DIR = Switch("TILEDSL_DUMP_DIR", "path", None,
                   "write each compiled kernel's stages (tile, expanded, llvm, ptx) here")
+DEBUG_TRACEBACK = Switch("TILEDSL_DEBUG_TRACEBACK", "bool", False,
+                         "keep tiledsl's own frames in the tracebacks of its errors (hidden by default)")
 
-SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, RACECHECK, NATIVE_LAUNCH, DUMP_DIR]
+SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, RACECHECK, NATIVE_LAUNCH, DUMP_DIR,
+            DEBUG_TRACEBACK]
 
 
 def _reader(switch: Switch) -> Callable[[], object]:
@@ -101,6 +104,7 @@ def dump_dir() -> str | None:
         warnings.warn(f"tiledsl: {DUMP_DIR.name}={path} cannot hold the dumps ({why}); not dumping", stacklevel=2)
     return None
 native_launch: Callable[[], bool] = _reader(NATIVE_LAUNCH)
+debug_traceback: Callable[[], bool] = _reader(DEBUG_TRACEBACK)
 
 
 def disk_cache_enabled() -> bool:

@@ -9,8 +9,11 @@ class Options:
     """What, besides the source and the target, shapes the compiled code.
 
     debug: a bounds check before every memory access (KernelFault at the user's line; slower).
+    allow_spills: compile a kernel with a local tile larger than a thread's registers (otherwise refused before
+        ptxas runs: passes/register_budget.py).
     """
     debug: bool = False
+    allow_spills: bool = False
 
     def key(self) -> str:
         """A stable text for the cache key: every field, by name."""

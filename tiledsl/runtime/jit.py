@@ -24,7 +24,7 @@ from ..cache import disk as cache
 from ..cache.fingerprint import fingerprint_value
 from ..core import dtypes as dt
 from ..core import knobs as config
-from ..core.errors import CompilationError, LaunchError, TiledslError
+from ..core.errors import CompilationError, LaunchError, TiledslError, user_frames
 from ..core.options import Options
 from ..core.target import Target
 from ..core.version import __version__
@@ -49,16 +49,21 @@ def jit(fn: Callable | None = None, **options: Any) -> JITFunction | Callable[[C
                  core.target.DEFAULT_SM (sm_90) for `kernel.compile(...)` without a GPU.
       debug:     a bounds check before every memory access; a violation raises KernelFault at the user's line
                  (default False; TILEDSL_DEBUG=1 turns it on).
+      allow_spills: compile a kernel with a `T.alloc_local` larger than a thread's 255 registers, which ptxas can
+                 only spill to local memory (default False: such a tile is refused, at its line, before ptxas).
     Compilation is lazy: the first call of each specialization (constexpr values, block, target, options)
     compiles or loads it from the disk cache."""
-    unknown = sorted(set(options) - {"interpret", "target", "debug"})
-    if unknown:
-        from ..core.errors import TiledslError
-        raise TiledslError(f"tiledsl.jit got unknown option(s) {', '.join(map(repr, unknown))}; it takes interpret=, "
-                           f"target= and debug=")
-    if fn is None:
-        return lambda f: JITFunction(f, **options)
-    return JITFunction(fn, **options)
+    unknown = sorted(set(options) - {"interpret", "target", "debug", "allow_spills"})
+    try:
+        if unknown:
+            raise TiledslError(f"tiledsl.jit got unknown option(s) {', '.join(map(repr, unknown))}; it takes "
+                               f"interpret=, target=, debug= and allow_spills=")
+        if fn is None:
+            return lambda f: jit(f, **options)
+        return JITFunction(fn, **options)
+    except TiledslError as e:
+        user_frames(e)        # the user's frames only (core/errors.py); a bare raise adds none of ours
+        raise
 
 
 _COMPILER_HASH = []
@@ -86,7 +91,7 @@ class JITFunction:
     is_tiledsl_kernel = True       # how the front end tells a kernel from other globals (without importing us)
 
     def __init__(self, fn: Callable, interpret: bool = False, target: Target | str | int | None = None,
-                 debug: bool = False) -> None:
+                 debug: bool = False, allow_spills: bool = False) -> None:
         if not inspect.isfunction(fn):
             raise TiledslError(f"@tiledsl.jit decorates a Python function, got {type(fn).__name__}")
         self.fn = fn
@@ -94,6 +99,7 @@ class JITFunction:
         self.target = target
         self._target = Target.parse(target) if target is not None else None
         self.debug = debug
+        self.allow_spills = bool(allow_spills)
         functools.update_wrapper(self, fn)
         self._lock = threading.RLock()
         self._params = None
@@ -221,8 +227,9 @@ class JITFunction:
 
     @property
     def options(self) -> Options:
-        """The compile options: jit(debug=...), or TILEDSL_DEBUG as it is when a specialization is made."""
-        return Options(debug=bool(self.debug or config.debug()))
+        """The compile options: jit(debug=..., allow_spills=...), TILEDSL_DEBUG as it is when a specialization is
+        made."""
+        return Options(debug=bool(self.debug or config.debug()), allow_spills=self.allow_spills)
 
     def spec(self, values, block, target: Target) -> tuple:
         constexprs = {}
@@ -245,6 +252,13 @@ class JITFunction:
                 **kwargs: Any) -> CompiledKernel:
         """Compile without launching (no GPU needed); arrays of any kind stand for their shape and dtype.
         The target: `target=`, else the kernel's jit(target=...), else core.target.DEFAULT_SM."""
+        try:
+            return self._compile(args, kwargs, target, grid, block)
+        except TiledslError as e:
+            user_frames(e)
+            raise
+
+    def _compile(self, args, kwargs, target, grid, block) -> CompiledKernel:
         from ..lower import ptx as backend
         tgt = Target.parse(target) if target is not None else (self._target or Target.default())
         values = self.bind(args, kwargs)
@@ -276,6 +290,9 @@ class JITFunction:
                 from ..compiler import compile_kernel
                 ck = compile_kernel(self.fn, constexprs, target, self.options, block, grid, want_cubin)
                 self._to_disk(key, ck)
+            else:       # the entry keeps text only: explain() expands the kernel again when asked (same key)
+                ck.reexpand = functools.partial(_expand_again, self.fn, constexprs, target, self.options, block,
+                                                grid)
             ck.key = key
             self._compiled[key] = ck
             return ck
@@ -332,17 +349,28 @@ class JITFunction:
         configuration that cannot key it (a list). Afterwards `kernel[...]` is the table's C lookup itself, which
         costs no Python frame per launch, and a list there meets Python's own TypeError (unhashable type)."""
         try:
-            return self._bound[cfg]
-        except TypeError:
             try:
-                hash(cfg)
+                return self._bound[cfg]
             except TypeError:
-                raise LaunchError(f"kernel[grid, block]: grid and block are ints or tuples of up to 3 ints, got "
-                                  f"{C.short_repr(cfg, 80)}; write a list as a tuple, e.g. kernel[(2,), (32,)] "
-                                  f"(the launch cache is keyed on them)") from None
+                try:
+                    hash(cfg)
+                except TypeError:
+                    raise LaunchError(f"kernel[grid, block]: grid and block are ints or tuples of up to 3 ints, "
+                                      f"got {C.short_repr(cfg, 80)}; write a list as a tuple, e.g. "
+                                      f"kernel[(2,), (32,)] (the launch cache is keyed on them)") from None
+                raise
+        except TiledslError as e:
+            user_frames(e)        # the user's frames only (core/errors.py); a bare raise adds none of ours
             raise
 
     def _make_bound(self, cfg):
+        try:
+            return self._new_bound(cfg)
+        except TiledslError as e:
+            user_frames(e)
+            raise
+
+    def _new_bound(self, cfg):
         if not isinstance(cfg, tuple) or len(cfg) != 2:
             raise LaunchError("launch with kernel[grid, block](*args)")
         grid = cfg[0] if callable(cfg[0]) else C.check_grid(C.dims(cfg[0]))
@@ -364,7 +392,11 @@ class JITFunction:
                     if n is not None:                 # kernel(...) now calls it with no Python between
                         self._call = n
                 return None
-        return self.run(args, kwargs, None, None, stream)
+        try:
+            return self.run(args, kwargs, None, None, stream)
+        except TiledslError as e:
+            user_frames(e)        # the user's frames only (core/errors.py); a bare raise adds none of ours
+            raise
 
     def _count_steady(self, hits: int, f, fallback):
         """(new count, native launcher or None) after one more steady launch through the Python launcher `f`:
@@ -485,6 +517,13 @@ class JITFunction:
         InterpretLauncher(sig, prog, grid, sig.block, None, None)(values)
 
 
+def _expand_again(fn, constexprs, target, options, block, grid):
+    """The expanded IR of a specialization served from the disk cache (for explain()): the front end and the
+    pattern expansion run again, no codegen."""
+    from ..compiler import expand
+    return expand(fn, constexprs, target, options, block, grid)[1]
+
+
 def _helper_reads(v, deps: list, seen: set) -> None:
     """Add to `deps` the (globals, name, value) that the @tiledsl.inline helper `v` reads, and those of the
     helpers it reads, to any depth: the staleness checks (source_key's, _fresh, the native launcher's) then see an
@@ -548,4 +587,8 @@ class _Bound:
                             k._bound[self.cfg] = n
                             k._getitem = k._bound.__getitem__     # kernel[...] straight to C from now on
                 return None
-        return k.run(args, kwargs, self.grid, self.block, stream)
+        try:
+            return k.run(args, kwargs, self.grid, self.block, stream)
+        except TiledslError as e:
+            user_frames(e)
+            raise

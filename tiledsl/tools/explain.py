@@ -20,7 +20,8 @@ from ..ir.printer import expr_str, native_str
 
 
 def explain(obj) -> str:
-    """A text report for a CompiledKernel compiled in this process, or for an expanded `ir.Kernel`."""
+    """A text report for a CompiledKernel (compiled in this process, or served from the disk cache by a kernel's
+    compile() or call, which expands it again), or for an expanded `ir.Kernel`."""
     kernel, sm = _expanded(obj)
     groups = _groups(kernel.body)
     n_native = sum(len(g["natives"]) for g in groups)
@@ -47,13 +48,15 @@ def _expanded(obj):
     if isinstance(obj, ir.Kernel):
         return obj, None
     k = getattr(obj, "expanded_ir", None)
+    if k is None and getattr(obj, "reexpand", None) is not None:
+        k = obj.expanded_ir = obj.reexpand()      # served from the disk cache: expanded again (no codegen)
     if isinstance(k, ir.Kernel):
         return k, getattr(obj, "sm", None)
     if hasattr(obj, "asm") and hasattr(obj, "expanded_ir"):
         raise TiledslError(
-            f"kernel {obj.name} was loaded from the disk cache, which keeps the stages as text "
-            f"(see .asm['expanded']) but not the expanded IR that explain() reads; compile it in this process "
-            f"with {knobs.DISABLE_DISK_CACHE.name}=1 (or `python -m tiledsl cache clear`) to explain it")
+            f"kernel {obj.name} has no expanded IR to explain and no kernel function to make it again from (a "
+            f"disk cache entry keeps the stages as text only: see .asm['expanded']); get it from "
+            f"kernel.compile(...), or compile with {knobs.DISABLE_DISK_CACHE.name}=1")
     raise TiledslError(f"explain() takes a CompiledKernel or an expanded ir.Kernel, not {type(obj).__name__}")
 
 

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from ..core import knobs
-from ..core.errors import CompilationError, TiledslError
+from ..core.errors import CompilationError, TiledslError, user_frames
 from ..core.target import Target
 from ..core.version import __version__
 from . import store
@@ -218,8 +218,12 @@ class Autotuner:
 
     # ------------------------------------------------------------ the call
     def __call__(self, *args, stream=None, **kwargs):
-        launch = self.pick(*args, **kwargs)[0]
-        return launch(*args, stream=stream)
+        try:
+            launch = self.pick(*args, **kwargs)[0]
+            return launch(*args, stream=stream)
+        except TiledslError as e:
+            user_frames(e)        # the user's frames only (core/errors.py); a bare raise adds none of ours
+            raise
 
     def pick(self, *args, **kwargs):
         """(launcher, Config) for these arguments, tuning on the first call of a key; the launcher takes the
@@ -265,13 +269,17 @@ class Autotuner:
     def compile(self, *args, target=None, config: Config | None = None, **kwargs):
         """Compile one config without launching (no GPU needed): `config`, else the key's winner when one is
         known in this process, else the first config. Returns the CompiledKernel."""
-        cfg = config
-        if cfg is None:
-            hit = self._chosen.get(self.key_of(args, kwargs))
-            cfg = hit[1] if hit is not None else self.configs[0]
-        k = self.kernel_for(cfg, args, kwargs)
-        return k.compile(*args, target=target, grid=cfg.grid if not callable(cfg.grid) else None, block=cfg.block,
-                         **self._call_kwargs(cfg, kwargs))
+        try:
+            cfg = config
+            if cfg is None:
+                hit = self._chosen.get(self.key_of(args, kwargs))
+                cfg = hit[1] if hit is not None else self.configs[0]
+            k = self.kernel_for(cfg, args, kwargs)
+            return k.compile(*args, target=target, grid=cfg.grid if not callable(cfg.grid) else None,
+                             block=cfg.block, **self._call_kwargs(cfg, kwargs))
+        except TiledslError as e:
+            user_frames(e)
+            raise
 
     def device_of(self, args, kwargs):
         """(device index, Target, device name) of the call's arrays (the GPU they are on)."""
