@@ -78,7 +78,8 @@ def test_pip_install_into_a_fresh_venv_runs_linear_and_sdpa(tmp_path):
     import json
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["tiledsl"].startswith(site), got["tiledsl"]
-    for dev, (err_linear, err_sdpa) in got.items():
-        if dev == "tiledsl":
+    for dev in ("cpu", "cuda"):
+        if dev not in got:
             continue
+        err_linear, err_sdpa = got[dev]
         assert err_linear < 5e-2 and err_sdpa < 1e-2, (dev, err_linear, err_sdpa)

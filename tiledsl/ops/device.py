@@ -36,19 +36,38 @@ def stream_buffers(a, what, make):
     its sizes included).
 
     Under CUDA-graph capture the buffers are made afresh in the graph's pool (make's zero fill is captured, so every
-    replay starts from zeros) and not kept. Kept buffers are made on a side stream: torch routes a capture's (and
-    torch.compile's cudagraph warm-up's) allocations to the graph's pool by the stream they are made on, and a
-    kept buffer must not live in a pool that believes it free."""
+    replay starts from zeros) and not kept. Kept buffers are made by a thread of their own, on a side stream: torch
+    routes the allocations of the thread that captures (or runs torch.compile's cudagraph warm-up) to the graph's
+    pool, and a kept buffer must not live in a pool that believes it free."""
     import torch
     if torch.cuda.is_current_stream_capturing():
         return make(torch, a.device)
     cur = torch.cuda.current_stream(a.device)
     key = (str(a.device), cur.cuda_stream, what)
     if key not in _BUFFERS:
-        side = torch.cuda.Stream(a.device)
-        side.wait_stream(cur)
-        with torch.cuda.stream(side):
-            bufs = make(torch, a.device)
-        cur.wait_stream(side)               # the zero fill is done before this stream's first launch reads it
-        _BUFFERS[key] = bufs
+        _BUFFERS[key] = _made_aside(torch, a.device, cur, make)
     return _BUFFERS[key]
+
+
+def _made_aside(torch, device, cur, make):
+    """make(torch, device) run by another thread on a side stream that follows `cur`; `cur` then waits for it (the
+    zero fill is done before this stream's first launch reads the buffers)."""
+    import threading
+    got = {}
+
+    def work():
+        try:
+            side = torch.cuda.Stream(device)
+            side.wait_stream(cur)
+            with torch.cuda.stream(side):
+                got["bufs"] = make(torch, device)
+            got["side"] = side
+        except BaseException as e:     # handed to the caller's thread
+            got["error"] = e
+    t = threading.Thread(target=work, name="tiledsl-buffers")
+    t.start()
+    t.join()
+    if "error" in got:
+        raise got["error"]
+    cur.wait_stream(got["side"])
+    return got["bufs"]
