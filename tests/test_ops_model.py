@@ -38,40 +38,40 @@ class Layer(torch.nn.Module):
         return s + ops.linear(ops.linear(h, self.w1, self.b1, activation="gelu"), self.w2)
 
 
-def _run(device, dtype, shape, backend, mode=None, atol=0.0, grad_atol=2e-2):
+def _run(monkeypatch, device, dtype, shape, backend, mode=None, atol=0.0, grad_atol=2e-2):
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     counters.clear()
     B, L, D, H, F = shape
     model = Layer(D, H, F, dtype, device)
     compiled = torch.compile(model, backend=backend, fullgraph=True, mode=mode)
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        for i in range(3):
-            g = torch.Generator().manual_seed(10 + i)
-            x = torch.randn(B, L, D, generator=g).to(device, dtype).requires_grad_()
-            dy = torch.randn(B, L, D, generator=g).to(device, dtype)
-            xe = x.detach().clone().requires_grad_()
-            y = compiled(x)
-            grads = torch.autograd.grad(y, [x, *model.parameters()], dy)
-            ye = model(xe)
-            grads_e = torch.autograd.grad(ye, [xe, *model.parameters()], dy)
-            torch.testing.assert_close(y, ye, atol=atol, rtol=0 if atol == 0 else 1e-2)
-            for got, want in zip(grads, grads_e):
-                # the compiled graph fuses torch's own pieces (the gelu derivative, the residual adds, the
-                # transposes) and rounds them its own way: a few ulps of the dtype apart (bf16: 2^-8 relative)
-                torch.testing.assert_close(got, want, atol=grad_atol, rtol=2e-2)
+    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+    for i in range(3):
+        g = torch.Generator().manual_seed(10 + i)
+        x = torch.randn(B, L, D, generator=g).to(device, dtype).requires_grad_()
+        dy = torch.randn(B, L, D, generator=g).to(device, dtype)
+        xe = x.detach().clone().requires_grad_()
+        y = compiled(x)
+        grads = torch.autograd.grad(y, [x, *model.parameters()], dy)
+        ye = model(xe)
+        grads_e = torch.autograd.grad(ye, [xe, *model.parameters()], dy)
+        torch.testing.assert_close(y, ye, atol=atol, rtol=0 if atol == 0 else 1e-2)
+        for got, want in zip(grads, grads_e):
+            # the compiled graph fuses torch's own pieces (the gelu derivative, the residual adds, the
+            # transposes) and rounds them its own way: a few ulps of the dtype apart (bf16: 2^-8 relative)
+            torch.testing.assert_close(got, want, atol=grad_atol, rtol=2e-2)
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     torch._dynamo.reset()
 
 
-def test_layer_compiles_fullgraph_on_cpu_without_recompiles():
-    _run("cpu", torch.float16, (1, 16, 64, 1, 64), "aot_eager")
+def test_layer_compiles_fullgraph_on_cpu_without_recompiles(monkeypatch):
+    _run(monkeypatch, "cpu", torch.float16, (1, 16, 64, 1, 64), "aot_eager")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
-def test_layer_compiles_fullgraph_on_the_gpu(mode):
+def test_layer_compiles_fullgraph_on_the_gpu(monkeypatch, mode):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    _run("cuda", torch.bfloat16, (2, 512, 1024, 8, 2816), "inductor", mode, atol=3e-2, grad_atol=3e-2)
+    _run(monkeypatch, "cuda", torch.bfloat16, (2, 512, 1024, 8, 2816), "inductor", mode, atol=3e-2, grad_atol=3e-2)
