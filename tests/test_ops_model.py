@@ -38,7 +38,7 @@ class Layer(torch.nn.Module):
         return s + ops.linear(ops.linear(h, self.w1, self.b1, activation="gelu"), self.w2)
 
 
-def _run(monkeypatch, device, dtype, shape, backend, mode=None, atol=0.0, grad_atol=2e-2):
+def _run(monkeypatch, device, dtype, shape, backend, mode=None, tol=0.0):
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     counters.clear()
@@ -55,18 +55,21 @@ def _run(monkeypatch, device, dtype, shape, backend, mode=None, atol=0.0, grad_a
         grads = torch.autograd.grad(y, [x, *model.parameters()], dy)
         ye = model(xe)
         grads_e = torch.autograd.grad(ye, [xe, *model.parameters()], dy)
-        torch.testing.assert_close(y, ye, atol=atol, rtol=0 if atol == 0 else 1e-2)
-        for got, want in zip(grads, grads_e):
-            # the compiled graph fuses torch's own pieces (the gelu derivative, the residual adds, the
-            # transposes) and rounds them its own way: a few ulps of the dtype apart (bf16: 2^-8 relative)
-            torch.testing.assert_close(got, want, atol=grad_atol, rtol=2e-2)
+        if device == "cpu":          # aot_eager runs the same ops: the same bits
+            torch.testing.assert_close(y, ye, atol=0, rtol=0)
+        for got, want in zip([y, *grads], [ye, *grads_e]):
+            # the compiled graph fuses torch's own pieces (the gelu derivative, the residual adds) and rounds them
+            # its own way: elements a few ulps apart, and the rare one near zero after a long sum further; the
+            # relative Frobenius distance says "equal up to rounding" without an element-wise bound
+            dist = ((got.float() - want.float()).norm() / want.float().norm().clamp_min(1e-30)).item()
+            assert dist <= tol, (tuple(got.shape), dist)
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     torch._dynamo.reset()
 
 
 def test_layer_compiles_fullgraph_on_cpu_without_recompiles(monkeypatch):
-    _run(monkeypatch, "cpu", torch.float16, (1, 16, 64, 1, 64), "aot_eager")
+    _run(monkeypatch, "cpu", torch.float16, (1, 16, 64, 1, 64), "aot_eager", tol=1e-3)
 
 
 @pytest.mark.gpu
@@ -74,4 +77,4 @@ def test_layer_compiles_fullgraph_on_cpu_without_recompiles(monkeypatch):
 def test_layer_compiles_fullgraph_on_the_gpu(monkeypatch, mode):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    _run(monkeypatch, "cuda", torch.bfloat16, (2, 512, 1024, 8, 2816), "inductor", mode, atol=3e-2, grad_atol=3e-2)
+    _run(monkeypatch, "cuda", torch.bfloat16, (2, 512, 1024, 8, 2816), "inductor", mode, tol=5e-3)
