@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 
-from .common import UnsupportedArgument, on_cpu, qualified, refuse
+from .common import UnsupportedArgument, direct, on_cpu, qualified, refuse
 
 OP = "scaled_dot_product_attention"
 DTYPES = (torch.float16, torch.bfloat16)
@@ -87,9 +87,8 @@ def _empty(query, key, value):
 
 # ---------------------------------------------------------------------------------------------------------------
 # the forward op
-@torch.library.custom_op(qualified(OP), mutates_args=())
-def sdpa_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool = False,
-                 scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward_impl(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool = False,
+                  scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of softmax(scale query keyᵀ [causal]) value for (B, H, L, E) query and (B, H_kv, S, E) key and
     value; lse float32 (B, H, L), natural log."""
     scale = _check(query, key, value, scale, HEAD_DIMS + GRAD_FREE_HEAD_DIMS)
@@ -101,6 +100,9 @@ def sdpa_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is
     # contiguous first: the FA3 kernel's choice (forward._fa3_fits) looks at the bases the kernel will read
     q, k, v = (t.contiguous() for t in (query, key, value))
     return attention(q, k, v, causal=is_causal, scale=scale)
+
+
+sdpa_forward = torch.library.custom_op(qualified(OP), _forward_impl, mutates_args=())
 
 
 @sdpa_forward.register_fake
@@ -212,7 +214,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     q4 = q.expand(*batch, H, *q.shape[-2:]).reshape(nb, H, *q.shape[-2:])
     k4 = k.expand(*batch, HK, *k.shape[-2:]).reshape(nb, HK, *k.shape[-2:])
     v4 = v.expand(*batch, HK, *v.shape[-2:]).reshape(nb, HK, *v.shape[-2:])
-    out, _ = sdpa_forward(q4, k4, v4, bool(is_causal), None if scale is None else float(scale))
+    scale = None if scale is None else float(scale)
+    if direct(q4, k4, v4):      # an eager call autograd does not record: the implementation without the dispatcher
+        out, _ = _forward_impl(q4, k4, v4, bool(is_causal), scale)
+    else:
+        out, _ = sdpa_forward(q4, k4, v4, bool(is_causal), scale)
     return out.reshape(out_shape)
 
 

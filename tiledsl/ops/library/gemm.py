@@ -29,7 +29,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .common import UnsupportedArgument, qualified, refuse
+from .common import UnsupportedArgument, direct, qualified, refuse
 
 HALF = (torch.float16, torch.bfloat16)
 OUTS = (torch.float16, torch.bfloat16, torch.float32)
@@ -325,26 +325,6 @@ _matmul_fp8_op.register_autograd(_no_fp8_grad, setup_context=_fp8_setup)
 _LINEAR = torch.ops.tiledsl.linear.default
 _MATMUL = torch.ops.tiledsl.matmul.default
 _MATMUL_FP8 = torch.ops.tiledsl.matmul_fp8.default
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-_C = torch._C
-_compiling = torch.compiler.is_compiling
-
-
-def _direct(t0, t1, t2):
-    """Whether an eager call may run the op's implementation itself instead of through the dispatcher: a
-    custom_op's Python dispatch (autograd wrapper, redispatch) costs several times a small GEMM's launch, and the
-    issue holds an eager call to 1.5x F.linear's overhead. Only where the dispatcher would do nothing but call that
-    implementation: not while compiling or tracing, no torch-function or dispatch mode (fake tensors, make_fx,
-    FlopCounterMode, `with torch.device(...)`), no functorch transform, plain tensors (no subclass), and no input
-    that autograd would record. Anything else goes through torch.ops.tiledsl.<op>; the result is the same."""
-    if _compiling() or _C._is_torch_function_mode_enabled() or _C._len_torch_dispatch_stack() or \
-            _C._are_functorch_transforms_active():
-        return False
-    grad = _C.is_grad_enabled()
-    for t in (t0, t1, t2):
-        if t is not None and (type(t) not in _PLAIN or grad and t.requires_grad):
-            return False
-    return True
 
 
 def linear(x, weight, bias=None, activation=None):
@@ -353,8 +333,8 @@ def linear(x, weight, bias=None, activation=None):
     (erf form) or "silu", fused into the GEMM's epilogue where the kernel has one. Differentiable in x, weight
     and bias. The op `torch.ops.tiledsl.linear`: traceable by torch.compile (fullgraph), capturable in CUDA
     graphs once a shape has run (its first call tunes). A plain eager call that autograd does not record runs
-    the op's implementation without the dispatcher (_direct)."""
-    if _direct(x, weight, bias):
+    the op's implementation without the dispatcher (common.direct)."""
+    if direct(x, weight, bias):
         return _linear_impl(x, weight, bias, activation)
     return _LINEAR(x, weight, bias, activation)
 
@@ -366,7 +346,7 @@ def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config
     (tiledsl.ops.gemm.matmul.matmul) directly: eager only (not an op: torch.compile would trace into the
     autotuner), no autograd, activation may also be a callable there."""
     if out is None and config is None and static and tune:
-        if _direct(a, b, bias):
+        if direct(a, b, bias):
             return _matmul_impl(a, b, bias, activation, out_dtype)
         return _MATMUL(a, b, bias, activation, out_dtype)
     return _host("matmul")(a, b, bias, activation, out_dtype, out=out, config=config, static=static, tune=tune)
@@ -381,7 +361,7 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, *, o
     differentiable); out=, config= or tune=False call the host function (tiledsl.ops.gemm.fp8.matmul_fp8) directly,
     eager only, per-tensor scales only."""
     if out is None and config is None and tune:
-        if _direct(a, b, bias) and _direct(scale_a, scale_b, None):
+        if direct(a, b, bias) and direct(scale_a, scale_b, None):
             return _matmul_fp8_impl(a, b, scale_a, scale_b, out_dtype, bias)
         return _MATMUL_FP8(a, b, scale_a, scale_b, out_dtype, bias)
     return _host("matmul_fp8")(a, b, scale_a, scale_b, out_dtype, bias, out=out, config=config, tune=tune)
