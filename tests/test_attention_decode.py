@@ -183,6 +183,56 @@ def test_decode_fp8_cache_on_the_interpreter(paged, splits):
     assert np.abs(lse - rl).max() <= 1e-3                           # q * k_scale rounded to f16
 
 
+class _OnTheInterpreter:
+    """A kernel whose launch kern[grid, threads](*args) runs on the interpreter with numpy views of torch CPU
+    tensors (the results land in the tensors' memory): attention_decode's torch host path without a GPU."""
+
+    def __init__(self, kern):
+        self._kern = kern
+
+    def __getattr__(self, name):
+        return getattr(self._kern, name)
+
+    def __getitem__(self, launch):
+        run = DC.interpreted(self._kern)[launch]
+        return lambda *args: run(*(a.numpy() if hasattr(a, "numpy") else a for a in args))
+
+
+@pytest.mark.parametrize("qdtype, paged, splits", [("bfloat16", False, 1), ("float16", True, 2),
+                                                   ("bfloat16", True, 3)])
+def test_decode_fp8_cache_torch_host_path(monkeypatch, qdtype, paged, splits):
+    # GPU run 1 of test_decode_fp8_cache: the torch branch's last step, O * v_scale cast back to q's dtype, called
+    # .to("bfloat16") (the dtype's name: Tensor.to(str) takes a device string): "Invalid device string". Here the
+    # torch host path runs end to end on CPU tensors (the kernels launched on the interpreter) against the float64
+    # reference on the dequantised cache, for bf16 and f16 q, contiguous and paged, split and not
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(DC, "make_ragged", lambda *a, **kw: _OnTheInterpreter(R.make_ragged(*a, **kw)))
+    real_combine = DC.make_combine
+    monkeypatch.setattr(DC, "make_combine", lambda *a: _OnTheInterpreter(real_combine(*a)))
+    tab = e4m3_values()
+    rng = np.random.default_rng(31 + splits)
+    B, LQ, H, HK, D, S = 2, 1, 4, 2, 64, 192
+    shape = (2 * S // 16 + 1, 16, HK, D) if paged else (B, S, HK, D)
+    k8, v8 = (np.where(np.isnan(tab[x]), 0, x).astype(np.uint8) for x in (rng.integers(0, 256, shape),
+                                                                           rng.integers(0, 256, shape)))
+    bt = rng.permutation(shape[0])[:2 * S // 16].reshape(B, S // 16).astype(np.int32) if paged else None
+    ks, vs = np.array([0.01, 0.02], np.float32), np.array([0.5, 0.03], np.float32)
+    q = rng.standard_normal((B, LQ, H, D)).astype(np.float32)
+    lens = np.array([100, 192], np.int32)
+    dt = getattr(torch, qdtype)
+    qt = torch.from_numpy(q).to(dt)
+    o = DC.attention_decode(qt, torch.from_numpy(k8).view(torch.float8_e4m3fn),
+                            torch.from_numpy(v8).view(torch.float8_e4m3fn), torch.from_numpy(lens),
+                            block_table=None if bt is None else torch.from_numpy(bt), k_scale=torch.from_numpy(ks),
+                            v_scale=torch.from_numpy(vs), splits=splits, validate=True)
+    assert o.dtype == dt and tuple(o.shape) == q.shape
+    ro, _ = DC.reference_decode(qt.float().numpy(), tab[k8] * ks[:, None], tab[v8] * vs[:, None], lens,
+                                block_table=bt)
+    tol = 2e-3 * np.abs(ro).max() + (2 * np.abs(torch.from_numpy(ro).to(dt).double().numpy() - ro).max()
+                                     if qdtype == "bfloat16" else 0.0)
+    assert np.abs(o.double().numpy() - ro).max() <= tol
+
+
 def test_decode_fp8_refusals():
     q = np.zeros((1, 1, 2, 64), np.float16)
     c8 = np.zeros((1, 64, 1, 64), np.uint8)

@@ -222,7 +222,7 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         if numpy:
             out = (out.astype(np.float32) * vs[:, None]).astype(np.float16)
         else:
-            out = (out.float() * vs[:, None]).to(dt)
+            out = (out.float() * vs[:, None]).to(getattr(torch, dt))     # dt is a name: .to(str) takes a device
     return (out, lse) if return_lse else out
 
 
