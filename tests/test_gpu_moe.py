@@ -3,7 +3,21 @@ integer-valued inputs, whose f32 sums are exact; within bf16 rounding with rando
 balanced and skewed routing, experts of 0 tokens, Mixtral-like and DeepSeek-like shapes; the backward (dx, dw)
 and grouped_linear's autograd; the quantisers bit for bit against their numpy reference; matmul_fp8_blockwise
 within 2e-3 of the f32 reference with the same scales, dense and grouped; bad arguments refused naming them.
-tests/test_grouped_gemm.py and tests/test_fp8_blockwise.py run the kernels on the interpreter."""
+tests/test_grouped_gemm.py and tests/test_fp8_blockwise.py run the kernels on the interpreter.
+
+Each test function (a kernel family, all its parameters) runs in a pytest process of its own (`own_process`), with a
+timeout: a kernel that faults on the GPU (an illegal instruction, an illegal address) poisons the CUDA context of
+its process, and every later test in that process would fail with the same error, masking what they would have
+found. Here a fault fails its own family only; the others run in fresh processes. Each parameter is still reported
+as its own test, with the child's message."""
+import functools
+import inspect
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
 import numpy as np
 import pytest
 
@@ -11,6 +25,88 @@ import tiledsl
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
+
+CHILD_ENV = "TILEDSL_GPU_TEST_CHILD"      # set in the child: the tests run in place
+FAMILY_TIMEOUT_S = int(os.environ.get("TILEDSL_GPU_FAMILY_TIMEOUT", "900"))
+POISONED = ("CUDA error", "AcceleratorError", "CUDA_ERROR", "illegal instruction", "illegal memory access")
+_families = {}                             # family node id -> ({test name: (outcome, message)}, output tail)
+
+
+def _child(request, ids):
+    """Runs the node ids in one child pytest: ({test name: (outcome, message)}, the tail of its output)."""
+    with tempfile.TemporaryDirectory() as d:
+        report, log = os.path.join(d, "report.xml"), os.path.join(d, "out.txt")
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
+        if request.config.getoption("--runslow", default=False):
+            cmd.append("--runslow")
+        with open(log, "w") as out:
+            try:
+                r = subprocess.run(cmd + ids, cwd=str(request.config.rootpath), stdout=out, stderr=subprocess.STDOUT,
+                                   env=dict(os.environ, **{CHILD_ENV: "1"}), timeout=FAMILY_TIMEOUT_S)
+                how = f"child pytest exited {r.returncode}"
+            except subprocess.TimeoutExpired:
+                how = f"child pytest killed after {FAMILY_TIMEOUT_S} s (a hang?)"
+        with open(log, errors="replace") as f:
+            tail = f"{how}:\n" + f.read()[-8000:]
+        results = {}
+        if os.path.exists(report):
+            for case in ET.parse(report).iter("testcase"):
+                outcome, message = "passed", ""
+                for kind in ("failure", "error", "skipped"):
+                    el = case.find(kind)
+                    if el is not None:
+                        outcome, message = kind, (el.get("message") or "") + "\n" + (el.text or "")
+                        break
+                results[case.get("name")] = (outcome, message)
+    return results, tail
+
+
+def _run_family(request, family):
+    """The selected tests of one family (node ids family[...]) in one child; where one of them poisoned the CUDA
+    context (a CUDA error in its message), each later test that failed runs again in a child of its own, so its
+    result is its own rather than the poisoned context's."""
+    ids = [i.nodeid for i in request.session.items if i.nodeid.split("[", 1)[0] == family] or [family]
+    results, tail = _child(request, ids)
+    names = [i.rsplit("::", 1)[-1] for i in ids]
+    bad = [k for k, n in enumerate(names) if results.get(n, ("missing", ""))[0] in ("failure", "error", "missing")]
+    first = next((k for k in bad if any(p in results.get(names[k], ("", ""))[1] for p in POISONED)), None)
+    if first is not None:
+        for k in bad:
+            if k > first:
+                again, t = _child(request, [ids[k]])
+                results[names[k]] = again.get(names[k], ("missing", ""))
+                if results[names[k]][0] == "missing":
+                    tail += f"\n--- {names[k]} alone: {t}"
+    return results, tail
+
+
+def own_process(fn):
+    """Runs the test's family in a child process (once, for all its parameters) and reports this parameter's
+    outcome from there; in the child (CHILD_ENV set) the test runs in place."""
+    sig = inspect.signature(fn)
+    takes_request = "request" in sig.parameters
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        request = kwargs["request"] if takes_request else kwargs.pop("request")
+        if os.environ.get(CHILD_ENV):
+            return fn(*args, **kwargs)
+        family = request.node.nodeid.split("[", 1)[0]
+        if family not in _families:
+            _families[family] = _run_family(request, family)
+        results, tail = _families[family]
+        outcome, message = results.get(request.node.name, ("missing", ""))
+        if outcome == "skipped":
+            pytest.skip(message.strip().splitlines()[0] if message.strip() else "skipped in the child")
+        if outcome != "passed":
+            pytest.fail(f"{request.node.name} in its own process: {outcome}\n{message[-6000:]}\n{tail}"
+                        if outcome != "missing" else f"{request.node.name}: no result from the child\n{tail}",
+                        pytrace=False)
+
+    if not takes_request:
+        run.__signature__ = sig.replace(parameters=list(sig.parameters.values()) + [
+            inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY)])
+    return run
 
 
 def _counts(E, Tn, skew, seed=0):
@@ -45,6 +141,7 @@ def _rel(a, b):
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float16"])
 @pytest.mark.parametrize("skew", [False, True], ids=["balanced", "skewed"])
+@own_process
 def test_grouped_mm_is_exact_on_integer_inputs(dt, skew):
     from tiledsl.ops import grouped_mm
     dt = getattr(torch, dt)
@@ -61,6 +158,7 @@ def test_grouped_mm_is_exact_on_integer_inputs(dt, skew):
                                    (256, 8192, 7168, 2048), (64, 4096, 1408, 2048)],
                          ids=["mixtral-up", "mixtral-down", "deepseek-up", "deepseek-down", "64-experts"])
 @pytest.mark.parametrize("skew", [False, True], ids=["balanced", "skewed"])
+@own_process
 def test_grouped_mm_model_shapes_against_torch(shape, skew):
     from tiledsl.ops import grouped_mm
     E, Tn, N, K = shape
@@ -76,6 +174,7 @@ def test_grouped_mm_model_shapes_against_torch(shape, skew):
         assert _rel(out, peer.float()) <= 1e-2
 
 
+@own_process
 def test_rows_past_the_last_offset_are_left_alone_and_out_is_written():
     from tiledsl.ops import grouped_mm
     x = torch.randn(300, 128, device="cuda", dtype=torch.bfloat16)
@@ -87,6 +186,7 @@ def test_rows_past_the_last_offset_are_left_alone_and_out_is_written():
     assert _rel(out[:250], _loop(x[:250], w, off)) <= 1e-2
 
 
+@own_process
 def test_backward_and_autograd_against_the_loop():
     from tiledsl.ops import grouped_linear, grouped_mm_backward
     E, Tn, N, K = 4, 1000, 384, 256
@@ -110,6 +210,7 @@ def test_backward_and_autograd_against_the_loop():
 
 @pytest.mark.parametrize("K,N", [(4096, 14336), (2048, 7168), (200, 136)], ids=["kn-read-as-stored", "kn-deepseek",
                                                                                "kn-ragged-copy"])
+@own_process
 def test_w_kn_layout_against_torch(K, N):
     """grouped_mm(x, w (E, K, N), w_kn=True) = torch._grouped_mm(x, w): read as stored where K % 64 == 0, else
     through a transposed copy."""
@@ -124,6 +225,7 @@ def test_w_kn_layout_against_torch(K, N):
 
 @pytest.mark.parametrize("Tn,N,K", [(1001, 512, 384), (4096, 2048, 7168), (999, 100, 200)],
                          ids=["token-major-odd-t", "token-major-deepseek", "transposed-copies"])
+@own_process
 def test_weight_gradient_against_the_loop(Tn, N, K):
     """The K-grouped kernel: ragged experts (one of 0 tokens), T odd; dY and X read as stored (N, K multiples of
     8) or through transposed copies; f32 and bf16 out."""
@@ -143,6 +245,7 @@ def test_weight_gradient_against_the_loop(Tn, N, K):
     assert _rel(grouped_mm_weight_grad(dy, x, off), ref) <= 1e-2
 
 
+@own_process
 def test_masked_decode_form_against_the_loop():
     from tiledsl.ops import grouped_mm_masked
     E, C, N, K = 16, 256, 2048, 7168
@@ -158,6 +261,7 @@ def test_masked_decode_form_against_the_loop():
         assert (out[e, n:] == 3).all()
 
 
+@own_process
 def test_refusals_on_the_gpu():
     from tiledsl.ops import grouped_mm, matmul_fp8_blockwise
     x = torch.zeros(64, 128, device="cuda", dtype=torch.bfloat16)
@@ -172,6 +276,7 @@ def test_refusals_on_the_gpu():
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@own_process
 def test_quantisers_match_the_numpy_reference_bit_for_bit(dt):
     from tiledsl.ops import quantize_fp8, quantize_fp8_blockwise
     from tiledsl.ops.gemm import quantize as Q
@@ -212,6 +317,7 @@ def _blockwise_ref(a, sa, b, sb):
 
 
 @pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (1000, 2048, 7168), (8192, 7168, 2048), (77, 136, 256)])
+@own_process
 def test_matmul_fp8_blockwise_within_2e3_of_f32(M, N, K):
     from tiledsl.ops import matmul_fp8_blockwise, quantize_fp8_blockwise
     x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
@@ -225,6 +331,7 @@ def test_matmul_fp8_blockwise_within_2e3_of_f32(M, N, K):
     assert _rel(out, x.float() @ w.T) <= 0.1                                 # the quantisation's own error
 
 
+@own_process
 def test_grouped_fp8_blockwise_against_the_loop():
     from tiledsl.ops import grouped_mm_fp8_blockwise, quantize_fp8_blockwise
     E, Tn, N, K = 8, 4000, 2048, 1024

@@ -95,11 +95,15 @@ def test_k_grouped_form_compiles_without_serialised_wgmma():
 
 
 @pytest.mark.parametrize("counts,ab,out,cfg", [([50, 0, 70, 20], "float16", "float32", (2, 1, 64)),
-                                               ([0, 77, 60], "bfloat16", "bfloat16", (3, 2, 128))],
-                         ids=["f16-f32-zero-middle", "bf16-zero-first"])
+                                               ([0, 77, 60], "bfloat16", "bfloat16", (3, 2, 128)),
+                                               ([13, 3, 0, 61, 9, 85], "bfloat16", "float32", (2, 2, 128))],
+                         ids=["f16-f32-zero-middle", "bf16-zero-first", "bf16-small-unaligned-groups"])
 def test_k_grouped_weight_gradient_on_the_interpreter(counts, ab, out, cfg):
-    """dW[e] = dY_eᵀ X_e: each group's tokens are the reduction; the last K tile's columns past the group's end
-    (the next group's tokens) are zeroed in A's stage before the wgmma; a group of 0 tokens stores zeros; the token
+    """dW[e] = dY_eᵀ X_e: each group's tokens are the reduction; the tokens are the maps' innermost dimension, so
+    a group's K tiles start at its first token rounded down to a multiple of 8 (16 bytes: the interpreter faults on
+    an unaligned innermost TMA coordinate, as the H200 does with an illegal instruction), the previous group's
+    tokens heading the first K tile and the next group's past the end of the last one zeroed in A's stage before
+    the wgmma (a group of 3 tokens inside one 8-token span too); a group of 0 tokens stores zeros; the token
     dimension padded to a multiple of 8 with zeros."""
     pytest.importorskip("tiledsl.interpreter.fibers")
     rng = np.random.default_rng(len(counts))

@@ -276,6 +276,38 @@ def test_a_wait_for_bytes_that_never_come_faults():
         short(np.zeros((8, 32), np.float32))
 
 
+def _load_at(c0, c1):
+    """One 2-D f16 load of an (8, 32) box at (row c0, column c1)."""
+    box = (8, 32)
+
+    @tiledsl.jit(interpret=True)
+    def at(A: T.TensorMap(("M", "N"), "float16", box=box), Out: T.Tensor(box, "float16")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        tile = T.alloc_shared(box, "float16")
+        bar = T.alloc_shared((1,), "uint64")
+        tid = T.cuda.thread_id()
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, 1)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, 8 * 32 * 2)
+            T.cuda.tile.apply(T.ptx[LOAD2], tile, A, bar, coords=(c0, c1))
+        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], bar, 0)
+        for e in range(tid, 8 * 32, 32):
+            Out[e // 32, e % 32] = tile[e // 32, e % 32]
+    return at
+
+
+def test_an_innermost_coordinate_off_16_bytes_faults():
+    """The TMA unit needs a box's innermost start 16-byte aligned: column 4 of an f16 tensor (8 bytes) stopped the
+    K-grouped dW kernel's transposed-copies route with an illegal instruction on the H200 (its K tiles started at
+    each expert's first token, the tensor's innermost dimension). Any outer coordinate is fine, and so is column 8."""
+    a = _data((24, 64), "float16")
+    with pytest.raises(tiledsl.KernelFault, match=r"innermost coordinate is 4 \(8 bytes\), not a multiple of 16"):
+        _load_at(0, 4)(a, np.zeros((8, 32), np.float16))
+    out = np.zeros((8, 32), np.float16)
+    _load_at(3, 8)(a, out)
+    np.testing.assert_array_equal(out, a[3:11, 8:40])
+
+
 # ------------------------------------------------------------------ the map's encoding and the launch path
 
 def test_encode_args_are_the_drivers_order():

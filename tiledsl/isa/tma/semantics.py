@@ -6,6 +6,8 @@ whose coordinate lies inside the tensor is read from global memory (row-major ov
 other one is the map's fill (zero, or the canonical NaN of the element type); the box lands in shared memory
 row-major, each 16-byte chunk moved by the swizzle's XOR of its byte address (chunk ^= row of 128 bytes mod 2, 4, 8
 for 32, 64, 128 B), and the load pays the whole box's bytes to the mbarrier (the bulk family's barrier state).
+An innermost coordinate that is not a multiple of 16 bytes is a KernelFault (the TMA unit needs the box's first
+global address 16-byte aligned; the GPU stops such a copy with an illegal instruction).
 A store writes the in-bounds elements of the box back from shared memory, read through the same swizzle.
 Copies land when they are issued (the barrier or the bulk group orders them on the GPU); a prefetch, commit_group
 and wait_group change nothing the interpreter can observe. A `.multicast::cluster` load lands at the same shared
@@ -88,6 +90,14 @@ def semantics(n: ir.Native, cx):
                 ranks = [r for r in range(csize) if mk >> r & 1]
                 targets = [int(m.cluster_rows(np.array([flat]), r)[0]) for r in ranks]
             start = [int(cs[form.rank - 1 - k][pos]) for k in range(form.rank)]      # outer-to-inner
+            if start[-1] * esize % 16:
+                # the box's first global address must be 16-byte aligned: on the H200 an innermost coordinate
+                # that is not (a K-grouped kernel's token start, for instance) stops the kernel with an illegal
+                # instruction, which poisons the context, rather than failing the copy
+                raise m.fault(loc, f"the TMA {form.kind}'s innermost coordinate is {start[-1]} ({start[-1] * esize} "
+                                   f"bytes), not a multiple of 16 bytes ({16 // esize} {ann.dtype.name} "
+                                   f"elements): the TMA unit needs the box's innermost start 16-byte aligned (an "
+                                   f"illegal instruction on the GPU)", flat)
             shape = [int(ds[k][pos]) for k in range(form.rank)]
             gc = grid + np.asarray(start, np.int64)[:, None]
             inside = np.all((gc >= 0) & (gc < np.asarray(shape, np.int64)[:, None]), axis=0)

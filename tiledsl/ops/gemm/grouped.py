@@ -160,7 +160,9 @@ def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
     reduction), (E, N, K) of x's dtype (or a float32 `out`), one persistent launch of the grouped kernel's
     K-grouped form. Where N and K are multiples of 8, grad_out and x are read as stored (token-major: wgmma's
     transposed A and B, 128-wide tiles: 256-wide ones spill); else they are transposed first (copies, their token
-    dimension padded to a multiple of 8 with zeros). An expert of 0 tokens gets zeros."""
+    dimension padded to a multiple of 8 with zeros; the kernel's K tiles then start at each expert's first token
+    rounded down to a multiple of 8, the TMA unit's 16-byte alignment of an innermost coordinate). An expert of 0
+    tokens gets zeros."""
     import torch
     if grad_out.dim() != 2 or x.dim() != 2 or grad_out.shape[0] != x.shape[0] or grad_out.dtype != x.dtype or \
             x.dtype not in (torch.float16, torch.bfloat16):

@@ -42,6 +42,7 @@ from .schedule import tile_origin
 
 GROUP_M = 8               # tile rows of one expert walked together (L2 reuse of w[e]'s columns)
 SCALE_BLOCK = 128         # the blockwise FP8 scales' block: 1 x 128 on x, 128 x 128 on w
+TOK_ALIGN = 8             # K-grouped, not token-major: a TMA box's first token (innermost) a multiple of 16 bytes
 
 
 @tiledsl.inline
@@ -167,10 +168,13 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     kgrouped (f16/bf16, the weight gradient dW[e] = dYₑᵀ Xₑ): the groups split the reduction, not the rows. Called
     as kernel(A, B, C, offsets) with A (M, T) = dYᵀ, B (N, T) = Xᵀ (K-major, tokens along the rows), C (E * M, N)
     = dW; E x ceil(M / BM) x ceil(N / BN) tiles (known on the host), tile of group e reducing over the tokens
-    start_e .. end_e - 1 (TMA boxes starting at start_e). The last K tile of a group reaches into the next group's
-    tokens: each consumer zeroes those columns of its 64 rows of A in the stage (generic stores, then
-    fence.proxy.async and the warpgroup's named barrier before its wgmma reads them), so they add nothing. A group
-    of 0 tokens stores zeros.
+    start_e .. end_e - 1. The tokens are the tensor maps' innermost dimension here, and the TMA unit needs a box's
+    first global address 16-byte aligned (an unaligned innermost coordinate stops the kernel with an illegal
+    instruction on the H200, poisoning the context): the boxes start at start_e rounded down to a multiple of 8
+    tokens (TOK_ALIGN), so the first K tile of a group may begin with up to 7 of the previous group's tokens, and
+    its last K tile reaches into the next group's: each consumer zeroes those columns of its 64 rows of A in the
+    stage (generic stores, then fence.proxy.async and the warpgroup's named barrier before its wgmma reads them),
+    so they add nothing. A group of 0 tokens stores zeros.
 
     masked (grouped, not kgrouped): the decode form. X is (E * C, K) (E groups of C rows: a (E, C, K) tensor
     flattened) and offsets are counts: group e's tokens are rows e * C .. e * C + offsets[e] - 1 (clamped to 0 .. C);
@@ -285,8 +289,15 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                 start = T.min(T.max(offsets[e - 1], 0), K)
             end = group_end(offsets, e, start, K, 0)
             kstart = start
+            if not TOKM:
+                # the tokens are the maps' innermost dimension: the TMA box must start 16 bytes aligned (an
+                # unaligned start is an illegal instruction on the GPU), so the K tiles start at the aligned token
+                # at or below start, and the consumers zero the previous group's tokens at its head
+                kstart = start // TOK_ALIGN * TOK_ALIGN
             wrow = col0
-            nkt = (end - start + KT - 1) // KT
+            nkt = (end - kstart + KT - 1) // KT
+            if end <= start:
+                nkt = 0
             crow = e * M
             cend = M
         else:
@@ -446,10 +457,14 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                     T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1],
                                       (it // STG) % 2)
                     if kgrouped:
-                        rem = end - kstart - kk * KT        # the group's tokens in this K tile
-                        if rem < KT:
-                            # the rest are the next group's: zero them in this consumer's rows of A (thread t
-                            # takes column t % KT of rows 2j + t // KT)
+                        rem = end - kstart - kk * KT        # the K tile's columns before the group's end
+                        lead = start - kstart               # the previous group's tokens heading the first K tile
+                        if kk > 0:
+                            lead = 0
+                        if rem < KT or lead > 0:
+                            # the columns past rem are the next group's tokens and those below lead the previous
+                            # group's: zero them in this consumer's rows of A (thread t takes column t % KT of rows
+                            # 2j + t // KT). lead is 0 with TOKM (tokens are rows there: no alignment to keep)
                             t = tid % 128
                             if TOKM:
                                 # token rows rem .. of this consumer's box (thread t: column t % 64 of rows
@@ -457,7 +472,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                                 for j in T.unroll(KT // 2):
                                     if 2 * j + t // 64 >= rem:
                                         ta[s, c, 2 * j + t // 64, t % 64] = T.cast(0.0, ELEM)
-                            elif t % KT >= rem:
+                            elif t % KT >= rem or t % KT < lead:
                                 for j in T.unroll(64 * KT // 128):
                                     ta[s, 64 * c + (128 // KT) * j + t // KT, t % KT] = T.cast(0.0, ELEM)
                             T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
