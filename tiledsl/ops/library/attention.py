@@ -185,6 +185,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             f"is_causal=True (top-left aligned, as torch's)")
     if dropout_p != 0.0:
         refuse(OP, "dropout_p", dropout_p, "only dropout_p=0.0 (no dropout)")
+    if query.dim() == key.dim() == value.dim() == 4 and query.shape[0] == key.shape[0] == value.shape[0] and \
+            key.shape[1] == value.shape[1] and (query.shape[1] == key.shape[1] or
+                                                enable_gqa and key.shape[1] and query.shape[1] % key.shape[1] == 0):
+        # the common (B, H, L, E) call: nothing to broadcast (torch.broadcast_shapes alone costs more host time than
+        # the rest of the call, and an eager caller waits on it)
+        return _forward(query, key, value, is_causal, scale)
     for name, t in (("query", query), ("key", key), ("value", value)):
         if t.dim() < 2:
             raise UnsupportedArgument(f"tiledsl.ops.{OP}: {name} must be (..., L, E) with at least 2 dims; got shape "
@@ -206,20 +212,22 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     out_shape = _out_shape(query, key, value, enable_gqa)
     batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
     nb = math.prod(batch)
-    E = q.shape[-1]
-    if E in GRAD_FREE_HEAD_DIMS and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        refuse(OP, "query.size(-1)", E, f"the backward kernels support head dims {', '.join(map(str, HEAD_DIMS))}; "
-                                        f"{E} only where no gradient is wanted (torch.no_grad(), inputs without "
-                                        f"requires_grad)")
     q4 = q.expand(*batch, H, *q.shape[-2:]).reshape(nb, H, *q.shape[-2:])
     k4 = k.expand(*batch, HK, *k.shape[-2:]).reshape(nb, HK, *k.shape[-2:])
     v4 = v.expand(*batch, HK, *v.shape[-2:]).reshape(nb, HK, *v.shape[-2:])
+    return _forward(q4, k4, v4, is_causal, scale).reshape(out_shape)
+
+
+def _forward(q, k, v, is_causal, scale):
+    """The forward op's output for (B, H, L, E) q and (B, H_kv, S, E) k, v (grad-free E already checked)."""
+    if q.shape[-1] in GRAD_FREE_HEAD_DIMS and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        refuse(OP, "query.size(-1)", q.shape[-1], f"the backward kernels support head dims "
+               f"{', '.join(map(str, HEAD_DIMS))}; {q.shape[-1]} only where no gradient is wanted (torch.no_grad(), "
+               f"inputs without requires_grad)")
     scale = None if scale is None else float(scale)
-    if direct(q4, k4, v4):      # an eager call autograd does not record: the implementation without the dispatcher
-        out, _ = _forward_impl(q4, k4, v4, bool(is_causal), scale)
-    else:
-        out, _ = sdpa_forward(q4, k4, v4, bool(is_causal), scale)
-    return out.reshape(out_shape)
+    if direct(q, k, v):         # an eager call autograd does not record: the implementation without the dispatcher
+        return _forward_impl(q, k, v, bool(is_causal), scale)[0]
+    return sdpa_forward(q, k, v, bool(is_causal), scale)[0]
 
 
 def _out_shape(query, key, value, enable_gqa):
