@@ -285,7 +285,8 @@ def test_compiled_mlp_fullgraph_no_recompiles_equal_to_eager(monkeypatch):
     counters.clear()
     model = MLP()
     compiled = torch.compile(model, backend=BACKEND, fullgraph=True)
-    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+    # (a recompile would be a second graph: unique_graphs below counts it; torch._dynamo.config's
+    # error_on_recompile was found missing in one xdist worker of a CI run, so it is not relied on)
     for i in range(3):
         x = _rand(2, 3, 40, seed=100 + i).requires_grad_()
         xe = x.detach().clone().requires_grad_()

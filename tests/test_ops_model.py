@@ -45,7 +45,8 @@ def _run(monkeypatch, device, dtype, shape, backend, mode=None, tol=0.0):
     B, L, D, H, F = shape
     model = Layer(D, H, F, dtype, device)
     compiled = torch.compile(model, backend=backend, fullgraph=True, mode=mode)
-    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+    # (a recompile would be a second graph: unique_graphs below counts it; torch._dynamo.config's
+    # error_on_recompile was found missing in one xdist worker of a CI run, so it is not relied on)
     for i in range(3):
         g = torch.Generator().manual_seed(10 + i)
         x = torch.randn(B, L, D, generator=g).to(device, dtype).requires_grad_()
