@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core import dtypes as dt
 from ..core.errors import KernelFault, TiledslError
+from .coords import tuple3 as _tuple3
 from .races import Races
 
 
@@ -68,13 +69,6 @@ class Memory:
             v = self.raw[..., :n * size].view(npdt)
             self.views[npdt] = v
         return v
-
-
-def _tuple3(flat, dims):
-    x = flat % dims[0]
-    y = (flat // dims[0]) % dims[1]
-    z = flat // (dims[0] * dims[1])
-    return x, y, z
 
 
 class Machine:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import KernelFault
+from .coords import tuple3
 
 PLAIN, ATOMIC, PENDING, ASYNC, CP = 0, 1, 2, 3, 4       # how a granule was last written
 SLOTS = 64                  # mbarriers per block that can stand for asynchronous writers (more: not tracked)
@@ -206,8 +207,7 @@ class Races:
         return (min(self.loc_id(loc), 0xFFFF) << LOC) | (kind << KIND)
 
     def _thread(self, lin):
-        from .machine import _tuple3
-        return tuple(int(v) for v in _tuple3(lin, self.m.block))
+        return tuple(int(v) for v in tuple3(lin, self.m.block))
 
     def report(self, sh: Shadow, cell, thr, loc, write, bad, against, proxy):
         m = self.m
