@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 
-from .common import UnsupportedArgument, direct, on_cpu, qualified, refuse
+from .common import DIRECT, DISPATCH, UnsupportedArgument, call, eager_autograd, on_cpu, qualified, refuse, route
 
 OP = "scaled_dot_product_attention"
 DTYPES = (torch.float16, torch.bfloat16)
@@ -114,8 +114,7 @@ def _(query, key, value, is_causal=False, scale=None):
 
 # ---------------------------------------------------------------------------------------------------------------
 # the backward op
-@torch.library.custom_op(qualified(OP + "_backward"), mutates_args=())
-def sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def _backward_impl(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   out: torch.Tensor, lse: torch.Tensor, is_causal: bool = False,
                   scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(grad_query, grad_key, grad_value) of the forward op's out for the gradient grad_out (grouped-query heads:
@@ -128,6 +127,9 @@ def sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor
                 torch.zeros_like(value, memory_format=torch.contiguous_format))
     from ..flash.backward import attention_backward
     return attention_backward(query, key, value, out, lse, grad_out, causal=is_causal, scale=scale)
+
+
+sdpa_backward = torch.library.custom_op(qualified(OP + "_backward"), _backward_impl, mutates_args=())
 
 
 def _check_saved(grad_out, query, out, lse):
@@ -160,11 +162,14 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad_out, grad_lse):
     query, key, value, out, lse = ctx.saved_tensors
-    dq, dk, dv = sdpa_backward(grad_out, query, key, value, out, lse, ctx.is_causal, ctx.scale)
+    dq, dk, dv = call(sdpa_backward, _backward_impl, grad_out, query, key, value, out, lse, ctx.is_causal, ctx.scale)
     return dq, dk, dv, None, None
 
 
 sdpa_forward.register_autograd(_backward, setup_context=_setup_context)
+# an eager call autograd records: the implementation in a torch.autograd.Function with the formulas above
+# (common.route: the custom op's generated autograd redispatches through Python, a training step's largest host cost)
+_SDPA_FN = eager_autograd(_forward_impl, _setup_context, _backward, "ScaledDotProductAttention")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -225,9 +230,10 @@ def _forward(q, k, v, is_causal, scale):
                f"{', '.join(map(str, HEAD_DIMS))}; {q.shape[-1]} only where no gradient is wanted (torch.no_grad(), "
                f"inputs without requires_grad)")
     scale = None if scale is None else float(scale)
-    if direct(q, k, v):         # an eager call autograd does not record: the implementation without the dispatcher
-        return _forward_impl(q, k, v, bool(is_causal), scale)[0]
-    return sdpa_forward(q, k, v, bool(is_causal), scale)[0]
+    r = route(q, k, v)          # eager calls: the implementation without the dispatcher (common.route)
+    if r == DISPATCH:
+        return sdpa_forward(q, k, v, bool(is_causal), scale)[0]
+    return (_forward_impl if r == DIRECT else _SDPA_FN)(q, k, v, bool(is_causal), scale)[0]
 
 
 def _out_shape(query, key, value, enable_gqa):
