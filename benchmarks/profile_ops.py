@@ -60,6 +60,7 @@ def main():
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--cprofile", action="store_true", help="also cProfile tiledsl's calls (GPU busy ahead)")
     args = ap.parse_args()
     faulthandler.dump_traceback_later(240, exit=True)
     import torch
@@ -90,6 +91,17 @@ def main():
         print(f"\n## {name} {args.case} {'fwd+bwd' if args.train else 'fwd'} {args.rows}x{args.cols}: host "
               f"{host:.1f} us per call (GPU busy ahead), back-to-back wall {wall:.1f} us per call")
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14, max_name_column_width=60))
+        if args.cprofile and name == "tiledsl":
+            import cProfile
+            import pstats
+            torch.cuda._sleep(200_000_000)
+            cp = cProfile.Profile()
+            cp.enable()
+            for _ in range(args.calls):
+                _step(fn, inputs, args.train, grad)
+            cp.disable()
+            torch.cuda.synchronize()
+            pstats.Stats(cp).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":
