@@ -228,3 +228,24 @@ def test_torch_compile_fullgraph_no_graph_break_no_recompile():
 def test_torch_compile_inductor_on_cpu():
     # inductor on CPU builds C++ for the graph around the op (about 40-100 s on two cores): slow tests only
     _compiled_run("inductor")
+
+
+def test_eager_route_equals_the_dispatcher_bit_for_bit(monkeypatch):
+    """An eager call autograd records runs the forward implementation inside a torch.autograd.Function and its
+    backward implementation directly (common.route), never the dispatcher; out and gradients are those of the call
+    through the custom op, bit for bit."""
+    shapes = [(1, 2, 16, 64), (1, 1, 24, 64), (1, 1, 24, 64)]
+    got = []
+    for through in (False, True):
+        q, k, v = _inputs(shapes, torch.float16, 3)
+        if through:
+            out = A.sdpa_forward(q, k, v, True, None)[0]
+        else:
+            monkeypatch.setattr(A, "sdpa_forward", lambda *a: pytest.fail("went through the dispatcher"))
+            monkeypatch.setattr(A, "sdpa_backward", lambda *a: pytest.fail("went through the dispatcher"))
+            out = ops.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        out.backward(torch.ones_like(out))
+        got.append((out, q.grad, k.grad, v.grad))
+        monkeypatch.undo()
+    for a, b in zip(*got):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
