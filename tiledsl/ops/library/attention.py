@@ -190,6 +190,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             f"is_causal=True (top-left aligned, as torch's)")
     if dropout_p != 0.0:
         refuse(OP, "dropout_p", dropout_p, "only dropout_p=0.0 (no dropout)")
+    if any(getattr(t, "is_nested", False) for t in (query, key, value)):
+        return _jagged(query, key, value, is_causal, scale, enable_gqa)
     if query.dim() == key.dim() == value.dim() == 4 and query.shape[0] == key.shape[0] == value.shape[0] and \
             key.shape[1] == value.shape[1] and (query.shape[1] == key.shape[1] or
                                                 enable_gqa and key.shape[1] and query.shape[1] % key.shape[1] == 0):
@@ -234,6 +236,45 @@ def _forward(q, k, v, is_causal, scale):
     if r == DISPATCH:
         return sdpa_forward(q, k, v, bool(is_causal), scale)[0]
     return (_forward_impl if r == DIRECT else _SDPA_FN)(q, k, v, bool(is_causal), scale)[0]
+
+
+def _jagged(query, key, value, is_causal, scale, enable_gqa):
+    """torch nested tensors of layout torch.jagged, as SDPA takes them ((B, H, j, D), or (B, j, H, D)): packed by
+    their values() and offsets() and run by the variable-length kernels (flash.varlen; differentiable through
+    flash_attention_varlen), out a nested tensor of query's layout. is_causal is bottom-right aligned per sequence
+    (as torch's flash backend and FlashAttention's varlen take it for jagged tensors), which is top-left where a
+    sequence's query and key lengths agree (self-attention)."""
+    import torch as _torch
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not getattr(t, "is_nested", False) or t.layout != _torch.jagged or t.dim() != 4:
+            raise UnsupportedArgument(f"tiledsl.ops.{OP}: nested inputs must all be 4-d nested tensors of layout "
+                                      f"torch.jagged ((B, H, j, E) as SDPA takes them); {name} is "
+                                      f"{'a nested tensor of layout ' + str(t.layout) if t.is_nested else 'dense'}")
+    from ..flash.varlen import jagged_to_packed, packed_to_jagged
+    from ..flash.varlen_backward import flash_attention_varlen
+    pq, oq, mq = jagged_to_packed(query)
+    pk, ok, mk = jagged_to_packed(key)
+    pv, ov, _ = jagged_to_packed(value)
+    if query.dtype not in DTYPES:
+        refuse(OP, "query.dtype", query.dtype, "supported dtypes: torch.float16, torch.bfloat16")
+    if key.dtype != query.dtype or value.dtype != query.dtype:
+        refuse(OP, "key.dtype", key.dtype, f"query, key and value must share one dtype (query's is {query.dtype})")
+    E = pq.shape[-1]
+    grad = _torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    if E not in (HEAD_DIMS if grad else HEAD_DIMS + GRAD_FREE_HEAD_DIMS):
+        refuse(OP, "query.size(-1)", int(E), _supported_dims())
+    if pk.shape[-1] != E or pv.shape != pk.shape:
+        raise UnsupportedArgument(f"tiledsl.ops.{OP}: key and value must share the packed shape (tokens, H_kv, "
+                                  f"{E}); got {tuple(pk.shape)} and {tuple(pv.shape)}")
+    H, HK = pq.shape[1], pk.shape[1]
+    if HK != H and not (enable_gqa and HK and H % HK == 0):
+        raise UnsupportedArgument(f"tiledsl.ops.{OP}: query has {H} heads and key/value {HK}: grouped-query "
+                                  f"attention needs enable_gqa=True and key/value's heads dividing query's")
+    if oq.shape != ok.shape or ov.shape != ok.shape:
+        raise UnsupportedArgument(f"tiledsl.ops.{OP}: query, key and value must hold the same number of sequences; "
+                                  f"got {oq.numel() - 1}, {ok.numel() - 1}, {ov.numel() - 1}")
+    out = flash_attention_varlen(pq, pk, pv, oq, ok, mq, mk, bool(is_causal), _resolve_scale(scale, E))
+    return packed_to_jagged(out, query)
 
 
 def _out_shape(query, key, value, enable_gqa):
