@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One device call for a session's GPU work: the GPU test files named in TESTS as parallel processes (each under a
+# timeout, logs in $OUT), then the benchmark commands of BENCH one after another (each under its own timeout), then
+# a short summary. Usage (GPU machine, repo root):
+#   OUT=dir T=300 TESTS="tests/test_gpu_a.py tests/test_gpu_b.py::test_x" BENCH="ops.py --quick;gemm_skinny.py" \
+#     bash benchmarks/gpu_session.sh
+# BENCH entries are benchmarks/ scripts with their arguments, separated by ';' (BT: seconds each, default 150).
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/tiledsl-out}; mkdir -p "$OUT"
+export TILEDSL_CACHE_DIR=${TILEDSL_CACHE_DIR:-$(mktemp -d)}
+T=${T:-300}; BT=${BT:-150}
+nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
+i=0
+for t in ${TESTS:-}; do
+  i=$((i + 1)); name="t$i-$(basename "${t%%::*}" .py)"
+  ( timeout "$T" python3 -m pytest -q -p no:cacheprovider --tb=short -rfE -m gpu "$t" >"$OUT/$name.log" 2>&1
+    echo "$name rc=$? $(tail -n 1 "$OUT/$name.log")" ) &
+done
+wait
+for f in "$OUT"/t*.log; do [ -f "$f" ] && grep -E "^(FAILED|ERROR)" "$f" | head -6; done
+IFS=';' read -ra cmds <<< "${BENCH:-}"
+j=0
+for c in "${cmds[@]}"; do
+  [ -z "${c// }" ] && continue
+  j=$((j + 1)); script=${c%% *}; script=${script// }
+  # shellcheck disable=SC2086
+  timeout "$BT" python3 benchmarks/$c >"$OUT/b$j-${script%.py}.log" 2>&1
+  echo "bench $c rc=$?"
+done
