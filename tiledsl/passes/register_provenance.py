@@ -149,11 +149,14 @@ def _mismatch(n: ir.Native, f: Read, regs, got, r: int, first: int) -> Compilati
     fragment's register got[r].index - first, which on lane 0 holds another coordinate than register r."""
     reg, m = regs[r], got[r]
     lane = 0
-    if m.frame == got[0].frame and 0 <= m.index - first < len(regs):
-        w = m.index - first
+    w = m.index - first
+    if m.frame != got[0].frame:
+        wrote = "a register of another issue than the fragment's register 0 (another tile)"
+    elif 0 <= w < len(regs):
         wrote = f"coordinate {f.lane_map(lane, w)} (the fragment's register {w}, in the order written)"
     else:
-        wrote = "a register of another issue than the fragment's register 0 (another tile)"
+        wrote = (f"the register {w} places after the fragment's register 0 (in the order written: another "
+                 f"fragment's)")
     text = f"\n    {m.loc.text.strip()}" if getattr(m.loc, "text", None) else ""
     op = n.opcode.split(".")[0]
     return CompilationError(

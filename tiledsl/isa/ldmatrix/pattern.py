@@ -102,7 +102,10 @@ def expand(form: Form, ctx: Ctx) -> list:
     gids = ctx.group_ids(gaxes)
     out, written = [], []
     count = form.count
-    what = lambda k: f"the ldmatrix's matrix {k % count} of repeat {repeat_coords(rep)[k // count]}"  # noqa: E731
+    reps = repeat_coords(rep)
+
+    def what(k):
+        return f"the ldmatrix's matrix {k % count}" + (f" of repeat {reps[k // count]}" if len(reps) > 1 else "")
     for p, coord in enumerate(repeat_coords(rep)):
         coord = list(coord)
         slots = []
