@@ -34,6 +34,10 @@ class Program:
     def __init__(self, kernel: ir.Kernel):
         self.kernel = kernel
         self.allocs = list(kernel.allocs)
+        # the global tensors the kernel stores to by indexing: the only ones the race detector watches (a tensor
+        # nothing writes has no race; the st/atom/TMA natives' writes are not watched)
+        self.stored_globals = {s.storage for s in ir.walk_stmts(kernel.body)
+                               if isinstance(s, ir.Store) and s.storage.scope == "global"}
         self.cx = ExprCompiler()
         # the closures of a deep expression recurse once per level, when compiled and when run (depth.py)
         self.depth = max_expr_depth(kernel.body)
@@ -281,8 +285,10 @@ class Program:
         order, csize = cluster_order(grid, cluster)
         # a cluster is one unit: a batch holds whole clusters (their blocks run together, sharing memory)
         per = max(1, min(nblocks, batch_threads // T) // csize) * csize
-        # the race detector watches shared memory: a kernel without any runs without it
-        self.racecheck = knobs.racecheck() and any(st.scope == "shared" for st in self.allocs)
+        # the race detector watches shared memory and the global memory each block reads and writes
+        # (one warp alone races only with asynchronous copies into shared memory)
+        self.racecheck = knobs.racecheck() and (any(st.scope == "shared" for st in self.allocs) or
+                                                (T > 32 and bool(self.stored_globals)))
         with np.errstate(all="ignore"), headroom(self.depth):
             for b0 in range(0, nblocks, per):
                 nb = min(per, nblocks - b0)
