@@ -1,4 +1,4 @@
-"""The interpreter's race detector: shared-memory accesses that no synchronisation orders (issue 33).
+"""The interpreter's race detector: shared- and global-memory accesses that no synchronisation orders (issue 33).
 
 The interpreter runs a block's threads in lockstep, so on it every race is resolved in the writer's favour and a
 missing barrier is invisible. This module remembers, for every granule of shared memory (the storage's element,
@@ -21,8 +21,11 @@ at most 4 bytes), its last writer and its last reader, and checks every access a
   be followed by a fence.proxy.async of its writer (checked besides the ordering).
 - Atomics are ordered among themselves (no race between two atomic writes), not against plain accesses.
 
-It errs towards silence: whatever it does not model (remote shared memory of a cluster, global memory) is never
-reported, and only the last reader of a granule is kept, so some races are missed; a report is always a pair of
+Global memory: plain loads and stores of the tensors a kernel stores to are checked the same way between the warps
+of one block (GlobalShadow); accesses of different blocks are never checked against each other.
+
+It errs towards silence: whatever it does not model (remote shared memory of a cluster, other blocks' global
+accesses, the ld/st/atom natives on global memory) is never reported, and only the last reader of a granule is kept, so some races are missed; a report is always a pair of
 accesses that nothing the interpreter models orders. `TILEDSL_RACECHECK=0` turns it off.
 """
 from __future__ import annotations
