@@ -101,3 +101,13 @@ def test_bad_global_races(case):
 @pytest.mark.parametrize("case", [c.param() for c in CASES])
 def test_each_racy_kernel_compiles_for_the_gpu(case):
     tiledsl.jit(raw(case.fn)).compile(*case.args, target="sm_90")
+
+
+def test_the_racy_and_misreading_corpus_holds_at_least_40_kernels():
+    """Issue 33's corpus: the shared-memory and asynchronous races, these global ones and the register-order
+    mismatches (tests/bad_inputs/test_bad_register_order.py), every one refused or faulted with both lines named."""
+    import test_bad_races
+    import test_bad_register_order
+    every = test_bad_races.CASES + CASES + test_bad_register_order.CASES
+    assert len({c.id for c in every}) == len(every) >= 40
+    assert all(getattr(c, "other", None) for c in every)
