@@ -61,3 +61,18 @@ def test_a_fault_in_one_warp_stops_the_launch(monkeypatch):
     monkeypatch.setenv("TILEDSL_INTERPRET_ORDER", "random")
     with pytest.raises(tiledsl.KernelFault):
         tiledsl.jit(R.k_transpose, interpret=True)(R.ar(32, 32), R.z(32, 32))
+
+
+def k_return_then_barrier(A: tiledsl.T.Tensor((64,), "int32")):
+    tiledsl.T.device_entry(launch=tiledsl.T.cuda.LaunchConfig(grid=1, block=64))
+    t = tiledsl.T.cuda.thread_id()
+    if t >= 32:
+        return
+    tiledsl.T.cuda.syncthreads()
+    A[t] = 1
+
+
+def test_a_barrier_some_warps_never_reach_faults_as_in_lockstep(monkeypatch):
+    monkeypatch.setenv("TILEDSL_INTERPRET_ORDER", "random")
+    with pytest.raises(tiledsl.KernelFault, match="barrier"):
+        tiledsl.jit(k_return_then_barrier, interpret=True)(np.zeros(64, np.int32))

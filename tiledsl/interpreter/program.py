@@ -244,7 +244,7 @@ class Program:
         def f(m, idx):
             order = getattr(m, "order", None)
             if order is not None:
-                order.barrier()          # warps in a shuffled order: the others run until all are here
+                order.barrier(idx, loc)  # warps in a shuffled order: the others run until all are here
                 return
             if idx is not None:
                 _whole_blocks(m, idx, loc)

@@ -9,8 +9,8 @@ every barrier. A correct kernel gives the same result under every seed; a racy o
 
 A warp runs as a Python thread that holds a baton (exactly one runs at a time, so a seed gives one order, run
 after run). A warp that reaches `syncthreads` hands the baton on; when every warp still running has reached it the
-barrier completes (a warp that left the kernel counts as arrived, as on the GPU) and the next phase starts in a
-new order. Kernels that wait on anything else (mbarriers, named barriers, setmaxnreg; interpreter/fibers.py runs
+barrier completes and the next phase starts in a new order (a barrier that a warp which left the kernel never
+reaches is a fault, as in lockstep). Kernels that wait on anything else (mbarriers, named barriers, setmaxnreg; interpreter/fibers.py runs
 those) and cluster launches keep the lockstep order.
 """
 from __future__ import annotations
@@ -51,6 +51,8 @@ class WarpOrder:
         self.queue = []                    # the warps still to run in this phase, in order
         self.waiting = []                  # the warps at the barrier
         self.done = 0
+        self.finished = 0                  # warps that left the kernel (not by a failure)
+        self.loc = None                    # where the open barrier is
         self.error = None
         self.abort = False
         self.me = {}                       # thread ident -> warp
@@ -86,6 +88,7 @@ class WarpOrder:
             if not self.abort:
                 with np.errstate(all="ignore"):
                     body(self.m, self.groups[w])
+                self.finished += 1
         except _Abort:
             pass
         except BaseException as e:         # the first failure is the launch's; the other warps stop
@@ -104,6 +107,13 @@ class WarpOrder:
             self.turn = None
         elif self.queue:
             self.turn = self.queue.pop(0)
+        elif self.waiting and self.finished:
+            # as in lockstep (program.py's _whole_blocks): every thread of the block must reach a syncthreads
+            self.error = self.m.fault(self.loc, f"barrier (syncthreads) reached by {len(self.waiting)} of the "
+                                                f"block's {len(self.groups)} warps: the others left the kernel; every "
+                                                f"thread of the block must reach it", int(self.groups[self.waiting[0]][0]))
+            self.abort = True
+            self.turn = None
         elif self.waiting:
             if self.m.race is not None:
                 self.m.race.block_barrier(None)
@@ -113,9 +123,17 @@ class WarpOrder:
         else:
             self.turn = None
 
-    def barrier(self):
-        """The calling warp reached syncthreads: run the others, return when the barrier completes."""
+    def barrier(self, idx, loc):
+        """The calling warp (its active threads `idx`) reached syncthreads at `loc`: run the others, return when
+        the barrier completes."""
         w = self.me[threading.get_ident()]
+        # each block of the batch that reaches it (blocks may leave a loop at different times) brings its whole warp
+        per = len(self.groups[w]) // self.m.nb
+        counts = np.bincount(self.m.blk[idx], minlength=self.m.nb)
+        if np.any((counts != 0) & (counts != per)):
+            raise self.m.fault(loc, "barrier (syncthreads) reached by part of a warp under divergent control flow; "
+                                    "every thread of the block must reach it", int(idx[0]) if len(idx) else None)
+        self.loc = loc
         with self.cv:
             self.waiting.append(w)
             self._advance()
