@@ -10,7 +10,7 @@ import pytest
 
 import tiledsl
 from tiledsl import T
-from tiledsl.layout import S, TileLayout, laneid
+from tiledsl.layout import S, TileLayout, laneid, warpid
 from badcase import Case, line_of, raw, run
 
 LC = T.cuda.LaunchConfig
@@ -153,6 +153,44 @@ def k_accumulator_swapped_in_a_loop(A: T.Tensor((16, 8), "uint32"), B: T.Tensor(
         Out[lane, r] = acc[r]
 
 
+# ---------------------------------------------------------------- wgmma: one accumulator, two D views
+
+from test_bad_races import A_SIZE, B_SIZE, LA, LB, WG  # noqa: E402
+from wgmma_cases import d_layout  # noqa: E402
+
+WG_D = d_layout(8)
+WG_D_SWAPPED = TileLayout(S[(1, 1, 4, 2, 8, 1, 4, 2) : (1, 1, 1 @ warpid, 1, 4 @ laneid, 4, 1 @ laneid, 2)])
+
+
+def k_wgmma_accumulates_in_another_order(A: T.Tensor((64, 16), "uint16"), B: T.Tensor((8, 16), "uint16"),
+                                         Out: T.Tensor((64, 8), "float32")):
+    T.device_entry(launch=LC(grid=1, block=128))
+    t = T.cuda.thread_id()
+    sa = T.alloc_shared((A_SIZE,), "uint16")
+    sb = T.alloc_shared((B_SIZE,), "uint16")
+    av = sa.view(1, 1, 64, 16, layout=LA)
+    bv = sb.view(1, 1, 8, 16, layout=LB)
+    for it in range(8):
+        i = it * 128 + t
+        av[0, 0, i // 16, i % 16] = A[i // 16, i % 16]
+    bv[0, 0, t // 16, t % 16] = B[t // 16, t % 16]
+    T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+    T.cuda.syncthreads()
+    d = T.alloc_local((4,), "float32")
+    dv = d.view(1, 1, 64, 8, layout=WG_D)
+    T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx[WG], dv, av, bv, scope="warpgroup", scale_d=0)
+    T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
+    dv2 = d.view(1, 1, 64, 8, layout=WG_D_SWAPPED)
+    T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv2, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx[WG], dv2, av, bv, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv2, scope="warpgroup")
+    T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv2, scope="warpgroup")
+    for r in range(4):
+        Out[t // 2, (t % 2) * 4 + r] = d[r]
+
+
 def u32(*shape):
     return np.zeros(shape, np.uint32)
 
@@ -193,6 +231,11 @@ CASES = [
           "br.view(1, 1, 8, 8, layout=MMA_B), acc.view(1, 1, 16, 8, layout=MMA_D_ROWS_SWAPPED),",
           "T.cuda.tile.apply(T.ptx[MMA16], acc.view(1, 1, 16, 8, layout=MMA_D), ar.view(1, 1, 16, 8, layout=MMA_A),",
           (u32(16, 8), u32(8, 8), f32(32, 4)), ("operand C",)),
+    order("wgmma_accumulates_through_another_d_view", k_wgmma_accumulates_in_another_order,
+          'T.cuda.tile.apply(T.ptx[WG], dv2, av, bv, scope="warpgroup")',
+          'T.cuda.tile.apply(T.ptx[WG], dv, av, bv, scope="warpgroup", scale_d=0)',
+          (np.zeros((64, 16), np.uint16), np.zeros((8, 16), np.uint16), f32(64, 8)),
+          ("operand D", "the wgmma D of issue (0, 0)"), target="sm_90a"),
 ]
 
 
