@@ -27,7 +27,7 @@ def timeit(fn, torch, sets, reps=20):
     return side_by_side([fn], torch, sets, reps)[0]
 
 
-def side_by_side(fns, torch, sets, reps=20):
+def side_by_side(fns, torch, sets, reps=20, busy_us=0):
     """Medians of CUDA-event timings of each fn(*set), rotating over the input sets, the functions interleaved:
     round r times each once, starting with a different one each round, so that every peer sees the same clock
     and temperature (a GEMM here runs at the 700 W cap: whoever ran first after an idle spell had cooler silicon).
@@ -35,8 +35,11 @@ def side_by_side(fns, torch, sets, reps=20):
     Before each timed call a 256 MB write evicts L2 (as triton.testing.do_bench does), so inputs come from device
     memory, and it keeps the GPU busy while the host enqueues the call: the events then time the kernel, not the
     host's dispatch (torch's or ours), which for a 4096^3 product would otherwise add an idle gap of several
-    percent to every peer."""
+    percent to every peer. busy_us: a spin kernel of about that long queued after the flush, for calls whose host
+    path is longer than the flush (an autograd forward + backward: benchmarks/host_path.py times those paths on
+    their own), so the events still time the device's work alone."""
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    spin = int(busy_us * 1980)          # torch.cuda._sleep counts SM cycles: the H200's 1980 MHz boost clock
     for fn in fns:
         for i in range(3):
             fn(*sets[i % len(sets)])
@@ -48,6 +51,8 @@ def side_by_side(fns, torch, sets, reps=20):
             f = (r + j) % len(fns)
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             flush.zero_()
+            if spin:
+                torch.cuda._sleep(spin)
             s.record()
             fns[f](*args)
             e.record()

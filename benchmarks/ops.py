@@ -9,7 +9,9 @@ op layer):
   torch's fastest SDPA backend (cuDNN, flash) at D = 128, N = 4096 and 16384, causal and not.
 
 gemm.py's side_by_side times every row: medians of CUDA-event timings after warm-up, the candidates interleaved
-call by call, L2 evicted before each call. Every row's result is checked (GEMM: relative Frobenius error against
+call by call, L2 evicted before each call; the attention rows also queue a ~2 ms spin kernel before each call
+(BUSY_US), so that an autograd forward + backward's host path (longer than the flush; timed on its own by
+benchmarks/host_path.py and benchmarks/profile_ops.py) does not leave the GPU idle inside the events. Every row's result is checked (GEMM: relative Frobenius error against
 the fp32 product; attention: against torch's output and gradients). Prints a markdown table; `--quick` keeps one
 shape per family. `python benchmarks/ops.py [--quick] [--json FILE]`
 """
@@ -25,6 +27,7 @@ LINEAR = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096), (4096, 14
 FP8 = [(4096, 4096, 4096), (8192, 8192, 8192)]
 ATTN = [(4, 16, 4096, 128), (1, 16, 16384, 128)]
 BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION")
+BUSY_US = 2000
 
 
 def rel(x, ref):
@@ -114,7 +117,7 @@ def attention_rows(torch, ops, shapes, dtypes):
                 assert err <= 1e-2, f"sdpa {B}x{H}x{N}x{D} causal={causal}: relative error {err}"
                 fns = [lambda q, k, v, do: ops.scaled_dot_product_attention(q, k, v, is_causal=causal)]
                 fns += [lambda q, k, v, do, f=f: f(q, k, v, causal) for f in peers.values()]
-                ms = side_by_side(fns, torch, sets)
+                ms = side_by_side(fns, torch, sets, busy_us=BUSY_US)
                 best = min(range(1, len(ms)), key=lambda i: ms[i])
                 rows.append(dict(op="sdpa forward", dtype=str(dt)[6:], shape=f"{B}x{H}x{N}x{D}" +
                                  (" causal" if causal else ""), ours=flops / ms[0] / 1e9, peer=flops / ms[best] / 1e9,
@@ -131,7 +134,7 @@ def attention_rows(torch, ops, shapes, dtypes):
                 got, want = ours(q, k, v, do), next(iter(theirs.values()))(q, k, v, do)
                 gerr = max(rel(g, w) for g, w in zip(got, want))
                 assert gerr <= 2e-2, f"sdpa backward {B}x{H}x{N}x{D} causal={causal}: relative error {gerr}"
-                ms = side_by_side([ours] + list(theirs.values()), torch, sets)
+                ms = side_by_side([ours] + list(theirs.values()), torch, sets, busy_us=BUSY_US)
                 best = min(range(1, len(ms)), key=lambda i: ms[i])
                 rows.append(dict(op="sdpa forward + backward", dtype=str(dt)[6:], shape=rows[-1]["shape"],
                                  ours=3.5 * flops / ms[0] / 1e9, peer=3.5 * flops / ms[best] / 1e9,

@@ -252,3 +252,28 @@ def test_torch_compile_reduce_overhead(variant, monkeypatch):
     assert counters["stats"]["unique_graphs"] == 1
     assert counters["inductor"]["cudagraph_skips"] == 0
     assert all(n > 0 for n in calls.values()), calls
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_nested_jagged_against_torch(causal):
+    """Nested (jagged) q, k, v on the GPU: out and gradients of each sequence against torch's dense SDPA of that
+    sequence in float32 (lengths 1 .. 2000, GQA 16 / 4 heads, D 128)."""
+    lens, H, HK, E = [1, 130, 2000, 777], 16, 4, 128
+    g = torch.Generator(device="cuda").manual_seed(5)
+    dense = [[torch.randn(n, h, E, device="cuda", generator=g, dtype=torch.bfloat16) for n in lens]
+             for h in (H, HK, HK)]
+
+    def nested(seqs):
+        return torch.nested.nested_tensor([s.clone() for s in seqs], layout=torch.jagged).transpose(1, 2) \
+            .detach().requires_grad_()
+    q, k, v = (nested(d) for d in dense)
+    out = ops.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    grads = [torch.randn(n, H, E, device="cuda", generator=g, dtype=torch.bfloat16) for n in lens]
+    (out.transpose(1, 2).values().float() * torch.cat(grads).float()).sum().backward()
+    for i, n in enumerate(lens):
+        qf, kf, vf = (d[i].float().transpose(0, 1).requires_grad_() for d in dense)
+        ref = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, enable_gqa=True)
+        ref.backward(grads[i].float().transpose(0, 1))
+        assert (out.unbind()[i].float() - ref).abs().max().item() <= _out_tol(ref, torch.bfloat16)
+        for t, r in ((q, qf), (k, kf), (v, vf)):
+            assert _rel(t.grad.unbind()[i], r.grad) <= GRAD_TOL

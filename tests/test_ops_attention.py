@@ -228,3 +228,58 @@ def test_torch_compile_fullgraph_no_graph_break_no_recompile():
 def test_torch_compile_inductor_on_cpu():
     # inductor on CPU builds C++ for the graph around the op (about 40-100 s on two cores): slow tests only
     _compiled_run("inductor")
+
+
+def test_eager_route_equals_the_dispatcher_bit_for_bit(monkeypatch):
+    """An eager call autograd records runs the forward implementation inside a torch.autograd.Function and its
+    backward implementation directly (common.route), never the dispatcher; out and gradients are those of the call
+    through the custom op, bit for bit."""
+    shapes = [(1, 2, 16, 64), (1, 1, 24, 64), (1, 1, 24, 64)]
+    got = []
+    for through in (False, True):
+        q, k, v = _inputs(shapes, torch.float16, 3)
+        if through:
+            out = A.sdpa_forward(q, k, v, True, None)[0]
+        else:
+            monkeypatch.setattr(A, "sdpa_forward", lambda *a: pytest.fail("went through the dispatcher"))
+            monkeypatch.setattr(A, "sdpa_backward", lambda *a: pytest.fail("went through the dispatcher"))
+            out = ops.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        out.backward(torch.ones_like(out))
+        got.append((out, q.grad, k.grad, v.grad))
+        monkeypatch.undo()
+    for a, b in zip(*got):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_nested_jagged_inputs_run_the_varlen_kernels(causal):
+    """Nested (jagged) query, key and value as SDPA takes them, (B, H, j, E): the op packs them and runs the
+    variable-length kernels; out (a nested tensor of query's layout) and the gradients of each sequence equal torch's
+    dense SDPA of that sequence alone (causal: the lengths agree, so bottom-right is top-left)."""
+    lens, H, HK, E = [5, 17, 1], 4, 2, 64
+    g = torch.Generator().manual_seed(11)
+    dense = [[torch.randn(n, h, E, generator=g).to(torch.float16) for n in lens] for h in (H, HK, HK)]
+
+    def nested(seqs):
+        nt = torch.nested.nested_tensor([s.clone() for s in seqs], layout=torch.jagged)
+        return nt.transpose(1, 2).detach().requires_grad_()
+    q, k, v = (nested(d) for d in dense)
+    out = ops.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    assert out.is_nested and out.shape[1] == H
+    grads = [torch.randn(n, H, E, generator=g).to(torch.float16) for n in lens]
+    (out.transpose(1, 2).values().float() * torch.cat(grads).float()).sum().backward()   # (tokens, H, E)
+    tol_o, tol_g = TOL[torch.float16]
+    for i, n in enumerate(lens):
+        qf, kf, vf = (d[i].float().transpose(0, 1).requires_grad_() for d in dense)
+        ref = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal, enable_gqa=True)
+        ref.backward(grads[i].float().transpose(0, 1))
+        assert _err(out.unbind()[i], ref) <= tol_o
+        for t, r in ((q, qf), (k, kf), (v, vf)):
+            assert _err(t.grad.unbind()[i], r.grad) <= tol_g
+
+
+def test_nested_mixed_with_dense_is_refused():
+    q = torch.nested.nested_tensor([torch.randn(3, 2, 64).half()], layout=torch.jagged).transpose(1, 2)
+    k = torch.randn(1, 2, 3, 64).half()
+    with pytest.raises(UnsupportedArgument, match="torch.jagged"):
+        ops.scaled_dot_product_attention(q, k, k)

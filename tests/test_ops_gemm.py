@@ -93,24 +93,33 @@ def test_linear_zero_size_backward():
 
 
 def test_eager_calls_skip_the_dispatcher_only_where_it_would_do_nothing(monkeypatch):
-    """A plain eager call that autograd does not record runs the op's implementation directly (launch overhead);
-    with an input requiring grad, under a torch-function mode or while tracing, the call goes through
-    torch.ops.tiledsl.<op>. Both give the same result."""
+    """A plain eager call runs the op's implementation without the dispatcher: directly where autograd does not
+    record it, inside a torch.autograd.Function with the op's own formulas where it does (the same gradients); under
+    a torch-function mode or while tracing the call goes through torch.ops.tiledsl.<op>. All give the same result."""
     x, w = _rand(3, 40), _rand(24, 40, seed=1)
     direct = ops.linear(x, w, None, "silu")
     through = torch.ops.tiledsl.linear(x, w, None, "silu")
     torch.testing.assert_close(direct, through, atol=0, rtol=0)
+    wg = w.clone().requires_grad_()
+    g = _rand(3, 24, seed=2)
+    torch.ops.tiledsl.linear(x, wg, None, "silu").backward(g)
+    want = wg.grad
+    wg.grad = None
     monkeypatch.setattr(G, "_LINEAR", lambda *a: pytest.fail("went through the dispatcher"))
     monkeypatch.setattr(G, "_MATMUL", lambda *a: pytest.fail("went through the dispatcher"))
     ops.linear(x, w)
     ops.matmul(x, w)
     with torch.no_grad():
         ops.linear(x, torch.nn.Parameter(w))
+    y = ops.linear(x, wg, None, "silu")                # autograd records it: the eager Function, and its backward
+    assert type(y.grad_fn).__name__.startswith("Linear")
+    y.backward(g)
+    torch.testing.assert_close(wg.grad, want, atol=0, rtol=0)
     used = []
     monkeypatch.setattr(G, "_LINEAR", lambda *a: used.append(1))
-    ops.linear(x, w.requires_grad_())
     with torch.device("cpu"):
         ops.linear(x.detach(), w.detach())
+        ops.linear(x, w.detach().requires_grad_())
     assert used == [1, 1]
 
 

@@ -364,3 +364,32 @@ def test_kernels_pass_ptxas_for_sm_90(n, dtype):
             assert "ld.global.v4.b32" in ck.asm["ptx"]         # 16-byte vectors where the row allows them
         if n in (4096, 8192):
             assert ck.metadata.get("spill_stores", 0) == 0, ck.metadata
+
+
+def test_eager_routes_equal_the_dispatcher_bit_for_bit():
+    """An eager call autograd records runs the implementation inside a torch.autograd.Function (common.route);
+    its outputs and gradients are those of the call through torch.ops.tiledsl, bit for bit."""
+    x, r = _input((3, 40), torch.float16, 5), _input((3, 40), torch.float16, 6)
+    w, b = _input((40,), torch.float16, 7), _input((40,), torch.float16, 8)
+    dy = _input((3, 40), torch.float16, 9)
+    cases = {
+        "softmax": (lambda x, r, w, b: ops.softmax(x, -1), lambda x, r, w, b: torch.ops.tiledsl.softmax(x, -1)),
+        "layer_norm": (lambda x, r, w, b: ops.layer_norm(x, (40,), w, b),
+                       lambda x, r, w, b: torch.ops.tiledsl.layer_norm(x, [40], w, b)),
+        "rms_norm": (lambda x, r, w, b: ops.rms_norm(x, w, 1e-5),
+                     lambda x, r, w, b: torch.ops.tiledsl.rms_norm(x, w, 1e-5)),
+        "add_rms_norm": (lambda x, r, w, b: sum(ops.add_rms_norm(x, r, w, 1e-5)),
+                         lambda x, r, w, b: sum(torch.ops.tiledsl.add_rms_norm(x, r, w, 1e-5)))}
+    for name, (eager, dispatched) in cases.items():
+        got = []
+        for fn in (eager, dispatched):
+            ins = [leaf(t) for t in (x, r, w, b)]
+            y = fn(*ins)
+            y.backward(dy)
+            got.append([y] + [t.grad for t in ins])
+        assert "Backward" in type(eager(*[leaf(t) for t in (x, r, w, b)]).grad_fn).__name__, name
+        for a, e in zip(*got):
+            if e is None:
+                assert a is None, name
+            else:
+                torch.testing.assert_close(a, e, atol=0, rtol=0, msg=name)

@@ -540,14 +540,16 @@ def attention_hopper(q, k, v, causal=False, scale=None, config=None, num_sms=Non
 
 
 def counters(q):
-    """The dynamic walk's two int32 counters, zeros, for one launch on torch tensor q's device: a fresh pair from
-    torch's caching allocator every launch (an 8-byte zero fill on the launch's stream; no host synchronisation).
-    The kernel leaves them at zero, so one pair kept per stream (device.stream_buffers) would serve eagerly; but
-    a pair kept from inside a CUDA-graph capture or torch.compile's cudagraph warm-up would be memory of the graph's
-    pool that the pool does not know is in use, and a fresh pair made in the capture is zeroed by the graph at every
-    replay."""
-    import torch
-    return torch.zeros(2, dtype=torch.int32, device=q.device)
+    """The dynamic walk's two int32 counters, zeros at launch, for torch tensor q's device and current stream. The
+    kernel's last block leaves them at zero, so one pair kept per stream serves every launch on it
+    (device.stream_buffers: no zero fill per launch); under CUDA-graph capture the pair is made afresh in the graph's
+    pool and its zero fill captured, so every replay starts from zeros."""
+    from ..device import stream_buffers
+    return stream_buffers(q, "fa3-counters", _zero_counters)
+
+
+def _zero_counters(torch, device):
+    return torch.zeros(2, dtype=torch.int32, device=device)
 
 
 def o_arg(o, kern):

@@ -12,7 +12,7 @@ import numpy as np
 
 import tiledsl
 
-from .common import DTYPES, softmax_scale
+from .common import DTYPES, host_launcher, softmax_scale
 from .ragged import make_ragged
 
 _INTERPRETED = {}        # kernel -> its interpreter twin
@@ -130,7 +130,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
             out.zero_()
             lse.fill_(-math.inf)
             return out, lse
-        kern[grid, kern.threads](q, k, v, out, lse, cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous())
+        host_launcher(kern, q)[grid, kern.threads](q, k, v, out, lse, cu_seqlens_q.contiguous(),
+                                                   cu_seqlens_k.contiguous())
     return out, lse
 
 

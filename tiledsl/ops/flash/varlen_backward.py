@@ -19,7 +19,7 @@ import numpy as np
 import tiledsl
 from tiledsl import T
 
-from .common import LOG2E, NEG, cast_row8, softmax_scale
+from .common import LOG2E, NEG, cast_row8, host_launcher, softmax_scale
 from .fa2_backward import QTILE, WARPS, _bwd_layouts
 from .varlen import _dtype_of, interpreted
 
@@ -407,7 +407,7 @@ def attention_varlen_backward(q, k, v, out, lse, dout, cu_seqlens_q, cu_seqlens_
     else:
         import torch
         dev = q.device
-        run = (lambda kern, g, t, *a: kern[g, t](*a))
+        run = (lambda kern, g, t, *a: host_launcher(kern, q)[g, t](*a))     # CPU tensors: the interpreter
         z = (lambda shape, dtype: torch.zeros(shape, dtype=dtype, device=dev))
         f32, half = torch.float32, q.dtype
         q, k, v, out, dout, lse = (x.contiguous() for x in (q, k, v, out, dout, lse))
@@ -493,7 +493,7 @@ _FUNCTION = []
 
 def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
                            scale=None):
-    """attention_varlen's out for torch CUDA tensors, differentiable in q, k and v (the autograd Function is built
+    """attention_varlen's out for torch tensors (CUDA; CPU ones on the interpreter), differentiable in q, k and v (the autograd Function is built
     on first use: importing this module does not import torch)."""
     if not _FUNCTION:
         _FUNCTION.append(_function())

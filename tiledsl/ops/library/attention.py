@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 
-from .common import UnsupportedArgument, direct, on_cpu, qualified, refuse
+from .common import DIRECT, DISPATCH, UnsupportedArgument, call, eager_autograd, on_cpu, qualified, refuse, route
 
 OP = "scaled_dot_product_attention"
 DTYPES = (torch.float16, torch.bfloat16)
@@ -114,8 +114,7 @@ def _(query, key, value, is_causal=False, scale=None):
 
 # ---------------------------------------------------------------------------------------------------------------
 # the backward op
-@torch.library.custom_op(qualified(OP + "_backward"), mutates_args=())
-def sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def _backward_impl(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   out: torch.Tensor, lse: torch.Tensor, is_causal: bool = False,
                   scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(grad_query, grad_key, grad_value) of the forward op's out for the gradient grad_out (grouped-query heads:
@@ -128,6 +127,9 @@ def sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor
                 torch.zeros_like(value, memory_format=torch.contiguous_format))
     from ..flash.backward import attention_backward
     return attention_backward(query, key, value, out, lse, grad_out, causal=is_causal, scale=scale)
+
+
+sdpa_backward = torch.library.custom_op(qualified(OP + "_backward"), _backward_impl, mutates_args=())
 
 
 def _check_saved(grad_out, query, out, lse):
@@ -160,11 +162,14 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad_out, grad_lse):
     query, key, value, out, lse = ctx.saved_tensors
-    dq, dk, dv = sdpa_backward(grad_out, query, key, value, out, lse, ctx.is_causal, ctx.scale)
+    dq, dk, dv = call(sdpa_backward, _backward_impl, grad_out, query, key, value, out, lse, ctx.is_causal, ctx.scale)
     return dq, dk, dv, None, None
 
 
 sdpa_forward.register_autograd(_backward, setup_context=_setup_context)
+# an eager call autograd records: the implementation in a torch.autograd.Function with the formulas above
+# (common.route: the custom op's generated autograd redispatches through Python, a training step's largest host cost)
+_SDPA_FN = eager_autograd(_forward_impl, _setup_context, _backward, "ScaledDotProductAttention")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -185,6 +190,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             f"is_causal=True (top-left aligned, as torch's)")
     if dropout_p != 0.0:
         refuse(OP, "dropout_p", dropout_p, "only dropout_p=0.0 (no dropout)")
+    if any(getattr(t, "is_nested", False) for t in (query, key, value)):
+        return _jagged(query, key, value, is_causal, scale, enable_gqa)
     if query.dim() == key.dim() == value.dim() == 4 and query.shape[0] == key.shape[0] == value.shape[0] and \
             key.shape[1] == value.shape[1] and (query.shape[1] == key.shape[1] or
                                                 enable_gqa and key.shape[1] and query.shape[1] % key.shape[1] == 0):
@@ -225,9 +232,49 @@ def _forward(q, k, v, is_causal, scale):
                f"{', '.join(map(str, HEAD_DIMS))}; {q.shape[-1]} only where no gradient is wanted (torch.no_grad(), "
                f"inputs without requires_grad)")
     scale = None if scale is None else float(scale)
-    if direct(q, k, v):         # an eager call autograd does not record: the implementation without the dispatcher
-        return _forward_impl(q, k, v, bool(is_causal), scale)[0]
-    return sdpa_forward(q, k, v, bool(is_causal), scale)[0]
+    r = route(q, k, v)          # eager calls: the implementation without the dispatcher (common.route)
+    if r == DISPATCH:
+        return sdpa_forward(q, k, v, bool(is_causal), scale)[0]
+    return (_forward_impl if r == DIRECT else _SDPA_FN)(q, k, v, bool(is_causal), scale)[0]
+
+
+def _jagged(query, key, value, is_causal, scale, enable_gqa):
+    """torch nested tensors of layout torch.jagged, as SDPA takes them ((B, H, j, D), or (B, j, H, D)): packed by
+    their values() and offsets() and run by the variable-length kernels (flash.varlen; differentiable through
+    flash_attention_varlen), out a nested tensor of query's layout. is_causal is bottom-right aligned per sequence
+    (as torch's flash backend and FlashAttention's varlen take it for jagged tensors), which is top-left where a
+    sequence's query and key lengths agree (self-attention)."""
+    import torch as _torch
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not getattr(t, "is_nested", False) or t.layout != _torch.jagged or t.dim() != 4:
+            raise UnsupportedArgument(f"tiledsl.ops.{OP}: nested inputs must all be 4-d nested tensors of layout "
+                                      f"torch.jagged ((B, H, j, E) as SDPA takes them); {name} is "
+                                      f"{'a nested tensor of layout ' + str(t.layout) if t.is_nested else 'dense'}")
+    from ..flash.varlen import jagged_to_packed, packed_to_jagged
+    from ..flash.varlen_backward import flash_attention_varlen
+    pq, oq, mq = jagged_to_packed(query)
+    pk, ok, mk = jagged_to_packed(key)
+    pv, ov, _ = jagged_to_packed(value)
+    if query.dtype not in DTYPES:
+        refuse(OP, "query.dtype", query.dtype, "supported dtypes: torch.float16, torch.bfloat16")
+    if key.dtype != query.dtype or value.dtype != query.dtype:
+        refuse(OP, "key.dtype", key.dtype, f"query, key and value must share one dtype (query's is {query.dtype})")
+    E = pq.shape[-1]
+    grad = _torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    if E not in (HEAD_DIMS if grad else HEAD_DIMS + GRAD_FREE_HEAD_DIMS):
+        refuse(OP, "query.size(-1)", int(E), _supported_dims())
+    if pk.shape[-1] != E or pv.shape != pk.shape:
+        raise UnsupportedArgument(f"tiledsl.ops.{OP}: key and value must share the packed shape (tokens, H_kv, "
+                                  f"{E}); got {tuple(pk.shape)} and {tuple(pv.shape)}")
+    H, HK = pq.shape[1], pk.shape[1]
+    if HK != H and not (enable_gqa and HK and H % HK == 0):
+        raise UnsupportedArgument(f"tiledsl.ops.{OP}: query has {H} heads and key/value {HK}: grouped-query "
+                                  f"attention needs enable_gqa=True and key/value's heads dividing query's")
+    if oq.shape != ok.shape or ov.shape != ok.shape:
+        raise UnsupportedArgument(f"tiledsl.ops.{OP}: query, key and value must hold the same number of sequences; "
+                                  f"got {oq.numel() - 1}, {ok.numel() - 1}, {ov.numel() - 1}")
+    out = flash_attention_varlen(pq, pk, pv, oq, ok, mq, mk, bool(is_causal), _resolve_scale(scale, E))
+    return packed_to_jagged(out, query)
 
 
 def _out_shape(query, key, value, enable_gqa):

@@ -34,13 +34,64 @@ def direct(*tensors):
     torch-function or dispatch mode (fake tensors, make_fx, FlopCounterMode, `with torch.device(...)`), no functorch
     transform, plain tensors (no subclass), and no input that autograd would record. Anything else goes through
     torch.ops.tiledsl.<op>; the result is the same."""
+    return route(*tensors) == DIRECT
+
+
+DIRECT, FUNCTION, DISPATCH = "direct", "function", "dispatch"
+
+
+def route(*tensors):
+    """How an eager call runs its op: DIRECT (the implementation itself: see direct), FUNCTION (plain eager tensors
+    that autograd records: the implementation inside a torch.autograd.Function with the op's own setup_context and
+    backward, `eager_autograd`; the custom op's generated autograd wrapper redispatches through Python twice per
+    call, a forward + backward's largest host cost), or DISPATCH (torch.ops.tiledsl.<op>: compiling, tracing, modes,
+    subclasses, functorch). The three compute the same thing."""
     import torch
     C = torch._C
     if torch.compiler.is_compiling() or C._is_torch_function_mode_enabled() or C._len_torch_dispatch_stack() or \
             C._are_functorch_transforms_active():
-        return False
+        return DISPATCH
     grad = C.is_grad_enabled()
+    recorded = False
     for t in tensors:
-        if t is not None and (type(t) not in (torch.Tensor, torch.nn.Parameter) or grad and t.requires_grad):
-            return False
-    return True
+        if t is not None:
+            if type(t) not in _PLAIN:
+                return DISPATCH
+            recorded = recorded or grad and t.requires_grad
+    return FUNCTION if recorded else DIRECT
+
+
+def call(op, impl, *args):
+    """op(*args), or impl(*args) where the dispatcher would only call it (a backward formula's ops: the backward of
+    an eager call runs without grad mode, so its ops take the direct route)."""
+    if direct(*(a for a in args if _is_tensor(a))):
+        return impl(*args)
+    return op(*args)
+
+
+def eager_autograd(impl, setup_context, backward, name):
+    """A torch.autograd.Function's apply running impl(*inputs) forward, with the op's setup_context(ctx, inputs,
+    output) and backward(ctx, *grads): what the custom op's registered autograd does, without its dispatch."""
+    import torch
+
+    def forward(*inputs):
+        return impl(*inputs)
+
+    fn = type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward),
+        "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward)})
+    return fn.apply
+
+
+def _is_tensor(a):
+    import torch
+    return isinstance(a, torch.Tensor)
+
+
+def _plain_types():
+    import torch
+    return (torch.Tensor, torch.nn.Parameter)
+
+
+_PLAIN = _plain_types()

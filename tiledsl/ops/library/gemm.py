@@ -29,7 +29,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .common import UnsupportedArgument, direct, qualified, refuse
+from .common import DIRECT, DISPATCH, UnsupportedArgument, call, direct, eager_autograd, qualified, refuse, route
 
 HALF = (torch.float16, torch.bfloat16)
 OUTS = (torch.float16, torch.bfloat16, torch.float32)
@@ -181,15 +181,15 @@ def _gemm_backward(ctx, g2, a2, b, y2, bias):
     tiledsl matmul op (None where not needed)."""
     z = None
     if ctx.activation in ("gelu", "silu"):         # the pre-activation, recomputed in float32
-        z = torch.ops.tiledsl.matmul(a2, b, bias, None, torch.float32)
+        z = call(_MATMUL, _matmul_impl, a2, b, bias, None, torch.float32)
     gz = _activation_grad(ctx.activation, g2, y2, z)
     gh = gz.to(a2.dtype)                           # the kernels' operands are f16/bf16 (f32 dY: rounded here)
     da = db = dbias = None
     need = ctx.needs_input_grad + (False,) * 3      # (it leaves out trailing arguments the call did not pass)
     if need[0]:
-        da = torch.ops.tiledsl.matmul(gh, b.t().contiguous())                   # dZ @ B: B.T as (K, N)
+        da = call(_MATMUL, _matmul_impl, gh, b.t().contiguous())                   # dZ @ B: B.T as (K, N)
     if need[1]:
-        db = torch.ops.tiledsl.matmul(gh.t().contiguous(), a2.t().contiguous())  # dZ.T @ A: (N, M), (K, M)
+        db = call(_MATMUL, _matmul_impl, gh.t().contiguous(), a2.t().contiguous())  # dZ.T @ A: (N, M), (K, M)
     if need[2]:
         dbias = gz.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
     return da, db, dbias
@@ -229,6 +229,10 @@ def _linear_backward(ctx, g):
 
 _matmul_op.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 _linear_op.register_autograd(_linear_backward, setup_context=_linear_setup)
+# an eager call autograd records: the implementation in a torch.autograd.Function with the formulas above
+# (common.route: the custom op's generated autograd redispatches through Python, the largest host cost of a step)
+_MATMUL_FN = eager_autograd(_matmul_impl, _matmul_setup, _matmul_backward, "Matmul")
+_LINEAR_FN = eager_autograd(_linear_impl, _linear_setup, _linear_backward, "Linear")
 
 
 # ------------------------------------------------------------------ tiledsl::matmul_fp8
@@ -332,11 +336,12 @@ def linear(x, weight, bias=None, activation=None):
     weight (N, K), bias (N,) or None, float16 or bfloat16 (bias also float32); activation None, "relu", "gelu"
     (erf form) or "silu", fused into the GEMM's epilogue where the kernel has one. Differentiable in x, weight
     and bias. The op `torch.ops.tiledsl.linear`: traceable by torch.compile (fullgraph), capturable in CUDA
-    graphs once a shape has run (its first call tunes). A plain eager call that autograd does not record runs
-    the op's implementation without the dispatcher (common.direct)."""
-    if direct(x, weight, bias):
-        return _linear_impl(x, weight, bias, activation)
-    return _LINEAR(x, weight, bias, activation)
+    graphs once a shape has run (its first call tunes). A plain eager call runs the op's implementation without
+    the dispatcher (common.route): itself, or where autograd records the call, in a torch.autograd.Function."""
+    r = route(x, weight, bias)
+    if r == DISPATCH:
+        return _LINEAR(x, weight, bias, activation)
+    return (_linear_impl if r == DIRECT else _LINEAR_FN)(x, weight, bias, activation)
 
 
 def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config=None, static=True, tune=True):
@@ -346,9 +351,10 @@ def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config
     (tiledsl.ops.gemm.matmul.matmul) directly: eager only (not an op: torch.compile would trace into the
     autotuner), no autograd, activation may also be a callable there."""
     if out is None and config is None and static and tune:
-        if direct(a, b, bias):
-            return _matmul_impl(a, b, bias, activation, out_dtype)
-        return _MATMUL(a, b, bias, activation, out_dtype)
+        r = route(a, b, bias)
+        if r == DISPATCH:
+            return _MATMUL(a, b, bias, activation, out_dtype)
+        return (_matmul_impl if r == DIRECT else _MATMUL_FN)(a, b, bias, activation, out_dtype)
     return _host("matmul")(a, b, bias, activation, out_dtype, out=out, config=config, static=static, tune=tune)
 
 

@@ -20,7 +20,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from .common import NAMESPACE, UnsupportedArgument, on_cpu, qualified, refuse
+from .common import (DIRECT, DISPATCH, NAMESPACE, UnsupportedArgument, call, eager_autograd, on_cpu, qualified, refuse,
+                     route)
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 SUPPORTED_DTYPES = "supported: torch.float16, torch.bfloat16"
@@ -134,8 +135,7 @@ def _normalized(op, x, normalized_shape):
 # ---------------------------------------------------------------------------------------------------------------
 # softmax
 
-@torch.library.custom_op(qualified("softmax"), mutates_args=())
-def _softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+def _softmax_impl(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     _check_dtype("softmax", "x", x)
     if x.dim() == 0:
         return torch.ones_like(x)
@@ -151,14 +151,16 @@ def _softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return y.movedim(-1, d).contiguous()
 
 
+_softmax = torch.library.custom_op(qualified("softmax"), _softmax_impl, mutates_args=())
+
+
 @_softmax.register_fake
 def _(x, dim=-1):
     _check_dtype("softmax", "x", x)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op(qualified("_softmax_backward"), mutates_args=())
-def _softmax_backward(y: torch.Tensor, dy: torch.Tensor, dim: int) -> torch.Tensor:
+def _softmax_backward_impl(y: torch.Tensor, dy: torch.Tensor, dim: int) -> torch.Tensor:
     if y.dim() == 0:
         return torch.zeros_like(y)
     d = dim % y.dim()
@@ -169,6 +171,10 @@ def _softmax_backward(y: torch.Tensor, dy: torch.Tensor, dim: int) -> torch.Tens
         k = _kernel("softmax_backward", n, DTYPES[y.dtype], on_cpu(y, dy))
         k(_rows(yt, n), _rows(gt, n), dx.view(-1, n))
     return dx.movedim(-1, d).contiguous()
+
+
+_softmax_backward = torch.library.custom_op(qualified("_softmax_backward"), _softmax_backward_impl,
+                                            mutates_args=())
 
 
 @_softmax_backward.register_fake
@@ -183,7 +189,7 @@ def _softmax_setup(ctx, inputs, output):
 
 def _softmax_grad(ctx, dy):
     (y,) = ctx.saved_tensors
-    return _softmax_backward(y, dy, ctx.dim), None
+    return call(_softmax_backward, _softmax_backward_impl, y, dy, ctx.dim), None
 
 
 _softmax.register_autograd(_softmax_grad, setup_context=_softmax_setup)
@@ -204,19 +210,22 @@ def _ln_args(x, normalized_shape, weight, bias):
     return n, x.shape[:x.dim() - len(normalized_shape)]
 
 
-@torch.library.custom_op(qualified("_layer_norm_forward"), mutates_args=())
-def _layer_norm_forward(x: torch.Tensor, normalized_shape: Sequence[int], weight: Optional[torch.Tensor],
+def _layer_norm_forward_impl(x: torch.Tensor, normalized_shape: Sequence[int], weight: Optional[torch.Tensor],
                         bias: Optional[torch.Tensor], eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n, lead = _ln_args(x, normalized_shape, weight, bias)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    mean = torch.zeros(lead, dtype=torch.float32, device=x.device)
-    rstd = torch.zeros(lead, dtype=torch.float32, device=x.device)
+    mean = torch.empty(lead, dtype=torch.float32, device=x.device)      # every row's written by the kernel
+    rstd = torch.empty(lead, dtype=torch.float32, device=x.device)
     if y.numel():
         w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
         b = _vector(bias, n) if bias is not None else torch.zeros(n, dtype=x.dtype, device=x.device)
         k = _kernel("layer_norm_forward", n, DTYPES[x.dtype], on_cpu(x, weight, bias))
         k(_rows(x, n), w, b, y.view(-1, n), mean.view(-1), rstd.view(-1), float(eps))
     return y, mean, rstd
+
+
+_layer_norm_forward = torch.library.custom_op(qualified("_layer_norm_forward"), _layer_norm_forward_impl,
+                                              mutates_args=())
 
 
 @_layer_norm_forward.register_fake
@@ -226,8 +235,7 @@ def _(x, normalized_shape, weight, bias, eps):
             x.new_empty(lead, dtype=torch.float32))
 
 
-@torch.library.custom_op(qualified("_layer_norm_backward"), mutates_args=())
-def _layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int],
+def _layer_norm_backward_impl(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int],
                          weight: Optional[torch.Tensor], mean: torch.Tensor, rstd: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias); dweight and dbias in the input's dtype, of the normalized shape."""
@@ -243,6 +251,10 @@ def _layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Se
     k(_rows(x, n), w, _rows(dy.to(x.dtype), n), _vector(mean, rows), _vector(rstd, rows), dx.view(-1, n), dwp, dbp)
     shape = tuple(normalized_shape)
     return dx, dwp.sum(0).to(x.dtype).reshape(shape), dbp.sum(0).to(x.dtype).reshape(shape)
+
+
+_layer_norm_backward = torch.library.custom_op(qualified("_layer_norm_backward"), _layer_norm_backward_impl,
+                                               mutates_args=())
 
 
 @_layer_norm_backward.register_fake
@@ -263,7 +275,8 @@ def _ln_grad(ctx, dy, _dmean, _drstd):
     x, weight, mean, rstd = ctx.saved_tensors
     if dy is None:
         return None, None, None, None, None
-    dx, dw, db = _layer_norm_backward(dy, x, ctx.normalized_shape, weight, mean, rstd)
+    dx, dw, db = call(_layer_norm_backward, _layer_norm_backward_impl, dy, x, ctx.normalized_shape, weight, mean,
+                      rstd)
     return dx, None, dw if ctx.has[0] else None, db if ctx.has[1] else None, None
 
 
@@ -295,17 +308,20 @@ def _eps(x, eps):
     return float(torch.finfo(x.dtype).eps if eps is None else eps)
 
 
-@torch.library.custom_op(qualified("_rms_norm_forward"), mutates_args=())
-def _rms_norm_forward(x: torch.Tensor, weight: Optional[torch.Tensor], eps: Optional[float]
+def _rms_norm_forward_impl(x: torch.Tensor, weight: Optional[torch.Tensor], eps: Optional[float]
                       ) -> tuple[torch.Tensor, torch.Tensor]:
     n, _, lead = _rms_args("rms_norm", x, weight)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    rstd = torch.zeros(lead, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(lead, dtype=torch.float32, device=x.device)     # every row's written by the kernel
     if y.numel():
         w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
         k = _kernel("rms_norm_forward", n, DTYPES[x.dtype], on_cpu(x, weight))
         k(_rows(x, n), w, y.view(-1, n), rstd.view(-1), _eps(x, eps))
     return y, rstd
+
+
+_rms_norm_forward = torch.library.custom_op(qualified("_rms_norm_forward"), _rms_norm_forward_impl,
+                                            mutates_args=())
 
 
 @_rms_norm_forward.register_fake
@@ -314,19 +330,22 @@ def _(x, weight, eps):
     return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(lead, dtype=torch.float32)
 
 
-@torch.library.custom_op(qualified("_add_rms_norm_forward"), mutates_args=())
-def _add_rms_norm_forward(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor],
+def _add_rms_norm_forward_impl(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor],
                           eps: Optional[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, s, rstd): s = x + residual, y = rms_norm(s)."""
     n, _, lead = _rms_args("add_rms_norm", x, weight, residual)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     s = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    rstd = torch.zeros(lead, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(lead, dtype=torch.float32, device=x.device)     # every row's written by the kernel
     if y.numel():
         w = _vector(weight, n) if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
         k = _kernel("rms_norm_forward", n, DTYPES[x.dtype], on_cpu(x, residual, weight), fused_add=True)
         k(_rows(x, n), _rows(residual, n), w, y.view(-1, n), s.view(-1, n), rstd.view(-1), _eps(x, eps))
     return y, s, rstd
+
+
+_add_rms_norm_forward = torch.library.custom_op(qualified("_add_rms_norm_forward"), _add_rms_norm_forward_impl,
+                                                mutates_args=())
 
 
 @_add_rms_norm_forward.register_fake
@@ -336,8 +355,7 @@ def _(x, residual, weight, eps):
             torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(lead, dtype=torch.float32))
 
 
-@torch.library.custom_op(qualified("_rms_norm_backward"), mutates_args=())
-def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor], rstd: torch.Tensor,
+def _rms_norm_backward_impl(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor], rstd: torch.Tensor,
                        ds: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dweight): dx = the RMS norm's input gradient (+ ds, the fused op's sum-output gradient, where given);
     dweight in the input's dtype, of the weight's shape (the last dim's where there is no weight)."""
@@ -353,6 +371,10 @@ def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch
     extra = (_rows(ds.to(x.dtype), n),) if ds is not None else ()
     k(_rows(x, n), w, _rows(dy.to(x.dtype), n), _vector(rstd, rows), *extra, dx.view(-1, n), dwp)
     return dx, dwp.sum(0).to(x.dtype).reshape(shape)
+
+
+_rms_norm_backward = torch.library.custom_op(qualified("_rms_norm_backward"), _rms_norm_backward_impl,
+                                             mutates_args=())
 
 
 @_rms_norm_backward.register_fake
@@ -371,7 +393,7 @@ def _rms_grad(ctx, dy, _drstd):
     x, weight, rstd = ctx.saved_tensors
     if dy is None:
         return None, None, None
-    dx, dw = _rms_norm_backward(dy, x, weight, rstd, None)
+    dx, dw = call(_rms_norm_backward, _rms_norm_backward_impl, dy, x, weight, rstd, None)
     return dx, dw if ctx.has_weight else None, None
 
 
@@ -390,7 +412,7 @@ def _add_rms_grad(ctx, dy, ds, _drstd):
         if ds is None:
             return None, None, None, None
         return ds, ds, None, None
-    dx, dw = _rms_norm_backward(dy, s, weight, rstd, ds)
+    dx, dw = call(_rms_norm_backward, _rms_norm_backward_impl, dy, s, weight, rstd, ds)
     return dx, dx, dw if ctx.has_weight else None, None
 
 
@@ -425,26 +447,48 @@ _LIB.impl("rms_norm", _rms_norm_composite, "CompositeImplicitAutograd")
 _LIB.impl("add_rms_norm", _add_rms_norm_composite, "CompositeImplicitAutograd")
 
 
+# an eager call runs the implementation (no autograd to record) or the implementation inside a torch.autograd.Function
+# with the op's own formulas (common.route): the custom ops' dispatch costs more host time than these kernels take
+_SOFTMAX = eager_autograd(_softmax_impl, _softmax_setup, _softmax_grad, "Softmax")
+_LAYER_NORM = eager_autograd(_layer_norm_forward_impl, _ln_setup, _ln_grad, "LayerNorm")
+_RMS_NORM = eager_autograd(_rms_norm_forward_impl, _rms_setup, _rms_grad, "RMSNorm")
+_ADD_RMS_NORM = eager_autograd(_add_rms_norm_forward_impl, _add_rms_setup, _add_rms_grad, "AddRMSNorm")
+
+
 def softmax(x, dim=-1):
     """softmax over `dim` (torch.softmax's semantics), float16/bfloat16; any shape, strides and sizes."""
-    return torch.ops.tiledsl.softmax(x, dim)
+    r = route(x)
+    if r == DISPATCH:
+        return torch.ops.tiledsl.softmax(x, dim)
+    return (_softmax_impl if r == DIRECT else _SOFTMAX)(x, dim)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """F.layer_norm(x, normalized_shape, weight, bias, eps), float16/bfloat16 (weight and bias of x's dtype)."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    return torch.ops.tiledsl.layer_norm(x, list(normalized_shape), weight, bias, eps)
+    r = route(x, weight, bias)
+    if r == DISPATCH:
+        return torch.ops.tiledsl.layer_norm(x, list(normalized_shape), weight, bias, eps)
+    return (_layer_norm_forward_impl if r == DIRECT else _LAYER_NORM)(x, tuple(normalized_shape), weight, bias,
+                                                                      float(eps))[0]
 
 
 def rms_norm(x, weight=None, eps=None):
     """F.rms_norm(x, weight.shape (or x's last dim), weight, eps); eps None is torch.finfo(x.dtype).eps."""
-    return torch.ops.tiledsl.rms_norm(x, weight, eps)
+    r = route(x, weight)
+    if r == DISPATCH:
+        return torch.ops.tiledsl.rms_norm(x, weight, eps)
+    return (_rms_norm_forward_impl if r == DIRECT else _RMS_NORM)(x, weight, eps)[0]
 
 
 def add_rms_norm(x, residual, weight=None, eps=None):
     """(rms_norm(x + residual, weight, eps), x + residual) in one pass over the rows."""
-    return torch.ops.tiledsl.add_rms_norm(x, residual, weight, eps)
+    r = route(x, residual, weight)
+    if r == DISPATCH:
+        return torch.ops.tiledsl.add_rms_norm(x, residual, weight, eps)
+    y, s, _ = (_add_rms_norm_forward_impl if r == DIRECT else _ADD_RMS_NORM)(x, residual, weight, eps)
+    return y, s
 
 
 __all__ = ["softmax", "layer_norm", "rms_norm", "add_rms_norm", "UnsupportedArgument"]
