@@ -76,7 +76,8 @@ def test_switch_types_and_defaults(monkeypatch):
     assert knobs.cache_max_bytes() == 7 * 1024 * 1024
     monkeypatch.setenv("TILEDSL_CACHE_MAX_MB", "lots")
     assert knobs.cache_max_bytes() == 1024 ** 3
-    assert all(s.kind in ("bool", "int", "path") and s.doc for s in knobs.SWITCHES)
+    assert knobs.interpret_order() == "lockstep" and knobs.interpret_seed() == 0
+    assert all(s.kind in ("bool", "int", "path", "str") and s.doc for s in knobs.SWITCHES)
     assert len({s.name for s in knobs.SWITCHES}) == len(knobs.SWITCHES)
 
 

@@ -200,3 +200,36 @@ def test_fixed_async_kernels_run_clean():
     np.testing.assert_array_equal(b, m * 2)
     _, out = run(k_tma_ring, m, np.zeros((2, 32), np.float16))
     np.testing.assert_array_equal(out, np.stack([m[3], m[3]]))
+
+
+# ---------------------------------------------------------------- global memory (tests/bad_inputs/test_bad_global_races.py)
+
+def k_global_partials(X: T.Tensor((128,), "float32"), Ws: T.Tensor((4,), "float32"), Out: T.Tensor((1,), "float32")):
+    T.device_entry(launch=LC(grid=1, block=128))
+    t = T.cuda.thread_id()
+    if t % 32 == 0:
+        Ws[t // 32] = X[t] * 4.0
+    T.cuda.syncthreads()
+    if t == 0:
+        Out[0] = Ws[0] + Ws[1] + Ws[2] + Ws[3]
+
+
+def k_blocks_share_an_element(X: T.Tensor((4, 64), "float32"), Out: T.Tensor((2,), "float32")):
+    """Every block writes Out[0] and reads it back in another warp after a barrier: the blocks race with each
+    other (the grid's business, never reported), each block's own accesses are ordered."""
+    T.device_entry(launch=LC(grid=4, block=64))
+    t = T.cuda.thread_id()
+    if t == 0:
+        Out[0] = X[T.cuda.block_id(), 0]
+    T.cuda.syncthreads()
+    if t == 40:
+        Out[1] = Out[0] * 0.0 + 1.0
+
+
+def test_fixed_global_kernels_run_clean():
+    x = np.arange(128, dtype=np.float32)
+    _, ws, out = run(k_global_partials, x, np.zeros(4, np.float32), np.zeros(1, np.float32))
+    np.testing.assert_array_equal(ws, x[::32] * 4)
+    assert out[0] == ws.sum()
+    _, out = run(k_blocks_share_an_element, np.arange(256, dtype=np.float32).reshape(4, 64), np.zeros(2, np.float32))
+    assert out[1] == 1.0

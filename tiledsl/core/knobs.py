@@ -56,7 +56,11 @@ DISABLE_DISK_CACHE = Switch("TILEDSL_DISABLE_DISK_CACHE", "bool", False, "never 
 INTERPRET = Switch("TILEDSL_INTERPRET", "bool", False, "run every kernel on the CPU interpreter")
 DEBUG = Switch("TILEDSL_DEBUG", "bool", False, "compile every kernel with run-time bounds checks")
 RACECHECK = Switch("TILEDSL_RACECHECK", "bool", True,
-                   "the interpreter's shared-memory race detector (default on; 0 = off)")
+                   "the interpreter's race detector, shared and global memory (default on; 0 = off)")
+INTERPRET_ORDER = Switch("TILEDSL_INTERPRET_ORDER", "str", "lockstep",
+                         "the interpreter's warp order: lockstep (default), or random: warps one at a time in a "
+                         "shuffled order between barriers (docs/races.md)")
+INTERPRET_SEED = Switch("TILEDSL_INTERPRET_SEED", "int", 0, "the seed of TILEDSL_INTERPRET_ORDER=random (0)")
 NATIVE_LAUNCH = Switch("TILEDSL_NATIVE_LAUNCH", "bool", True,
                        "compile steady launchers to native code with LLVM (default on; 0 = keep the Python launchers)")
 DUMP_DIR = Switch("TILEDSL_DUMP_DIR", "path", None,
@@ -64,7 +68,8 @@ DUMP_DIR = Switch("TILEDSL_DUMP_DIR", "path", None,
 DEBUG_TRACEBACK = Switch("TILEDSL_DEBUG_TRACEBACK", "bool", False,
                          "keep tiledsl's own frames in the tracebacks of its errors (hidden by default)")
 
-SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, RACECHECK, NATIVE_LAUNCH, DUMP_DIR,
+SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, RACECHECK, INTERPRET_ORDER, INTERPRET_SEED,
+            NATIVE_LAUNCH, DUMP_DIR,
             DEBUG_TRACEBACK]
 
 
@@ -79,6 +84,8 @@ cache_dir: Callable[[], str] = _reader(CACHE_DIR)
 interpret: Callable[[], bool] = _reader(INTERPRET)
 debug: Callable[[], bool] = _reader(DEBUG)
 racecheck: Callable[[], bool] = _reader(RACECHECK)
+interpret_order: Callable[[], str] = _reader(INTERPRET_ORDER)
+interpret_seed: Callable[[], int] = _reader(INTERPRET_SEED)
 _dump_warned = set()
 
 

@@ -179,10 +179,15 @@ class Machine:
         raise self.fault(loc, f"out-of-bounds {what} of '{st.name}' ({st.scope} memory, {n_el} elements of "
                               f"{np.dtype(npdt).name}): element offset {o}", flat)
 
-    def read(self, mem: Memory, npdt, off, idx, loc):
+    def read(self, mem: Memory, npdt, off, idx, loc, plain=True):
+        # plain: an indexing load (X[i]); the ld natives (isa/memory) may carry .acquire/.volatile and are not
+        # checked against global memory
         self.check(mem, npdt, off, idx, loc, "read")
-        if self.race is not None and mem.scope == "shared":
-            self.race.access(mem, npdt, off, idx, loc, False)
+        if self.race is not None and mem.scope != "local":
+            if mem.scope == "shared":
+                self.race.access(mem, npdt, off, idx, loc, False)
+            elif plain:
+                self.race.global_access(mem, npdt, off, idx, loc, False)
         a = mem.view(npdt)
         if mem.scope == "global":
             return a[off]
@@ -190,10 +195,13 @@ class Machine:
             return a[:, int(off)].copy()
         return a[self.rows(mem, idx), off]
 
-    def write(self, mem: Memory, npdt, off, val, idx, loc):
+    def write(self, mem: Memory, npdt, off, val, idx, loc, plain=True):
         self.check(mem, npdt, off, idx, loc, "write")
-        if self.race is not None and mem.scope == "shared":
-            self.race.access(mem, npdt, off, idx, loc, True)
+        if self.race is not None and mem.scope != "local":
+            if mem.scope == "shared":
+                self.race.access(mem, npdt, off, idx, loc, True)
+            elif plain:
+                self.race.global_access(mem, npdt, off, idx, loc, True)
         a = mem.view(npdt)
         if mem.scope == "global":
             if np.ndim(off) == 0:

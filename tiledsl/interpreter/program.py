@@ -25,6 +25,7 @@ from .dim_checks import compile_checks
 from .exprs import ExprCompiler, is_const
 from .machine import InterpreterError, Machine, mem_np, sub, val_np
 from .operands import native_error
+from .warp_order import WarpOrder, shuffled
 from . import control, fibers
 
 
@@ -34,6 +35,10 @@ class Program:
     def __init__(self, kernel: ir.Kernel):
         self.kernel = kernel
         self.allocs = list(kernel.allocs)
+        # the global tensors the kernel stores to by indexing: the only ones the race detector watches (a tensor
+        # nothing writes has no race; the st/atom/TMA natives' writes are not watched)
+        self.stored_globals = {s.storage for s in ir.walk_stmts(kernel.body)
+                               if isinstance(s, ir.Store) and s.storage.scope == "global"}
         self.cx = ExprCompiler()
         # the closures of a deep expression recurse once per level, when compiled and when run (depth.py)
         self.depth = max_expr_depth(kernel.body)
@@ -237,6 +242,10 @@ class Program:
         loc = s.loc
 
         def f(m, idx):
+            order = getattr(m, "order", None)
+            if order is not None:
+                order.barrier(idx, loc)  # warps in a shuffled order: the others run until all are here
+                return
             if idx is not None:
                 _whole_blocks(m, idx, loc)
             if m.race is not None:
@@ -281,8 +290,11 @@ class Program:
         order, csize = cluster_order(grid, cluster)
         # a cluster is one unit: a batch holds whole clusters (their blocks run together, sharing memory)
         per = max(1, min(nblocks, batch_threads // T) // csize) * csize
-        # the race detector watches shared memory: a kernel without any runs without it
-        self.racecheck = knobs.racecheck() and any(st.scope == "shared" for st in self.allocs)
+        # the race detector watches shared memory and the global memory each block reads and writes
+        # (one warp alone races only with asynchronous copies into shared memory)
+        self.racecheck = knobs.racecheck() and (any(st.scope == "shared" for st in self.allocs) or
+                                                (T > 32 and bool(self.stored_globals)))
+        rng = shuffled(self.kernel, block, cluster)        # TILEDSL_INTERPRET_ORDER=random (warp_order.py)
         with np.errstate(all="ignore"), headroom(self.depth):
             for b0 in range(0, nblocks, per):
                 nb = min(per, nblocks - b0)
@@ -292,7 +304,11 @@ class Program:
                     m.exit = np.zeros(m.N, np.int8)      # per thread: running, or how it left (control.py)
                 for var, value in scalars.items():
                     m.vars[var] = np.full(m.N, value, val_np(var.dtype))
-                self.body(m, None)
+                if rng is None:
+                    self.body(m, None)
+                else:
+                    m.order = WarpOrder(m, rng)
+                    m.order.run(self.body)
 
 
 def _fibered(then, orelse, loc, split_then=False, split_else=False):

@@ -1,4 +1,4 @@
-"""The interpreter's race detector: shared-memory accesses that no synchronisation orders (issue 33).
+"""The interpreter's race detector: shared- and global-memory accesses that no synchronisation orders (issue 33).
 
 The interpreter runs a block's threads in lockstep, so on it every race is resolved in the writer's favour and a
 missing barrier is invisible. This module remembers, for every granule of shared memory (the storage's element,
@@ -21,8 +21,11 @@ at most 4 bytes), its last writer and its last reader, and checks every access a
   be followed by a fence.proxy.async of its writer (checked besides the ordering).
 - Atomics are ordered among themselves (no race between two atomic writes), not against plain accesses.
 
-It errs towards silence: whatever it does not model (remote shared memory of a cluster, global memory) is never
-reported, and only the last reader of a granule is kept, so some races are missed; a report is always a pair of
+Global memory: plain loads and stores of the tensors a kernel stores to are checked the same way between the warps
+of one block (GlobalShadow); accesses of different blocks are never checked against each other.
+
+It errs towards silence: whatever it does not model (remote shared memory of a cluster, other blocks' global
+accesses, the ld/st/atom natives on global memory) is never reported, and only the last reader of a granule is kept, so some races are missed; a report is always a pair of
 accesses that nothing the interpreter models orders. `TILEDSL_RACECHECK=0` turns it off.
 """
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..core.errors import KernelFault
 from .coords import tuple3
 
 PLAIN, ATOMIC, PENDING, ASYNC, CP = 0, 1, 2, 3, 4       # how a granule was last written
+GLOBAL_BYTES = 64 << 20     # global tensors up to this size are watched (their shadow costs 3x their size)
 SLOTS = 64                  # mbarriers per block that can stand for asynchronous writers (more: not tracked)
 # A stamp packs one access into an int64 (0: none): bits 0-7 the agent, 8-10 the kind of write, 11-21 the linear
 # thread id (blocks have at most 1024 threads), 22-37 the source line's id, 38- the agent's epoch
@@ -71,6 +75,20 @@ class Shadow:
         return base[..., None] + np.arange(size // self.g)
 
 
+class GlobalShadow(Shadow):
+    """The last write and read of every granule of one global tensor, for the blocks of the batch: global memory
+    is one array for all of them, so each granule also remembers the batch row (block) of its last writer and
+    reader, and only accesses of one block are checked against each other (blocks are not ordered by anything
+    this detector models: their accesses to one element are the grid's business, never reported)."""
+
+    __slots__ = ("w_blk", "r_blk")
+
+    def __init__(self, st, nbytes):
+        super().__init__(st, 1, nbytes, np.zeros(1, np.int64))
+        self.w_blk = np.full(self.n, -1, np.int32)
+        self.r_blk = np.full(self.n, -1, np.int32)
+
+
 class Races:
     """The detector of one Machine (one batch of blocks)."""
 
@@ -91,6 +109,7 @@ class Races:
         self.lin64 = m.lin.astype(np.int64)
         self._stamps = None                                # per flat thread: its warp's current stamp (cache)
         self.shadows = {}
+        self.gshadows = {}                                 # global storage -> GlobalShadow (None: too large)
         self.locs, self.loc_ids = [], {}
         self.slots = {}                                    # (mbarrier storage, byte offset) -> agent
         self.rel = {}                                      # barrier key -> clocks released into its open phase
@@ -215,6 +234,9 @@ class Races:
         c = int(np.asarray(cell)[pos])
         t = int(np.asarray(thr)[pos])
         row, gr = divmod(c, sh.n)
+        space = "shared"
+        if isinstance(sh, GlobalShadow):
+            row, space = int(m.blk[t]), "global"
         byte = gr * sh.g
         el = byte // sh.esize
         blk = tuple(int(v) for v in _block3(int(m.blocks[row]), m.grid))
@@ -249,7 +271,7 @@ class Races:
         ptext = f"\n    {ploc.text.strip()}" if getattr(ploc, "text", None) else ""
         ltext = f"\n    {loc.text.strip()}" if getattr(loc, "text", None) else ""
         pre = f"{loc}: " if loc is not None else ""
-        raise KernelFault(f"{pre}data race on shared memory '{sh.st.name}' element {el} (byte {byte}) in block "
+        raise KernelFault(f"{pre}data race on {space} memory '{sh.st.name}' element {el} (byte {byte}) in block "
                           f"{blk}: the {me_what} by {here} at {loc}{ltext}\nconflicts with the {prev} by {there} "
                           f"at {ploc}{ptext}\n{why}")
 
@@ -288,6 +310,59 @@ class Races:
         thr = self.flat(idx)
         byte = np.broadcast_to(np.asarray(off, np.int64) * size, thr.shape)
         self.check(sh, sh.cells(self.m.blk[thr], byte, size), thr if size <= sh.g else thr[:, None], loc, write)
+
+    def global_access(self, mem, npdt, off, idx, loc, write):
+        """A plain load or store (`X[i]` in the kernel) of global memory: checked like shared memory's, but only
+        against earlier accesses of the same block (GlobalShadow)."""
+        sh = self.gshadows.get(mem.storage, False)
+        if sh is False:
+            # a tensor the kernel never stores to has no race; one too large to shadow cheaply is not watched
+            # (the detector errs towards silence)
+            watched = mem.storage in self.m.prog.stored_globals and mem.nbytes <= GLOBAL_BYTES
+            sh = self.gshadows[mem.storage] = GlobalShadow(mem.storage, mem.nbytes) if watched else None
+        if sh is None:
+            return
+        gen = self.bar_gen
+        size = _SIZES.get(npdt)
+        if size is None:
+            size = _SIZES[npdt] = np.dtype(npdt).itemsize
+        m = self.m
+        if size == sh.g:
+            # the common case: one granule per thread, every per-thread array used as it is when all are active
+            if idx is None:
+                t, blk, rowA, stamp = m.all, m.blk, self.rowA, self.stamps()
+            else:
+                t, blk, rowA, stamp = idx, m.blk[idx], self.rowA[idx], self.stamps()[idx]
+            cell = off if np.ndim(off) else np.full(len(t), int(off), np.int64)
+        else:
+            thr = self.flat(idx)
+            cell = sh.cells(0, np.broadcast_to(np.asarray(off, np.int64) * size, thr.shape), size)
+            t = thr if cell.ndim == 1 else thr[:, None]
+            blk, rowA, stamp = m.blk[t], self.rowA[t], self.stamps()[t]
+        if not (sh.w_gen < gen and (not write or sh.r_gen < gen)):
+            # (accesses before the last barrier every block of the batch passed are ordered: nothing to check)
+            ws = sh.w_stamp[cell]
+            bad = (ws >> EP) > self.vcf[rowA + (ws & AGENT)]
+            if bad.any():
+                bad &= sh.w_blk[cell] == blk
+                if bad.any():
+                    self.report(sh, cell, np.broadcast_to(t, np.shape(cell)), loc, write, bad, "w", None)
+            if write:
+                rs = sh.r_stamp[cell]
+                bad = (rs >> EP) > self.vcf[rowA + (rs & AGENT)]
+                if bad.any():
+                    bad &= sh.r_blk[cell] == blk
+                    if bad.any():
+                        self.report(sh, cell, np.broadcast_to(t, np.shape(cell)), loc, write, bad, "r", None)
+        stamp = stamp | self.tag(loc)
+        if write:
+            sh.w_stamp[cell] = stamp
+            sh.w_blk[cell] = blk
+            sh.w_gen = gen
+        else:
+            sh.r_stamp[cell] = stamp
+            sh.r_blk[cell] = blk
+            sh.r_gen = gen
 
     def atomic(self, mem, size, el, idx, loc):
         sh = self.shadow(mem)

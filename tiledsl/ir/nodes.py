@@ -240,6 +240,8 @@ class Native(Stmt):
     # and codegen read these instead of parsing `opcode` again. None only for a hand-built native no family knows.
     form: object = field(default=None, repr=False)
     family: object = field(default=None, repr=False)
+    # What the instruction's register groups hold, for passes/register_provenance.py: its Written/Read entries
+    frags: tuple = field(default=(), repr=False)
 
 
 @dataclass

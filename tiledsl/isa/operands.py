@@ -68,10 +68,11 @@ class Ctx:
         return hit
 
     def native(self, groups: list, pred=None, preserve: bool = False, effect: str = "pure", origin: str = "",
-               braces: tuple = ()) -> ir.Native:
-        """One native instruction of this apply: its opcode, location, form and family come from the apply."""
+               braces: tuple = (), frags: tuple = ()) -> ir.Native:
+        """One native instruction of this apply: its opcode, location, form and family come from the apply;
+        `frags`: what its register groups hold (passes/register_provenance.py)."""
         return ir.Native(self.loc, self.opcode, groups, pred, preserve, effect, origin, braces,
-                         form=self.form, family=self.family)
+                         form=self.form, family=self.family, frags=frags)
 
     @property
     def nthreads(self) -> int:

@@ -6,11 +6,14 @@ from ..isa.registry import lookup
 from ..isa.operands import Ctx
 from ..core.target import Target
 from .wide_offsets import widen_offsets
+from .register_provenance import check_register_provenance
 
 
 def expand_kernel(k: ir.Kernel, target: Target) -> ir.Kernel:
     block = k.launch.block
     body = _expand(k.body, k.launch, target, 32, None, {})
+    # two views of one register buffer must agree on what each register holds (issue 33)
+    check_register_provenance(body)
     # offsets into tensors that may hold 2^31 elements become 64-bit here, for both backends
     return widen_offsets(ir.Kernel(k.name, k.params, body, k.launch, k.allocs, k.sizes, k.loc))
 

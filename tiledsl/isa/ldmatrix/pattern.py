@@ -18,6 +18,7 @@ from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ...core.target import PTX_VERSION
 from ..family import Refusal, addresses
+from ...passes.register_provenance import Written
 from ..operands import WARP, Ctx, Owners, check_bits, check_contiguous_rows, check_no_overlap, check_scope, memory_addr, repeat_coords, split_shape
 
 SUPPORTED = "supported forms: {ldmatrix,stmatrix}.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16"
@@ -100,7 +101,12 @@ def expand(form: Form, ctx: Ctx) -> list:
     mat, row = ir.floordiv(addr_lane, 8), ir.mod(addr_lane, 8)
     gids = ctx.group_ids(gaxes)
     out, written = [], []
-    for coord in repeat_coords(rep):
+    count = form.count
+    reps = repeat_coords(rep)
+
+    def what(k):
+        return f"the ldmatrix's matrix {k % count}" + (f" of repeat {reps[k // count]}" if len(reps) > 1 else "")
+    for p, coord in enumerate(repeat_coords(rep)):
         coord = list(coord)
         slots = []
         for i in range(form.count):
@@ -120,7 +126,9 @@ def expand(form: Form, ctx: Ctx) -> list:
                                         f"{8 * rows[k][1] + rows[k][2]})")
         addr = ir.Addr(mem.view.storage, memory_addr(ctx, mem, gids, coord + [mat, row, 0]), mem.view.dtype)
         operands = [slots, [addr]] if form.op == "ldmatrix" else [[addr], slots]
-        out.append(ctx.native(operands, effect="warp-mem", origin=f"rep{tuple(coord)}", braces=(0, 1)))
+        # matrix i of repeat p is mark p*count + i: a reader takes consecutive matrices as its registers, in order
+        frags = (Written(0, ("ldsm", ctx.apply), p * count, what),) if form.op == "ldmatrix" else ()
+        out.append(ctx.native(operands, effect="warp-mem", origin=f"rep{tuple(coord)}", braces=(0, 1), frags=frags))
     if written:
         check_no_overlap(ctx, regs, written)
     return out

@@ -53,7 +53,7 @@ def semantics(n: ir.Native, cx):
             m.check(mem, u, el, idx, loc, "read")
             if words > 1:
                 m.check(mem, u, el + (words - 1), idx, loc, "read")
-            vals = [m.read(mem, u, el + w, idx, loc) for w in range(words)]
+            vals = [m.read(mem, u, el + w, idx, loc, plain=False) for w in range(words)]
             for r, v in zip(ops, vals):
                 v = np.asarray(v)
                 if r.bits > bits:                     # a narrow load into a wider register extends
@@ -68,5 +68,5 @@ def semantics(n: ir.Native, cx):
             m.check(mem, u, el + (words - 1), idx, loc, "write")
         for w, r in enumerate(ops):
             v = r.read(m, idx).astype(np.uint64) & np.uint64((1 << bits) - 1)
-            m.write(mem, u, el + w, v.astype(u), idx, loc)
+            m.write(mem, u, el + w, v.astype(u), idx, loc, plain=False)
     return predicated(core, n, cx, [], ty)

@@ -15,6 +15,7 @@ from itertools import product
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from ..family import Refusal
+from ...passes.register_provenance import Read, Written
 from ..operands import WARP, Ctx, Owners, check_bits, check_slot_type, check_no_overlap, check_scope, reg, repeat_coords, scalar_value, split_shape
 
 FORM = re.compile(r"^mma\.sync\.aligned\.m16n8k(8|16)\.row\.col\.f32\.(f16|bf16)\.(f16|bf16)\.f32$")
@@ -132,7 +133,13 @@ def expand(form: Form, ctx: Ctx) -> list:
                     c_in = c_regs if c_regs is not None else [ir.Val(c_scalar)] * 4
                 else:
                     c_in = [reg(D.view, x.index) for x in d_regs]
+                # A and B hold consecutive ldmatrix matrices in order; C (or D, from the second k issue) one
+                # issue's D registers in their native order; D's registers are marked with this issue
+                frags = (Read(1, "ldsm", lane_a, "A", A.loc), Read(2, "ldsm", lane_b, "B", B.loc),
+                         Read(3, "acc.mma", lane_d, "C", C.loc, from_zero=True),
+                         Written(0, ("acc.mma", ctx.apply, b + (m, n)), 0,
+                                 lambda r, key=b + (m, n): f"the mma.sync D of issue {key} (register {r})"))
                 out.append(ctx.native([d_regs, a_regs, b_regs, c_in], effect="warp",
-                                      origin=f"b{b} m{m} n{n} k{kk}", braces=(0, 1, 2, 3)))
+                                      origin=f"b{b} m{m} n{n} k{kk}", braces=(0, 1, 2, 3), frags=frags))
     check_no_overlap(ctx, D, written)
     return out

@@ -35,6 +35,7 @@ from ...core.errors import CompilationError
 from ...ir import nodes as ir
 from ...ir.eval import PINS, evaluate_pinned
 from ..family import Refusal
+from ...passes.register_provenance import KEEP, Read, Written
 from ..operands import Ctx, Operand, Owners, check_bits, check_no_overlap, check_slot_type, pinned_offsets, reg, \
     repeat_coords, split_shape
 from . import descriptor as DS
@@ -139,7 +140,8 @@ def _sync(form: Form, ctx: Ctx) -> list:
         regs += _all_slots(ctx, op)
     # the named registers travel as read-and-written operands: codegen then keeps their uses on this side
     groups.append(regs)
-    return [ctx.native(groups, preserve=bool(regs), effect="sync", origin=form.kind)]
+    # fence/commit/wait name the accumulators without changing them: their provenance marks stay
+    return [ctx.native(groups, preserve=bool(regs), effect="sync", origin=form.kind, frags=(KEEP,))]
 
 
 def _all_slots(ctx: Ctx, op: Operand) -> list:
@@ -315,8 +317,17 @@ def _mma(form: Form, ctx: Ctx) -> list:
                 g += [[ir.Imm(str(scale_a))], [ir.Imm(str(scale_b))]]
                 if not fp8:
                     g += ([] if a_regs else [[ir.Imm(str(trans_a))]]) + [[ir.Imm(str(trans_b))]]
+                # D accumulates one issue's registers in their native order (unless scale_d is 0: then it only
+                # writes them); A in registers holds consecutive ldmatrix matrices in order
+                key = b + (m, n)
+                frags = (Written(0, ("acc.wgmma", ctx.apply, key), 0,
+                                 lambda r, key=key: f"the wgmma D of issue {key} (register {r})"),)
+                if not (kk == 0 and isinstance(scale_d, ir.Const) and scale_d.value == 0):
+                    frags += (Read(0, "acc.wgmma", lambda l, r: dfn(0, l, r), "D", D.loc, from_zero=True),)
+                if a_regs:
+                    frags += (Read(1, "ldsm", lambda l, r: lane_words(0, l, r), "A", A.loc),)
                 out.append(ctx.native(g, preserve=True, effect="warp-mem", origin=f"b{b} m{m} n{n} k{kk}",
-                                      braces=(0, 1) if a_regs else (0,)))
+                                      braces=(0, 1) if a_regs else (0,), frags=frags))
     check_no_overlap(ctx, D, written)
     return out
 
