@@ -72,6 +72,64 @@ def lazy_max(m, sh, al, x, cs):
     sh[x, 0] = m[x, 0]
 
 
+# The mma.sync forward kernels' online softmax over one tile's scores (fa2.py's kernel and ragged.py's varlen /
+# decode kernel run the same lines): written once; the two kernels' PTX is what each emitted when it wrote them itself
+@tiledsl.inline
+def moved(al, rows):
+    """lazy: whether the max of any of the thread's `rows` rows moved on this tile (its al, after ex2, is not 1)."""
+    any_ = al[0, 0] != 1.0
+    for x in T.unroll(1, rows):
+        any_ = any_ or al[x, 0] != 1.0
+    return any_
+
+
+@tiledsl.inline
+def online_softmax(s, m, sh, al, lsum, o, pk, MI, NI, DN, C, lazy, cvt):
+    """One key tile's step of the online softmax for a thread's MI * 2 query rows: the new row max over the tile's
+    scores s (MI x NI m16n8 C fragments) and the row's 4 lanes (m, sh, al: (MI * 2, 1) float32), the exponents
+    2^(s C - m C) (one fma a score, ex2.approx.ftz), the row sums lsum, O (MI x DN fragments) rescaled by al (lazy:
+    only when one of the thread's rows moved), and P packed to f16x2 / bf16x2 words `pk` by `cvt` in the A fragment
+    order of P V's k16 steps. C: the scores' log2-domain scale."""
+    for x in T.unroll(MI * 2):
+        mi, r = x // 2, x % 2
+        sh[x, 0] = m[x, 0]
+        for n in T.unroll(NI):
+            e0 = (mi * NI + n) * 4 + 2 * r
+            sh[x, 0] = T.max(sh[x, 0], T.max(s[e0], s[e0 + 1]))
+    for k in T.unroll(2):
+        T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, 0xFFFFFFFF)
+        for x in T.unroll(MI * 2):
+            sh[x, 0] = T.max(sh[x, 0], al[x, 0])
+    for x in T.unroll(MI * 2):
+        mi, r = x // 2, x % 2
+        if lazy:
+            lazy_max(m, sh, al, x, C)
+        # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
+        mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
+        if not lazy:
+            al[x, 0] = m[x, 0] * C - mc
+            m[x, 0] = sh[x, 0]
+        # the exponent s * C - m * C as one fma per score (scalar * and + round separately: two ops)
+        srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
+        T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
+    T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
+    T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
+    for x in T.unroll(MI * 2):
+        mi, r = x // 2, x % 2
+        acc = lsum[x, 0] * al[x, 0]
+        for n in T.unroll(NI):
+            e0 = (mi * NI + n) * 4 + 2 * r
+            acc = acc + s[e0] + s[e0 + 1]
+        lsum[x, 0] = acc
+    # lazy: al is exactly 1 for a row whose max stayed; the 4 * MI * DN multiplies run only when one of the thread's
+    # rows moved
+    if moved(al, MI * 2) if lazy else True:
+        for i in T.unroll(MI * DN * 4):
+            o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
+    pairs = s.view(MI * NI * 2, 2)
+    T.cuda.tile.apply(T.ptx[cvt], pk, pairs[:, 1:2], pairs[:, 0:1])
+
+
 # The causal tile count of every forward kernel (fa2.py's, and the FA3 ones of fa3.py and fp8.py): one
 # definition, so the three agree. One expression (not an assignment the causal case
 # overwrites): the kernels' PTX stays what it was when each wrote these lines itself.

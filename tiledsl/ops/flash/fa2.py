@@ -26,7 +26,7 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
-from .common import LN2, LOG2E, NEG, key_tiles, lazy_max
+from .common import LN2, LOG2E, NEG, key_tiles, online_softmax
 
 BN = 64                 # key/value rows per tile
 # the FA2 kernel's default for lazy (make_attention): on, as the FA3 defaults' config[8]. Side by side on the H200
@@ -170,15 +170,6 @@ def make_attention(dtype, D, causal, shape, scale, config=None, lazy=None):
             T.cuda.tile.apply(T.ptx[COPY], cp[stage, c // CPR, c % CPR], g[base + r, c % CPR, :], chunk_bytes=16)
 
     @tiledsl.inline
-    def moved(al):
-        """lazy: whether the max of any of the thread's MI * 2 rows moved on this tile (its al, after ex2, is not
-        1)."""
-        any_ = al[0, 0] != 1.0
-        for x in T.unroll(1, MI * 2):
-            any_ = any_ or al[x, 0] != 1.0
-        return any_
-
-    @tiledsl.inline
     def qk_tile(s_v, q, rk, rk_mma, ld_k, st):
         """S = Q K^T for the tile in stage `st`: per k16 step, Q's fragments (held, or loaded now), then per
         pair of n8 tiles their K fragments (one ldmatrix.x4) and MI x 2 mmas."""
@@ -304,46 +295,7 @@ def make_attention(dtype, D, causal, shape, scale, config=None, lazy=None):
                         else:
                             s[i] = NEG if col >= NK else s[i]
 
-                # online softmax: new row max over the tile and the 4 lanes of the row
-                for x in T.unroll(MI * 2):
-                    mi, r = x // 2, x % 2
-                    sh[x, 0] = m[x, 0]
-                    for n in T.unroll(NI):
-                        e0 = (mi * NI + n) * 4 + 2 * r
-                        sh[x, 0] = T.max(sh[x, 0], T.max(s[e0], s[e0 + 1]))
-                for k in T.unroll(2):
-                    T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, 0xFFFFFFFF)
-                    for x in T.unroll(MI * 2):
-                        sh[x, 0] = T.max(sh[x, 0], al[x, 0])
-                for x in T.unroll(MI * 2):
-                    mi, r = x // 2, x % 2
-                    if lazy:
-                        lazy_max(m, sh, al, x, C)
-                    # a row with no score yet keeps m = -inf: use 0 as its base so no inf - inf appears
-                    mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
-                    if not lazy:
-                        al[x, 0] = m[x, 0] * C - mc
-                        m[x, 0] = sh[x, 0]
-                    # the exponent s * C - m * C as one fma per score (scalar * and + round separately: two ops)
-                    srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
-                    T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
-                for x in T.unroll(MI * 2):
-                    mi, r = x // 2, x % 2
-                    acc = lsum[x, 0] * al[x, 0]
-                    for n in T.unroll(NI):
-                        e0 = (mi * NI + n) * 4 + 2 * r
-                        acc = acc + s[e0] + s[e0 + 1]
-                    lsum[x, 0] = acc
-                # lazy: al is exactly 1 for a row whose max stayed; the 4 * MI * DN multiplies run only when one of
-                # the thread's rows moved
-                if moved(al) if lazy else True:
-                    for i in T.unroll(MI * DN * 4):
-                        o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
-                # P to f16x2/bf16x2: words (m tile, n tile, row half), the A fragment order of P V's k16 steps
-                pairs = s.view(MI * NI * 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+                online_softmax(s, m, sh, al, lsum, o, pk, MI, NI, DN, C, lazy, CVT)
 
             # V[jt] has landed and every warp is done with V[jt - 1]: refill the other V stage
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)

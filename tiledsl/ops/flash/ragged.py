@@ -25,7 +25,7 @@ A row that sees no key (len_k = 0, or causal with len_q > len_k) gets O = 0 and 
 import tiledsl
 from tiledsl import T
 
-from .common import LN2, LOG2E, NEG, lazy_max
+from .common import LN2, LOG2E, NEG, online_softmax
 from .fa2 import CONFIGS, LAZY, layouts
 
 BN = 64                 # key/value rows per tile (fa2.py's)
@@ -161,14 +161,6 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                                                               | ((t0 & T.uint32(0x00800080)) << 8))
                 cp[stage, r, 2 * fc + i // 2, 2 * (i % 2) + 1] = (((t1 & T.uint32(0x007F007F)) << 7)
                                                                   | ((t1 & T.uint32(0x00800080)) << 8))
-
-    @tiledsl.inline
-    def moved(al):
-        """lazy: whether the max of any of the thread's MI * 2 rows moved on this tile."""
-        any_ = al[0, 0] != 1.0
-        for x in T.unroll(1, MI * 2):
-            any_ = any_ or al[x, 0] != 1.0
-        return any_
 
     @tiledsl.inline
     def qk_tile(s_v, q, rk, rk_mma, ld_k, st):
@@ -338,40 +330,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                         else:
                             s[i] = NEG if col >= k_hi else s[i]
 
-                for x in T.unroll(MI * 2):
-                    mi, r = x // 2, x % 2
-                    sh[x, 0] = m[x, 0]
-                    for n in T.unroll(NI):
-                        e0 = (mi * NI + n) * 4 + 2 * r
-                        sh[x, 0] = T.max(sh[x, 0], T.max(s[e0], s[e0 + 1]))
-                for k in T.unroll(2):
-                    T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], al, sh, 1 << k, 0x1F, 0xFFFFFFFF)
-                    for x in T.unroll(MI * 2):
-                        sh[x, 0] = T.max(sh[x, 0], al[x, 0])
-                for x in T.unroll(MI * 2):
-                    mi, r = x // 2, x % 2
-                    if lazy:
-                        lazy_max(m, sh, al, x, C)
-                    mc = sh[x, 0] * C if sh[x, 0] != NEG else 0.0
-                    if not lazy:
-                        al[x, 0] = m[x, 0] * C - mc
-                        m[x, 0] = sh[x, 0]
-                    srow = s.view(MI, NI, 2, 2, 1)[x // 2, :, x % 2]
-                    T.cuda.tile.apply(T.ptx["fma.rn.f32"], srow, srow, C, -mc)
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(MI * NI * 4, 1), s.view(MI * NI * 4, 1))
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], al, al)
-                for x in T.unroll(MI * 2):
-                    mi, r = x // 2, x % 2
-                    acc = lsum[x, 0] * al[x, 0]
-                    for n in T.unroll(NI):
-                        e0 = (mi * NI + n) * 4 + 2 * r
-                        acc = acc + s[e0] + s[e0 + 1]
-                    lsum[x, 0] = acc
-                if moved(al) if lazy else True:
-                    for i in T.unroll(MI * DN * 4):
-                        o[i] = o[i] * al[2 * (i // (DN * 4)) + (i % 4) // 2, 0]
-                pairs = s.view(MI * NI * 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
+                online_softmax(s, m, sh, al, lsum, o, pk, MI, NI, DN, C, lazy, CVT)
 
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
             if kv8:
