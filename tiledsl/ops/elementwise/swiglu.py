@@ -3,7 +3,8 @@ and last n the up projection (the output of one GEMM over the concatenated [W_ga
 
 The host views the (R, 2n) input as (2R, n): row 2r is row r's gate, row 2r + 1 its up. Each thread owns one vector
 of VEC elements (VEC the widest of 8, 4, 2, 1 dividing n: 16-, 8-, 4- or 2-byte loads) of one row; the grid is
-(ceil(n / (VEC * THREADS)), R), so a decode step's few rows still spread over many blocks. Math in float32, one
+(R, ceil(n / (VEC * THREADS))) (rows on x, whose limit is 2^31 - 1, not y's 65535), so a decode step's few rows
+still spread over many blocks. Math in float32, one
 rounding at the store (torch's bf16 `F.silu(g) * u` rounds twice); sigmoid as 1 / (1 + exp(-g)) with exp by
 ex2.approx and an exact division.
 
@@ -24,7 +25,7 @@ def vector_width(n):
 
 
 def grid(n, rows):
-    return (-(-n // (vector_width(n) * THREADS)), rows)
+    return (rows, -(-n // (vector_width(n) * THREADS)))
 
 
 @tiledsl.inline
@@ -56,9 +57,9 @@ def make_silu_mul(n, dtype, backward=False):
     if not backward:
         @tiledsl.jit
         def silu_mul(GU: T.Tensor(("R2", n), dtype), Y: T.Tensor(("R", n), dtype)):
-            T.device_entry(launch=T.cuda.LaunchConfig(grid=(1, R), block=THREADS))  # noqa: F821
-            c = T.cuda.block_id(0) * THREADS + T.cuda.thread_id()
-            row = T.cuda.block_id(1)
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=(R, 1), block=THREADS))  # noqa: F821
+            c = T.cuda.block_id(1) * THREADS + T.cuda.thread_id()
+            row = T.cuda.block_id(0)
             if c >= chunks:
                 return
             rg = T.alloc_local((1, W), word)
@@ -82,9 +83,9 @@ def make_silu_mul(n, dtype, backward=False):
     @tiledsl.jit
     def silu_mul_backward(GU: T.Tensor(("R2", n), dtype), DY: T.Tensor(("R", n), dtype),
                           DGU: T.Tensor(("R2", n), dtype)):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(1, R), block=THREADS))  # noqa: F821
-        c = T.cuda.block_id(0) * THREADS + T.cuda.thread_id()
-        row = T.cuda.block_id(1)
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=(R, 1), block=THREADS))  # noqa: F821
+        c = T.cuda.block_id(1) * THREADS + T.cuda.thread_id()
+        row = T.cuda.block_id(0)
         if c >= chunks:
             return
         rg = T.alloc_local((1, W), word)
