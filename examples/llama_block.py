@@ -136,6 +136,7 @@ class LlamaBlock(_LlamaWeights):
         a = ops.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return self._mlp(a.transpose(1, 2).reshape(B, L, c.heads * c.head_dim), residual)
 
+    @torch.no_grad()                  # inference only: the cache write and the decode attention have no gradient
     def decode(self, x, k_cache, v_cache, block_table, cache_seqlens, residual=None):
         """(out, residual) for x (B, Lq, hidden), Lq new tokens per sequence (1..16) at positions cache_seqlens[b] ..
         cache_seqlens[b] + Lq - 1: their k and v are written into the paged cache and they attend (causally among
@@ -189,6 +190,7 @@ class TorchLlamaBlock(_LlamaWeights):
                                            enable_gqa=True)
         return self._mlp(a.transpose(1, 2).reshape(B, L, c.heads * c.head_dim), residual)
 
+    @torch.no_grad()
     def decode(self, x, k_cache, v_cache, block_table, cache_seqlens, residual=None):
         """LlamaBlock.decode's contract in torch: the new k, v scattered into the pages, every sequence's pages
         gathered into a (B, S, H_kv, D) view of its table, and SDPA under a mask of each query's visible keys."""
