@@ -24,7 +24,6 @@ What runs where (LlamaBlock):
 Every piece is a torch custom op with a fake implementation, so the block traces under torch.compile(fullgraph=True)
 and captures in CUDA graphs; the backward runs the ops' own backward kernels.
 """
-import math
 from dataclasses import dataclass, replace
 
 import torch

@@ -124,3 +124,40 @@ def test_attention_decode_op_matches_sdpa():
         assert _rel(out[b].transpose(0, 1), want) < 5e-3
     with pytest.raises(UnsupportedArgument, match="cache_seqlens"):
         torch.ops.tiledsl.attention_decode(q, kc, vc, lens.long(), bt)
+
+
+# ------------------------------------------------------------------ the GPU kernels compile (no GPU needed)
+
+@pytest.mark.parametrize("n, backward", [(14336, False), (14336, True), (5, False)])
+def test_silu_mul_kernels_pass_ptxas(n, backward):
+    from helpers import ptxas
+    from tiledsl.ops.elementwise.swiglu import make_silu_mul
+    kern = make_silu_mul(n, "bfloat16", backward)
+    gu, y = torch.empty(8, n, dtype=torch.bfloat16), torch.empty(4, n, dtype=torch.bfloat16)
+    args = (gu, y, gu) if backward else (gu, y)
+    r = ptxas(kern.compile(*args, target="sm_90").asm["ptx"], "sm_90", verbose=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes spill stores" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("layout, backward", [("bhld", False), ("bhld", True), ("paged", False)])
+def test_qkv_rope_kernels_pass_ptxas(layout, backward):
+    from helpers import ptxas
+    from tiledsl.ops.elementwise.rope import make_qkv_rope
+    B, L, H, HK, D = 2, 3, 32, 8, 128
+    bf = torch.bfloat16
+    kern = make_qkv_rope(H, HK, D, "bfloat16", layout, backward)
+    qkv = torch.empty(B, L, (H + 2 * HK) * D, dtype=bf)
+    pos = torch.zeros(B, L, dtype=torch.int32)
+    cs = torch.empty(64, D // 2)
+    if backward:
+        args = (torch.empty(B, H, L, D, dtype=bf), torch.empty(B, HK, L, D, dtype=bf),
+                torch.empty(B, HK, L, D, dtype=bf), pos, cs, cs, qkv)
+    elif layout == "bhld":
+        args = (qkv, pos, cs, cs, torch.empty(B, H, L, D, dtype=bf), torch.empty(B, HK, L, D, dtype=bf),
+                torch.empty(B, HK, L, D, dtype=bf))
+    else:
+        cache = torch.empty(10, 64, HK, D, dtype=bf)
+        args = (qkv, pos, cs, cs, torch.empty(B, L, H, D, dtype=bf), cache, cache, torch.zeros(B, 5, dtype=torch.int32))
+    r = ptxas(kern.compile(*args, target="sm_90").asm["ptx"], "sm_90", verbose=True)
+    assert r.returncode == 0, r.stderr
