@@ -98,6 +98,8 @@ def test_decode_step_replayed_matches_the_full_forward(how):
         graph.replay()
         graph.replay()
     else:
+        for t in (k, v, table, lens, xn, rn):
+            torch._dynamo.mark_static_address(t)     # cudagraph trees keep inputs mutated in place only if static
         step = torch.compile(ours.decode, mode="reduce-overhead", fullgraph=True)
         for _ in range(3):
             out, res = step(xn, k, v, table, lens, rn)
