@@ -160,6 +160,16 @@ def _rotate(x, cos, sin):
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
 
+def _sdpa(q, k, v, **kw):
+    """SDPA with grouped-query heads. float16 / bfloat16: enable_gqa (the flash and cuDNN backends read the shared
+    heads). float32 (the reference run): the k/v heads repeated, so the memory-efficient backend serves it: with
+    enable_gqa only the math backend takes float32, and it materialises the L x L scores (137 GB at 32k tokens)."""
+    if q.dtype == torch.float32 and k.shape[1] != q.shape[1]:
+        g = q.shape[1] // k.shape[1]
+        return F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1), **kw)
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw)
+
+
 class TorchLlamaBlock(_LlamaWeights):
     """The same layer in plain torch: F.rms_norm, F.linear (cuBLAS), RoPE by torch ops, SDPA (its best backend)
     with grouped-query heads, F.silu(gate) * up."""
@@ -185,8 +195,7 @@ class TorchLlamaBlock(_LlamaWeights):
         B, L, _ = x.shape
         pos = torch.arange(L, device=x.device).expand(B, L)
         q, k, v, residual = self._qkv(x, residual, pos)
-        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                                           enable_gqa=True)
+        a = _sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
         return self._mlp(a.transpose(1, 2).reshape(B, L, c.heads * c.head_dim), residual)
 
     @torch.no_grad()
@@ -204,8 +213,7 @@ class TorchLlamaBlock(_LlamaWeights):
         keys = k_cache[block_table.long()].flatten(1, 2).transpose(1, 2)        # (B, H_kv, S, D)
         values = v_cache[block_table.long()].flatten(1, 2).transpose(1, 2)
         seen = torch.arange(keys.shape[2], device=x.device)[None, None, :] <= pos[:, :, None]    # (B, Lq, S)
-        a = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=seen[:, None],
-                                           enable_gqa=True)
+        a = _sdpa(q.transpose(1, 2), keys, values, attn_mask=seen[:, None])
         return self._mlp(a.transpose(1, 2).reshape(B, Lq, c.heads * c.head_dim), residual)
 
 
