@@ -37,6 +37,7 @@ def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
         return _KERNELS[key]
     NT = H + 2 * HK
     D2 = D // 2
+    ROWS = 2 ** 40 // D          # the paged caches viewed as (rows, D) rows addressed in 64 bits
 
     if backward:
         @tiledsl.jit
@@ -136,13 +137,17 @@ def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
         else:
             # the page index clamped to the cache, as attention_decode's kernel clamps it
             page = T.min(T.max(BT[b, T.min(pos // PG, MP - 1)], 0), NP - 1)  # noqa: F821
-            row = pos % PG  # noqa: F821
+            # the cache's (page, row, head) row in 64 bits: a cache may pass 2^31 elements (batch 256 x 32k
+            # tokens x 8 heads x D = 128 is 2^33)
+            r = (T.cast(page, "int64") * PG + pos % PG) * HK  # noqa: F821
             if hh < H + HK:
-                Kc[page, row, hh - H, i] = y1
-                Kc[page, row, hh - H, i + D2] = y2
+                Kw = Kc.view(ROWS, D)
+                Kw[r + (hh - H), i] = y1
+                Kw[r + (hh - H), i + D2] = y2
             else:
-                Vc[page, row, hh - H - HK, i] = y1
-                Vc[page, row, hh - H - HK, i + D2] = y2
+                Vw = Vc.view(ROWS, D)
+                Vw[r + (hh - H - HK), i] = y1
+                Vw[r + (hh - H - HK), i + D2] = y2
 
     _KERNELS[key] = qkv_rope_paged
     return qkv_rope_paged
