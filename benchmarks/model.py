@@ -20,6 +20,7 @@ Every case runs in its own try/except (one failure prints and the rest run); fau
 --timeout seconds with every thread's traceback.
 
     python benchmarks/model.py [--quick] [--only train|prefill|decode[,...]] [--ours-compiled] [--json FILE]
+    python benchmarks/model.py --smoke     # no GPU: every code path once on the tiny layer (CPU, interpreter)
 """
 import argparse
 import faulthandler
@@ -62,14 +63,37 @@ def cases(opts):
 
 # ------------------------------------------------------------------------------------------------ the candidates
 
+SMOKE = False        # --smoke: the tiny layer on CPU tensors (interpreter), aot_eager compiles, wall-clock timing
+
+
 def _compiled(torch, fn, mode):
+    if SMOKE:
+        return torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=False)
     return torch.compile(fn, mode=None if mode == "default" else mode, fullgraph=True, dynamic=False)
 
 
-def blocks(torch, cfg):
+def _sync(torch):
+    if not SMOKE:
+        torch.cuda.synchronize()
+
+
+def wall_side_by_side(fns, torch, sets, reps=20):
+    """--smoke's timing: medians of wall-clock times, the candidates interleaved (gemm.side_by_side's order)."""
+    import statistics
+    times = [[] for _ in fns]
+    for r in range(reps):
+        for j in range(len(fns)):
+            f = (r + j) % len(fns)
+            t0 = time.perf_counter()
+            fns[f](*sets[r % len(sets)])
+            times[f].append(1e3 * (time.perf_counter() - t0))
+    return [statistics.median(t) for t in times]
+
+
+def blocks(torch, cfg, device):
     from llama_block import LlamaBlock, TorchLlamaBlock
-    ref32 = TorchLlamaBlock(cfg, device="cuda", dtype=torch.float32)
-    peer = TorchLlamaBlock(cfg, device="cuda")
+    ref32 = TorchLlamaBlock(cfg, device=device, dtype=torch.float32)
+    peer = TorchLlamaBlock(cfg, device=device)
     peer.load_state_dict({k: v.to(cfg.dtype) for k, v in ref32.state_dict().items()})
     return ref32, peer, LlamaBlock.from_torch(ref32, dtype=cfg.dtype)
 
@@ -111,13 +135,14 @@ def profile(torch, fn):
     """{GEMM, attention, norms, other: share of GPU kernel time} of one call of fn, from the kernels' names."""
     from torch.profiler import ProfilerActivity, profile as prof
     fn()
-    torch.cuda.synchronize()
-    with prof(activities=[ProfilerActivity.CUDA]) as p:
+    _sync(torch)
+    with prof(activities=[ProfilerActivity.CPU if SMOKE else ProfilerActivity.CUDA]) as p:
         fn()
-        torch.cuda.synchronize()
+        _sync(torch)
     share = dict(GEMM=0.0, attention=0.0, norms=0.0, other=0.0)
     for e in p.key_averages():
-        t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        t = e.self_cpu_time_total if SMOKE else (getattr(e, "device_time_total", None) or
+                                                 getattr(e, "cuda_time_total", 0))
         name = e.key.lower()
         if any(s in name for s in ("gemm", "matmul", "mma", "cutlass", "xmma", "sm90_", "cublas", "wgmma")) and \
                 "attention" not in name and "fmha" not in name and "flash" not in name:
@@ -141,8 +166,9 @@ def profile_line(shares):
 def run_dense(torch, side_by_side, kind, B, L, ref32, peer, ours, opts):
     """train or prefill at B x L: rows of tokens/s per candidate, errors, profiles."""
     cfg = ours.config
-    g = torch.Generator(device="cuda").manual_seed(B * L)
-    mk = lambda: torch.randn(B, L, cfg.hidden, device="cuda", generator=g)     # noqa: E731
+    dev = ours.qkv.device
+    g = torch.Generator(device=dev).manual_seed(B * L)
+    mk = lambda: torch.randn(B, L, cfg.hidden, device=dev, generator=g)     # noqa: E731
     x32, r32, dy32, dr32 = mk(), mk(), mk(), mk()
     sets = [tuple(t.to(cfg.dtype) for t in (x32, r32, dy32, dr32)), tuple(t.to(cfg.dtype) for t in (mk(), mk(), mk(),
                                                                                                       mk()))]
@@ -215,9 +241,10 @@ def run_decode(torch, side_by_side, B, ctx, ref32, peer, ours, opts):
     cache (a 32k context at batch 256 is 34 GB of K and V for the layer): each step writes its new token's K/V at
     position ctx - 1, the same every call, and attends over it."""
     cfg = ours.config
-    g = torch.Generator(device="cuda").manual_seed(B + ctx)
-    x = torch.randn(B, 1, cfg.hidden, device="cuda", generator=g)
-    r = torch.randn(B, 1, cfg.hidden, device="cuda", generator=g)
+    dev = ours.qkv.device
+    g = torch.Generator(device=dev).manual_seed(B + ctx)
+    x = torch.randn(B, 1, cfg.hidden, device=dev, generator=g)
+    r = torch.randn(B, 1, cfg.hidden, device=dev, generator=g)
     k, v, table, lens = ours.new_cache(B, ctx, PAGE)
     k.normal_(generator=g)
     v.normal_(generator=g)
@@ -230,6 +257,8 @@ def run_decode(torch, side_by_side, B, ctx, ref32, peer, ours, opts):
     want = ref32.decode(x[:sub], k[:sub * per].float(), v[:sub * per].float(), table[:sub], lens[:sub], r[:sub])
 
     def graphed(block):
+        if SMOKE:                       # no CUDA graph on the CPU: the eager step
+            return eager(block)
         # warm-up and capture on one side stream: the ops tune, compile and make their per-stream workspaces at
         # their first calls on a stream (docs/ops.md, CUDA graphs)
         s = torch.cuda.Stream()
@@ -264,7 +293,7 @@ def run_decode(torch, side_by_side, B, ctx, ref32, peer, ours, opts):
         try:
             fn, out = make()
             fn()
-            torch.cuda.synchronize()
+            _sync(torch)
             errs[name] = errors(torch, [o[:sub] for o in out], want, ["out", "residual"])
             cands[name] = fn
         except Exception as e:
@@ -286,6 +315,9 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=20, help="timed calls per candidate")
     p.add_argument("--timeout", type=float, default=570.0, help="seconds before faulthandler ends the run")
     p.add_argument("--list", action="store_true", help="print the cases and exit (no GPU needed)")
+    p.add_argument("--smoke", action="store_true",
+                   help="no GPU: the tiny layer on CPU tensors (the interpreter), every code path once, wall-clock "
+                        "times (meaningless as figures)")
     p.add_argument("--json", help="write the rows to this file")
     opts = p.parse_args(argv)
     opts.modes = [m for m in opts.modes.split(",") if m]
@@ -296,27 +328,36 @@ def main(argv=None):
         return 0
     faulthandler.dump_traceback_later(opts.timeout, exit=True)
     import torch
-    if not torch.cuda.is_available():
-        print("benchmarks/model.py needs a CUDA GPU (--list prints the cases)")
+    from llama_block import TINY, LlamaConfig
+    global SMOKE
+    SMOKE = opts.smoke
+    if SMOKE:
+        timer, cfg, device = wall_side_by_side, TINY, "cpu"
+        todo = [(k, b, n) for k, b, n in ((("train", 1, 16), ("prefill", 1, 16), ("decode", 2, 40)))
+                if k in opts.only]
+        opts.reps = min(opts.reps, 2)
+    elif not torch.cuda.is_available():
+        print("benchmarks/model.py needs a CUDA GPU (--list prints the cases, --smoke runs the tiny layer on the CPU)")
         return 0
-    from gemm import side_by_side
-    from llama_block import LlamaConfig
+    else:
+        from gemm import side_by_side as timer
+        cfg, device = LlamaConfig(), "cuda"
     torch._dynamo.config.cache_size_limit = 64        # one compile per (candidate, shape)
     torch.backends.cuda.matmul.allow_tf32 = False      # the float32 reference in true float32
-    cfg = LlamaConfig()
-    ref32, peer, ours = blocks(torch, cfg)
+    ref32, peer, ours = blocks(torch, cfg, device)
     rows = []
     for kind, B, n in todo:
         print(f"== {kind} {B} x {n}", flush=True)
         try:
             if kind == "decode":
-                rows.append(run_decode(torch, side_by_side, B, n, ref32, peer, ours, opts))
+                rows.append(run_decode(torch, timer, B, n, ref32, peer, ours, opts))
             else:
-                rows.append(run_dense(torch, side_by_side, kind, B, n, ref32, peer, ours, opts))
+                rows.append(run_dense(torch, timer, kind, B, n, ref32, peer, ours, opts))
         except Exception:
             traceback.print_exc()
             print(f"== {kind} {B} x {n}: failed; going on", flush=True)
-        torch.cuda.empty_cache()
+        if not SMOKE:
+            torch.cuda.empty_cache()
         if opts.json:
             with open(opts.json, "w") as f:
                 json.dump(rows, f, indent=1)
