@@ -124,6 +124,8 @@ def test_attention_decode_op_matches_sdpa():
         assert _rel(out[b].transpose(0, 1), want) < 5e-3
     with pytest.raises(UnsupportedArgument, match="cache_seqlens"):
         torch.ops.tiledsl.attention_decode(q, kc, vc, lens.long(), bt)
+    torch.library.opcheck(torch.ops.tiledsl.attention_decode.default, (q, kc, vc, lens, bt, False, None),
+                          test_utils=("test_schema", "test_faketensor"))
 
 
 # ------------------------------------------------------------------ the GPU kernels compile (no GPU needed)
