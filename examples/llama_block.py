@@ -145,9 +145,8 @@ class LlamaBlock(_LlamaWeights):
         c = self.config
         B, Lq, _ = x.shape
         h, residual = self._attn_in(x, residual)
-        pos = cache_seqlens[:, None] + torch.arange(Lq, dtype=torch.int32, device=x.device)
-        q = ops.qkv_rope_paged(ops.linear(h, self.qkv), self.rope_cos, self.rope_sin, pos, k_cache, v_cache,
-                               block_table, c.heads, c.kv_heads)
+        q = ops.qkv_rope_paged(ops.linear(h, self.qkv), self.rope_cos, self.rope_sin, cache_seqlens, k_cache,
+                               v_cache, block_table, c.heads, c.kv_heads)
         a = torch.ops.tiledsl.attention_decode(q, k_cache, v_cache, cache_seqlens + Lq, block_table, Lq > 1, None)
         return self._mlp(a.view(B, Lq, c.heads * c.head_dim), residual)
 

@@ -94,8 +94,9 @@ def test_qkv_rope_paged_writes_the_cache():
     kc = torch.zeros(6, P, HK, D, dtype=torch.half)
     vc = torch.zeros_like(kc)
     bt = torch.tensor([[3, 1], [5, 0]], dtype=torch.int32)
-    pos = torch.tensor([[15, 16], [3, 4]], dtype=torch.int32)       # sequence 0 crosses a page
-    q = ops.qkv_rope_paged(qkv, cos, sin, pos, kc, vc, bt, H, HK)
+    lens = torch.tensor([15, 3], dtype=torch.int32)                 # sequence 0 crosses a page
+    pos = lens[:, None] + torch.arange(L, dtype=torch.int32)
+    q = ops.qkv_rope_paged(qkv, cos, sin, lens, kc, vc, bt, H, HK)
     qr, kr, vr = ops.qkv_rope(qkv, cos, sin, pos, H, HK)
     assert torch.equal(q, qr.transpose(1, 2))
     for b in range(B):
@@ -103,7 +104,9 @@ def test_qkv_rope_paged_writes_the_cache():
             p = int(pos[b, i])
             page, row = int(bt[b, p // P]), p % P
             assert torch.equal(kc[page, row], kr[b, :, i]) and torch.equal(vc[page, row], vr[b, :, i])
-    torch.library.opcheck(torch.ops.tiledsl.qkv_rope_paged.default, (qkv, cos, sin, pos, kc, vc, bt, H, HK),
+    with pytest.raises(UnsupportedArgument, match="cache_seqlens"):
+        ops.qkv_rope_paged(qkv, cos, sin, pos, kc, vc, bt, H, HK)
+    torch.library.opcheck(torch.ops.tiledsl.qkv_rope_paged.default, (qkv, cos, sin, lens, kc, vc, bt, H, HK),
                           test_utils=("test_schema", "test_faketensor"))
 
 
@@ -160,6 +163,7 @@ def test_qkv_rope_kernels_pass_ptxas(layout, backward):
                 torch.empty(B, HK, L, D, dtype=bf))
     else:
         cache = torch.empty(10, 64, HK, D, dtype=bf)
-        args = (qkv, pos, cs, cs, torch.empty(B, L, H, D, dtype=bf), cache, cache, torch.zeros(B, 5, dtype=torch.int32))
+        args = (qkv, pos[:, 0].contiguous(), cs, cs, torch.empty(B, L, H, D, dtype=bf), cache, cache,
+                torch.zeros(B, 5, dtype=torch.int32))
     r = ptxas(kern.compile(*args, target="sm_90").asm["ptx"], "sm_90", verbose=True)
     assert r.returncode == 0, r.stderr

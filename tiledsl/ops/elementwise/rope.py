@@ -5,13 +5,15 @@ written where the attention reads it, in one pass (no separate split, transpose-
 Rotation (Llama / GPT-NeoX "rotate half" convention): for i < D/2 and angle pos * theta^(-2i/D),
   y[i] = x[i] cos - x[i + D/2] sin,   y[i + D/2] = x[i + D/2] cos + x[i] sin,
 with cos and sin read from float32 (P, D/2) tables (the host builds them once) and the math in float32, rounded once
-at the store. Positions are int32 (B, L), read on the device (clamped to the table: an out-of-range position reads
-the last row rather than memory past the table).
+at the store. Positions are int32 (B, L) ("bhld"), or (B,) cache lengths that the L new tokens follow ("paged"),
+read on the device (clamped to the table: an out-of-range position reads the last row rather than memory past the
+table).
 
 Layouts (`layout`):
 - "bhld": q (B, H, L, D), k and v (B, H_kv, L, D): the attention op's (B, heads, tokens, D), contiguous.
 - "paged": q (B, L, H, D) (attention_decode's), and k, v written into a paged KV cache (num_pages, page, H_kv, D)
-  at row pos % page of page block_table[b, pos // page]: the decode step's cache update in the same pass.
+  at row pos % page of page block_table[b, pos // page], pos = cache_seqlens[b] + l: the decode step's cache update
+  in the same pass (and its positions from the cache lengths, with no separate kernel to make them).
 
 Backward ("bhld" only): dqkv from dq, dk, dv by the inverse rotation (sin negated), in the packed layout.
 
@@ -26,7 +28,8 @@ _KERNELS = {}
 def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
     """Kernels (launch: grid (B * L, H + 2 H_kv), D / 2 threads):
     bhld forward:  (QKV (B, L, NT D), Pos (B, L) int32, Cos (P, D/2) f32, Sin, Q (B, H, L, D), K (B, HK, L, D), V)
-    paged forward: (QKV, Pos, Cos, Sin, Q (B, L, H, D), Kc (NP, PG, HK, D), Vc, BT (B, MP) int32)
+    paged forward: (QKV, Lens (B,) int32, Cos, Sin, Q (B, L, H, D), Kc (NP, PG, HK, D), Vc, BT (B, MP) int32):
+                   token l of sequence b at position Lens[b] + l (Lens: the tokens cached before these)
     bhld backward: (DQ (B, H, L, D), DK, DV, Pos, Cos, Sin, DQKV (B, L, NT D))."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
@@ -110,7 +113,7 @@ def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
         return qkv_rope
 
     @tiledsl.jit
-    def qkv_rope_paged(QKV: T.Tensor(("B", "L", NT * D), dtype), Pos: T.Tensor(("B", "L"), "int32"),
+    def qkv_rope_paged(QKV: T.Tensor(("B", "L", NT * D), dtype), Lens: T.Tensor(("B",), "int32"),
                        Cos: T.Tensor(("P", D2), "float32"), Sin: T.Tensor(("P", D2), "float32"),
                        Q: T.Tensor(("B", "L", H, D), dtype), Kc: T.Tensor(("NP", "PG", HK, D), dtype),
                        Vc: T.Tensor(("NP", "PG", HK, D), dtype), BT: T.Tensor(("B", "MP"), "int32")):
@@ -122,7 +125,7 @@ def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
         i = T.cuda.thread_id()
         x1 = T.cast(QKV[b, l, hh * D + i], "float32")
         x2 = T.cast(QKV[b, l, hh * D + i + D2], "float32")
-        pos = T.max(Pos[b, l], 0)
+        pos = T.max(Lens[b] + l, 0)          # the new tokens follow the cached ones
         c = T.float32(1)
         s = T.float32(0)
         if hh < H + HK:

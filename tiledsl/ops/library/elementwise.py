@@ -5,9 +5,11 @@
 - `tiledsl::qkv_rope(qkv, cos, sin, positions, n_heads, n_kv_heads) -> (q, k, v)`: the fused QKV projection's
   output (B, L, (H + 2 H_kv) D) split into q (B, H, L, D), k and v (B, H_kv, L, D) (the attention op's layout),
   q and k rotated by RoPE at `positions` (int32 (B, L)); differentiable in qkv (`tiledsl::_qkv_rope_backward`).
-- `tiledsl::qkv_rope_paged(qkv, cos, sin, positions, k_cache, v_cache, block_table, n_heads, n_kv_heads) -> q`:
-  the decode step's form: q (B, L, H, D) (attention_decode's layout) returned, the rotated k and v written into
-  the paged cache (num_pages, page, H_kv, D) at their positions (mutates k_cache and v_cache; not differentiable).
+- `tiledsl::qkv_rope_paged(qkv, cos, sin, cache_seqlens, k_cache, v_cache, block_table, n_heads, n_kv_heads) -> q`:
+  the decode step's form: the L new tokens of sequence b at positions cache_seqlens[b] + l (cache_seqlens: int32
+  (B,), the tokens cached before them); q (B, L, H, D) (attention_decode's layout) returned, the rotated k and v
+  written into the paged cache (num_pages, page, H_kv, D) at their positions (mutates k_cache and v_cache; not
+  differentiable).
 
 cos and sin are float32 (P, D/2) tables (`rope_tables`); positions past P - 1 read row P - 1 (the kernels clamp:
 no host synchronisation to check them). float16 / bfloat16. CUDA tensors run the GPU kernels on the current
@@ -97,8 +99,9 @@ _silu_mul.register_autograd(_silu_mul_grad, setup_context=_silu_mul_setup)
 # ---------------------------------------------------------------------------------------------------------------
 # qkv_rope
 
-def _check_rope(op, qkv, cos, sin, positions, n_heads, n_kv_heads):
-    """(B, L, H, H_kv, D) after refusing what the kernels do not take."""
+def _check_rope(op, qkv, cos, sin, positions, n_heads, n_kv_heads, per_token=True):
+    """(B, L, H, H_kv, D) after refusing what the kernels do not take (positions: int32 (B, L) per token, or the
+    paged form's (B,) cache lengths)."""
     if qkv.dtype not in DTYPES:
         refuse(op, "qkv.dtype", qkv.dtype, SUPPORTED)
     if qkv.dim() != 3:
@@ -117,9 +120,10 @@ def _check_rope(op, qkv, cos, sin, positions, n_heads, n_kv_heads):
         if t.dtype != torch.float32 or t.dim() != 2 or t.shape[1] != D // 2 or t.shape[0] < 1:
             raise UnsupportedArgument(f"tiledsl.ops.{op}: {name} must be a float32 (max_positions, D/2 = {D // 2}) "
                                       f"table; got {t.dtype} {tuple(t.shape)}")
-    if positions.dtype != torch.int32 or tuple(positions.shape) != (B, L):
-        raise UnsupportedArgument(f"tiledsl.ops.{op}: positions must be int32 (B, L) = {(B, L)}; got "
-                                  f"{positions.dtype} {tuple(positions.shape)}")
+    want, name = ((B, L), "positions") if per_token else ((B,), "cache_seqlens")
+    if positions.dtype != torch.int32 or tuple(positions.shape) != want:
+        raise UnsupportedArgument(f"tiledsl.ops.{op}: {name} must be int32 {want}; got {positions.dtype} "
+                                  f"{tuple(positions.shape)}")
     return B, L, H, HK, D
 
 
@@ -186,9 +190,10 @@ def _rope_grad(ctx, dq, dk, dv):
 _qkv_rope.register_autograd(_rope_grad, setup_context=_rope_setup)
 
 
-def _qkv_rope_paged_impl(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+def _qkv_rope_paged_impl(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache_seqlens: torch.Tensor,
                          k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, n_heads: int,
                          n_kv_heads: int) -> torch.Tensor:
+    positions = cache_seqlens
     B, L, H, HK, D = _check_paged(qkv, cos, sin, positions, k_cache, v_cache, block_table, n_heads, n_kv_heads)
     q = qkv.new_empty((B, L, H, D))
     if B * L:
@@ -201,7 +206,7 @@ def _qkv_rope_paged_impl(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 
 def _check_paged(qkv, cos, sin, positions, k_cache, v_cache, block_table, n_heads, n_kv_heads):
     op = "qkv_rope_paged"
-    B, L, H, HK, D = _check_rope(op, qkv, cos, sin, positions, n_heads, n_kv_heads)
+    B, L, H, HK, D = _check_rope(op, qkv, cos, sin, positions, n_heads, n_kv_heads, per_token=False)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         if t.dim() != 4 or t.shape[2] != HK or t.shape[3] != D or t.dtype != qkv.dtype:
             raise UnsupportedArgument(f"tiledsl.ops.{op}: {name} must be (num_pages, page, n_kv_heads={HK}, D={D}) "
@@ -222,8 +227,8 @@ _qkv_rope_paged = torch.library.custom_op(qualified("qkv_rope_paged"), _qkv_rope
 
 
 @_qkv_rope_paged.register_fake
-def _(qkv, cos, sin, positions, k_cache, v_cache, block_table, n_heads, n_kv_heads):
-    B, L, H, HK, D = _check_paged(qkv, cos, sin, positions, k_cache, v_cache, block_table, n_heads, n_kv_heads)
+def _(qkv, cos, sin, cache_seqlens, k_cache, v_cache, block_table, n_heads, n_kv_heads):
+    B, L, H, HK, D = _check_paged(qkv, cos, sin, cache_seqlens, k_cache, v_cache, block_table, n_heads, n_kv_heads)
     return qkv.new_empty((B, L, H, D))
 
 
@@ -254,11 +259,12 @@ def qkv_rope(qkv, cos, sin, positions, n_heads, n_kv_heads):
     return _qkv_rope(qkv, cos, sin, positions, n_heads, n_kv_heads)
 
 
-def qkv_rope_paged(qkv, cos, sin, positions, k_cache, v_cache, block_table, n_heads, n_kv_heads):
-    """q (B, L, H, D) from qkv (B, L, (H + 2 H_kv) D), rotated at positions; the rotated k and v written into the
+def qkv_rope_paged(qkv, cos, sin, cache_seqlens, k_cache, v_cache, block_table, n_heads, n_kv_heads):
+    """q (B, L, H, D) from qkv (B, L, (H + 2 H_kv) D), token l of sequence b rotated at position
+    pos = cache_seqlens[b] + l (int32 (B,): the tokens cached before these); the rotated k and v written into the
     paged cache (num_pages, page, H_kv, D) at row pos % page of page block_table[b, pos // page]. In place on the
     caches; not differentiable."""
-    return torch.ops.tiledsl.qkv_rope_paged(qkv, cos, sin, positions, k_cache, v_cache, block_table, n_heads,
+    return torch.ops.tiledsl.qkv_rope_paged(qkv, cos, sin, cache_seqlens, k_cache, v_cache, block_table, n_heads,
                                             n_kv_heads)
 
 
