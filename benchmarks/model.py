@@ -17,7 +17,8 @@ side: the issue's bar is 2e-2 on gradients), and a profile line (share of GPU ti
 from torch.profiler's kernel names).
 
 Every case runs in its own try/except (one failure prints and the rest run); faulthandler ends a hung run after
---timeout seconds with every thread's traceback.
+--timeout seconds with every thread's traceback. Each (candidate, shape) compiles once (dynamic=False), so a full
+run takes longer than one 10-minute device call: split it with --only, --batches and --contexts (and --json).
 
     python benchmarks/model.py [--quick] [--only train|prefill|decode[,...]] [--ours-compiled] [--json FILE]
     python benchmarks/model.py --smoke     # no GPU: every code path once on the tiny layer (CPU, interpreter)
@@ -55,7 +56,7 @@ def cases(opts):
         if opts.quick:
             out += [(kind, b, n) for b, n in QUICK[kind]]
         elif kind == "decode":
-            out += [(kind, b, n) for n in DECODE_CONTEXTS for b in DECODE_BATCHES]
+            out += [(kind, b, n) for n in opts.contexts for b in opts.batches]
         else:
             out += [(kind, b, n) for b, n in (TRAIN if kind == "train" else PREFILL)]
     return out
@@ -311,6 +312,9 @@ def main(argv=None):
     p.add_argument("--only", default=",".join(KINDS), help="train, prefill, decode (comma-separated)")
     p.add_argument("--modes", default=",".join(COMPILE_MODES),
                    help="torch.compile modes for train and prefill (comma-separated; 'default' is mode=None)")
+    p.add_argument("--batches", default=",".join(map(str, DECODE_BATCHES)), help="decode batches (comma-separated)")
+    p.add_argument("--contexts", default=",".join(map(str, DECODE_CONTEXTS)),
+                   help="decode contexts in tokens (comma-separated)")
     p.add_argument("--ours-compiled", action="store_true", help="also time the tiledsl block under torch.compile")
     p.add_argument("--reps", type=int, default=20, help="timed calls per candidate")
     p.add_argument("--timeout", type=float, default=570.0, help="seconds before faulthandler ends the run")
@@ -321,6 +325,8 @@ def main(argv=None):
     p.add_argument("--json", help="write the rows to this file")
     opts = p.parse_args(argv)
     opts.modes = [m for m in opts.modes.split(",") if m]
+    opts.batches = [int(b) for b in opts.batches.split(",") if b]
+    opts.contexts = [int(c) for c in opts.contexts.split(",") if c]
     todo = cases(opts)
     if opts.list:
         for c in todo:
