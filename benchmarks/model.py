@@ -150,7 +150,7 @@ def profile(torch, fn):
             share["GEMM"] += t
         elif any(s in name for s in ("attention", "flash", "fmha", "sdpa", "ragged", "combine", "cudnn")):
             share["attention"] += t
-        elif "norm" in name:
+        elif "norm" in name or "rsqrt" in name:      # (inductor's fused RMS norm kernels are named for rsqrt)
             share["norms"] += t
         elif "memset" not in name and "memcpy" not in name:
             share["other"] += t
