@@ -29,6 +29,9 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 
+import tiledsl.ops as ops
+import tiledsl.ops.library  # noqa: F401  (registers torch.ops.tiledsl.*, attention_decode among them)
+
 
 @dataclass(frozen=True)
 class LlamaConfig:
@@ -113,22 +116,21 @@ class LlamaBlock(_LlamaWeights):
 
     def _attn_in(self, x, residual):
         c = self.config
-        import tiledsl.ops as ops
         if residual is None:
             return ops.rms_norm(x, self.attn_norm, c.eps), x
         return ops.add_rms_norm(x, residual, self.attn_norm, c.eps)
 
     def _mlp(self, a, residual):
-        import tiledsl.ops as ops
         c = self.config
         h, residual = ops.add_rms_norm(ops.linear(a, self.o), residual, self.mlp_norm, c.eps)
         return ops.linear(ops.silu_mul(ops.linear(h, self.gate_up)), self.down), residual
 
     def forward(self, x, residual=None):
         """(out, residual) for x (B, L, hidden): causal self-attention over the L tokens at positions 0..L-1."""
-        import tiledsl.ops as ops
         c = self.config
         B, L, _ = x.shape
+        if L > c.max_positions:
+            raise ValueError(f"{L} tokens: the RoPE tables hold {c.max_positions} positions (config.max_positions)")
         h, residual = self._attn_in(x, residual)
         pos = torch.arange(L, dtype=torch.int32, device=x.device).expand(B, L)
         q, k, v = ops.qkv_rope(ops.linear(h, self.qkv), self.rope_cos, self.rope_sin, pos, c.heads, c.kv_heads)
@@ -141,9 +143,10 @@ class LlamaBlock(_LlamaWeights):
         cache_seqlens[b] + Lq - 1: their k and v are written into the paged cache and they attend (causally among
         themselves) to everything cached. cache_seqlens (int32 (B,)): the tokens cached before this step; the
         caller advances it by Lq after the step (after every layer of a model)."""
-        import tiledsl.ops as ops
         c = self.config
         B, Lq, _ = x.shape
+        if not 1 <= Lq <= 16:
+            raise ValueError(f"a decode step takes 1 to 16 new tokens a sequence (attention_decode's), got {Lq}")
         h, residual = self._attn_in(x, residual)
         q = ops.qkv_rope_paged(ops.linear(h, self.qkv), self.rope_cos, self.rope_sin, cache_seqlens, k_cache,
                                v_cache, block_table, c.heads, c.kv_heads)

@@ -110,3 +110,12 @@ def test_bad_config_is_refused():
     from llama_block import LlamaConfig
     with pytest.raises(ValueError, match="kv_heads"):
         LlamaConfig(heads=6, kv_heads=4)
+
+
+def test_bad_shapes_are_refused():
+    ours = LlamaBlock(TINY)
+    with pytest.raises(ValueError, match="RoPE tables"):
+        ours(torch.zeros(1, TINY.max_positions + 1, TINY.hidden, dtype=torch.bfloat16))
+    k, v, table, lens = ours.new_cache(1, 32, page_size=16)
+    with pytest.raises(ValueError, match="1 to 16 new tokens"):
+        ours.decode(torch.zeros(1, 17, TINY.hidden, dtype=torch.bfloat16), k, v, table, lens)
