@@ -17,16 +17,31 @@ Layouts (`layout`):
 
 Backward ("bhld" only): dqkv from dq, dk, dv by the inverse rotation (sin negated), in the packed layout.
 
-One block per (token, head) of the H + 2 H_kv heads, D/2 threads: thread i owns elements i and i + D/2."""
+A block per token and HPB of its H + 2 H_kv heads (HPB the most of 8, 4, 2, 1 dividing the heads within 512
+threads: one block per (token, head) would be 64-thread blocks doing a few loads each, and a training step's
+400 thousand of them would be paced by block launches), D/2 threads a head: thread i of a head owns elements i and
+i + D/2."""
 import tiledsl
 from tiledsl import T
 
 LAYOUTS = ("bhld", "paged")
+MAX_THREADS = 512
 _KERNELS = {}
 
 
+def heads_per_block(H, HK, D):
+    NT = H + 2 * HK
+    return next(h for h in (8, 4, 2, 1) if NT % h == 0 and (h == 1 or h * (D // 2) <= MAX_THREADS))
+
+
+def launch(B, L, H, HK, D):
+    """(grid, threads) of the kernels for B x L tokens."""
+    hpb = heads_per_block(H, HK, D)
+    return (B * L, (H + 2 * HK) // hpb), hpb * (D // 2)
+
+
 def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
-    """Kernels (launch: grid (B * L, H + 2 H_kv), D / 2 threads):
+    """Kernels (launch(B, L, H, HK, D): grid (B * L, (H + 2 H_kv) / HPB), HPB * D / 2 threads):
     bhld forward:  (QKV (B, L, NT D), Pos (B, L) int32, Cos (P, D/2) f32, Sin, Q (B, H, L, D), K (B, HK, L, D), V)
     paged forward: (QKV, Lens (B,) int32, Cos, Sin, Q (B, L, H, D), Kc (NP, PG, HK, D), Vc, BT (B, MP) int32):
                    token l of sequence b at position Lens[b] + l (Lens: the tokens cached before these)
@@ -40,6 +55,7 @@ def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
         return _KERNELS[key]
     NT = H + 2 * HK
     D2 = D // 2
+    HPB = heads_per_block(H, HK, D)
     ROWS = 2 ** 40 // D          # the paged caches viewed as (rows, D) rows addressed in 64 bits
 
     if backward:
@@ -48,12 +64,12 @@ def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
                               DV: T.Tensor(("B", HK, "L", D), dtype), Pos: T.Tensor(("B", "L"), "int32"),
                               Cos: T.Tensor(("P", D2), "float32"), Sin: T.Tensor(("P", D2), "float32"),
                               DQKV: T.Tensor(("B", "L", NT * D), dtype)):
-            T.device_entry(launch=T.cuda.LaunchConfig(grid=(1, NT), block=D2))
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=(1, NT // HPB), block=D2 * HPB))
             t = T.cuda.block_id(0)
             b = t // L  # noqa: F821
             l = t % L  # noqa: F821, E741
-            hh = T.cuda.block_id(1)
-            i = T.cuda.thread_id()
+            hh = T.cuda.block_id(1) * HPB + T.cuda.thread_id() // D2
+            i = T.cuda.thread_id() % D2
             y1 = T.float32(0)
             y2 = T.float32(0)
             if hh < H:
@@ -83,12 +99,12 @@ def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
                      Cos: T.Tensor(("P", D2), "float32"), Sin: T.Tensor(("P", D2), "float32"),
                      Q: T.Tensor(("B", H, "L", D), dtype), K: T.Tensor(("B", HK, "L", D), dtype),
                      V: T.Tensor(("B", HK, "L", D), dtype)):
-            T.device_entry(launch=T.cuda.LaunchConfig(grid=(1, NT), block=D2))
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=(1, NT // HPB), block=D2 * HPB))
             t = T.cuda.block_id(0)
             b = t // L  # noqa: F821
             l = t % L  # noqa: F821, E741
-            hh = T.cuda.block_id(1)
-            i = T.cuda.thread_id()
+            hh = T.cuda.block_id(1) * HPB + T.cuda.thread_id() // D2
+            i = T.cuda.thread_id() % D2
             x1 = T.cast(QKV[b, l, hh * D + i], "float32")
             x2 = T.cast(QKV[b, l, hh * D + i + D2], "float32")
             c = T.float32(1)
@@ -117,12 +133,12 @@ def make_qkv_rope(H, HK, D, dtype, layout="bhld", backward=False):
                        Cos: T.Tensor(("P", D2), "float32"), Sin: T.Tensor(("P", D2), "float32"),
                        Q: T.Tensor(("B", "L", H, D), dtype), Kc: T.Tensor(("NP", "PG", HK, D), dtype),
                        Vc: T.Tensor(("NP", "PG", HK, D), dtype), BT: T.Tensor(("B", "MP"), "int32")):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(1, NT), block=D2))
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=(1, NT // HPB), block=D2 * HPB))
         t = T.cuda.block_id(0)
         b = t // L  # noqa: F821
         l = t % L  # noqa: F821, E741
-        hh = T.cuda.block_id(1)
-        i = T.cuda.thread_id()
+        hh = T.cuda.block_id(1) * HPB + T.cuda.thread_id() // D2
+        i = T.cuda.thread_id() % D2
         x1 = T.cast(QKV[b, l, hh * D + i], "float32")
         x2 = T.cast(QKV[b, l, hh * D + i + D2], "float32")
         pos = T.max(Lens[b] + l, 0)          # the new tokens follow the cached ones

@@ -127,9 +127,10 @@ def _check_rope(op, qkv, cos, sin, positions, n_heads, n_kv_heads, per_token=Tru
     return B, L, H, HK, D
 
 
-def _rope_kernel(H, HK, D, dtype, layout, backward, cpu):
-    from ..elementwise.rope import make_qkv_rope
-    return _launchable(make_qkv_rope(H, HK, D, DTYPES[dtype], layout, backward), cpu)
+def _rope_kernel(H, HK, D, dtype, layout, backward, cpu, B, L):
+    """The kernel, launch-ready for B x L tokens."""
+    from ..elementwise.rope import launch, make_qkv_rope
+    return _launchable(make_qkv_rope(H, HK, D, DTYPES[dtype], layout, backward), cpu)[launch(B, L, H, HK, D)]
 
 
 def _qkv_rope_impl(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
@@ -139,9 +140,8 @@ def _qkv_rope_impl(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, posi
     k = qkv.new_empty((B, HK, L, D))
     v = qkv.new_empty((B, HK, L, D))
     if B * L:
-        kern = _rope_kernel(H, HK, D, qkv.dtype, "bhld", False, on_cpu(qkv, cos, sin, positions))
-        kern[(B * L, H + 2 * HK), D // 2](qkv.contiguous(), positions.contiguous(), cos.contiguous(),
-                                          sin.contiguous(), q, k, v)
+        kern = _rope_kernel(H, HK, D, qkv.dtype, "bhld", False, on_cpu(qkv, cos, sin, positions), B, L)
+        kern(qkv.contiguous(), positions.contiguous(), cos.contiguous(), sin.contiguous(), q, k, v)
     return q, k, v
 
 
@@ -161,9 +161,9 @@ def _qkv_rope_backward(dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, cos
     HK = dk.shape[1]
     dqkv = dq.new_empty((B, L, (H + 2 * HK) * D))
     if B * L:
-        kern = _rope_kernel(H, HK, D, dq.dtype, "bhld", True, on_cpu(dq, dk, dv, cos, sin, positions))
-        kern[(B * L, H + 2 * HK), D // 2](dq.contiguous(), dk.contiguous(), dv.contiguous(), positions.contiguous(),
-                                          cos.contiguous(), sin.contiguous(), dqkv)
+        kern = _rope_kernel(H, HK, D, dq.dtype, "bhld", True, on_cpu(dq, dk, dv, cos, sin, positions), B, L)
+        kern(dq.contiguous(), dk.contiguous(), dv.contiguous(), positions.contiguous(), cos.contiguous(),
+             sin.contiguous(), dqkv)
     return dqkv
 
 
@@ -198,9 +198,9 @@ def _qkv_rope_paged_impl(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     q = qkv.new_empty((B, L, H, D))
     if B * L:
         kern = _rope_kernel(H, HK, D, qkv.dtype, "paged", False,
-                            on_cpu(qkv, cos, sin, positions, k_cache, v_cache, block_table))
-        kern[(B * L, H + 2 * HK), D // 2](qkv.contiguous(), positions.contiguous(), cos.contiguous(),
-                                          sin.contiguous(), q, k_cache, v_cache, block_table.contiguous())
+                            on_cpu(qkv, cos, sin, positions, k_cache, v_cache, block_table), B, L)
+        kern(qkv.contiguous(), positions.contiguous(), cos.contiguous(), sin.contiguous(), q, k_cache, v_cache,
+             block_table.contiguous())
     return q
 
 
