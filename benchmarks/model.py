@@ -32,8 +32,8 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+for _p in (os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "examples"), HERE):
+    sys.path.insert(0, _p)            # this checkout's tiledsl, llama_block, gemm.side_by_side
 
 TRAIN = [(2, 4096)]
 PREFILL = [(1, 8192), (1, 32768)]
