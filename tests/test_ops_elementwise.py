@@ -47,6 +47,9 @@ def test_silu_mul_opcheck_and_refusals():
         ops.silu_mul(torch.randn(2, 8))
     with pytest.raises(ValueError, match=r"\(\*, 2n\)"):
         ops.silu_mul(torch.randn(2, 7).half())
+    big = torch.empty(1, dtype=torch.half).expand(2 ** 20, 2 ** 11 + 2)      # 2^31 + 2^21 elements, no memory
+    with pytest.raises(UnsupportedArgument, match="32-bit"):
+        ops.silu_mul(big)
 
 
 @pytest.mark.parametrize("dtype, H, HK", [(torch.bfloat16, 4, 2), (torch.float16, 4, 2),

@@ -24,6 +24,8 @@ from .rowwise import _launchable
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 SUPPORTED = "supported: torch.float16, torch.bfloat16"
+MAX_ELEMENTS = 2 ** 31 - 1      # the kernels' element offsets are 32-bit (the paged caches' rows are 64-bit)
+_TOO_BIG = f"at most {MAX_ELEMENTS} elements (32-bit offsets): split the batch"
 
 
 def _aligned(t):
@@ -41,6 +43,8 @@ def _check_silu_mul(x):
         refuse("silu_mul", "gate_up.dtype", x.dtype, SUPPORTED)
     if x.dim() < 1 or x.shape[-1] % 2:
         raise ValueError(f"tiledsl.ops.silu_mul: gate_up is {tuple(x.shape)}: need (*, 2n), gate then up")
+    if x.numel() > MAX_ELEMENTS:
+        refuse("silu_mul", "gate_up.numel()", x.numel(), _TOO_BIG)
     return x.shape[-1] // 2
 
 
@@ -113,6 +117,8 @@ def _check_rope(op, qkv, cos, sin, positions, n_heads, n_kv_heads, per_token=Tru
     if width % (H + 2 * HK):
         raise ValueError(f"tiledsl.ops.{op}: qkv's last dim {width} is not (n_heads + 2 n_kv_heads) * D = "
                          f"{H + 2 * HK} * D")
+    if qkv.numel() > MAX_ELEMENTS:
+        refuse(op, "qkv.numel()", qkv.numel(), _TOO_BIG)
     D = width // (H + 2 * HK)
     if D % 2 or not 2 <= D <= 2048:
         refuse(op, "head_dim", D, "an even head dim, 2 to 2048 (a thread per rotated pair)")
