@@ -25,7 +25,9 @@ every `torch.ops.tiledsl.<name>`; they run CUDA tensors on the GPU and CPU tenso
   `attention_varlen_backward` and differentiable `flash_attention_varlen`, `attention_decode` (new queries against
   a contiguous or paged KV cache, split-KV).
 - Row-wise (rowwise/): `make_softmax`, `make_layernorm` (and their host calls in rowwise.softmax / rowwise.layernorm).
-- Torch ops (library/, importing torch): `softmax`, `layer_norm`, `rms_norm`, `add_rms_norm` (library/rowwise.py).
+- Torch ops (library/, importing torch): `softmax`, `layer_norm`, `rms_norm`, `add_rms_norm` (library/rowwise.py);
+  `silu_mul`, `qkv_rope`, `qkv_rope_paged`, `rope_tables` (library/elementwise.py: a Llama block's elementwise
+  fusions, kernels in elementwise/); `torch.ops.tiledsl.attention_decode` (library/decode.py).
 
 device.py holds what they ask of the device (SM count, per-stream buffers). Module state a user may set lives in
 the module that reads it: gemm.hopper_plan.STREAM_K, flash.fa2.LAZY, flash.fa3_backward.TAIL_SPLIT / TMA_KV.
@@ -53,6 +55,8 @@ _HOMES = {
     "scaled_dot_product_attention": "library.attention",
     "softmax": "library.rowwise", "layer_norm": "library.rowwise", "rms_norm": "library.rowwise",
     "add_rms_norm": "library.rowwise",
+    "silu_mul": "library.elementwise", "qkv_rope": "library.elementwise", "qkv_rope_paged": "library.elementwise",
+    "rope_tables": "library.elementwise",
     "grouped_mm": "gemm.grouped", "grouped_mm_backward": "gemm.grouped", "grouped_linear": "gemm.grouped",
     "grouped_mm_weight_grad": "gemm.grouped", "grouped_mm_masked": "gemm.grouped",
     "matmul_fp8_blockwise": "gemm.grouped", "grouped_mm_fp8_blockwise": "gemm.grouped",

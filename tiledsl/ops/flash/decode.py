@@ -203,7 +203,10 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         lse = torch.empty((B, LQ, H), dtype=torch.float32, device=dev)
         if B == 0:
             return (out, lse) if return_lse else out
-        run = (lambda kk, g, t, *a: kk[g, t](*a))
+        if dev.type == "cpu":    # CPU tensors: the same kernels on the interpreter (the torch ops' convention)
+            run = (lambda kk, g, t, *a: interpreted(kk)[g, t](*a))
+        else:
+            run = (lambda kk, g, t, *a: kk[g, t](*a))
         mk = (lambda shape, dtype: torch.empty(shape, dtype=torch.float32, device=dev))
     seqlens = cache_seqlens if not numpy else np.ascontiguousarray(cache_seqlens)
     if not numpy:
