@@ -56,7 +56,9 @@ def main():
         print("compute-sanitizer not found (give --sanitizer PATH)")
         return 2
     env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([exe, "--tool", "racecheck", "--racecheck-report", "hazard", sys.executable,
+    # the analysis report (racecheck's default: one line a racing pair of accesses), every report printed (the
+    # default limit of 100 ends the output inside the first kernel)
+    r = subprocess.run([exe, "--tool", "racecheck", "--print-limit", "0", sys.executable,
                         os.path.join(HERE, "racecheck_sample.py")], capture_output=True, text=True,
                        timeout=ns.timeout, env=env)
     text = r.stdout + r.stderr

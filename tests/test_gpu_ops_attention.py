@@ -276,4 +276,8 @@ def test_nested_jagged_against_torch(causal):
         ref.backward(grads[i].float().transpose(0, 1))
         assert (out.unbind()[i].float() - ref).abs().max().item() <= _out_tol(ref, torch.bfloat16)
         for t, r in ((q, qf), (k, kf), (v, vf)):
-            assert _rel(t.grad.unbind()[i], r.grad) <= GRAD_TOL
+            g = t.grad.unbind()[i]
+            if r.grad.norm() > 0:
+                assert _rel(g, r.grad) <= GRAD_TOL
+            else:       # a one-token sequence: softmax over one key, dq exactly 0; the kernel's rounding noise only
+                assert g.float().abs().max().item() <= 1e-5
