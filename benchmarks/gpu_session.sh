@@ -5,6 +5,8 @@
 #   OUT=dir T=300 TESTS="tests/test_gpu_a.py tests/test_gpu_b.py::test_x" BENCH="ops.py --quick;gemm_skinny.py" \
 #     bash benchmarks/gpu_session.sh
 # BENCH entries are benchmarks/ scripts with their arguments, separated by ';' (BT: seconds each, default 150).
+# PAR: shell commands separated by ';' run in the background beside the tests (correctness checks, CPU-only
+# benchmarks), each under the tests' timeout, logs p<i>.log.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -17,6 +19,13 @@ for t in ${TESTS:-}; do
   i=$((i + 1)); name="t$i-$(basename "${t%%::*}" .py)"
   ( timeout "$T" python3 -m pytest -q -p no:cacheprovider --tb=short -rfE -m gpu "$t" >"$OUT/$name.log" 2>&1
     echo "$name rc=$? $(tail -n 1 "$OUT/$name.log")" ) &
+done
+IFS=';' read -ra pars <<< "${PAR:-}"
+k=0
+for c in "${pars[@]}"; do
+  [ -z "${c// }" ] && continue
+  k=$((k + 1))
+  ( timeout "$T" bash -c "$c" >"$OUT/p$k.log" 2>&1; echo "par $k rc=$? ($c)" ) &
 done
 wait
 for f in "$OUT"/t*.log; do [ -f "$f" ] && grep -E "^(FAILED|ERROR)" "$f" | head -6; done
