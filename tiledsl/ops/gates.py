@@ -1,0 +1,23 @@
+"""Kernel paths built in a session without a GPU: off for CUDA tensors until a GPU session has run their tests.
+
+A path checked only on the CPU interpreter and by ptxas can still fault or race on the device, so the planners ask
+`enabled(name)` before they choose it for a CUDA tensor (CPU tensors, which run on the interpreter, always may).
+It is on where the environment says `TILEDSL_ENABLE=name[,name...]` (or `all`), or where `name` is in `VERIFIED`:
+the GPU session that runs the path's `gpu` tests moves it there, quoting the run in its commit. A plan's
+`describe` says when a gated path was passed over, so nothing is chosen silently.
+"""
+import os
+
+# the gated paths, each with the tests a GPU session runs before moving it to VERIFIED
+GATED = {}
+VERIFIED = frozenset()
+
+
+def enabled(name):
+    """Whether the gated path `name` may run on a CUDA device in this process."""
+    if name in VERIFIED:
+        return True
+    if name not in GATED:
+        raise KeyError(f"unknown gated path {name!r}; known: {sorted(GATED)}")
+    wanted = {w.strip() for w in os.environ.get("TILEDSL_ENABLE", "").split(",") if w.strip()}
+    return "all" in wanted or name in wanted
