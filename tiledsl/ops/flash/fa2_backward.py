@@ -36,7 +36,8 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid
 
-from .common import LOG2E, NEG, cast_row8
+from .backward_tile import tile_parts
+from .common import LOG2E, cast_row8
 from .fa2 import layouts
 
 # query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
@@ -174,13 +175,7 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
     GROUP = H // HK
-    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
-    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
-    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
     COPY = "cp.async.cg.shared.global"
-    CVT = f"cvt.rn.{t}x2.f32"
-    RED = "red.global.add.f32"
     W, CPR = D // 2, D // 8
     BQ = QTILE[D]
     BK, THREADS = 16 * warps, 32 * warps   # key rows, threads a block
@@ -190,8 +185,6 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
     NKB = -(-NK // BK)              # key blocks per head
     NQT = -(-N // BQ)               # query tiles
     NP = NQT * BQ                   # LSE2 and Delta rows a head (padded)
-    C = float(scale) * LOG2E
-    SC = float(scale)
     LY, WP, WS = _bwd_layouts(D, BQ, warps)
     L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_kv1", "cp_qo", "ld_a", "ld_b", "ld_bt", "ld_kt"))
     L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
@@ -225,26 +218,8 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
             else:
                 T.cuda.tile.apply(T.ptx[COPY], sl[stage, 1, c], gD[bh, qt * (BQ // 4) + c, :], chunk_bytes=16)
 
-    @tiledsl.inline
-    def gemm_t(acc, lda, ldb, st, ra, ra_mma, rb, rb_mma):
-        """acc (16 key rows x BQ queries) = A (this warp's 16 rows of K or V) times B^T (Q or dO in stage st):
-        per k16 step the A fragment (one ldmatrix.x4), then per pair of n8 tiles one ldmatrix.x4 and 2 mmas."""
-        for kd in T.unroll(KD):
-            T.cuda.tile.apply(T.ptx[LDM], ra, lda[:, kd], scope="warp")
-            for np_ in T.unroll(NI // 2):
-                T.cuda.tile.apply(T.ptx[LDM], rb, ldb[st, np_, kd], scope="warp")
-                if kd == 0:
-                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, 0.0, scope="warp")
-                else:
-                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, acc[np_], scope="warp")
-
-    @tiledsl.inline
-    def gemm_acc(acc, a_mma, ldbt, st, rb, rb_mma):
-        """acc (16 key rows x D) += A (16 x BQ, packed in registers) times B (Q or dO of stage st, via .trans)."""
-        for kt in T.unroll(KT):
-            for dp in T.unroll(DN // 2):
-                T.cuda.tile.apply(T.ptx[LDMT], rb, ldbt[st, kt, dp], scope="warp")
-                T.cuda.tile.apply(T.ptx[MMA], acc[dp], a_mma[kt], rb_mma, acc[dp], scope="warp")
+    parts = tile_parts(dtype, D, BQ, warps, scale)
+    gemm_t, key_tile, store_kv = parts.gemm_t, parts.key_tile, parts.store_kv
 
     @tiledsl.jit
     def attention_bwd(Q: T.Tensor((B, H, N, D), dtype), K: T.Tensor((B, HK, NK, D), dtype),
@@ -330,6 +305,9 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
         rds_ld = rds.view(KTK, 4, 8, 4, layout=L_RDS)
         rds_mma = rds.view(KTK, 1, 1, 16, 8, layout=L_MDS)
         dq_v = dq.view(1, 1, 2, 16, 8, layout=L_MDQ)
+        acc = (s, dp_, pk, s_v, dp_v, p_mma, dk_v, dv_v, dq, dq_v)
+        regs = (ra_ld, ra_mma, rb_ld, rb_mma, rbt_ld, rbt_mma, rds_ld, rds_mma)
+        smem = (lda_v, ldb_o, ldbt_q, ldbt_o, ldbt_k, st_ds, ld_ds, sl_f)
         for i in T.unroll(DN * 4):
             dk[i] = 0.0
             dv[i] = 0.0
@@ -357,81 +335,18 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
                 T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
                 gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
-                # this lane's query columns: qt * BQ + 8 n + 2 (lane % 4) + e (element i: n = i // 4, e = i % 2)
-                col0 = qt * BQ + 2 * (lane % 4)
-                # mask ragged query columns, ragged key rows and (causal) keys after the query
-                # element i sits at column col0 + off, key row key0 + 8 rh: three lane-wide bounds, then one
-                # compile-time offset against each (fewer live values than per-element indices)
-                cn = N - col0
-                kn = NK - key0
-                kd_ = key0 - col0
-                if causal and ph == 0:
-                    for i in T.unroll(NI * 4):
-                        off = (i // 4) * 8 + i % 2
-                        rh8 = 8 * ((i % 4) // 2)
-                        s[i] = NEG if (off >= cn or rh8 >= kn or off - rh8 < kd_) else s[i]
-                elif (qt + 1) * BQ > N or (kb + 1) * BK > NK:
-                    for i in T.unroll(NI * 4):
-                        off = (i // 4) * 8 + i % 2
-                        rh8 = 8 * ((i % 4) // 2)
-                        s[i] = NEG if (off >= cn or rh8 >= kn) else s[i]
-                for i in T.unroll(NI * 4):
-                    s[i] = s[i] * C - sl_f[st, 0, 2 * (lane % 4) + (i // 4) * 8 + i % 2]
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
-                pairs = s.view(NI * 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
-                gemm_acc(dv_v, p_mma, ldbt_o, st, rbt_ld, rbt_mma)
-
-                gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
-                for i in T.unroll(NI * 4):
-                    dp_[i] = s[i] * (dp_[i] - sl_f[st, 1, 2 * (lane % 4) + (i // 4) * 8 + i % 2]) * SC
-                dpairs = dp_.view(NI * 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
-                gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
-
-                # dS^T to shared memory (word (n, row half) of pk: key row 16 warp + lane / 4 + 8 half,
-                # word 4 n + lane % 4)
-                for x in T.unroll(NI * 2):
-                    st_ds[warp * 16 + lane // 4 + 8 * (x % 2), 4 * (x // 2) + lane % 4] = pk[x, 0]
-                T.cuda.syncthreads()
-                # dQ[16 rows of m tile mq, d pairs dp0 ..] = dS K_j, added to the float32 accumulator
-                T.cuda.tile.apply(T.ptx[LDMT], rds_ld, ld_ds[mq], scope="warp")
-                qrow = qt * BQ + mq * 16 + lane // 4
-                for d in T.unroll(DPW):
-                    for kt in T.unroll(KTK):
-                        T.cuda.tile.apply(T.ptx[LDMT], rbt_ld, ldbt_k[kt, dp0 + d], scope="warp")
-                        if kt == 0:
-                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, 0.0, scope="warp")
-                        else:
-                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, dq_v[0], scope="warp")
-                    for i in T.unroll(8):
-                        row = qrow + 8 * ((i % 4) // 2)
-                        dcol = (dp0 + d) * 16 + (i // 4) * 8 + 2 * (lane % 4) + i % 2
-                        T.cuda.tile.apply(T.ptx[RED], dQ[qbase + T.min(row, nq - 1), dcol:dcol + 1], dq[i],
-                                          pred=row < nq)
+                key_tile(acc, regs, smem, st, qt, kb, warp, lane, key0, mq, dp0, N, NK, None, causal and ph == 0,
+                         dQ, qbase, None, None, nq)
 
         # epilogue: this warp's 16 key rows of dK and dV
         for r in T.unroll(2):
             krow = key0 + 8 * r
             if krow < NK:
                 if GROUP == 1:
-                    kw = T.alloc_local((DN, 1), "uint32")
-                    vw = T.alloc_local((DN, 1), "uint32")
-                    kp = dk.view(DN, 2, 2)[:, r]
-                    vp = dv.view(DN, 2, 2)[:, r]
-                    T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
-                    T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
-                    gdk = dK.view(dtype="uint32").view(B * HK * NK, W)
-                    gdv = dV.view(dtype="uint32").view(B * HK * NK, W)
-                    for n in T.unroll(DN):
-                        gdk[kvrow + krow, n * 4 + lane % 4] = kw[n, 0]
-                        gdv[kvrow + krow, n * 4 + lane % 4] = vw[n, 0]
+                    store_kv(dk, dv, r, lane, kvrow + krow, (dK.view(dtype="uint32").view(B * HK * NK, W),
+                                                             dV.view(dtype="uint32").view(B * HK * NK, W)), None)
                 else:
-                    for n in T.unroll(DN):
-                        for e in T.unroll(2):
-                            dcol = n * 8 + 2 * (lane % 4) + e
-                            T.cuda.tile.apply(T.ptx[RED], dK[kvrow + krow, dcol:dcol + 1], dk[n * 4 + 2 * r + e])
-                            T.cuda.tile.apply(T.ptx[RED], dV[kvrow + krow, dcol:dcol + 1], dv[n * 4 + 2 * r + e])
+                    store_kv(dk, dv, r, lane, kvrow + krow, None, (dK, dV))
 
     _KERNELS[key] = attention_bwd
     return attention_bwd
