@@ -101,6 +101,17 @@ def route(capability, M: int, N: int, K: int, ab: str, out: str) -> str:
     return "mma-padded"
 
 
+GATED_NOTE = "; MN-major operands copied K-major (the gated path gemm_mn_major passed over: TILEDSL_ENABLE)"
+
+
+def mn_choice(cuda: bool, lay):
+    """(majors, describe's note) of the Hopper plan for operands of layout `lay`: read as stored where the gate
+    allows (CPU tensors, on the interpreter, always may), else copied K-major, the note saying so."""
+    if lay is KK or not cuda or gates.enabled("gemm_mn_major"):
+        return lay, ""
+    return KK, GATED_NOTE
+
+
 def _make_plan(a, b, out, config, static, tune, lay=KK) -> Plan:
     """The plan of one matmul key: the route, then the configuration (given, tuned or the heuristic's); lay, the
     operands' majors (_layout): read as stored on the Hopper path where the gate allows, else copied K-major."""
@@ -118,13 +129,7 @@ def _make_plan(a, b, out, config, static, tune, lay=KK) -> Plan:
                                   f"path (route(): an sm_90 GPU, f16/bf16 inputs, K a multiple of 8; static=True)")
     sms = sm_count(a)
     if path == "hopper":
-        majors, note = KK, ""
-        if lay is not KK:
-            if not a.is_cuda or gates.enabled("gemm_mn_major"):
-                majors = lay
-            else:
-                note = ("; MN-major operands copied K-major: the gated path gemm_mn_major was passed over "
-                        "(TILEDSL_ENABLE=gemm_mn_major)")
+        majors, note = mn_choice(a.is_cuda, lay)
         return hopper_plan(a, b, out, config, tune, sms, majors, note)
     if lay is not KK:
         a, b = a.contiguous(), b.contiguous()   # the mma.sync kernels read K-major only (matmul copies)
