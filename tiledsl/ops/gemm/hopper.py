@@ -37,6 +37,12 @@ Fused epilogues (epilogue.py): the consumers add a bias per column and apply rel
 (mixed too) through wgmma m64nNk32 with BK = 128 bytes (the ring's bytes per stage unchanged), the accumulators
 scaled by scale_a * scale_b read on the device.
 
+MN-major operands (a_major / b_major = "mn"): A given as (K, M) or B as (K, N) row-major, the transposes the
+backward of a linear layer needs, read as stored instead of copied: each stage's tile of an MN-major operand is
+loaded as 64-column TMA boxes (128 bytes, the swizzle's span) and read by wgmma as a transposed shared-memory
+operand (trans_a / trans_b); f16/bf16 only (fp8 wgmma has no transpose). `major_of` tells such a view from its
+strides; matmul() uses it behind the gate "gemm_mn_major" (tiledsl.ops.gates).
+
 Ragged shapes are handled, not refused: the TMA unit fills the parts of a box outside A or B with zeros (they add
 nothing to the products) and the epilogue stores only the elements inside C. K must be a multiple of 8 (16 for
 fp8: the TMA unit needs 16-byte row strides; else a LaunchError names K).
