@@ -34,3 +34,10 @@ def test_an_unknown_name_is_refused():
 def test_every_gated_path_names_its_gpu_tests():
     for name, tests in gates.GATED.items():
         assert tests.startswith("tests/test_gpu_"), name
+
+
+def test_the_module_lists_the_gpu_tests_to_run():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "tiledsl.ops.gates"], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == sorted(set(gates.GATED.values()))

@@ -23,3 +23,9 @@ def enabled(name):
         raise KeyError(f"unknown gated path {name!r}; known: {sorted(GATED)}")
     wanted = knobs.enabled_paths()
     return "all" in wanted or name in wanted
+
+
+if __name__ == "__main__":
+    # the GPU test files a session runs before moving paths to VERIFIED, for benchmarks/gpu_session.sh's TESTS:
+    #   TILEDSL_ENABLE=all TESTS="$(python -m tiledsl.ops.gates)" bash benchmarks/gpu_session.sh
+    print(" ".join(sorted(set(GATED.values()))))
