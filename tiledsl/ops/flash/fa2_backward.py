@@ -34,11 +34,9 @@ D = 256 is not supported: its dK and dV accumulators alone would be 256 register
 """
 import tiledsl
 from tiledsl import T
-from tiledsl.layout import S, TileLayout, laneid
 
 from .backward_tile import tile_parts
 from .common import LOG2E, cast_row8
-from .fa2 import layouts
 
 # query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
 # 64-row tile's S^T and dP^T (64 more) spill (ptxas -v sm_90: 104 bytes); 32 rows fit
@@ -51,42 +49,6 @@ WARPS = 8
 DELTA_THREADS = 128
 
 _KERNELS = {}
-
-
-def _bwd_layouts(D, bq, warps):
-    """Layouts for `warps` warps of one m16 tile of key rows each and query tiles of `bq` rows: the forward's register
-    forms, and the backward's shared ones. Shared rows are padded by 16 bytes (WP = D / 2 + 4 words) instead of
-    the forward's XOR swizzle: ldmatrix's 8 rows still fall in 8 different bank groups, and every fragment's
-    address is one per-lane base plus a compile-time offset (swizzled addresses are per-lane values for each k
-    step, and with ~100 of them hoisted out of the query loop the D = 128 kernel ran out of registers)."""
-    L = layouts(D, warps, 1)
-    BK = 16 * warps
-    WP = D // 2 + 4
-    CPR = D // 8
-    KD, NI, KTQ, KTK, DN = D // 16, bq // 8, bq // 16, BK // 16, D // 8
-    WS = bq // 2 + 4                # words per dS^T row, padded alike
-    lane4 = (4 @ laneid, 1 @ laneid)
-    # K and V (BK rows, one stage): copies, and as A operands (warp, m tile, k step, matrix = (k half, row half))
-    L["cp_kv1"] = TileLayout(S[(BK, CPR, 4) : (WP, 4, 1)])
-    L["ld_a"] = TileLayout(S[(warps, 1, KD, 2, 2, 8, 4) : (16 * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
-    # K as B through .trans for dQ = dS K (K x N rows): (k step, d-tile pair, matrix = (d tile, key half))
-    L["ld_kt"] = TileLayout(S[(KTK, DN // 2, 2, 2, 8, 4) : (16 * WP, 8, 4, 8 * WP, WP, 1)])
-    # Q and dO: two stages of bq rows; as B (N x K rows: S^T = K Q^T, dP^T = V dO^T; matrix = (n tile, k half))
-    # and as B through .trans (K x N rows: dK += dS^T Q, dV += P^T dO; matrix = (d tile, k half))
-    L["cp_qo"] = TileLayout(S[(2, bq, CPR, 4) : (bq * WP, WP, 4, 1)])
-    L["ld_b"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (bq * WP, 16 * WP, 8, 8 * WP, 4, WP, 1)])
-    L["ld_bt"] = TileLayout(S[(2, KTQ, DN // 2, 2, 2, 8, 4) : (bq * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
-    # dS (queries x keys) as A from dS^T (key rows): (query m tile, key k step, matrix = (k half, row half), row, word)
-    L["ld_ds"] = TileLayout(S[(bq // 16, KTK, 2, 2, 8, 4) : (8, 16 * WS, 8 * WS, 4, WS, 1)])
-    L["st_ds"] = TileLayout(S[(BK, bq // 2) : (WS, 1)])
-    L["r_ds"] = TileLayout(S[(KTK, 4, 8, 4) : (4, 1, *lane4)])
-    L["m_ds"] = TileLayout(S[(KTK, 1, 1, 2, 8, 2, 4) : (4, KTK * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    # S^T and dP^T (16 key rows x bq) by n-tile pairs; P^T/dS^T packed as the A fragments of bq / 16 k16 steps
-    L["m_s2"] = TileLayout(S[(NI // 2, 1, 2, 2, 8, 4, 2) : (8, NI * 4, 4, 2, *lane4, 1)])
-    L["m_p"] = TileLayout(S[(KTQ, 1, 1, 2, 8, 2, 4) : (4, NI * 2, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    # one 16 x 16 block of dQ (two n8 tiles) as the mma's accumulator
-    L["m_dq"] = TileLayout(S[(1, 1, 2, 2, 8, 4, 2) : (8, 8, 4, 2, *lane4, 1)])
-    return L, WP, WS
 
 
 def make_delta(dtype, D, BH, N, NP):
@@ -179,17 +141,12 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
     W, CPR = D // 2, D // 8
     BQ = QTILE[D]
     BK, THREADS = 16 * warps, 32 * warps   # key rows, threads a block
-    KD, NI, KT, KTK, DN = D // 16, BQ // 8, BQ // 16, BK // 16, D // 8   # KT, KTK: k16 steps of a tile, a block
+    DN = D // 8
     MQ = BQ // 16                   # m16 tiles of dQ per query tile
     DPW = (DN // 2) * MQ // warps   # d-tile pairs of dQ per warp
     NKB = -(-NK // BK)              # key blocks per head
     NQT = -(-N // BQ)               # query tiles
     NP = NQT * BQ                   # LSE2 and Delta rows a head (padded)
-    LY, WP, WS = _bwd_layouts(D, BQ, warps)
-    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_kv1", "cp_qo", "ld_a", "ld_b", "ld_bt", "ld_kt"))
-    L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
-    L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
-    L_M_S2, L_M_P, L_M_O2 = LY["m_s2"], LY["m_p"], LY["m_o2"]
     acc_t = dtype if GROUP == 1 else "float32"
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
 
@@ -219,7 +176,8 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
                 T.cuda.tile.apply(T.ptx[COPY], sl[stage, 1, c], gD[bh, qt * (BQ // 4) + c, :], chunk_bytes=16)
 
     parts = tile_parts(dtype, D, BQ, warps, scale)
-    gemm_t, key_tile, store_kv = parts.gemm_t, parts.key_tile, parts.store_kv
+    shared, registers, gemm_t, key_tile, store_kv = (parts.shared, parts.registers, parts.gemm_t, parts.key_tile,
+                                                     parts.store_kv)
 
     @tiledsl.jit
     def attention_bwd(Q: T.Tensor((B, H, N, D), dtype), K: T.Tensor((B, HK, NK, D), dtype),
@@ -245,30 +203,9 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
         gK = K.view(dtype="uint32").view(B * HK * NK, CPR, 4)
         gV = V.view(dtype="uint32").view(B * HK * NK, CPR, 4)
 
-        sk = T.alloc_shared((BK * WP,), "uint32")
-        sv = T.alloc_shared((BK * WP,), "uint32")
-        sq = T.alloc_shared((2 * BQ * WP,), "uint32")
-        so = T.alloc_shared((2 * BQ * WP,), "uint32")
-        sds = T.alloc_shared((BK * WS,), "uint32")
-        # the query tile's LSE * log2e and delta (two stages), by cp.async with Q and dO and read where used:
-        # per-lane global addresses of them would be hoisted out of the loop, 2 registers each
-        sl = T.alloc_shared((2, 2, BQ // 4, 4), "uint32")
-        sl_f = sl.view(dtype="float32").view(2, 2, BQ)
+        sl, cp_k, cp_v, cp_q, cp_o, lda_k, ldb_q, smem = shared()
         gL = LSE2.view(dtype="uint32").view(B * H, NP // 4, 4)
         gD = Delta.view(dtype="uint32").view(B * H, NP // 4, 4)
-        cp_k = sk.view(BK, CPR, 4, layout=L_CP1)
-        cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
-        cp_q = sq.view(2, BQ, CPR, 4, layout=L_CP2)
-        cp_o = so.view(2, BQ, CPR, 4, layout=L_CP2)
-        lda_k = sk.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
-        lda_v = sv.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
-        ldbt_k = sk.view(KTK, DN // 2, 4, 8, 4, layout=L_LDKT)
-        ldb_q = sq.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
-        ldb_o = so.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
-        ldbt_q = sq.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
-        ldbt_o = so.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
-        st_ds = sds.view(BK, BQ // 2, layout=L_STDS)
-        ld_ds = sds.view(MQ, KTK, 4, 8, 4, layout=L_LDDS)
 
         # causal: the first query tile holding a query >= this block's first key
         qt0 = 0
@@ -282,35 +219,7 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
         copy_stats(sl, gL, gD, 0, qt0, bh, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-        ra = T.alloc_local((4,), "uint32")
-        rb = T.alloc_local((4,), "uint32")
-        s = T.alloc_local((NI * 4,), "float32")       # S^T, then P^T
-        dp_ = T.alloc_local((NI * 4,), "float32")     # dP^T, then dS^T
-        pk = T.alloc_local((NI * 2, 1), "uint32")     # P^T, then dS^T, packed
-        dk = T.alloc_local((DN * 4,), "float32")
-        dv = T.alloc_local((DN * 4,), "float32")
-        rds = T.alloc_local((KTK * 4,), "uint32")
-        dq = T.alloc_local((8,), "float32")
-        ra_ld = ra.view(1, 4, 8, 4, layout=L_R_A1)
-        ra_mma = ra.view(1, 1, 16, 8, layout=L_M_A1)
-        rb_ld = rb.view(4, 8, 4, layout=L_R_B)
-        rb_mma = rb.view(2, 1, 8, 8, layout=L_M_B)
-        rbt_ld = rb.view(4, 8, 4, layout=L_R_BT)
-        rbt_mma = rb.view(2, 1, 8, 8, layout=L_M_BT)
-        s_v = s.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
-        dp_v = dp_.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
-        p_mma = pk.view(KT, 1, 1, 16, 8, layout=L_M_P)
-        dk_v = dk.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        dv_v = dv.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        rds_ld = rds.view(KTK, 4, 8, 4, layout=L_RDS)
-        rds_mma = rds.view(KTK, 1, 1, 16, 8, layout=L_MDS)
-        dq_v = dq.view(1, 1, 2, 16, 8, layout=L_MDQ)
-        acc = (s, dp_, pk, s_v, dp_v, p_mma, dk_v, dv_v, dq, dq_v)
-        regs = (ra_ld, ra_mma, rb_ld, rb_mma, rbt_ld, rbt_mma, rds_ld, rds_mma)
-        smem = (lda_v, ldb_o, ldbt_q, ldbt_o, ldbt_k, st_ds, ld_ds, sl_f)
-        for i in T.unroll(DN * 4):
-            dk[i] = 0.0
-            dv[i] = 0.0
+        s_v, ra_ld, ra_mma, rb_ld, rb_mma, dk, dv, acc, regs = registers()
 
         key0 = kb * BK + warp * 16 + lane // 4         # this lane's key rows: key0 and key0 + 8
         mq = warp % MQ                                  # dQ: this warp's m16 tile of the query tile ...

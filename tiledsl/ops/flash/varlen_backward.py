@@ -21,7 +21,7 @@ from tiledsl import T
 
 from .backward_tile import tile_parts
 from .common import LOG2E, NEG, cast_row8, host_launcher, softmax_scale
-from .fa2_backward import QTILE, WARPS, _bwd_layouts
+from .fa2_backward import QTILE, WARPS
 from .varlen import _dtype_of, interpreted
 
 _BIG = 2 ** 31 - 1
@@ -116,15 +116,10 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
     W, CPR = D // 2, D // 8
     BQ = QTILE[D]
     BK, THREADS = 16 * warps, 32 * warps
-    KD, NI, KT, KTK, DN = D // 16, BQ // 8, BQ // 16, BK // 16, D // 8
+    DN = D // 8
     MQ = BQ // 16
     DPW = (DN // 2) * MQ // warps
     ROWQ = _BIG // (CPR * 4)
-    LY, WP, WS = _bwd_layouts(D, BQ, warps)
-    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_kv1", "cp_qo", "ld_a", "ld_b", "ld_bt", "ld_kt"))
-    L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
-    L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
-    L_M_S2, L_M_P, L_M_O2 = LY["m_s2"], LY["m_p"], LY["m_o2"]
     acc_t = dtype if GROUP == 1 else "float32"
 
     @tiledsl.inline
@@ -150,7 +145,8 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
                 T.cuda.tile.apply(T.ptx[COPY], sl[stage, 1, c], gD[srow + qt * (BQ // 4) + c, :], chunk_bytes=16)
 
     parts = tile_parts(dtype, D, BQ, warps, scale)
-    gemm_t, key_tile, store_kv = parts.gemm_t, parts.key_tile, parts.store_kv
+    shared, registers, gemm_t, key_tile, store_kv = (parts.shared, parts.registers, parts.gemm_t, parts.key_tile,
+                                                     parts.store_kv)
 
     @tiledsl.jit
     def varlen_bwd(Q: T.Tensor(("TQ", H, D), dtype), K: T.Tensor(("TK", HK, D), dtype),
@@ -182,28 +178,9 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
         gV = V.view(dtype="uint32").view(ROWQ, CPR, 4)
         gdQ = dQ.view(_BIG // D, D)
 
-        sk = T.alloc_shared((BK * WP,), "uint32")
-        sv = T.alloc_shared((BK * WP,), "uint32")
-        sq = T.alloc_shared((2 * BQ * WP,), "uint32")
-        so = T.alloc_shared((2 * BQ * WP,), "uint32")
-        sds = T.alloc_shared((BK * WS,), "uint32")
-        sl = T.alloc_shared((2, 2, BQ // 4, 4), "uint32")
-        sl_f = sl.view(dtype="float32").view(2, 2, BQ)
+        sl, cp_k, cp_v, cp_q, cp_o, lda_k, ldb_q, smem = shared()
         gL = LSE2.view(dtype="uint32").view(_BIG // 4, 4)
         gD = Delta.view(dtype="uint32").view(_BIG // 4, 4)
-        cp_k = sk.view(BK, CPR, 4, layout=L_CP1)
-        cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
-        cp_q = sq.view(2, BQ, CPR, 4, layout=L_CP2)
-        cp_o = so.view(2, BQ, CPR, 4, layout=L_CP2)
-        lda_k = sk.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
-        lda_v = sv.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
-        ldbt_k = sk.view(KTK, DN // 2, 4, 8, 4, layout=L_LDKT)
-        ldb_q = sq.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
-        ldb_o = so.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
-        ldbt_q = sq.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
-        ldbt_o = so.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
-        st_ds = sds.view(BK, BQ // 2, layout=L_STDS)
-        ld_ds = sds.view(MQ, KTK, 4, 8, 4, layout=L_LDDS)
 
         # causal: the first query tile holding a query that sees this block's first key
         qt0 = 0
@@ -218,35 +195,7 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
             copy_stats(sl, gL, gD, 0, qt0, srow, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-        ra = T.alloc_local((4,), "uint32")
-        rb = T.alloc_local((4,), "uint32")
-        s = T.alloc_local((NI * 4,), "float32")
-        dp_ = T.alloc_local((NI * 4,), "float32")
-        pk = T.alloc_local((NI * 2, 1), "uint32")
-        dk = T.alloc_local((DN * 4,), "float32")
-        dv = T.alloc_local((DN * 4,), "float32")
-        rds = T.alloc_local((KTK * 4,), "uint32")
-        dq = T.alloc_local((8,), "float32")
-        ra_ld = ra.view(1, 4, 8, 4, layout=L_R_A1)
-        ra_mma = ra.view(1, 1, 16, 8, layout=L_M_A1)
-        rb_ld = rb.view(4, 8, 4, layout=L_R_B)
-        rb_mma = rb.view(2, 1, 8, 8, layout=L_M_B)
-        rbt_ld = rb.view(4, 8, 4, layout=L_R_BT)
-        rbt_mma = rb.view(2, 1, 8, 8, layout=L_M_BT)
-        s_v = s.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
-        dp_v = dp_.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
-        p_mma = pk.view(KT, 1, 1, 16, 8, layout=L_M_P)
-        dk_v = dk.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        dv_v = dv.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        rds_ld = rds.view(KTK, 4, 8, 4, layout=L_RDS)
-        rds_mma = rds.view(KTK, 1, 1, 16, 8, layout=L_MDS)
-        dq_v = dq.view(1, 1, 2, 16, 8, layout=L_MDQ)
-        acc = (s, dp_, pk, s_v, dp_v, p_mma, dk_v, dv_v, dq, dq_v)
-        regs = (ra_ld, ra_mma, rb_ld, rb_mma, rbt_ld, rbt_mma, rds_ld, rds_mma)
-        smem = (lda_v, ldb_o, ldbt_q, ldbt_o, ldbt_k, st_ds, ld_ds, sl_f)
-        for i in T.unroll(DN * 4):
-            dk[i] = 0.0
-            dv[i] = 0.0
+        s_v, ra_ld, ra_mma, rb_ld, rb_mma, dk, dv, acc, regs = registers()
 
         key0 = kb * BK + warp * 16 + lane // 4         # this lane's key rows (of the sequence): key0, key0 + 8
         mq = warp % MQ
