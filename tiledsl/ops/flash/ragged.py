@@ -27,6 +27,7 @@ from tiledsl import T
 
 from .common import LN2, LOG2E, NEG, online_softmax
 from .fa2 import CONFIGS, LAZY, layouts
+from .forward_tile import tile_parts
 
 BN = 64                 # key/value rows per tile (fa2.py's)
 # Tensors whose extents are read at call time are viewed with this static row count: element offsets of Q, O and
@@ -76,16 +77,13 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         return _KERNELS[key]
     warps, MI, QREG = config
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
-    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
-    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
     COPY = "cp.async.cg.shared.global"
     CVT = f"cvt.rn.{t}x2.f32"
     THREADS = 32 * warps
     WR = 16 * MI
     BM = WR * warps
     W, CPR = D // 2, D // 8
-    KD, NI, KT, DN = D // 16, BN // 8, BN // 16, D // 8
+    NI, DN = BN // 8, D // 8
     GROUP = H // HK
     C = float(scale) * LOG2E * (256.0 if kv8 else 1.0)        # kv8: the widened K is its value times 2^-8
     KDT = "uint8" if kv8 else dtype
@@ -118,11 +116,8 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             OS, LS, ODT = (splits, "B", lq, H, D), (splits, "B", lq, H), "float32"
         else:
             OS, LS, ODT = ("B", lq, H, D), ("B", lq, H), dtype
-    LY = layouts(D, warps, MI)
-    L_CP_KV, L_CP_Q, L_LD_K, L_LD_Q, L_LD_V = LY["cp_kv"], LY["cp_q"], LY["ld_k"], LY["ld_q"], LY["ld_v"]
-    L_R_Q, L_R_Q1, L_R_K, L_R_V = LY["r_q"], LY["r_q1"], LY["r_k"], LY["r_v"]
-    L_M_Q, L_M_Q1, L_M_P, L_M_K, L_M_V, L_M_S2, L_M_O2 = (LY[n] for n in ("m_q", "m_q1", "m_p", "m_k", "m_v", "m_s2",
-                                                                        "m_o2"))
+    shared, registers, q_fragments, qk_tile, pv_tile, row_sums = tile_parts(dtype, D, BN, config,
+                                                                        layouts(D, warps, MI))
 
     @tiledsl.inline
     def qrow(r, q0, h, b, kvh):
@@ -161,23 +156,6 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                                                               | ((t0 & T.uint32(0x00800080)) << 8))
                 cp[stage, r, 2 * fc + i // 2, 2 * (i % 2) + 1] = (((t1 & T.uint32(0x007F007F)) << 7)
                                                                   | ((t1 & T.uint32(0x00800080)) << 8))
-
-    @tiledsl.inline
-    def qk_tile(s_v, q, rk, rk_mma, ld_k, st):
-        """S = Q K^T for the tile in stage `st` (fa2.py's)."""
-        q_mma, rq1, rq1_mma, ld_qw = q
-        for kd in T.unroll(KD):
-            if QREG:
-                a = q_mma[kd]
-            else:
-                T.cuda.tile.apply(T.ptx[LDM], rq1, ld_qw[:, kd], scope="warp")
-                a = rq1_mma
-            for np_ in T.unroll(NI // 2):
-                T.cuda.tile.apply(T.ptx[LDM], rk, ld_k[st, np_, kd], scope="warp")
-                if kd == 0:
-                    T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, 0.0, scope="warp")
-                else:
-                    T.cuda.tile.apply(T.ptx[MMA], s_v[np_], a, rk_mma, s_v[np_], scope="warp")
 
     @tiledsl.jit
     def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
@@ -226,15 +204,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         gK = K.view(dtype="uint32").view(ROWK, KCPR, 4)
         gV = V.view(dtype="uint32").view(ROWK, KCPR, 4)
 
-        sq = T.alloc_shared((BM * W,), "uint32")
-        sk = T.alloc_shared((2 * BN * W,), "uint32")
-        sv = T.alloc_shared((2 * BN * W,), "uint32")
-        cp_q = sq.view(BM, CPR, 4, layout=L_CP_Q)
-        cp_k = sk.view(2, BN, CPR, 4, layout=L_CP_KV)
-        cp_v = sv.view(2, BN, CPR, 4, layout=L_CP_KV)
-        ld_q = sq.view(warps, MI, KD, 4, 8, 4, layout=L_LD_Q)
-        ld_k = sk.view(2, NI // 2, KD, 4, 8, 4, layout=L_LD_K)
-        ld_v = sv.view(2, KT, DN // 2, 4, 8, 4, layout=L_LD_V)
+        cp_q, cp_k, cp_v, ld_q, ld_k, ld_v = shared()
         if kv8:                              # the e4m3 tiles' staging stages: copies land here, widen() reads them
             sk8 = T.alloc_shared((2 * BN * KCPR * 4,), "uint32")
             sv8 = T.alloc_shared((2 * BN * KCPR * 4,), "uint32")
@@ -263,37 +233,9 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             copy_kv(cv, gV, 0, 0, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-        rk = T.alloc_local((4,), "uint32")
-        rv = T.alloc_local((4,), "uint32")
-        s = T.alloc_local((MI * NI * 4,), "float32")
-        pk = T.alloc_local((MI * NI * 2, 1), "uint32")
-        o = T.alloc_local((MI * DN * 4,), "float32")
-        m = T.alloc_local((MI * 2, 1), "float32")
-        sh = T.alloc_local((MI * 2, 1), "float32")
-        al = T.alloc_local((MI * 2, 1), "float32")
-        lsum = T.alloc_local((MI * 2, 1), "float32")
-        rk_ld = rk.view(4, 8, 4, layout=L_R_K)
-        rk_mma = rk.view(2, 1, 8, 8, layout=L_M_K)
-        rv_ld = rv.view(4, 8, 4, layout=L_R_V)
-        rv_mma = rv.view(2, 1, 8, 8, layout=L_M_V)
-        s_v = s.view(NI // 2, MI, 2, 16, 8, layout=L_M_S2)
-        p_mma = pk.view(KT, MI, 1, 16, 8, layout=L_M_P)
-        o_v = o.view(DN // 2, MI, 2, 16, 8, layout=L_M_O2)
-        for i in T.unroll(MI * DN * 4):
-            o[i] = 0.0
-        for r in T.unroll(MI * 2):
-            m[r, 0] = NEG
-            lsum[r, 0] = 0.0
+        s, pk, o, m, sh, al, lsum, rk_ld, rk_mma, rv_ld, rv_mma, s_v, p_mma, o_v = registers()
 
-        T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
-        T.cuda.syncthreads()
-        if QREG:
-            rq = T.alloc_local((MI * KD * 4,), "uint32")
-            T.cuda.tile.apply(T.ptx[LDM], rq.view(MI, KD, 4, 8, 4, layout=L_R_Q), ld_q[warp], scope="warp")
-            qfr = (rq.view(KD, MI, 1, 16, 8, layout=L_M_Q), None, None, None)
-        else:
-            rq = T.alloc_local((MI * 4,), "uint32")
-            qfr = (None, rq.view(MI, 4, 8, 4, layout=L_R_Q1), rq.view(MI, 1, 16, 8, layout=L_M_Q1), ld_q[warp])
+        qfr = q_fragments(ld_q, warp)
 
         wfirst = qb * BM + warp * WR             # this warp's first sequence-local row
         row0 = wfirst + lane // 4                # this lane's first row; row (mi, r) is row0 + 16 mi + 8 r
@@ -340,24 +282,10 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                 copy_kv(cv, gV, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
             if act:
-                for kt in T.unroll(KT):
-                    for dp in T.unroll(DN // 2):
-                        T.cuda.tile.apply(T.ptx[LDMT], rv_ld, ld_v[st, kt, dp], scope="warp")
-                        T.cuda.tile.apply(T.ptx[MMA], o_v[dp], p_mma[kt], rv_mma, o_v[dp], scope="warp")
+                pv_tile(o_v, p_mma, rv_ld, rv_mma, ld_v, st)
 
         # epilogue: the full row sums, O / l (0 for a row with no key), LSE (-inf for one)
-        for k in T.unroll(2):
-            T.cuda.tile.apply(T.ptx["shfl.sync.bfly.b32"], sh, lsum, 1 << k, 0x1F, 0xFFFFFFFF)
-            for x in T.unroll(MI * 2):
-                lsum[x, 0] = lsum[x, 0] + sh[x, 0]
-        T.cuda.tile.apply(T.ptx["lg2.approx.f32"], al, lsum)
-        for x in T.unroll(MI * 2):
-            mi, r = x // 2, x % 2
-            inv = 1.0 / lsum[x, 0] if lsum[x, 0] > 0.0 else 0.0
-            for n in T.unroll(DN):
-                for e in T.unroll(2):
-                    i = (mi * DN + n) * 4 + 2 * r + e
-                    o[i] = o[i] * inv
+        row_sums(o, sh, al, lsum, True)
         if split:
             # float32 partials: split sp's rows follow the (B, Lq, H) rows of the splits before it
             gOf = O.view(ROWF, D)
