@@ -1,0 +1,195 @@
+"""The skinny GEMM kernel (M <= 64, and up to 256 as a tuner candidate): C = A · Bᵀ computed as Cᵀ = B · Aᵀ.
+
+At a decode-sized M the product is a read of the weight B (N x K): the work is how fast B streams, not the tensor
+cores. So the roles swap (swap-AB): B's rows, the large N, are wgmma's M (64 rows a consumer warpgroup), and A's
+few rows are wgmma's N (MP: the smallest multiple of 8 covering M, `m64nMPk16`). B streams through a deep ring of
+TMA stages (each stage one BM x 128-byte box of B and the MP x 128-byte box of A beside it: A's box is a few KB, read
+from L2), and the K loop is split S ways so that N / BM tiles x S splits give every SM a block (skinny.py chooses S
+from the shape and the SM count).
+
+Split-K without waits (the last-arriver pattern; schedule.py's `skinny_block`, `skinny_slot`, `skinny_is_last`):
+block (tile t, split s) runs its K tiles, writes its f32 partial sums to workspace slot t * S + s, and one thread
+increments the tile's counter with `atom.acq_rel.gpu.global.inc.u32` of limit S - 1 (release: the block's partial
+sums, ordered before it by the consumers' named barrier, are visible to whoever acquires the counter after it). The
+block that reads S - 1 back arrived last: every other split's partial sums are out, so it adds the S partials in
+split order (a fixed order: bit-reproducible whichever block is last) and writes C. `inc` wraps the counter to 0 in
+that same atomic, so the next launch (a CUDA graph replay included) starts from zeros with no memset. No block ever
+waits for another: a block that is not last simply leaves. With S = 1 there is no workspace and no counter.
+
+C is written from the Cᵀ fragment: register i of consumer c's thread (warp w, lane l) holds row n = 64c + 16w + l//4
++ 8((i//2)%2) of the tile, column m = 8(i//4) + 2(l%4) + i%2, stored as C[m, n] inside M x N. An epilogue (bias,
+activation) is not fused: matmul's plan applies it after the kernel, on the M x N output.
+"""
+import tiledsl
+from tiledsl import T
+
+from ...lib.producer import elect_one
+from .hopper_kernel import FP8, HALF, ROW_BYTES, SMEM_LIMIT, k_tile, layouts
+from .schedule import skinny_block, skinny_is_last, skinny_limit, skinny_slot
+
+LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+ARRIVE = "atom.acq_rel.gpu.global.inc.u32"
+
+
+def ring_bytes(bm: int, mp: int, stages: int) -> int:
+    """The shared ring: `stages` x (BM rows of B + MP rows of A) x 128 bytes."""
+    return stages * (bm + mp) * ROW_BYTES
+
+
+def registers(threads: int, mp: int) -> int:
+    """The register cap at launch: two blocks an SM where MP <= 64 (the accumulators are MP / 2 registers a
+    thread), else what one block may take."""
+    per = 65536 // threads // (2 if mp <= 64 else 1)
+    return min(per // 8 * 8, 248)
+
+
+def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
+    """The kernel for A (M, K) and B (N, K) of `ab` (float16/bfloat16), C (M, N) of `out`, M <= mp (a multiple of
+    8, at most 256), BM = 64 x consumers rows of B a block, a `stages`-deep ring, the K loop split `splits` ways
+    (checked by skinny.py). Called as kernel(A, B, C), or with splits > 1 kernel(A, B, C, W, F): W the f32
+    workspace (kernel.slots(N) floats), F the tiles' int32 counters (kernel.counters(N), zeros before the first
+    launch; every launch leaves them at zero)."""
+    if ab in FP8:
+        raise tiledsl.LaunchError("skinny gemm: fp8 operands are not built yet (f16/bf16 only)")
+    MMA = f"wgmma.mma_async.sync.aligned.m64n{mp}k16.f32.{HALF[ab]}.{HALF[ab]}"
+    ELEM = ab
+    CONS, MP, STG, SPL = int(consumers), int(mp), int(stages), int(splits)
+    BM = 64 * CONS
+    KT = k_tile(ab)
+    THREADS = 128 * (1 + CONS)
+    CAP = registers(THREADS, MP)
+    TX = (BM + MP) * ROW_BYTES                  # the bytes one stage's two boxes pay to its "full" barrier
+    NACC = MP // 2                              # f32 accumulators per consumer thread
+    # the hopper kernel's layouts with B's rows as wgmma's A operand (BM rows) and A's as its B operand (MP rows)
+    L = layouts(BM, MP, KT, STG, CONS, ELEM)
+    L_TB, L_WB, L_WA, L_ACC = L["tma_a"], L["wg_b"], L["wg_a"], L["acc"]
+    L_TA = T.tma_layout((STG, 1, MP, KT), ELEM, 128)
+    KSTEPS = KT // 16
+    A_ANN = T.TensorMap(("M", "K"), ELEM, box=(MP, KT), swizzle=128)
+    B_ANN = T.TensorMap(("N", "K"), ELEM, box=(BM, KT), swizzle=128)
+    C_ANN = T.Tensor(("M", "N"), out)
+    W_ANN = T.Tensor(("WS",), "float32")
+    F_ANN = T.Tensor(("NT",), "int32")
+
+    @tiledsl.inline
+    def skinny_tiles(A, B, C, W, F, M, N, K):
+        """The body: the producer warp's TMA ring, the consumers' wgmma over this block's K tiles, then (split-K)
+        the partial sums out and the last arriver's sum, or the direct store of C."""
+        tid = T.cuda.thread_id()
+        wg = tid // 128
+        sb = T.alloc_shared((STG * BM * KT,), ELEM)     # B's rows: wgmma's A operand
+        sa = T.alloc_shared((STG * MP * KT,), ELEM)     # A's rows: wgmma's B operand
+        full = T.alloc_shared((STG,), "uint64")         # stage s holds its K tile (phase u: the u-th fill)
+        empty = T.alloc_shared((STG,), "uint64")        # stage s was read by every consumer warp
+        tb = sb.view(STG, BM, KT, layout=L_TB)
+        ta = sa.view(STG, 1, MP, KT, layout=L_TA)
+        wb = sb.view(STG, CONS, 1, KSTEPS, 64, 16, layout=L_WA)
+        wa = sa.view(STG, 1, KSTEPS, MP, 16, layout=L_WB)
+        if SPL > 1:
+            last = T.alloc_shared((1,), "int32")        # this block arrived last on its tile's counter
+        if tid == 0:
+            for s in T.unroll(STG):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        T.cuda.syncthreads()
+        ktiles = (K + KT - 1) // KT                     # a ragged last K tile is zero-filled by the TMA unit
+        bid = T.cuda.block_id(0)
+        tile, split, k0, nk = skinny_block(bid, SPL, ktiles)
+        row0 = tile * BM                                # the tile's first row of B (column of C)
+        if wg == 0:
+            # the producer: one elected thread issues every copy
+            if T.cuda.warp_id() == 0:
+                if elect_one() == 1:
+                    for kk in range(nk):
+                        s = kk % STG
+                        if kk >= STG:
+                            # the (kk // STG)-th refill of stage s waits for the consumers' previous use of it
+                            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], empty[s:s + 1],
+                                              (kk // STG + 1) % 2)
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
+                        T.cuda.tile.apply(T.ptx[LOAD], tb[s], B, full[s:s + 1], coords=(row0, (k0 + kk) * KT))
+                        # A's MP rows: those past M are zero-filled (and add nothing)
+                        T.cuda.tile.apply(T.ptx[LOAD], ta[s, 0], A, full[s:s + 1], coords=(0, (k0 + kk) * KT))
+        else:
+            c = wg - 1
+            lane = tid % 32
+            w = (tid % 128) // 32
+            acc = T.alloc_local((NACC,), "float32")
+            dv = acc.view(1, 1, 64, MP, layout=L_ACC)
+            for kk in range(nk):
+                s = kk % STG
+                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1], (kk // STG) % 2)
+                T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
+                # the first K step overwrites the accumulators (scale_d = 0)
+                T.cuda.tile.apply(T.ptx[MMA], dv, wb[s, c], wa[s], scope="warpgroup", scale_d=kk > 0)
+                T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
+                # one group stays in flight; once the previous K tile's group is done its stage is read: release it
+                T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
+                if kk > 0 and lane == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[(kk + STG - 1) % STG:
+                                                                                     (kk + STG - 1) % STG + 1])
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
+            if nk == 0:
+                # a split past the last K tile (skinny.py never chooses one) contributes zeros
+                for i in T.unroll(NACC):
+                    acc[i] = 0.0
+            n0 = row0 + 64 * c + 16 * w + lane // 4     # this thread's first row of B (column of C)
+            if SPL > 1:
+                # the partial sums out: register i of consumer thread t at (i * CONS + c) * 128 + t of the slot
+                # (each warp's stores contiguous)
+                wrow = skinny_slot(tile, split, SPL) * (BM * MP) + c * 128 + tid % 128
+                for i in T.unroll(NACC):
+                    W[wrow + i * (CONS * 128)] = acc[i]
+                # every consumer thread has written before thread 128 arrives (its release covers them)
+                T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
+                if tid == 128:
+                    old = T.alloc_local((1,), "uint32")
+                    fu = F.view(dtype="uint32")
+                    T.cuda.tile.apply(T.ptx[ARRIVE], old, fu[tile:tile + 1], skinny_limit(SPL))
+                    last[0] = skinny_is_last(T.cast(old[0], "int32"), SPL)
+                # every consumer thread reads after thread 128's acquire
+                T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
+                if last[0] == 1:
+                    # the S partial sums in split order (the same order whichever block arrived last)
+                    for j in range(SPL):
+                        rrow = skinny_slot(tile, j, SPL) * (BM * MP) + c * 128 + tid % 128
+                        for i in T.unroll(NACC):
+                            if j == 0:
+                                acc[i] = W[rrow + i * (CONS * 128)]
+                            else:
+                                acc[i] = acc[i] + W[rrow + i * (CONS * 128)]
+                    for i in T.unroll(NACC):
+                        n = n0 + 8 * ((i // 2) % 2)
+                        m = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                        if m < M and n < N:
+                            C[m, n] = T.cast(acc[i], out)
+            else:
+                for i in T.unroll(NACC):
+                    n = n0 + 8 * ((i // 2) % 2)
+                    m = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                    if m < M and n < N:
+                        C[m, n] = T.cast(acc[i], out)
+
+    if SPL > 1:
+        @tiledsl.jit
+        def skinny_gemm_split(A: A_ANN, B: B_ANN, C: C_ANN, W: W_ANN, F: F_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=SPL * ((N + BM - 1) // BM),  # noqa: F821
+                                                      block=THREADS, max_registers=CAP))
+            skinny_tiles(A, B, C, W, F, M, N, K)  # noqa: F821
+        kernel = skinny_gemm_split
+    else:
+        @tiledsl.jit
+        def skinny_gemm(A: A_ANN, B: B_ANN, C: C_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=(N + BM - 1) // BM,  # noqa: F821
+                                                      block=THREADS, max_registers=CAP))
+            skinny_tiles(A, B, C, None, None, M, N, K)  # noqa: F821
+        kernel = skinny_gemm
+    kernel.tile = (BM, MP, KT)
+    kernel.splits = SPL
+    kernel.slots = lambda N: max(-(-N // BM) * SPL * BM * MP, 1)     # W's floats for an N
+    kernel.counters = lambda N: max(-(-N // BM), 1)                  # F's counters for an N
+    # what the schedule model (schedule_model.check) needs to replay this kernel's walk
+    kernel.walk = dict(kind="skinny", BM=BM, MP=MP, KT=KT, S=SPL, STG=STG)
+    assert ring_bytes(BM, MP, STG) + 1024 <= SMEM_LIMIT
+    return kernel
