@@ -9,7 +9,9 @@ the GPU session that runs the path's `gpu` tests moves it there, quoting the run
 import os
 
 # the gated paths, each with the tests a GPU session runs before moving it to VERIFIED
-GATED = {}
+GATED = {
+    "gemm_skinny": "tests/test_gpu_gemm_skinny.py",      # the swap-AB split-K GEMM at M <= 64 (gemm/skinny.py)
+}
 VERIFIED = frozenset()
 
 
