@@ -60,6 +60,10 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
     CAP = registers(THREADS, MP)
     TX = (BM + MP) * ROW_BYTES                  # the bytes one stage's two boxes pay to its "full" barrier
     NACC = MP // 2                              # f32 accumulators per consumer thread
+    NCH = -(-NACC // 16)                        # the last arriver's sum: chunks of at most 16 registers
+    while NACC % NCH:
+        NCH += 1
+    CH = NACC // NCH
     # the hopper kernel's layouts with B's rows as wgmma's A operand (BM rows) and A's as its B operand (MP rows)
     L = layouts(BM, MP, KT, STG, CONS, ELEM)
     L_TB, L_WB, L_WA, L_ACC = L["tma_a"], L["wg_b"], L["wg_a"], L["acc"]
@@ -151,19 +155,22 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
                 # every consumer thread reads after thread 128's acquire
                 T.cuda.tile.apply(T.ptx["bar.sync"], 1, 128 * CONS)
                 if last[0] == 1:
-                    # the S partial sums in split order (the same order whichever block arrived last)
-                    for j in range(SPL):
-                        rrow = skinny_slot(tile, j, SPL) * (BM * MP) + c * 128 + tid % 128
-                        for i in T.unroll(NACC):
-                            if j == 0:
-                                acc[i] = W[rrow + i * (CONS * 128)]
-                            else:
+                    # the S partial sums in split order (the same order whichever block arrived last), CH registers
+                    # at a time (the partials this block wrote are in the workspace too: its accumulators are free,
+                    # and a chunk's loads in flight together cost CH more registers, not NACC)
+                    for h in T.unroll(NCH):
+                        rrow = skinny_slot(tile, 0, SPL) * (BM * MP) + c * 128 + tid % 128
+                        for i in T.unroll(h * CH, (h + 1) * CH):
+                            acc[i] = W[rrow + i * (CONS * 128)]
+                        for j in range(1, SPL):
+                            rrow = skinny_slot(tile, j, SPL) * (BM * MP) + c * 128 + tid % 128
+                            for i in T.unroll(h * CH, (h + 1) * CH):
                                 acc[i] = acc[i] + W[rrow + i * (CONS * 128)]
-                    for i in T.unroll(NACC):
-                        n = n0 + 8 * ((i // 2) % 2)
-                        m = 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                        if m < M and n < N:
-                            C[m, n] = T.cast(acc[i], out)
+                        for i in T.unroll(h * CH, (h + 1) * CH):
+                            n = n0 + 8 * ((i // 2) % 2)
+                            m = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                            if m < M and n < N:
+                                C[m, n] = T.cast(acc[i], out)
             else:
                 for i in T.unroll(NACC):
                     n = n0 + 8 * ((i // 2) % 2)
