@@ -177,3 +177,43 @@ def test_a_cpu_plan_runs_the_skinny_kernel_with_a_torch_epilogue():
     assert torch.equal(out, want)
     c = SKN.skinny_matmul(a, b, config=(8, 1, 4, 3))
     assert torch.equal(c, (a.double() @ b.double().T).half())
+
+
+# ------------------------------------------------------------------------------------------------------------ FP8
+@pytest.mark.parametrize("M,N,K,at,bt,out,cfg", [
+    (5, 72, 400, "e4m3", "e4m3", "float32", (8, 1, 3, 2)),          # K ragged in 128-element tiles (3 + 16)
+    (16, 130, 256, "e4m3", "e5m2", "float32", (16, 2, 2, 1)),
+    (33, 64, 1024, "e5m2", "e4m3", "bfloat16", (40, 1, 4, 3))],      # 8 K tiles over 3 splits, the ring turning
+    ids=["e4m3-split2", "mixed-two-consumers", "e5m2-bf16-split3"])
+def test_fp8_on_the_interpreter_is_exact(M, N, K, at, bt, out, cfg):
+    """FP8 codes (every product and sum exact in f32), scales 0.25 and 2 applied once to the sum."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    from wgmma_cases import decode_fp8, fp8_codes
+    rng = np.random.default_rng(M + K)
+    a = rng.choice(fp8_codes(at), (M, K)).astype(np.uint8)
+    b = rng.choice(fp8_codes(bt), (N, K)).astype(np.uint8)
+    sa, sb = np.array([0.25], np.float32), np.array([2.0], np.float32)
+    k = SKN.make_skinny_gemm_fp8(at, bt, out, *cfg)
+    c = _host_out(M, N, out)
+    args = [a, b, c, sa, sb]
+    if k.splits > 1:
+        args += [np.zeros(k.slots(N), np.float32), np.zeros(k.counters(N), np.int32)]
+    tiledsl.jit(k.fn, interpret=True)(*args)
+    ref = (decode_fp8(a, at) @ decode_fp8(b, bt).T) * 0.5
+    np.testing.assert_array_equal(_as_float(c, out), _want(ref, out))
+    ck = k.compile(*args)
+    assert f"m64n{cfg[0]}k32.f32.{bt}.{at}" in ck.asm["ptx"]
+    assert ptxas(ck.asm["ptx"], "sm_90a").returncode == 0
+    assert ck.metadata.get("spill_stores", 0) == 0
+
+
+def test_fp8_through_torch_on_the_host():
+    """skinny_matmul_fp8 with torch FP8 tensors on the CPU (the interpreter), the scales as tensors."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(5)
+    a = (torch.randint(-8, 9, (3, 256), generator=g) / 8).to(torch.float8_e4m3fn)
+    b = (torch.randint(-8, 9, (80, 256), generator=g) / 8).to(torch.float8_e4m3fn)
+    sa, sb = torch.tensor([0.5]), torch.tensor([4.0])
+    c = SKN.skinny_matmul_fp8(a, b, sa, sb, torch.float32, config=(8, 1, 2, 2))
+    assert torch.equal(c, (a.float() @ b.float().T) * 2)

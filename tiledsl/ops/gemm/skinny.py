@@ -74,6 +74,14 @@ def make_skinny_gemm(ab: str = "float16", out: str | None = None, mp: int = 16, 
     if ab in FP8 or ab not in ("float16", "bfloat16") or out not in OUTS:
         raise tiledsl.LaunchError(f"skinny gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {ab} -> {out}")
+    _check(mp, consumers, stages, splits)
+    key = (ab, out, mp, consumers, stages, splits)
+    if key not in _KERNELS:
+        _KERNELS[key] = build(ab, out, mp, consumers, stages, splits)
+    return _KERNELS[key]
+
+
+def _check(mp, consumers, stages, splits):
     if mp % 8 or not 8 <= mp <= 256 or consumers not in (1, 2) or (mp > 128 and consumers > 1):
         raise tiledsl.LaunchError(f"skinny gemm: mp={mp} (a multiple of 8 up to 256) with {consumers} consumer "
                                   f"warpgroup(s) (1 or 2; 1 above mp=128: the accumulators' registers)")
@@ -82,9 +90,21 @@ def make_skinny_gemm(ab: str = "float16", out: str | None = None, mp: int = 16, 
                                   f"{SMEM_LIMIT} bytes of shared memory (at least 2 stages)")
     if not isinstance(splits, int) or not 1 <= splits <= 64:
         raise tiledsl.LaunchError(f"skinny gemm: splits={splits!r}: an int, 1 to 64")
-    key = (ab, out, mp, consumers, stages, splits)
+
+
+def make_skinny_gemm_fp8(a_type: str = "e4m3", b_type: str | None = None, out: str = "bfloat16", mp: int = 16,
+                         consumers: int = 1, stages: int = 8, splits: int = 1):
+    """The skinny kernel's FP8 form (made once): A of a_type and B of b_type (e4m3/e5m2, as uint8 bytes), C of
+    `out`; kernel(A, B, C, scale_a, scale_b), with splits > 1 kernel(A, B, C, scale_a, scale_b, W, F). K tiles
+    of 128 bytes (128 elements): choose_skinny(..., ab=a_type) counts them so."""
+    b_type = b_type or a_type
+    if a_type not in FP8 or b_type not in FP8 or out not in OUTS:
+        raise tiledsl.LaunchError(f"skinny fp8 gemm supports e4m3/e5m2 inputs and float16/bfloat16/float32 "
+                                  f"outputs, not {a_type} x {b_type} -> {out}")
+    _check(mp, consumers, stages, splits)
+    key = (a_type, b_type, out, mp, consumers, stages, splits)
     if key not in _KERNELS:
-        _KERNELS[key] = build(ab, out, mp, consumers, stages, splits)
+        _KERNELS[key] = build(a_type, out, mp, consumers, stages, splits, bt=b_type)
     return _KERNELS[key]
 
 
@@ -168,8 +188,50 @@ def skinny_matmul(a, b, out_dtype=None, *, out=None, config=None):
     config = tuple(config or choose_skinny(M, N, K, sm_count(a), ab))
     if config[0] < M:
         raise tiledsl.LaunchError(f"skinny gemm: mp={config[0]} does not cover M={M}")
-    plan, why = skinny_plan(a, b, out, config, "given")
-    if plan is None:
-        raise tiledsl.LaunchError(f"skinny gemm {M}x{N}x{K}: the schedule model refuses {config} ({why})")
-    plan.run(a, b, out, None, None)
+    kernel = make_skinny_gemm(ab, od, *config)
+    _checked(kernel, M, N, K)
+    launcher(kernel, a)(a.contiguous(), b.contiguous(), out, *buffers(kernel, a, N))
+    return out
+
+
+_VERDICTS = {}      # the schedule model's verdict per (kernel, M, N, K): a steady call pays one dict lookup
+
+
+def _checked(kernel, M: int, N: int, K: int):
+    from . import schedule_model
+    key = (kernel, M, N, K)
+    if key not in _VERDICTS:
+        _VERDICTS[key] = schedule_model.check(kernel, M, N, K)
+    if _VERDICTS[key] is not None:
+        raise tiledsl.LaunchError(f"skinny gemm {M}x{N}x{K}: the schedule model refuses it ({_VERDICTS[key]})")
+
+
+def skinny_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, config=None):
+    """C = (scale_a * scale_b) * (a @ b.T) for FP8 torch tensors a (M, K) and b (N, K) (e4m3/e5m2), M <= 256, K a
+    multiple of 16, per-tensor scales as one-element float32 tensors on a's device; C of out_dtype (default
+    bfloat16), or written to out. config: (mp, consumers, stages, splits), default choose_skinny's (K tiles of
+    128 elements). CUDA: sm_90a; CPU tensors: the interpreter. No bias (matmul_fp8 takes the Hopper kernel then)."""
+    import torch
+    from .hopper import DTYPES
+    at, bt = DTYPES.get(str(a.dtype)), DTYPES.get(str(b.dtype))
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or at not in FP8 or bt not in FP8:
+        raise tiledsl.LaunchError(f"a is {tuple(a.shape)} {a.dtype}, b is {tuple(b.shape)} {b.dtype}: need FP8 "
+                                  f"(M, K) and (N, K)")
+    M, K = a.shape
+    N = b.shape[0]
+    if not 1 <= M <= TUNE_MAX_M or K % 16:
+        raise tiledsl.LaunchError(f"skinny fp8 gemm takes M from 1 to {TUNE_MAX_M} and K a multiple of 16; got "
+                                  f"{M}x{N}x{K}")
+    for name, sc in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(sc, torch.Tensor) or sc.numel() != 1 or sc.dtype != torch.float32 or \
+                sc.device != a.device:
+            raise tiledsl.LaunchError(f"{name} must be a float32 tensor of one element on {a.device}")
+    if out is None:
+        out = torch.empty((M, N), dtype=out_dtype or torch.bfloat16, device=a.device)
+    od = DTYPES.get(str(out.dtype))
+    config = tuple(config or choose_skinny(M, N, K, sm_count(a), at))
+    kernel = make_skinny_gemm_fp8(at, bt, od, *config)
+    _checked(kernel, M, N, K)
+    launcher(kernel, a)(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8), out,
+                        scale_a.reshape(1), scale_b.reshape(1), *buffers(kernel, a, N))
     return out

@@ -43,16 +43,23 @@ def registers(threads: int, mp: int) -> int:
     return min(per // 8 * 8, 248)
 
 
-def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
-    """The kernel for A (M, K) and B (N, K) of `ab` (float16/bfloat16), C (M, N) of `out`, M <= mp (a multiple of
-    8, at most 256), BM = 64 x consumers rows of B a block, a `stages`-deep ring, the K loop split `splits` ways
-    (checked by skinny.py). Called as kernel(A, B, C), or with splits > 1 kernel(A, B, C, W, F): W the f32
-    workspace (kernel.slots(N) floats), F the tiles' int32 counters (kernel.counters(N), zeros before the first
-    launch; every launch leaves them at zero)."""
-    if ab in FP8:
-        raise tiledsl.LaunchError("skinny gemm: fp8 operands are not built yet (f16/bf16 only)")
-    MMA = f"wgmma.mma_async.sync.aligned.m64n{mp}k16.f32.{HALF[ab]}.{HALF[ab]}"
-    ELEM = ab
+def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int, bt: str | None = None):
+    """The kernel for A (M, K) of `ab` and B (N, K) of `bt` (default ab): both float16 or both bfloat16, or each
+    e4m3/e5m2 (then with the per-tensor scales), C (M, N) of `out`, M <= mp (a multiple of 8, at most 256), BM =
+    64 x consumers rows of B a block, a `stages`-deep ring, the K loop split `splits` ways (checked by skinny.py).
+    Called as kernel(A, B, C[, scale_a, scale_b]), or with splits > 1 kernel(A, B, C[, scale_a, scale_b], W, F):
+    W the f32 workspace (kernel.slots(N) floats), F the tiles' int32 counters (kernel.counters(N), zeros before
+    the first launch; every launch leaves them at zero). FP8: wgmma k32 over 128-byte K tiles (both operands
+    K-major, as wgmma's fp8 forms need), the sum scaled by scale_a * scale_b once, where C is written."""
+    bt = bt or ab
+    IS_FP8 = ab in FP8
+    if IS_FP8:
+        # wgmma's A is B's rows (type bt), its B is A's rows (type ab)
+        MMA = f"wgmma.mma_async.sync.aligned.m64n{mp}k32.f32.{bt}.{ab}"
+        ELEM, KK = "uint8", 32
+    else:
+        MMA = f"wgmma.mma_async.sync.aligned.m64n{mp}k16.f32.{HALF[ab]}.{HALF[ab]}"
+        ELEM, KK = ab, 16
     CONS, MP, STG, SPL = int(consumers), int(mp), int(stages), int(splits)
     BM = 64 * CONS
     KT = k_tile(ab)
@@ -65,10 +72,11 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
         NCH += 1
     CH = NACC // NCH
     # the hopper kernel's layouts with B's rows as wgmma's A operand (BM rows) and A's as its B operand (MP rows)
-    L = layouts(BM, MP, KT, STG, CONS, ELEM)
+    L = layouts(BM, MP, KT, STG, CONS, ab)
     L_TB, L_WB, L_WA, L_ACC = L["tma_a"], L["wg_b"], L["wg_a"], L["acc"]
     L_TA = T.tma_layout((STG, 1, MP, KT), ELEM, 128)
-    KSTEPS = KT // 16
+    KSTEPS = KT // KK
+    SCALE_ANN = T.Tensor((1,), "float32")
     A_ANN = T.TensorMap(("M", "K"), ELEM, box=(MP, KT), swizzle=128)
     B_ANN = T.TensorMap(("N", "K"), ELEM, box=(BM, KT), swizzle=128)
     C_ANN = T.Tensor(("M", "N"), out)
@@ -76,7 +84,19 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
     F_ANN = T.Tensor(("NT",), "int32")
 
     @tiledsl.inline
-    def skinny_tiles(A, B, C, W, F, M, N, K):
+    def put(C, v, i, n0, lane, sc, M, N):
+        """Register i's value v (scaled by sc where FP8) into C inside M x N: row n0 + 8((i//2)%2) of the tile is
+        C's column, 8(i//4) + 2(lane%4) + i%2 its row."""
+        n = n0 + 8 * ((i // 2) % 2)
+        m = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+        if m < M and n < N:
+            if IS_FP8:
+                C[m, n] = T.cast(v * sc, out)
+            else:
+                C[m, n] = T.cast(v, out)
+
+    @tiledsl.inline
+    def skinny_tiles(A, B, C, SA, SB, W, F, M, N, K):
         """The body: the producer warp's TMA ring, the consumers' wgmma over this block's K tiles, then (split-K)
         the partial sums out and the last arriver's sum, or the direct store of C."""
         tid = T.cuda.thread_id()
@@ -87,8 +107,8 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
         empty = T.alloc_shared((STG,), "uint64")        # stage s was read by every consumer warp
         tb = sb.view(STG, BM, KT, layout=L_TB)
         ta = sa.view(STG, 1, MP, KT, layout=L_TA)
-        wb = sb.view(STG, CONS, 1, KSTEPS, 64, 16, layout=L_WA)
-        wa = sa.view(STG, 1, KSTEPS, MP, 16, layout=L_WB)
+        wb = sb.view(STG, CONS, 1, KSTEPS, 64, KK, layout=L_WA)
+        wa = sa.view(STG, 1, KSTEPS, MP, KK, layout=L_WB)
         if SPL > 1:
             last = T.alloc_shared((1,), "int32")        # this block arrived last on its tile's counter
         if tid == 0:
@@ -121,6 +141,9 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
             w = (tid % 128) // 32
             acc = T.alloc_local((NACC,), "float32")
             dv = acc.view(1, 1, 64, MP, layout=L_ACC)
+            sc = 1.0
+            if IS_FP8:
+                sc = SA[0] * SB[0]
             for kk in range(nk):
                 s = kk % STG
                 T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1], (kk // STG) % 2)
@@ -167,30 +190,40 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int):
                             for i in T.unroll(h * CH, (h + 1) * CH):
                                 acc[i] = acc[i] + W[rrow + i * (CONS * 128)]
                         for i in T.unroll(h * CH, (h + 1) * CH):
-                            n = n0 + 8 * ((i // 2) % 2)
-                            m = 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                            if m < M and n < N:
-                                C[m, n] = T.cast(acc[i], out)
+                            put(C, acc[i], i, n0, lane, sc, M, N)
             else:
                 for i in T.unroll(NACC):
-                    n = n0 + 8 * ((i // 2) % 2)
-                    m = 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                    if m < M and n < N:
-                        C[m, n] = T.cast(acc[i], out)
+                    put(C, acc[i], i, n0, lane, sc, M, N)
 
-    if SPL > 1:
+    # the entries: the same body, the parameters this variant uses (one block per (tile, split): SPL x tiles)
+    if IS_FP8 and SPL > 1:
+        @tiledsl.jit
+        def skinny_gemm_fp8_split(A: A_ANN, B: B_ANN, C: C_ANN, scale_a: SCALE_ANN, scale_b: SCALE_ANN, W: W_ANN,
+                                  F: F_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=SPL * ((N + BM - 1) // BM),  # noqa: F821
+                                                      block=THREADS, max_registers=CAP))
+            skinny_tiles(A, B, C, scale_a, scale_b, W, F, M, N, K)  # noqa: F821
+        kernel = skinny_gemm_fp8_split
+    elif IS_FP8:
+        @tiledsl.jit
+        def skinny_gemm_fp8(A: A_ANN, B: B_ANN, C: C_ANN, scale_a: SCALE_ANN, scale_b: SCALE_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=(N + BM - 1) // BM,  # noqa: F821
+                                                      block=THREADS, max_registers=CAP))
+            skinny_tiles(A, B, C, scale_a, scale_b, None, None, M, N, K)  # noqa: F821
+        kernel = skinny_gemm_fp8
+    elif SPL > 1:
         @tiledsl.jit
         def skinny_gemm_split(A: A_ANN, B: B_ANN, C: C_ANN, W: W_ANN, F: F_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=SPL * ((N + BM - 1) // BM),  # noqa: F821
                                                       block=THREADS, max_registers=CAP))
-            skinny_tiles(A, B, C, W, F, M, N, K)  # noqa: F821
+            skinny_tiles(A, B, C, None, None, W, F, M, N, K)  # noqa: F821
         kernel = skinny_gemm_split
     else:
         @tiledsl.jit
         def skinny_gemm(A: A_ANN, B: B_ANN, C: C_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=(N + BM - 1) // BM,  # noqa: F821
                                                       block=THREADS, max_registers=CAP))
-            skinny_tiles(A, B, C, None, None, M, N, K)  # noqa: F821
+            skinny_tiles(A, B, C, None, None, None, None, M, N, K)  # noqa: F821
         kernel = skinny_gemm
     kernel.tile = (BM, MP, KT)
     kernel.splits = SPL
