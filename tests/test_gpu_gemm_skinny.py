@@ -112,3 +112,23 @@ def test_the_gate_off_keeps_the_hopper_plan(torch, monkeypatch):
     a, b = _inputs(torch, 16, 4096, 4096, torch.float16)
     plan = MM.plan_of(a, b, tune=False)
     assert plan.path == "hopper" and "skinny kernel was passed over" in plan.describe
+
+
+@pytest.mark.parametrize("M", [1, 16, 64])
+@pytest.mark.parametrize("N,K", [(4096, 4096), (4096, 14336), (28672, 4096)])
+def test_matmul_fp8_takes_the_skinny_kernel(torch, M, N, K):
+    from tiledsl.ops.gemm import fp8 as FP8
+    g = torch.Generator(device="cuda").manual_seed(M + N + K)
+    a = (torch.randn(M, K, device="cuda", generator=g) / 2).to(torch.float8_e4m3fn)
+    b = (torch.randn(N, K, device="cuda", generator=g) / 2).to(torch.float8_e4m3fn)
+    sa, sb = torch.tensor([0.5], device="cuda"), torch.tensor([2.0], device="cuda")
+    FP8._FP8_PLANS.clear()
+    c = FP8.matmul_fp8(a, b, sa, sb, tune=False)
+    assert FP8.fp8_plan_of(a, b, tune=False).startswith("fp8 skinny")
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().T
+    err = ((c.float() - ref).norm() / ref.norm()).item()
+    assert err <= 1e-2, err
+    again = FP8.matmul_fp8(a, b, sa, sb, tune=False)
+    assert torch.equal(c, again)
+    FP8._FP8_PLANS.clear()
