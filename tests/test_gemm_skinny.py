@@ -118,7 +118,8 @@ def test_the_heuristic_covers_m_and_spreads_the_weight_over_the_sms(M, N, K):
 
 def test_make_refuses_what_it_does_not_build():
     for kw in (dict(mp=12), dict(mp=264), dict(mp=192, consumers=2), dict(consumers=3), dict(stages=1),
-               dict(splits=0), dict(mp=64, consumers=2, stages=20)):
+               dict(splits=0), dict(mp=64, consumers=2, stages=20), dict(activation="tanh"),
+               dict(bias="bfloat16")):
         with pytest.raises(tiledsl.LaunchError, match="skinny gemm"):
             SKN.make_skinny_gemm("float16", "float16", **kw)
     with pytest.raises(tiledsl.LaunchError, match="float16/bfloat16"):
@@ -165,7 +166,7 @@ def test_a_cuda_plan_passes_the_gated_kernel_over_and_says_so(monkeypatch):
     assert HP.hopper_plan(_as_cuda(torch, a65), _as_cuda(torch, b), out, None, False, 132).path == "hopper"
 
 
-def test_a_cpu_plan_runs_the_skinny_kernel_with_a_torch_epilogue():
+def test_a_cpu_plan_runs_the_skinny_kernel_with_its_fused_epilogue():
     pytest.importorskip("tiledsl.interpreter.fibers")
     torch, a, b = _operands(7, 136, 200)
     out = torch.empty(7, 136, dtype=torch.float16)
@@ -177,6 +178,33 @@ def test_a_cpu_plan_runs_the_skinny_kernel_with_a_torch_epilogue():
     assert torch.equal(out, want)
     c = SKN.skinny_matmul(a, b, config=(8, 1, 4, 3))
     assert torch.equal(c, (a.double() @ b.double().T).half())
+    # a callable activation: the plain kernel, then torch
+    plan.run(a, b, out, None, lambda t: t.mul_(2))
+    assert torch.equal(out, (2 * (a.double() @ b.double().T)).half())
+
+
+@pytest.mark.parametrize("act,bias,out,split", [("gelu", "float32", "float32", 3), ("silu", None, "float32", 1),
+                                                ("relu", "float16", "float16", 2), (None, "float32", "float32", 2)])
+def test_fused_bias_and_activation_on_the_interpreter(act, bias, out, split):
+    """bias[n] is added to C's column n (an accumulator row of the swapped product), then the activation (epilogue.py's
+    math), by the last arriver with split-K; ragged N (the bias index clamped to N - 1 past it)."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    from tiledsl.ops.gemm.epilogue import reference
+    M, N, K = 9, 100, 264
+    a, b, ref = _inputs(M, N, K, seed=31)
+    bv = (np.random.default_rng(31).integers(-16, 17, N) / 4).astype(np.float32 if bias == "float32" else np.float16)
+    k = SKN.make_skinny_gemm("float16", out, 16, 1, 3, split, bias=bias, activation=act)
+    c = np.full((M, N), -7.0, np.float32 if out == "float32" else np.float16)
+    args = [a, b, c] + ([bv] if bias else [])
+    if split > 1:
+        args += [np.zeros(k.slots(N), np.float32), np.zeros(k.counters(N), np.int32)]
+    tiledsl.jit(k.fn, interpret=True)(*args)
+    want = reference(ref + (bv.astype(np.float64) if bias else 0.0), act)
+    tol = 1e-5 if out == "float32" else 1e-3                 # (f16 C: the exact sums rounded once)
+    np.testing.assert_allclose(c.astype(np.float64), want, rtol=tol, atol=tol)
+    ck = k.compile(*args)
+    r = ptxas(ck.asm["ptx"], "sm_90a")
+    assert r.returncode == 0 and ck.metadata.get("spill_stores", 0) == 0
 
 
 # ------------------------------------------------------------------------------------------------------------ FP8

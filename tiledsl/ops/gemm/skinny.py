@@ -12,6 +12,7 @@ the weight read, not a table of benchmarked shapes.
 import tiledsl
 
 from ..device import NUM_SMS, sm_count, stream_buffers
+from .epilogue import ACTIVATIONS
 from .hopper_kernel import FP8, ROW_BYTES, SMEM_LIMIT, k_tile
 from .skinny_kernel import build, ring_bytes
 
@@ -67,17 +68,21 @@ def choose_skinny(M: int, N: int, K: int, sms: int = NUM_SMS, ab: str = "float16
 
 
 def make_skinny_gemm(ab: str = "float16", out: str | None = None, mp: int = 16, consumers: int = 1,
-                     stages: int = 8, splits: int = 1):
-    """The skinny kernel for this configuration (made once): kernel(A, B, C), or with splits > 1
-    kernel(A, B, C, W, F) (the workspace of `workspace`)."""
+                     stages: int = 8, splits: int = 1, *, bias: str | None = None, activation: str | None = None):
+    """The skinny kernel for this configuration (made once): kernel(A, B, C[, bias]), or with splits > 1
+    kernel(A, B, C[, bias], W, F) (the workspace of `workspace`). bias: None or the dtype of a (N,) bias (C's or
+    float32); activation: None, "relu", "gelu", "silu" (fused where C is written)."""
     out = out or ab
     if ab in FP8 or ab not in ("float16", "bfloat16") or out not in OUTS:
         raise tiledsl.LaunchError(f"skinny gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {ab} -> {out}")
     _check(mp, consumers, stages, splits)
-    key = (ab, out, mp, consumers, stages, splits)
+    if activation not in ACTIVATIONS or bias not in (None, out, "float32"):
+        raise tiledsl.LaunchError(f"skinny gemm: activation={activation!r} (None, relu, gelu, silu) and a bias of "
+                                  f"{bias} (None, C's dtype {out} or float32)")
+    key = (ab, out, mp, consumers, stages, splits, bias, activation)
     if key not in _KERNELS:
-        _KERNELS[key] = build(ab, out, mp, consumers, stages, splits)
+        _KERNELS[key] = build(ab, out, mp, consumers, stages, splits, bias=bias, activation=activation)
     return _KERNELS[key]
 
 
@@ -148,8 +153,9 @@ def buffers(kernel, a, N: int) -> tuple:
 
 def skinny_plan(a, b, out, config, how: str):
     """matmul's Plan on the skinny kernel of `config` for these operands, or (None, why) where the schedule model
-    refuses its walk over this shape (nothing it refuses is launched). A bias or activation is applied by torch
-    after the kernel, on the M x N output (a few rows: cheap next to the weight read)."""
+    refuses its walk over this shape (nothing it refuses is launched). A bias ((N,) of C's dtype or float32;
+    another of f16/bf16 converted to float32) and relu/gelu/silu run fused, in a kernel made on the first call of
+    that epilogue; a callable activation (or a bias of another shape) is applied by torch after the kernel."""
     from . import schedule_model
     from .plan import DTYPES, Plan, host_epilogue
     M, K = a.shape
@@ -160,8 +166,22 @@ def skinny_plan(a, b, out, config, how: str):
     if why is not None:
         return None, why
     launch = launcher(kernel, a)
+    fused = {}          # (bias dtype, activation) -> that kernel's launcher
 
     def run(a, b, out, bias, activation):
+        if bias is None and activation is None:
+            launch(a.contiguous(), b.contiguous(), out, *buffers(kernel, a, N))
+            return
+        if activation in ACTIVATIONS and (bias is None or bias.dim() == 1 and bias.shape[0] == N and
+                                          bias.device == a.device):
+            if bias is not None and bias.dtype != out.dtype and str(bias.dtype) != "torch.float32":
+                bias = bias.float()
+            key = (None if bias is None else DTYPES[str(bias.dtype)], activation)
+            if key not in fused:
+                fused[key] = launcher(make_skinny_gemm(ab, od, *config, bias=key[0], activation=activation), a)
+            extra = () if bias is None else (bias.contiguous(),)
+            fused[key](a.contiguous(), b.contiguous(), out, *extra, *buffers(kernel, a, N))
+            return
         launch(a.contiguous(), b.contiguous(), out, *buffers(kernel, a, N))
         host_epilogue(out, bias, activation)
     return Plan(run, f"{describe_skinny(config)} ({how})", "skinny", tuple(config)), None

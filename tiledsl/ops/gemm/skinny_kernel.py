@@ -17,13 +17,15 @@ that same atomic, so the next launch (a CUDA graph replay included) starts from 
 waits for another: a block that is not last simply leaves. With S = 1 there is no workspace and no counter.
 
 C is written from the Cᵀ fragment: register i of consumer c's thread (warp w, lane l) holds row n = 64c + 16w + l//4
-+ 8((i//2)%2) of the tile, column m = 8(i//4) + 2(l%4) + i%2, stored as C[m, n] inside M x N. An epilogue (bias,
-activation) is not fused: matmul's plan applies it after the kernel, on the M x N output.
++ 8((i//2)%2) of the tile, column m = 8(i//4) + 2(l%4) + i%2, stored as C[m, n] inside M x N. A bias (one value per
+column of C: per accumulator row here) and an activation (epilogue.py's math) are fused there, four registers at a
+time; FP8's scales multiply the sum once.
 """
 import tiledsl
 from tiledsl import T
 
 from ...lib.producer import elect_one
+from .epilogue import make_epilogue
 from .hopper_kernel import FP8, HALF, ROW_BYTES, SMEM_LIMIT, k_tile, layouts
 from .schedule import skinny_block, skinny_is_last, skinny_limit, skinny_slot
 
@@ -43,14 +45,19 @@ def registers(threads: int, mp: int) -> int:
     return min(per // 8 * 8, 248)
 
 
-def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int, bt: str | None = None):
+def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int, bt: str | None = None,
+          bias: str | None = None, activation: str | None = None):
     """The kernel for A (M, K) of `ab` and B (N, K) of `bt` (default ab): both float16 or both bfloat16, or each
     e4m3/e5m2 (then with the per-tensor scales), C (M, N) of `out`, M <= mp (a multiple of 8, at most 256), BM =
     64 x consumers rows of B a block, a `stages`-deep ring, the K loop split `splits` ways (checked by skinny.py).
     Called as kernel(A, B, C[, scale_a, scale_b]), or with splits > 1 kernel(A, B, C[, scale_a, scale_b], W, F):
     W the f32 workspace (kernel.slots(N) floats), F the tiles' int32 counters (kernel.counters(N), zeros before
     the first launch; every launch leaves them at zero). FP8: wgmma k32 over 128-byte K tiles (both operands
-    K-major, as wgmma's fp8 forms need), the sum scaled by scale_a * scale_b once, where C is written."""
+    K-major, as wgmma's fp8 forms need), the sum scaled by scale_a * scale_b once, where C is written.
+
+    bias (a dtype: C's or float32; half inputs only) adds a (N,) bias parameter after C: bias[n] is added to the
+    finished sums of C's column n, then `activation` (None, relu, gelu, silu: epilogue.py's math) applies, four
+    registers at a time, where C is written (the last arriver's, with split-K): kernel(A, B, C, bias[, W, F])."""
     bt = bt or ab
     IS_FP8 = ab in FP8
     if IS_FP8:
@@ -67,10 +74,17 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int, 
     CAP = registers(THREADS, MP)
     TX = (BM + MP) * ROW_BYTES                  # the bytes one stage's two boxes pay to its "full" barrier
     NACC = MP // 2                              # f32 accumulators per consumer thread
-    NCH = -(-NACC // 16)                        # the last arriver's sum: chunks of at most 16 registers
-    while NACC % NCH:
+    # the last arriver's sum: chunks of at most 16 registers, whole groups of 4 (the epilogue's unit)
+    NCH = -(-NACC // 16)
+    while (NACC // 4) % NCH:
         NCH += 1
     CH = NACC // NCH
+    if IS_FP8 and bias is not None:
+        raise tiledsl.LaunchError("skinny gemm: the FP8 form takes no bias (matmul_fp8 runs the Hopper kernel then)")
+    HAS_BIAS = bias is not None
+    FUSED = HAS_BIAS or activation is not None
+    _, act4 = make_epilogue(False, False, activation)      # the activation alone, on four finished values
+    BIAS_ANN = T.Tensor(("N",), bias or "float32")
     # the hopper kernel's layouts with B's rows as wgmma's A operand (BM rows) and A's as its B operand (MP rows)
     L = layouts(BM, MP, KT, STG, CONS, ab)
     L_TB, L_WB, L_WA, L_ACC = L["tma_a"], L["wg_b"], L["wg_a"], L["acc"]
@@ -96,7 +110,33 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int, 
                 C[m, n] = T.cast(v, out)
 
     @tiledsl.inline
-    def skinny_tiles(A, B, C, SA, SB, W, F, M, N, K):
+    def put4(C, acc, fin, raw, i0, n0, lane, sc, bias_t, M, N):
+        """Registers i0 .. i0 + 3 (i0 a multiple of 4: rows n0 and n0 + 8 of the tile, two each) finished: scaled
+        (FP8), plus the bias of their column of C, then the activation, into fin; and written to C."""
+        for q in T.unroll(4):
+            raw[q] = acc[i0 + q]
+            if IS_FP8:
+                raw[q] = raw[q] * sc
+            if HAS_BIAS:
+                raw[q] = raw[q] + T.cast(bias_t[T.min(n0 + 8 * (q // 2), N - 1)], "float32")
+        act4(raw, fin, 0, None, 1.0, 0, lane, N)
+        for q in T.unroll(4):
+            put(C, fin[q], i0 + q, n0, lane, 1.0, M, N)
+
+    @tiledsl.inline
+    def finish(C, acc, i0, i1, n0, lane, sc, bias_t, M, N):
+        """Registers i0 .. i1 - 1 into C: through put4 where fused, else one at a time."""
+        if FUSED:
+            fin = T.alloc_local((4,), "float32")
+            raw = T.alloc_local((4,), "float32")
+            for g in T.unroll(i0 // 4, i1 // 4):
+                put4(C, acc, fin, raw, 4 * g, n0, lane, sc, bias_t, M, N)
+        else:
+            for i in T.unroll(i0, i1):
+                put(C, acc[i], i, n0, lane, sc, M, N)
+
+    @tiledsl.inline
+    def skinny_tiles(A, B, C, bias_t, SA, SB, W, F, M, N, K):
         """The body: the producer warp's TMA ring, the consumers' wgmma over this block's K tiles, then (split-K)
         the partial sums out and the last arriver's sum, or the direct store of C."""
         tid = T.cuda.thread_id()
@@ -189,11 +229,9 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int, 
                             rrow = skinny_slot(tile, j, SPL) * (BM * MP) + c * 128 + tid % 128
                             for i in T.unroll(h * CH, (h + 1) * CH):
                                 acc[i] = acc[i] + W[rrow + i * (CONS * 128)]
-                        for i in T.unroll(h * CH, (h + 1) * CH):
-                            put(C, acc[i], i, n0, lane, sc, M, N)
+                        finish(C, acc, h * CH, (h + 1) * CH, n0, lane, sc, bias_t, M, N)
             else:
-                for i in T.unroll(NACC):
-                    put(C, acc[i], i, n0, lane, sc, M, N)
+                finish(C, acc, 0, NACC, n0, lane, sc, bias_t, M, N)
 
     # the entries: the same body, the parameters this variant uses (one block per (tile, split): SPL x tiles)
     if IS_FP8 and SPL > 1:
@@ -202,28 +240,42 @@ def build(ab: str, out: str, mp: int, consumers: int, stages: int, splits: int, 
                                   F: F_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=SPL * ((N + BM - 1) // BM),  # noqa: F821
                                                       block=THREADS, max_registers=CAP))
-            skinny_tiles(A, B, C, scale_a, scale_b, W, F, M, N, K)  # noqa: F821
+            skinny_tiles(A, B, C, None, scale_a, scale_b, W, F, M, N, K)  # noqa: F821
         kernel = skinny_gemm_fp8_split
     elif IS_FP8:
         @tiledsl.jit
         def skinny_gemm_fp8(A: A_ANN, B: B_ANN, C: C_ANN, scale_a: SCALE_ANN, scale_b: SCALE_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=(N + BM - 1) // BM,  # noqa: F821
                                                       block=THREADS, max_registers=CAP))
-            skinny_tiles(A, B, C, scale_a, scale_b, None, None, M, N, K)  # noqa: F821
+            skinny_tiles(A, B, C, None, scale_a, scale_b, None, None, M, N, K)  # noqa: F821
         kernel = skinny_gemm_fp8
+    elif HAS_BIAS and SPL > 1:
+        @tiledsl.jit
+        def skinny_gemm_bias_split(A: A_ANN, B: B_ANN, C: C_ANN, bias: BIAS_ANN, W: W_ANN, F: F_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=SPL * ((N + BM - 1) // BM),  # noqa: F821
+                                                      block=THREADS, max_registers=CAP))
+            skinny_tiles(A, B, C, bias, None, None, W, F, M, N, K)  # noqa: F821
+        kernel = skinny_gemm_bias_split
+    elif HAS_BIAS:
+        @tiledsl.jit
+        def skinny_gemm_bias(A: A_ANN, B: B_ANN, C: C_ANN, bias: BIAS_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=(N + BM - 1) // BM,  # noqa: F821
+                                                      block=THREADS, max_registers=CAP))
+            skinny_tiles(A, B, C, bias, None, None, None, None, M, N, K)  # noqa: F821
+        kernel = skinny_gemm_bias
     elif SPL > 1:
         @tiledsl.jit
         def skinny_gemm_split(A: A_ANN, B: B_ANN, C: C_ANN, W: W_ANN, F: F_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=SPL * ((N + BM - 1) // BM),  # noqa: F821
                                                       block=THREADS, max_registers=CAP))
-            skinny_tiles(A, B, C, None, None, W, F, M, N, K)  # noqa: F821
+            skinny_tiles(A, B, C, None, None, None, W, F, M, N, K)  # noqa: F821
         kernel = skinny_gemm_split
     else:
         @tiledsl.jit
         def skinny_gemm(A: A_ANN, B: B_ANN, C: C_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=(N + BM - 1) // BM,  # noqa: F821
                                                       block=THREADS, max_registers=CAP))
-            skinny_tiles(A, B, C, None, None, None, None, M, N, K)  # noqa: F821
+            skinny_tiles(A, B, C, None, None, None, None, None, M, N, K)  # noqa: F821
         kernel = skinny_gemm
     kernel.tile = (BM, MP, KT)
     kernel.splits = SPL
