@@ -91,6 +91,10 @@ FAMILIES = {
     "test_hopper_gemm.py::test_stmatrix_epilogue_on_the_interpreter": ("f16-two-consumers",),  # 4 ids, 4.2 s
     "test_hopper_gemm.py::test_stream_k_assembles_without_spills": ("bfloat16-bfloat16",),  # 3 ids, 5.3 s
     "test_hopper_gemm.py::test_stream_k_on_the_fibered_interpreter": ("fewer-tiles-than-blocks",),  # 4 ids, 17.2 s
+    "test_hopper_gemm_layouts.py::test_every_major_assembles_without_spills": ("Amn-Bmn",),  # 4 ids, 6.8 s
+    "test_hopper_gemm_layouts.py::test_every_major_on_the_interpreter": ("Amn-Bmn-bfloat16",),  # 8 ids, 8.5 s
+    "test_hopper_gemm_layouts.py::test_mn_major_variants_on_the_interpreter": ("one-consumer-bn64",),  # 3 ids, 6.0 s
+    "test_hopper_gemm_layouts.py::test_mn_major_walks_assemble_without_spills": ("multicast",),  # 3 ids, 8.1 s
     "test_hopper_gemm_splitk.py::test_split_k_bias_gelu_on_the_interpreter": ("tma-store",),  # 2 ids, 3.2 s
     "test_hopper_gemm_splitk.py::test_split_k_compiles_and_assembles_without_spills":
         ("float16-float16-split_k=2-consumers=1-tma_store=True",),  # 6 ids, 12.1 s

@@ -67,10 +67,13 @@ DUMP_DIR = Switch("TILEDSL_DUMP_DIR", "path", None,
                   "write each compiled kernel's stages (tile, expanded, llvm, ptx) here")
 DEBUG_TRACEBACK = Switch("TILEDSL_DEBUG_TRACEBACK", "bool", False,
                          "keep tiledsl's own frames in the tracebacks of its errors (hidden by default)")
+ENABLE = Switch("TILEDSL_ENABLE", "str", "",
+                "kernel paths built without a GPU that may run on CUDA tensors anyway: names, comma-separated, or "
+                "all (tiledsl.ops.gates; off by default until a GPU session has run their tests)")
 
 SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, RACECHECK, INTERPRET_ORDER, INTERPRET_SEED,
             NATIVE_LAUNCH, DUMP_DIR,
-            DEBUG_TRACEBACK]
+            DEBUG_TRACEBACK, ENABLE]
 
 
 def _reader(switch: Switch) -> Callable[[], object]:
@@ -112,6 +115,11 @@ def dump_dir() -> str | None:
     return None
 native_launch: Callable[[], bool] = _reader(NATIVE_LAUNCH)
 debug_traceback: Callable[[], bool] = _reader(DEBUG_TRACEBACK)
+
+
+def enabled_paths() -> frozenset:
+    """TILEDSL_ENABLE as a set of names ("all" included as written)."""
+    return frozenset(w.strip() for w in ENABLE.get().split(",") if w.strip())
 
 
 def disk_cache_enabled() -> bool:

@@ -2,14 +2,15 @@
 
 A path checked only on the CPU interpreter and by ptxas can still fault or race on the device, so the planners ask
 `enabled(name)` before they choose it for a CUDA tensor (CPU tensors, which run on the interpreter, always may).
-It is on where the environment says `TILEDSL_ENABLE=name[,name...]` (or `all`), or where `name` is in `VERIFIED`:
+It is on where `TILEDSL_ENABLE=name[,name...]` (or `all`) is set (core.knobs), or where `name` is in `VERIFIED`:
 the GPU session that runs the path's `gpu` tests moves it there, quoting the run in its commit. A plan's
 `describe` says when a gated path was passed over, so nothing is chosen silently.
 """
-import os
+from ..core import knobs
 
 # the gated paths, each with the tests a GPU session runs before moving it to VERIFIED
 GATED = {
+    "gemm_mn_major": "tests/test_gpu_gemm_layouts.py",  # hopper GEMM reading transposed operands as stored
     "gemm_skinny": "tests/test_gpu_gemm_skinny.py",      # the swap-AB split-K GEMM at M <= 64 (gemm/skinny.py)
 }
 VERIFIED = frozenset()
@@ -21,5 +22,11 @@ def enabled(name):
         return True
     if name not in GATED:
         raise KeyError(f"unknown gated path {name!r}; known: {sorted(GATED)}")
-    wanted = {w.strip() for w in os.environ.get("TILEDSL_ENABLE", "").split(",") if w.strip()}
+    wanted = knobs.enabled_paths()
     return "all" in wanted or name in wanted
+
+
+if __name__ == "__main__":
+    # the GPU test files a session runs before moving paths to VERIFIED, for benchmarks/gpu_session.sh's TESTS:
+    #   TILEDSL_ENABLE=all TESTS="$(python -m tiledsl.ops.gates)" bash benchmarks/gpu_session.sh
+    print(" ".join(sorted(set(GATED.values()))))

@@ -34,10 +34,9 @@ D = 256 is not supported: its dK and dV accumulators alone would be 256 register
 """
 import tiledsl
 from tiledsl import T
-from tiledsl.layout import S, TileLayout, laneid
 
-from .common import LOG2E, NEG, cast_row8
-from .fa2 import layouts
+from .backward_tile import tile_parts
+from .common import LOG2E, cast_row8
 
 # query rows per tile, per head dim: at D = 128 the dK and dV accumulators take 128 registers a thread, and a
 # 64-row tile's S^T and dP^T (64 more) spill (ptxas -v sm_90: 104 bytes); 32 rows fit
@@ -50,42 +49,6 @@ WARPS = 8
 DELTA_THREADS = 128
 
 _KERNELS = {}
-
-
-def _bwd_layouts(D, bq, warps):
-    """Layouts for `warps` warps of one m16 tile of key rows each and query tiles of `bq` rows: the forward's register
-    forms, and the backward's shared ones. Shared rows are padded by 16 bytes (WP = D / 2 + 4 words) instead of
-    the forward's XOR swizzle: ldmatrix's 8 rows still fall in 8 different bank groups, and every fragment's
-    address is one per-lane base plus a compile-time offset (swizzled addresses are per-lane values for each k
-    step, and with ~100 of them hoisted out of the query loop the D = 128 kernel ran out of registers)."""
-    L = layouts(D, warps, 1)
-    BK = 16 * warps
-    WP = D // 2 + 4
-    CPR = D // 8
-    KD, NI, KTQ, KTK, DN = D // 16, bq // 8, bq // 16, BK // 16, D // 8
-    WS = bq // 2 + 4                # words per dS^T row, padded alike
-    lane4 = (4 @ laneid, 1 @ laneid)
-    # K and V (BK rows, one stage): copies, and as A operands (warp, m tile, k step, matrix = (k half, row half))
-    L["cp_kv1"] = TileLayout(S[(BK, CPR, 4) : (WP, 4, 1)])
-    L["ld_a"] = TileLayout(S[(warps, 1, KD, 2, 2, 8, 4) : (16 * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
-    # K as B through .trans for dQ = dS K (K x N rows): (k step, d-tile pair, matrix = (d tile, key half))
-    L["ld_kt"] = TileLayout(S[(KTK, DN // 2, 2, 2, 8, 4) : (16 * WP, 8, 4, 8 * WP, WP, 1)])
-    # Q and dO: two stages of bq rows; as B (N x K rows: S^T = K Q^T, dP^T = V dO^T; matrix = (n tile, k half))
-    # and as B through .trans (K x N rows: dK += dS^T Q, dV += P^T dO; matrix = (d tile, k half))
-    L["cp_qo"] = TileLayout(S[(2, bq, CPR, 4) : (bq * WP, WP, 4, 1)])
-    L["ld_b"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (bq * WP, 16 * WP, 8, 8 * WP, 4, WP, 1)])
-    L["ld_bt"] = TileLayout(S[(2, KTQ, DN // 2, 2, 2, 8, 4) : (bq * WP, 16 * WP, 8, 4, 8 * WP, WP, 1)])
-    # dS (queries x keys) as A from dS^T (key rows): (query m tile, key k step, matrix = (k half, row half), row, word)
-    L["ld_ds"] = TileLayout(S[(bq // 16, KTK, 2, 2, 8, 4) : (8, 16 * WS, 8 * WS, 4, WS, 1)])
-    L["st_ds"] = TileLayout(S[(BK, bq // 2) : (WS, 1)])
-    L["r_ds"] = TileLayout(S[(KTK, 4, 8, 4) : (4, 1, *lane4)])
-    L["m_ds"] = TileLayout(S[(KTK, 1, 1, 2, 8, 2, 4) : (4, KTK * 4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    # S^T and dP^T (16 key rows x bq) by n-tile pairs; P^T/dS^T packed as the A fragments of bq / 16 k16 steps
-    L["m_s2"] = TileLayout(S[(NI // 2, 1, 2, 2, 8, 4, 2) : (8, NI * 4, 4, 2, *lane4, 1)])
-    L["m_p"] = TileLayout(S[(KTQ, 1, 1, 2, 8, 2, 4) : (4, NI * 2, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    # one 16 x 16 block of dQ (two n8 tiles) as the mma's accumulator
-    L["m_dq"] = TileLayout(S[(1, 1, 2, 2, 8, 4, 2) : (8, 8, 4, 2, *lane4, 1)])
-    return L, WP, WS
 
 
 def make_delta(dtype, D, BH, N, NP):
@@ -174,29 +137,16 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
     GROUP = H // HK
-    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
-    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
-    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
     COPY = "cp.async.cg.shared.global"
-    CVT = f"cvt.rn.{t}x2.f32"
-    RED = "red.global.add.f32"
     W, CPR = D // 2, D // 8
     BQ = QTILE[D]
     BK, THREADS = 16 * warps, 32 * warps   # key rows, threads a block
-    KD, NI, KT, KTK, DN = D // 16, BQ // 8, BQ // 16, BK // 16, D // 8   # KT, KTK: k16 steps of a tile, a block
+    DN = D // 8
     MQ = BQ // 16                   # m16 tiles of dQ per query tile
     DPW = (DN // 2) * MQ // warps   # d-tile pairs of dQ per warp
     NKB = -(-NK // BK)              # key blocks per head
     NQT = -(-N // BQ)               # query tiles
     NP = NQT * BQ                   # LSE2 and Delta rows a head (padded)
-    C = float(scale) * LOG2E
-    SC = float(scale)
-    LY, WP, WS = _bwd_layouts(D, BQ, warps)
-    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_kv1", "cp_qo", "ld_a", "ld_b", "ld_bt", "ld_kt"))
-    L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
-    L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
-    L_M_S2, L_M_P, L_M_O2 = LY["m_s2"], LY["m_p"], LY["m_o2"]
     acc_t = dtype if GROUP == 1 else "float32"
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
 
@@ -225,26 +175,9 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
             else:
                 T.cuda.tile.apply(T.ptx[COPY], sl[stage, 1, c], gD[bh, qt * (BQ // 4) + c, :], chunk_bytes=16)
 
-    @tiledsl.inline
-    def gemm_t(acc, lda, ldb, st, ra, ra_mma, rb, rb_mma):
-        """acc (16 key rows x BQ queries) = A (this warp's 16 rows of K or V) times B^T (Q or dO in stage st):
-        per k16 step the A fragment (one ldmatrix.x4), then per pair of n8 tiles one ldmatrix.x4 and 2 mmas."""
-        for kd in T.unroll(KD):
-            T.cuda.tile.apply(T.ptx[LDM], ra, lda[:, kd], scope="warp")
-            for np_ in T.unroll(NI // 2):
-                T.cuda.tile.apply(T.ptx[LDM], rb, ldb[st, np_, kd], scope="warp")
-                if kd == 0:
-                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, 0.0, scope="warp")
-                else:
-                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, acc[np_], scope="warp")
-
-    @tiledsl.inline
-    def gemm_acc(acc, a_mma, ldbt, st, rb, rb_mma):
-        """acc (16 key rows x D) += A (16 x BQ, packed in registers) times B (Q or dO of stage st, via .trans)."""
-        for kt in T.unroll(KT):
-            for dp in T.unroll(DN // 2):
-                T.cuda.tile.apply(T.ptx[LDMT], rb, ldbt[st, kt, dp], scope="warp")
-                T.cuda.tile.apply(T.ptx[MMA], acc[dp], a_mma[kt], rb_mma, acc[dp], scope="warp")
+    parts = tile_parts(dtype, D, BQ, warps, scale)
+    shared, registers, gemm_t, key_tile, store_kv = (parts.shared, parts.registers, parts.gemm_t, parts.key_tile,
+                                                     parts.store_kv)
 
     @tiledsl.jit
     def attention_bwd(Q: T.Tensor((B, H, N, D), dtype), K: T.Tensor((B, HK, NK, D), dtype),
@@ -270,30 +203,9 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
         gK = K.view(dtype="uint32").view(B * HK * NK, CPR, 4)
         gV = V.view(dtype="uint32").view(B * HK * NK, CPR, 4)
 
-        sk = T.alloc_shared((BK * WP,), "uint32")
-        sv = T.alloc_shared((BK * WP,), "uint32")
-        sq = T.alloc_shared((2 * BQ * WP,), "uint32")
-        so = T.alloc_shared((2 * BQ * WP,), "uint32")
-        sds = T.alloc_shared((BK * WS,), "uint32")
-        # the query tile's LSE * log2e and delta (two stages), by cp.async with Q and dO and read where used:
-        # per-lane global addresses of them would be hoisted out of the loop, 2 registers each
-        sl = T.alloc_shared((2, 2, BQ // 4, 4), "uint32")
-        sl_f = sl.view(dtype="float32").view(2, 2, BQ)
+        sl, cp_k, cp_v, cp_q, cp_o, lda_k, ldb_q, smem = shared()
         gL = LSE2.view(dtype="uint32").view(B * H, NP // 4, 4)
         gD = Delta.view(dtype="uint32").view(B * H, NP // 4, 4)
-        cp_k = sk.view(BK, CPR, 4, layout=L_CP1)
-        cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
-        cp_q = sq.view(2, BQ, CPR, 4, layout=L_CP2)
-        cp_o = so.view(2, BQ, CPR, 4, layout=L_CP2)
-        lda_k = sk.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
-        lda_v = sv.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
-        ldbt_k = sk.view(KTK, DN // 2, 4, 8, 4, layout=L_LDKT)
-        ldb_q = sq.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
-        ldb_o = so.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
-        ldbt_q = sq.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
-        ldbt_o = so.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
-        st_ds = sds.view(BK, BQ // 2, layout=L_STDS)
-        ld_ds = sds.view(MQ, KTK, 4, 8, 4, layout=L_LDDS)
 
         # causal: the first query tile holding a query >= this block's first key
         qt0 = 0
@@ -307,32 +219,7 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
         copy_stats(sl, gL, gD, 0, qt0, bh, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-        ra = T.alloc_local((4,), "uint32")
-        rb = T.alloc_local((4,), "uint32")
-        s = T.alloc_local((NI * 4,), "float32")       # S^T, then P^T
-        dp_ = T.alloc_local((NI * 4,), "float32")     # dP^T, then dS^T
-        pk = T.alloc_local((NI * 2, 1), "uint32")     # P^T, then dS^T, packed
-        dk = T.alloc_local((DN * 4,), "float32")
-        dv = T.alloc_local((DN * 4,), "float32")
-        rds = T.alloc_local((KTK * 4,), "uint32")
-        dq = T.alloc_local((8,), "float32")
-        ra_ld = ra.view(1, 4, 8, 4, layout=L_R_A1)
-        ra_mma = ra.view(1, 1, 16, 8, layout=L_M_A1)
-        rb_ld = rb.view(4, 8, 4, layout=L_R_B)
-        rb_mma = rb.view(2, 1, 8, 8, layout=L_M_B)
-        rbt_ld = rb.view(4, 8, 4, layout=L_R_BT)
-        rbt_mma = rb.view(2, 1, 8, 8, layout=L_M_BT)
-        s_v = s.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
-        dp_v = dp_.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
-        p_mma = pk.view(KT, 1, 1, 16, 8, layout=L_M_P)
-        dk_v = dk.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        dv_v = dv.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        rds_ld = rds.view(KTK, 4, 8, 4, layout=L_RDS)
-        rds_mma = rds.view(KTK, 1, 1, 16, 8, layout=L_MDS)
-        dq_v = dq.view(1, 1, 2, 16, 8, layout=L_MDQ)
-        for i in T.unroll(DN * 4):
-            dk[i] = 0.0
-            dv[i] = 0.0
+        s_v, ra_ld, ra_mma, rb_ld, rb_mma, dk, dv, acc, regs = registers()
 
         key0 = kb * BK + warp * 16 + lane // 4         # this lane's key rows: key0 and key0 + 8
         mq = warp % MQ                                  # dQ: this warp's m16 tile of the query tile ...
@@ -357,81 +244,18 @@ def make_attention_backward(dtype, D, causal, shape, scale, warps=None):
                 T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
                 gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
-                # this lane's query columns: qt * BQ + 8 n + 2 (lane % 4) + e (element i: n = i // 4, e = i % 2)
-                col0 = qt * BQ + 2 * (lane % 4)
-                # mask ragged query columns, ragged key rows and (causal) keys after the query
-                # element i sits at column col0 + off, key row key0 + 8 rh: three lane-wide bounds, then one
-                # compile-time offset against each (fewer live values than per-element indices)
-                cn = N - col0
-                kn = NK - key0
-                kd_ = key0 - col0
-                if causal and ph == 0:
-                    for i in T.unroll(NI * 4):
-                        off = (i // 4) * 8 + i % 2
-                        rh8 = 8 * ((i % 4) // 2)
-                        s[i] = NEG if (off >= cn or rh8 >= kn or off - rh8 < kd_) else s[i]
-                elif (qt + 1) * BQ > N or (kb + 1) * BK > NK:
-                    for i in T.unroll(NI * 4):
-                        off = (i // 4) * 8 + i % 2
-                        rh8 = 8 * ((i % 4) // 2)
-                        s[i] = NEG if (off >= cn or rh8 >= kn) else s[i]
-                for i in T.unroll(NI * 4):
-                    s[i] = s[i] * C - sl_f[st, 0, 2 * (lane % 4) + (i // 4) * 8 + i % 2]
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
-                pairs = s.view(NI * 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
-                gemm_acc(dv_v, p_mma, ldbt_o, st, rbt_ld, rbt_mma)
-
-                gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
-                for i in T.unroll(NI * 4):
-                    dp_[i] = s[i] * (dp_[i] - sl_f[st, 1, 2 * (lane % 4) + (i // 4) * 8 + i % 2]) * SC
-                dpairs = dp_.view(NI * 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
-                gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
-
-                # dS^T to shared memory (word (n, row half) of pk: key row 16 warp + lane / 4 + 8 half,
-                # word 4 n + lane % 4)
-                for x in T.unroll(NI * 2):
-                    st_ds[warp * 16 + lane // 4 + 8 * (x % 2), 4 * (x // 2) + lane % 4] = pk[x, 0]
-                T.cuda.syncthreads()
-                # dQ[16 rows of m tile mq, d pairs dp0 ..] = dS K_j, added to the float32 accumulator
-                T.cuda.tile.apply(T.ptx[LDMT], rds_ld, ld_ds[mq], scope="warp")
-                qrow = qt * BQ + mq * 16 + lane // 4
-                for d in T.unroll(DPW):
-                    for kt in T.unroll(KTK):
-                        T.cuda.tile.apply(T.ptx[LDMT], rbt_ld, ldbt_k[kt, dp0 + d], scope="warp")
-                        if kt == 0:
-                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, 0.0, scope="warp")
-                        else:
-                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, dq_v[0], scope="warp")
-                    for i in T.unroll(8):
-                        row = qrow + 8 * ((i % 4) // 2)
-                        dcol = (dp0 + d) * 16 + (i // 4) * 8 + 2 * (lane % 4) + i % 2
-                        T.cuda.tile.apply(T.ptx[RED], dQ[qbase + T.min(row, nq - 1), dcol:dcol + 1], dq[i],
-                                          pred=row < nq)
+                key_tile(acc, regs, smem, st, qt, kb, warp, lane, key0, mq, dp0, N, NK, None, causal and ph == 0,
+                         dQ, qbase, None, None, nq)
 
         # epilogue: this warp's 16 key rows of dK and dV
         for r in T.unroll(2):
             krow = key0 + 8 * r
             if krow < NK:
                 if GROUP == 1:
-                    kw = T.alloc_local((DN, 1), "uint32")
-                    vw = T.alloc_local((DN, 1), "uint32")
-                    kp = dk.view(DN, 2, 2)[:, r]
-                    vp = dv.view(DN, 2, 2)[:, r]
-                    T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
-                    T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
-                    gdk = dK.view(dtype="uint32").view(B * HK * NK, W)
-                    gdv = dV.view(dtype="uint32").view(B * HK * NK, W)
-                    for n in T.unroll(DN):
-                        gdk[kvrow + krow, n * 4 + lane % 4] = kw[n, 0]
-                        gdv[kvrow + krow, n * 4 + lane % 4] = vw[n, 0]
+                    store_kv(dk, dv, r, lane, kvrow + krow, (dK.view(dtype="uint32").view(B * HK * NK, W),
+                                                             dV.view(dtype="uint32").view(B * HK * NK, W)), None)
                 else:
-                    for n in T.unroll(DN):
-                        for e in T.unroll(2):
-                            dcol = n * 8 + 2 * (lane % 4) + e
-                            T.cuda.tile.apply(T.ptx[RED], dK[kvrow + krow, dcol:dcol + 1], dk[n * 4 + 2 * r + e])
-                            T.cuda.tile.apply(T.ptx[RED], dV[kvrow + krow, dcol:dcol + 1], dv[n * 4 + 2 * r + e])
+                    store_kv(dk, dv, r, lane, kvrow + krow, None, (dK, dV))
 
     _KERNELS[key] = attention_bwd
     return attention_bwd

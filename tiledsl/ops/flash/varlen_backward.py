@@ -19,8 +19,9 @@ import numpy as np
 import tiledsl
 from tiledsl import T
 
+from .backward_tile import tile_parts
 from .common import LOG2E, NEG, cast_row8, host_launcher, softmax_scale
-from .fa2_backward import QTILE, WARPS, _bwd_layouts
+from .fa2_backward import QTILE, WARPS
 from .varlen import _dtype_of, interpreted
 
 _BIG = 2 ** 31 - 1
@@ -111,27 +112,14 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
     if key in _KERNELS:
         return _KERNELS[key]
     GROUP = H // HK
-    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
-    LDM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
-    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
     COPY = "cp.async.cg.shared.global"
-    CVT = f"cvt.rn.{t}x2.f32"
-    RED = "red.global.add.f32"
     W, CPR = D // 2, D // 8
     BQ = QTILE[D]
     BK, THREADS = 16 * warps, 32 * warps
-    KD, NI, KT, KTK, DN = D // 16, BQ // 8, BQ // 16, BK // 16, D // 8
+    DN = D // 8
     MQ = BQ // 16
     DPW = (DN // 2) * MQ // warps
-    C = float(scale) * LOG2E
-    SC = float(scale)
     ROWQ = _BIG // (CPR * 4)
-    LY, WP, WS = _bwd_layouts(D, BQ, warps)
-    L_CP1, L_CP2, L_LDA, L_LDB, L_LDBT, L_LDKT = (LY[n] for n in ("cp_kv1", "cp_qo", "ld_a", "ld_b", "ld_bt", "ld_kt"))
-    L_LDDS, L_STDS, L_RDS, L_MDS, L_MDQ = (LY[n] for n in ("ld_ds", "st_ds", "r_ds", "m_ds", "m_dq"))
-    L_R_A1, L_M_A1, L_R_B, L_M_B, L_R_BT, L_M_BT = (LY[n] for n in ("r_q1", "m_q1", "r_k", "m_k", "r_v", "m_v"))
-    L_M_S2, L_M_P, L_M_O2 = LY["m_s2"], LY["m_p"], LY["m_o2"]
     acc_t = dtype if GROUP == 1 else "float32"
 
     @tiledsl.inline
@@ -156,25 +144,9 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
             else:
                 T.cuda.tile.apply(T.ptx[COPY], sl[stage, 1, c], gD[srow + qt * (BQ // 4) + c, :], chunk_bytes=16)
 
-    @tiledsl.inline
-    def gemm_t(acc, lda, ldb, st, ra, ra_mma, rb, rb_mma):
-        """acc (16 key rows x BQ queries) = A (this warp's 16 rows of K or V) times B^T (Q or dO of stage st)."""
-        for kd in T.unroll(KD):
-            T.cuda.tile.apply(T.ptx[LDM], ra, lda[:, kd], scope="warp")
-            for np_ in T.unroll(NI // 2):
-                T.cuda.tile.apply(T.ptx[LDM], rb, ldb[st, np_, kd], scope="warp")
-                if kd == 0:
-                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, 0.0, scope="warp")
-                else:
-                    T.cuda.tile.apply(T.ptx[MMA], acc[np_], ra_mma, rb_mma, acc[np_], scope="warp")
-
-    @tiledsl.inline
-    def gemm_acc(acc, a_mma, ldbt, st, rb, rb_mma):
-        """acc (16 key rows x D) += A (16 x BQ, packed in registers) times B (Q or dO of stage st, via .trans)."""
-        for kt in T.unroll(KT):
-            for dp in T.unroll(DN // 2):
-                T.cuda.tile.apply(T.ptx[LDMT], rb, ldbt[st, kt, dp], scope="warp")
-                T.cuda.tile.apply(T.ptx[MMA], acc[dp], a_mma[kt], rb_mma, acc[dp], scope="warp")
+    parts = tile_parts(dtype, D, BQ, warps, scale)
+    shared, registers, gemm_t, key_tile, store_kv = (parts.shared, parts.registers, parts.gemm_t, parts.key_tile,
+                                                     parts.store_kv)
 
     @tiledsl.jit
     def varlen_bwd(Q: T.Tensor(("TQ", H, D), dtype), K: T.Tensor(("TK", HK, D), dtype),
@@ -206,28 +178,9 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
         gV = V.view(dtype="uint32").view(ROWQ, CPR, 4)
         gdQ = dQ.view(_BIG // D, D)
 
-        sk = T.alloc_shared((BK * WP,), "uint32")
-        sv = T.alloc_shared((BK * WP,), "uint32")
-        sq = T.alloc_shared((2 * BQ * WP,), "uint32")
-        so = T.alloc_shared((2 * BQ * WP,), "uint32")
-        sds = T.alloc_shared((BK * WS,), "uint32")
-        sl = T.alloc_shared((2, 2, BQ // 4, 4), "uint32")
-        sl_f = sl.view(dtype="float32").view(2, 2, BQ)
+        sl, cp_k, cp_v, cp_q, cp_o, lda_k, ldb_q, smem = shared()
         gL = LSE2.view(dtype="uint32").view(_BIG // 4, 4)
         gD = Delta.view(dtype="uint32").view(_BIG // 4, 4)
-        cp_k = sk.view(BK, CPR, 4, layout=L_CP1)
-        cp_v = sv.view(BK, CPR, 4, layout=L_CP1)
-        cp_q = sq.view(2, BQ, CPR, 4, layout=L_CP2)
-        cp_o = so.view(2, BQ, CPR, 4, layout=L_CP2)
-        lda_k = sk.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
-        lda_v = sv.view(warps, 1, KD, 4, 8, 4, layout=L_LDA)
-        ldbt_k = sk.view(KTK, DN // 2, 4, 8, 4, layout=L_LDKT)
-        ldb_q = sq.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
-        ldb_o = so.view(2, NI // 2, KD, 4, 8, 4, layout=L_LDB)
-        ldbt_q = sq.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
-        ldbt_o = so.view(2, KT, DN // 2, 4, 8, 4, layout=L_LDBT)
-        st_ds = sds.view(BK, BQ // 2, layout=L_STDS)
-        ld_ds = sds.view(MQ, KTK, 4, 8, 4, layout=L_LDDS)
 
         # causal: the first query tile holding a query that sees this block's first key
         qt0 = 0
@@ -242,32 +195,7 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
             copy_stats(sl, gL, gD, 0, qt0, srow, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
-        ra = T.alloc_local((4,), "uint32")
-        rb = T.alloc_local((4,), "uint32")
-        s = T.alloc_local((NI * 4,), "float32")
-        dp_ = T.alloc_local((NI * 4,), "float32")
-        pk = T.alloc_local((NI * 2, 1), "uint32")
-        dk = T.alloc_local((DN * 4,), "float32")
-        dv = T.alloc_local((DN * 4,), "float32")
-        rds = T.alloc_local((KTK * 4,), "uint32")
-        dq = T.alloc_local((8,), "float32")
-        ra_ld = ra.view(1, 4, 8, 4, layout=L_R_A1)
-        ra_mma = ra.view(1, 1, 16, 8, layout=L_M_A1)
-        rb_ld = rb.view(4, 8, 4, layout=L_R_B)
-        rb_mma = rb.view(2, 1, 8, 8, layout=L_M_B)
-        rbt_ld = rb.view(4, 8, 4, layout=L_R_BT)
-        rbt_mma = rb.view(2, 1, 8, 8, layout=L_M_BT)
-        s_v = s.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
-        dp_v = dp_.view(NI // 2, 1, 2, 16, 8, layout=L_M_S2)
-        p_mma = pk.view(KT, 1, 1, 16, 8, layout=L_M_P)
-        dk_v = dk.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        dv_v = dv.view(DN // 2, 1, 2, 16, 8, layout=L_M_O2)
-        rds_ld = rds.view(KTK, 4, 8, 4, layout=L_RDS)
-        rds_mma = rds.view(KTK, 1, 1, 16, 8, layout=L_MDS)
-        dq_v = dq.view(1, 1, 2, 16, 8, layout=L_MDQ)
-        for i in T.unroll(DN * 4):
-            dk[i] = 0.0
-            dv[i] = 0.0
+        s_v, ra_ld, ra_mma, rb_ld, rb_mma, dk, dv, acc, regs = registers()
 
         key0 = kb * BK + warp * 16 + lane // 4         # this lane's key rows (of the sequence): key0, key0 + 8
         mq = warp % MQ
@@ -290,51 +218,8 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
                 T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
                 gemm_t(s_v, lda_k[warp], ldb_q, st, ra_ld, ra_mma, rb_ld, rb_mma)
-                col0 = qt * BQ + 2 * (lane % 4)
-                cn = nq - col0
-                kn = nk - key0
-                kd_ = key0 - col0 - offs
-                if causal and ph == 0:
-                    for i in T.unroll(NI * 4):
-                        off = (i // 4) * 8 + i % 2
-                        rh8 = 8 * ((i % 4) // 2)
-                        s[i] = NEG if (off >= cn or rh8 >= kn or off - rh8 < kd_) else s[i]
-                elif (qt + 1) * BQ > nq or (kb + 1) * BK > nk:
-                    for i in T.unroll(NI * 4):
-                        off = (i // 4) * 8 + i % 2
-                        rh8 = 8 * ((i % 4) // 2)
-                        s[i] = NEG if (off >= cn or rh8 >= kn) else s[i]
-                for i in T.unroll(NI * 4):
-                    s[i] = s[i] * C - sl_f[st, 0, 2 * (lane % 4) + (i // 4) * 8 + i % 2]
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], s.view(NI * 4, 1), s.view(NI * 4, 1))
-                pairs = s.view(NI * 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, pairs[:, 1:2], pairs[:, 0:1])
-                gemm_acc(dv_v, p_mma, ldbt_o, st, rbt_ld, rbt_mma)
-
-                gemm_t(dp_v, lda_v[warp], ldb_o, st, ra_ld, ra_mma, rb_ld, rb_mma)
-                for i in T.unroll(NI * 4):
-                    dp_[i] = s[i] * (dp_[i] - sl_f[st, 1, 2 * (lane % 4) + (i // 4) * 8 + i % 2]) * SC
-                dpairs = dp_.view(NI * 2, 2)
-                T.cuda.tile.apply(T.ptx[CVT], pk, dpairs[:, 1:2], dpairs[:, 0:1])
-                gemm_acc(dk_v, p_mma, ldbt_q, st, rbt_ld, rbt_mma)
-
-                for x in T.unroll(NI * 2):
-                    st_ds[warp * 16 + lane // 4 + 8 * (x % 2), 4 * (x // 2) + lane % 4] = pk[x, 0]
-                T.cuda.syncthreads()
-                T.cuda.tile.apply(T.ptx[LDMT], rds_ld, ld_ds[mq], scope="warp")
-                qrow = qt * BQ + mq * 16 + lane // 4
-                for d in T.unroll(DPW):
-                    for kt in T.unroll(KTK):
-                        T.cuda.tile.apply(T.ptx[LDMT], rbt_ld, ldbt_k[kt, dp0 + d], scope="warp")
-                        if kt == 0:
-                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, 0.0, scope="warp")
-                        else:
-                            T.cuda.tile.apply(T.ptx[MMA], dq_v[0], rds_mma[kt], rbt_mma, dq_v[0], scope="warp")
-                    for i in T.unroll(8):
-                        row = qrow + 8 * ((i % 4) // 2)
-                        dcol = (dp0 + d) * 16 + (i // 4) * 8 + 2 * (lane % 4) + i % 2
-                        T.cuda.tile.apply(T.ptx[RED], gdQ[(q0 + T.min(row, nq - 1)) * H + h, dcol:dcol + 1], dq[i],
-                                          pred=row < nq)
+                key_tile(acc, regs, smem, st, qt, kb, warp, lane, key0, mq, dp0, nq, nk, offs, causal and ph == 0,
+                         gdQ, q0, H, h, nq)
 
         # epilogue: this warp's 16 key rows of dK and dV (zeros where no query saw them)
         for r in T.unroll(2):
@@ -342,25 +227,10 @@ def make_varlen_backward(dtype, D, causal, H, HK, scale, warps=None):
             if krow < nk:
                 grow = (k0 + krow) * HK + kvh
                 if GROUP == 1:
-                    kw = T.alloc_local((DN, 1), "uint32")
-                    vw = T.alloc_local((DN, 1), "uint32")
-                    kp = dk.view(DN, 2, 2)[:, r]
-                    vp = dv.view(DN, 2, 2)[:, r]
-                    T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
-                    T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
-                    gdk = dK.view(dtype="uint32").view(_BIG // W, W)
-                    gdv = dV.view(dtype="uint32").view(_BIG // W, W)
-                    for n in T.unroll(DN):
-                        gdk[grow, n * 4 + lane % 4] = kw[n, 0]
-                        gdv[grow, n * 4 + lane % 4] = vw[n, 0]
+                    store_kv(dk, dv, r, lane, grow, (dK.view(dtype="uint32").view(_BIG // W, W),
+                                                     dV.view(dtype="uint32").view(_BIG // W, W)), None)
                 else:
-                    gdk = dK.view(_BIG // D, D)
-                    gdv = dV.view(_BIG // D, D)
-                    for n in T.unroll(DN):
-                        for e in T.unroll(2):
-                            dcol = n * 8 + 2 * (lane % 4) + e
-                            T.cuda.tile.apply(T.ptx[RED], gdk[grow, dcol:dcol + 1], dk[n * 4 + 2 * r + e])
-                            T.cuda.tile.apply(T.ptx[RED], gdv[grow, dcol:dcol + 1], dv[n * 4 + 2 * r + e])
+                    store_kv(dk, dv, r, lane, grow, None, (dK.view(_BIG // D, D), dV.view(_BIG // D, D)))
 
     varlen_bwd.bk = BK
     varlen_bwd.bq = BQ

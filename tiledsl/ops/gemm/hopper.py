@@ -37,6 +37,12 @@ Fused epilogues (epilogue.py): the consumers add a bias per column and apply rel
 (mixed too) through wgmma m64nNk32 with BK = 128 bytes (the ring's bytes per stage unchanged), the accumulators
 scaled by scale_a * scale_b read on the device.
 
+MN-major operands (a_major / b_major = "mn"): A given as (K, M) or B as (K, N) row-major, the transposes the
+backward of a linear layer needs, read as stored instead of copied: each stage's tile of an MN-major operand is
+loaded as 64-column TMA boxes (128 bytes, the swizzle's span) and read by wgmma as a transposed shared-memory
+operand (trans_a / trans_b); f16/bf16 only (fp8 wgmma has no transpose). `major_of` tells such a view from its
+strides; matmul() uses it behind the gate "gemm_mn_major" (tiledsl.ops.gates).
+
 Ragged shapes are handled, not refused: the TMA unit fills the parts of a box outside A or B with zeros (they add
 nothing to the products) and the epilogue stores only the elements inside C. K must be a multiple of 8 (16 for
 fp8: the TMA unit needs 16-byte row strides; else a LaunchError names K).
@@ -80,7 +86,7 @@ def _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias
 
 
 def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m, bias, activation,
-         split_k=1, stream_k=False, defer_epilogue=False):
+         split_k=1, stream_k=False, defer_epilogue=False, a_major="k", b_major="k"):
     key = (ab, bt, out, stages, consumers, bn, bool(tma_store), bool(multicast), bias, activation, split_k)
     if persistent:
         key += ("persistent", int(num_sms), int(group_m))
@@ -88,11 +94,13 @@ def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, n
         key += ("stream_k",)
     if defer_epilogue:
         key += ("defer_epilogue",)
+    if (a_major, b_major) != ("k", "k"):
+        key += ("majors", a_major, b_major)
     if key not in _KERNELS:
         _check_config(stages, consumers, bn, persistent, num_sms, group_m, out, bias, activation, multicast,
                       split_k)                  # (build refuses what stream_k does not combine with)
         _KERNELS[key] = build(ab, bt, out, stages, consumers, bn, tma_store, persistent, num_sms, group_m,
-                              multicast, bias, activation, split_k, stream_k, defer_epilogue)
+                              multicast, bias, activation, split_k, stream_k, defer_epilogue, a_major, b_major)
     return _KERNELS[key]
 
 
@@ -111,7 +119,7 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
                      consumers: int = CONSUMERS, bn: int = BN, tma_store: bool = False, multicast: bool = False,
                      persistent: bool = False, num_sms: int = NUM_SMS, group_m: int = GROUP_M, *,
                      bias: str | None = None, activation: str | None = None, split_k: int = 1,
-                     stream_k: bool = False, defer_epilogue: bool = False):
+                     stream_k: bool = False, defer_epilogue: bool = False, a_major: str = "k", b_major: str = "k"):
     """The warp-specialised GEMM kernel for input dtype `ab` (float16/bfloat16) and output dtype `out`
     (float16/bfloat16/float32; default: `ab`); called as kernel(A, B, C) with A (M, K), B (N, K), C (M, N), or
     kernel(A, B, C, bias) with a bias dtype.
@@ -149,33 +157,38 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
 
     defer_epilogue: a half C's epilogue of one tile runs during the next tile's first K steps (stmatrix and TMA
     store between a wgmma's commit and its wait): +0.3-0.7% on the H200 at 128 x 256 tiles, for a third more
-    epilogue code (hopper_kernel.py)."""
+    epilogue code (hopper_kernel.py).
+
+    a_major / b_major: "k" (the default: A (M, K), B (N, K) row-major) or "mn" (A given as (K, M), B as (K, N)
+    row-major: a transposed operand read as stored; wgmma's transposed shared-memory operands, 64-column TMA boxes;
+    B MN-major needs BN, halved with multicast, a multiple of 64). kernel(A, B, C) then takes A (K, M) / B (K, N).
+    The TMA unit needs 16-byte row strides: M (N) a multiple of 8 for an MN-major A (B)."""
     out = out or ab
     if ab not in HALF_TYPES or out not in OUTS:
         raise tiledsl.LaunchError(f"hopper gemm supports float16/bfloat16 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {ab} -> {out}")
     return _get(ab, ab, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m, bias,
-                activation, split_k, stream_k, defer_epilogue)
+                activation, split_k, stream_k, defer_epilogue, a_major, b_major)
 
 
 def make_hopper_gemm_fp8(a_type: str = "e4m3", b_type: str | None = None, out: str = "bfloat16",
                          stages: int = STAGES, consumers: int = CONSUMERS, bn: int = 256, tma_store: bool = True,
                          multicast: bool = False, persistent: bool = True, num_sms: int = NUM_SMS,
                          group_m: int = GROUP_M, *, bias: str | None = None, activation: str | None = None,
-                         split_k: int = 1, stream_k: bool = False):
+                         split_k: int = 1, stream_k: bool = False, a_major: str = "k", b_major: str = "k"):
     """The FP8 kernel: A (M, K) of `a_type` and B (N, K) of `b_type` (e4m3 or e5m2, default a_type), both as
     uint8 bytes (K-major: wgmma reads fp8 only K-major), C (M, N) of `out`; called as kernel(A, B, C, scale_a,
     scale_b) or kernel(A, B, C, bias, scale_a, scale_b), the scales float32 tensors of one element. wgmma
     m64nBNk32 over K tiles of 128 bytes; the epilogue multiplies the f32 accumulators by scale_a * scale_b
     before the bias and activation. The other parameters as make_hopper_gemm's (default: persistent, BN 256,
     TMA store); with stream_k (no bias or activation) called as kernel(A, B, C, scale_a, scale_b, W, F), the
-    workspace of `workspace`."""
+    workspace of `workspace`. a_major / b_major other than "k" are refused (fp8 wgmma has no transpose)."""
     b_type = b_type or a_type
     if a_type not in FP8 or b_type not in FP8 or out not in OUTS:
         raise tiledsl.LaunchError(f"hopper fp8 gemm supports e4m3/e5m2 inputs and float16/bfloat16/float32 "
                                   f"outputs, not {a_type} x {b_type} -> {out}")
     return _get(a_type, b_type, out, stages, consumers, bn, tma_store, multicast, persistent, num_sms, group_m,
-                bias, activation, split_k, stream_k)
+                bias, activation, split_k, stream_k, False, a_major, b_major)
 
 
 HALF_TYPES = ("float16", "bfloat16")
@@ -239,9 +252,43 @@ def schedule_checked(kernel, M: int, N: int, K: int):
                                   f"matmul() falls back to a configuration it accepts")
 
 
+def major_of(x) -> str:
+    """How a 2-D operand x (rows, K) lies in memory, as the Hopper kernel could read it without a copy: "mn" where
+    it is the transpose of a contiguous (K, rows) tensor (x.t() of one, stride (1, rows)) whose rows are a multiple
+    of 8 and whose data is 16-byte aligned (the TMA unit's strides and base), else "k" (read as x.contiguous():
+    no copy where x is already row-major)."""
+    if x.is_contiguous() or x.stride(0) != 1 or x.stride(1) != x.shape[0] or x.shape[0] % 8:
+        return "k"
+    return "mn" if x.data_ptr() % 16 == 0 else "k"
+
+
+def operand(x, major: str):
+    """The tensor the kernel takes for operand x (rows, K) read `major`: x.contiguous() (K-major), or the (K, rows)
+    row-major tensor x is a transpose of (MN-major; a copy only where x is not such a view)."""
+    return x.contiguous() if major == "k" else x.t().contiguous()
+
+
+def majors_for(a, b, a_major: str, b_major: str, bn: int, multicast: bool) -> tuple:
+    """hopper_matmul's a_major / b_major resolved: "auto" is `major_of` (the strides decide), kept K-major where the
+    kernel cannot read the operand MN-major (B: BN, halved with multicast, not a multiple of 64); "k" and "mn" as
+    given (a LaunchError where "mn" cannot be read: rows not a multiple of 8)."""
+    got = []
+    for name, x, m, ok in (("a", a, a_major, True), ("b", b, b_major, (bn // (2 if multicast else 1)) % 64 == 0)):
+        if m == "auto":
+            m = major_of(x) if ok else "k"
+        elif m == "mn" and x.shape[0] % 8:
+            raise tiledsl.LaunchError(f"hopper gemm: {name}_major='mn' needs {name}'s rows ({x.shape[0]}) a multiple "
+                                      f"of 8 (the TMA unit reads (K, rows) with 16-byte row strides)")
+        elif m not in ("k", "mn"):
+            raise tiledsl.LaunchError(f"hopper gemm: {name}_major={m!r}: 'k', 'mn' or 'auto'")
+        got.append(m)
+    return tuple(got)
+
+
 def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None, stages: int = STAGES,
                   consumers: int = CONSUMERS, bn: int = BN, tma_store: bool | None = None, multicast: bool = False,
-                  persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1, stream_k: bool = False):
+                  persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1, stream_k: bool = False,
+                  a_major: str = "k", b_major: str = "k"):
     """C = act(a @ b.T + bias) for torch CUDA tensors a (M, K) and b (N, K), both float16 or both bfloat16, on
     an sm_90 GPU; any M and N, K a multiple of 8 (16-byte rows for the TMA unit). Returns C (M, N) of `out_dtype`
     (default: a's dtype), or writes `out`. bias: None or (N,) of C's dtype or float32 (another of f16/bf16 is
@@ -250,17 +297,23 @@ def hopper_matmul(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     (default: where C's rows are multiples of 16 bytes) picks the TMA-store epilogue, multicast the 2-CTA clusters
     that share B tiles, persistent a grid of one block per SM of a's device walking tiles in grouped order,
     split_k > 1 clusters of that many blocks splitting each tile's K loop, stream_k the persistent grid's last
-    partial wave split by K steps over every block (make_hopper_gemm; its workspace kept per device and stream)."""
+    partial wave split by K steps over every block (make_hopper_gemm; its workspace kept per device and stream).
+    a_major / b_major: how the kernel reads a and b: "k" (the default: a.contiguous(), b.contiguous()), "mn" (a
+    as the (K, M) row-major tensor a is a transpose of, b as (K, N): no copy where a = x.t() of a contiguous x;
+    rows a multiple of 8) or "auto" (the strides decide: `major_of`). Not gated: matmul() asks the gate
+    (tiledsl.ops.gates, "gemm_mn_major") before it passes "auto" for CUDA tensors."""
     kernel, args = hopper_launch(a, b, out_dtype, out=out, bias=bias, activation=activation, stages=stages,
                                  consumers=consumers, bn=bn, tma_store=tma_store, multicast=multicast,
-                                 persistent=persistent, group_m=group_m, split_k=split_k, stream_k=stream_k)
+                                 persistent=persistent, group_m=group_m, split_k=split_k, stream_k=stream_k,
+                                 a_major=a_major, b_major=b_major)
     _launcher(kernel, a)(*args)
     return args[2]
 
 
 def hopper_launch(a, b, out_dtype=None, *, out=None, bias=None, activation=None, stages: int = STAGES,
                   consumers: int = CONSUMERS, bn: int = BN, tma_store: bool | None = None, multicast: bool = False,
-                  persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1, stream_k: bool = False):
+                  persistent: bool = False, group_m: int = GROUP_M, split_k: int = 1, stream_k: bool = False,
+                  a_major: str = "k", b_major: str = "k"):
     """What hopper_matmul launches, after its checks: (kernel, args), C being args[2] (matmul's plans keep the
     kernel of a fused epilogue and launch it without these checks on later calls)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1] or a.dtype != b.dtype:
@@ -273,9 +326,10 @@ def hopper_launch(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     if tma_store is None:
         tma_store = (N * out.element_size()) % 16 == 0
     bias, bias_dt = _bias_of(bias, N, out, a)
+    am, bm = majors_for(a, b, a_major, b_major, bn, multicast)
     kernel = make_hopper_gemm(ab, od, stages, consumers, bn, tma_store, multicast, persistent,
                               _grid_width(persistent, a), group_m, bias=bias_dt, activation=activation,
-                              split_k=split_k, stream_k=stream_k)
+                              split_k=split_k, stream_k=stream_k, a_major=am, b_major=bm)
     if K % 8:
         raise tiledsl.LaunchError(f"hopper gemm needs K a multiple of 8 (the TMA unit reads rows of 16-byte "
                                   f"multiples); got M={M}, N={N}, K={K}")
@@ -283,7 +337,7 @@ def hopper_launch(a, b, out_dtype=None, *, out=None, bias=None, activation=None,
     extra = () if bias is None else (bias,)
     if stream_k:
         extra = workspace(kernel, a)
-    return kernel, (a.contiguous(), b.contiguous(), out) + extra
+    return kernel, (operand(a, am), operand(b, bm), out) + extra
 
 
 def hopper_matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, *, out=None, bias=None, activation=None,

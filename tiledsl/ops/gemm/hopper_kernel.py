@@ -54,6 +54,31 @@ def layouts(bm: int, bn: int, bk: int, stages: int, consumers: int, ab: str) -> 
     return L
 
 
+def mn_major_layouts(elem: str, stages: int, rows: int, kt: int, reps: int, parts: int = 1) -> tuple:
+    """An operand stored MN-major (A as (K, M), B as (K, N) row-major): its stage tile of `rows` M (or N) by kt K
+    elements is loaded as rows / 64 TMA boxes of kt K rows by 64 M (N) elements (128 bytes: the swizzle's span),
+    box after box. Returns (the TMA view's layout, (stage, parts, boxes / parts, kt, 64): `parts` the multicast
+    slices; wgmma's layout, (stage, reps, 1, K step, 64 rows, 16) for A's consumers (reps = consumers) or
+    (stage, 1, K step, rows, 16) for B (reps = 0)): the same bytes, which wgmma reads transposed (trans_a /
+    trans_b) with the 128-byte swizzle."""
+    boxes = rows // 64
+    tma = T.tma_layout((stages, parts, boxes // parts, kt, 64), elem, 128)
+    if reps:
+        wg = TileLayout(S[(stages, reps, 1, kt // 16, 64, 16) : (rows * kt, kt * 64, 1, 16 * 64, 1, 64)],
+                        swizzle=SW128)
+    else:
+        wg = TileLayout(S[(stages, 1, kt // 16, boxes, 64, 16) : (rows * kt, 1, 16 * 64, kt * 64, 1, 64)],
+                        swizzle=SW128)
+    return tma, wg
+
+
+def _major(major, name: str) -> int:
+    """1 for an MN-major operand, 0 for K-major (a LaunchError for anything else)."""
+    if major not in ("k", "mn"):
+        raise tiledsl.LaunchError(f"hopper gemm: {name}={major!r}: 'k' (K contiguous) or 'mn' (M / N contiguous)")
+    return int(major == "mn")
+
+
 def epilogue_columns(bm: int, bn: int, stages: int, consumers: int, ab: str, out: str) -> int:
     """The columns of C that the TMA-store epilogue stages at a time: all BN where the staging buffer fits beside
     the ring, else BN halved until it does (BN = 256 with 4 stages stages 128 columns twice), at least 8."""
@@ -80,7 +105,8 @@ def split_staging(bm: int, bn: int, stages: int, consumers: int) -> int:
 
 def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_store: bool, persistent: bool,
           num_sms: int, group_m: int, multicast: bool, bias: str | None, activation: str | None,
-          split_k: int = 1, stream_k: bool = False, defer_epilogue: bool = False):
+          split_k: int = 1, stream_k: bool = False, defer_epilogue: bool = False, a_major: str = "k",
+          b_major: str = "k"):
     """The kernel for A of type `ab` and B of type `bt` (both float16 or both bfloat16; or each of e4m3/e5m2,
     which adds the scale_a, scale_b parameters), C of `out`, bias of dtype `bias` (None: no bias parameter) and
     `activation` (None, relu, gelu, silu). Checked arguments (make_hopper_gemm checks them).
@@ -117,8 +143,18 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     consumer thread arrives on each peer's 'partial' mbarrier (release at cluster scope). Then, a reduce-scatter:
     rank r waits for its barrier (acquire), adds the peers' partial sums of its BN / split_k columns, read from
     their shared memory (ld.shared::cluster, in rank order: deterministic, no atomics), and runs the epilogue on
-    those columns alone. The closing cluster barrier keeps every block alive until its peers have read it."""
+    those columns alone. The closing cluster barrier keeps every block alive until its peers have read it.
+
+    a_major / b_major: "k" (A given as (M, K), B as (N, K), row-major) or "mn" (A given as (K, M), B as (K, N),
+    row-major: a transposed operand read as stored, no copy). An MN-major operand's stage is loaded as 64-column
+    boxes (mn_major_layouts) and read by wgmma transposed (trans_a / trans_b); f16/bf16 only (wgmma reads fp8
+    K-major only), and B MN-major needs BN / (2 with multicast) a multiple of 64. The ring's bytes, the barriers
+    and everything after the K loop are the same."""
     IS_FP8 = ab in FP8
+    AMN, BMN = _major(a_major, "a_major"), _major(b_major, "b_major")
+    if IS_FP8 and (AMN or BMN):
+        raise tiledsl.LaunchError(f"hopper gemm: a_major={a_major!r}, b_major={b_major!r} with {ab} x {bt}: fp8 "
+                                  f"wgmma has no transpose, so fp8 operands are K-major only (A (M, K), B (N, K))")
     if IS_FP8:
         MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.{ab}.{bt}"
         ELEM = "uint8"                              # fp8 bytes, as the TMA unit and wgmma's descriptors see them
@@ -151,6 +187,13 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         raise tiledsl.LaunchError(f"hopper gemm: BN={bn} does not split into {CL} slices of 8-row groups "
                                   f"({'multicast' if MC > 1 else 'split_k'})")
     L_TB = T.tma_layout((STG, MC, BNT // MC, KT), ELEM, 128)
+    if AMN:
+        L_TA, L_WA = mn_major_layouts(ELEM, STG, BM, KT, CONS)
+    if BMN:
+        if (BNT // MC) % 64:
+            raise tiledsl.LaunchError(f"hopper gemm: b_major='mn' loads B in boxes of 64 columns: BN={bn}"
+                                      f"{' / 2 (multicast)' if MC > 1 else ''} must be a multiple of 64")
+        L_TB, L_WB = mn_major_layouts(ELEM, STG, BNT, KT, 0, MC)
     LOAD_MC = LOAD + ".multicast::cluster"
     ARRIVE_C, WAIT_C = "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"
     TMA_STORE = bool(tma_store)
@@ -172,6 +215,10 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         C_ANN = T.TensorMap(("M", "N"), out, box=(64, EPI)) if TMA_STORE else T.Tensor(("M", "N"), out)
     A_ANN = T.TensorMap(("M", "K"), ELEM, box=(BM, KT), swizzle=128)
     B_ANN = T.TensorMap(("N", "K"), ELEM, box=(BNT // MC, KT), swizzle=128)
+    if AMN:
+        A_ANN = T.TensorMap(("K", "M"), ELEM, box=(KT, 64), swizzle=128)      # A as (K, M): 64 columns a box
+    if BMN:
+        B_ANN = T.TensorMap(("K", "N"), ELEM, box=(KT, 64), swizzle=128)      # B as (K, N)
     BIAS_ANN = T.Tensor(("N",), bias or "float32")
     SCALE_ANN = T.Tensor((1,), "float32")
     L_EPI = T.tma_layout((CONS, 64, EPI), out)
@@ -272,8 +319,14 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
         sb = T.alloc_shared((STG * BNT * KT,), ELEM)
         full = T.alloc_shared((STG,), "uint64")       # stage s holds its K tile (phase u: the u-th fill)
         empty = T.alloc_shared((STG,), "uint64")      # stage s was read by every consumer (phase u: u-th use)
-        ta = sa.view(STG, BM, KT, layout=L_TA)
-        tb = sb.view(STG, MC, BNT // MC, KT, layout=L_TB)
+        if AMN:
+            ta = sa.view(STG, 1, BM // 64, KT, 64, layout=L_TA)
+        else:
+            ta = sa.view(STG, BM, KT, layout=L_TA)
+        if BMN:
+            tb = sb.view(STG, MC, BNT // MC // 64, KT, 64, layout=L_TB)
+        else:
+            tb = sb.view(STG, MC, BNT // MC, KT, layout=L_TB)
         wa = sa.view(STG, CONS, 1, KSTEPS, 64, KT // KSTEPS, layout=L_WA)
         wb = sb.view(STG, 1, KSTEPS, BNT, KT // KSTEPS, layout=L_WB)
         if STM:
@@ -370,8 +423,20 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                     T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"],
                                                       empty[s:s + 1], (it // STG + 1) % 2)
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full[s:s + 1], TX)
-                            T.cuda.tile.apply(T.ptx[LOAD], ta[s], A, full[s:s + 1], coords=(row0, kt * KT))
-                            if MC > 1:
+                            if AMN:
+                                # A's K rows kt * KT .., its columns row0 .. in boxes of 64
+                                T.cuda.tile.apply(T.ptx[LOAD], ta[s, 0], A, full[s:s + 1], coords=(kt * KT, row0),
+                                                  coord_steps=((0, 64),))
+                            else:
+                                T.cuda.tile.apply(T.ptx[LOAD], ta[s], A, full[s:s + 1], coords=(row0, kt * KT))
+                            if BMN and MC > 1:
+                                T.cuda.tile.apply(T.ptx[LOAD_MC], tb[s, rank], B, full[s:s + 1],
+                                                  coords=(kt * KT, col0 + rank * (BNT // MC)), coord_steps=((0, 64),),
+                                                  cta_mask=(1 << MC) - 1)
+                            elif BMN:
+                                T.cuda.tile.apply(T.ptx[LOAD], tb[s, 0], B, full[s:s + 1], coords=(kt * KT, col0),
+                                                  coord_steps=((0, 64),))
+                            elif MC > 1:
                                 # this block's slice of B lands in both blocks; the peer's slice pays this barrier
                                 T.cuda.tile.apply(T.ptx[LOAD_MC], tb[s, rank], B, full[s:s + 1],
                                                   coords=(col0 + rank * (BNT // MC), kt * KT), cta_mask=(1 << MC) - 1)
@@ -418,7 +483,8 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                                       (it // STG) % 2)
                     T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
                     # the piece's first K step overwrites the accumulators (scale_d = 0): no zeroing between tiles
-                    T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0)
+                    T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0,
+                                      trans_a=AMN, trans_b=BMN)
                     T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
                     if DEFER:
                         # the previous tile's part h goes out while this piece's K step h runs on the tensor cores
@@ -647,6 +713,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             gemm_tiles(A, B, C, None, None, None, None, None, M, N, K)  # noqa: F821
         kernel = hopper_gemm_tiles
     kernel.tile = (BM, BNT, KT)
+    kernel.majors = (a_major, b_major)
     # what the schedule model (schedule_model.py) needs to replay this kernel's walk
     kernel.walk = dict(SMS=SMS, CL=CL, MC=MC, SK=SK, BM=BM, BNT=BNT, KT=KT, GM=GM, SKW=SKW, STG=STG,
                        persistent=bool(persistent))

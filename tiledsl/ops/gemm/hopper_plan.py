@@ -110,6 +110,9 @@ def describe_hopper(kw: dict) -> str:
         parts.append(f"split-K over {kw['split_k']} blocks")
     if kw.get("stream_k"):
         parts.append("stream-K")
+    mn = [x for x, f in (("A", "a_major"), ("B", "b_major")) if kw.get(f) == "mn"]
+    if mn:
+        parts.append(f"{' and '.join(mn)} MN-major (read as stored)")
     return ", ".join(parts)
 
 
@@ -167,8 +170,12 @@ tuned_hopper = tiledsl.autotune(configs=[tiledsl.Config({"hconfig": c}) for c in
                                 key=["A", "B", "C"], prune=_prune_hopper_args)(_hopper_for)
 
 
-def hopper_plan(a, b, out, config, tune, sms) -> Plan:
-    """The Hopper kernel for one key: config= as given, else tuned (tune and a CUDA tensor), else choose_hopper."""
+def hopper_plan(a, b, out, config, tune, sms, majors=("k", "k"), note="") -> Plan:
+    """The Hopper kernel for one key: config= as given, else tuned (tune and a CUDA tensor), else choose_hopper.
+    majors: how a and b are read ("k": made contiguous; "mn": a (M, K) / b (N, K) given as transposes of
+    contiguous tensors, read as stored: matmul passes "mn" only where the gate allows and major_of says so); an
+    operand the chosen configuration cannot read MN-major (B with BN not a multiple of 64) is made contiguous. The
+    configuration is chosen (tuned) on K-major operands. note: appended to describe (a gated path passed over)."""
     import warnings
 
     import torch
@@ -178,7 +185,7 @@ def hopper_plan(a, b, out, config, tune, sms) -> Plan:
     how = "given"
     skinny_ok = not a.is_cuda or gates.enabled("gemm_skinny")
     passed = ""             # what describe adds where the gated skinny kernel would have served
-    if config is None and SKN.serves(M, N, K, ab, od):
+    if config is None and majors == ("k", "k") and SKN.serves(M, N, K, ab, od):
         if skinny_ok:
             plan, why = SKN.skinny_plan(a, b, out, SKN.choose_skinny(M, N, K, sms, ab), "heuristic")
             if plan is not None:
@@ -188,6 +195,8 @@ def hopper_plan(a, b, out, config, tune, sms) -> Plan:
             passed = "; the skinny kernel was passed over: gated (gemm_skinny, TILEDSL_ENABLE=gemm_skinny)"
     elif config is None and tune and a.is_cuda and SKN.serves(M, N, K, ab, od, SKN.TUNE_MAX_M) and not skinny_ok:
         passed = "; the skinny kernel was not a tuning candidate: gated (gemm_skinny, TILEDSL_ENABLE=gemm_skinny)"
+    if majors != ("k", "k"):
+        a, b = a.contiguous(), b.contiguous()   # the tuning runs on K-major copies (once, for this key)
     if config is None and tune and a.is_cuda:
         try:
             config = tuned_hopper.pick(a, b, out)[1].constexprs["hconfig"]
@@ -200,14 +209,22 @@ def hopper_plan(a, b, out, config, tune, sms) -> Plan:
     if how == "heuristic" and stream_k_helps(config, M, N, sms):
         config = tuple(config[:6]) + (1, 1)
     if how == "tuned":
-        config = _stream_k_stage(H, a, b, out, config, sms, ab, od, skinny_ok)
+        config = _stream_k_stage(H, a, b, out, config, sms, ab, od, skinny_ok and majors == ("k", "k"))
         if config[0] == "skinny":
             plan, why = SKN.skinny_plan(a, b, out, config[1:], "tuned")
             return plan         # (a tuning candidate the model refused was never timed)
     kw = hopper_kwargs(config, N, size_of(od))
     kernel = H.make_hopper_gemm(ab, od, num_sms=sms, **kw)
     kernel, kw, how = _schedule_checked(H, kernel, kw, how, ab, od, M, N, K, sms)
+    am, bm = majors
+    if bm == "mn" and (kw.get("bn", H.BN) // (2 if kw.get("multicast") else 1)) % 64:
+        bm = "k"
+    if (am, bm) != ("k", "k"):
+        kw = dict(kw, a_major=am, b_major=bm)
+        kernel = H.make_hopper_gemm(ab, od, num_sms=sms, **kw)
     plain = {k: v for k, v in kw.items() if k != "stream_k"}   # the fused epilogues run without stream-K
+    A_, B_ = (lambda x: x.contiguous()) if am == "k" else (lambda x: x.t()), \
+        (lambda x: x.contiguous()) if bm == "k" else (lambda x: x.t())
 
     launch = H._launcher(kernel, a)             # (CPU tensors: the interpreter)
     fused = {}      # (bias dtype, activation) -> the fused-epilogue kernel's launcher, kept from its first call
@@ -216,7 +233,7 @@ def hopper_plan(a, b, out, config, tune, sms) -> Plan:
     def run(a, b, out, bias, activation):
         if bias is None and activation is None:
             extra = H.workspace(kernel, a) if kw.get("stream_k") else ()
-            launch(a.contiguous(), b.contiguous(), out, *extra)
+            launch(A_(a), B_(b), out, *extra)
         elif activation is None or activation in ("relu", "gelu", "silu"):
             key = (None if bias is None else bias.dtype, activation)
             fk = fused.get(key)
@@ -228,15 +245,15 @@ def hopper_plan(a, b, out, config, tune, sms) -> Plan:
                 fk(*args)
                 return
             if bias is None:
-                fk(a.contiguous(), b.contiguous(), out)
+                fk(A_(a), B_(b), out)
             else:       # as hopper.py's _bias_of: C's dtype or float32, another of f16/bf16 converted
                 if bias.dtype != out.dtype and bias.dtype != f32:
                     bias = bias.float()
-                fk(a.contiguous(), b.contiguous(), out, bias.contiguous())
+                fk(A_(a), B_(b), out, bias.contiguous())
         else:
             H.hopper_matmul(a, b, out=out, **kw)
             host_epilogue(out, bias, activation)
-    return Plan(run, f"{describe_hopper(kw)} ({how}{passed})", "hopper", kw)
+    return Plan(run, f"{describe_hopper(kw)} ({how}{passed}){note}", "hopper", kw, (am, bm))
 
 
 def _stream_k_stage(H, a, b, out, config, sms, ab, od, skinny_ok=False):

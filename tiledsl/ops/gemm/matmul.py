@@ -7,7 +7,9 @@ one dict lookup and the kernel's launch. `plan_of` names the plan; the mma.sync 
 """
 import tiledsl
 
+from .. import gates
 from ..device import NUM_SMS, sm_count
+from .hopper import major_of
 from .hopper_plan import hopper_plan, is_hopper_config
 from .mma import DYNAMIC_PREFERRED, PREFERRED, make_gemm, usable
 from .plan import DTYPES, Plan, device_capability, host_epilogue
@@ -30,7 +32,13 @@ def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config
     CONFIGS' form). static: compile one mma.sync kernel per (M, N, K) (the default), or one that reads the sizes at
     launch (not tuned; static=False also keeps the mma.sync path). `plan_of(a, b, out)` names the choice.
     bias (N,) and activation ("relu", "gelu", "silu" or a callable on the output) are fused into the Hopper
-    kernel's epilogue where hopper.py has one, else applied by torch after the kernel, in place."""
+    kernel's epilogue where hopper.py has one, else applied by torch after the kernel, in place.
+
+    Operand layouts: a (M, K) and b (N, K) may be transposed views (a = x.t() of a contiguous (K, M) x: stride
+    (1, M)); the strides decide (hopper.major_of), and the plan is kept per layout. On the Hopper path such an
+    operand is read as stored (MN-major: wgmma's transposed shared-memory operand, no copy) where the gated path
+    "gemm_mn_major" is enabled (tiledsl.ops.gates; TILEDSL_ENABLE=gemm_mn_major); everywhere else, and with the
+    gate off, it is copied K-major (`.contiguous()`), which describe() says."""
     import torch
     M, K = a.shape
     N, K2 = b.shape
@@ -41,12 +49,26 @@ def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config
         out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
     if config is not None:
         config = tuple(sorted(config.items())) if isinstance(config, dict) else tuple(config)
-    key = (M, N, K, a.dtype, out.dtype, a.device, config, static, tune)
+    lay = _layout(a, b)
+    key = (M, N, K, a.dtype, out.dtype, a.device, config, static, tune, lay)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _make_plan(a, b, out, config, static, tune)
+        plan = _PLANS[key] = _make_plan(a, b, out, config, static, tune, lay)
+    if lay is not KK:
+        # what the plan does not read as stored is copied K-major
+        a = a if plan.majors[0] == "mn" else a.contiguous()
+        b = b if plan.majors[1] == "mn" else b.contiguous()
     plan.run(a, b, out, bias, activation)
     return out
+
+
+KK = ("k", "k")
+
+
+def _layout(a, b):
+    """(major_of(a), major_of(b)): KK itself (one object: the common case's test is `is`) where both are K-major."""
+    am, bm = major_of(a), major_of(b)
+    return KK if am == bm == "k" else (am, bm)
 
 
 def plan_of(a, b, out=None, *, config=None, static=True, tune=True):
@@ -57,10 +79,11 @@ def plan_of(a, b, out=None, *, config=None, static=True, tune=True):
         out = torch.empty((a.shape[0], b.shape[0]), dtype=a.dtype, device=a.device)
     if config is not None:
         config = tuple(sorted(config.items())) if isinstance(config, dict) else tuple(config)
-    key = (a.shape[0], b.shape[0], a.shape[1], a.dtype, out.dtype, a.device, config, static, tune)
+    lay = _layout(a, b)
+    key = (a.shape[0], b.shape[0], a.shape[1], a.dtype, out.dtype, a.device, config, static, tune, lay)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _make_plan(a, b, out, config, static, tune)
+        plan = _PLANS[key] = _make_plan(a, b, out, config, static, tune, lay)
     return plan
 
 
@@ -78,8 +101,20 @@ def route(capability, M: int, N: int, K: int, ab: str, out: str) -> str:
     return "mma-padded"
 
 
-def _make_plan(a, b, out, config, static, tune) -> Plan:
-    """The plan of one matmul key: the route, then the configuration (given, tuned or the heuristic's)."""
+GATED_NOTE = "; MN-major operands copied K-major (the gated path gemm_mn_major passed over: TILEDSL_ENABLE)"
+
+
+def mn_choice(cuda: bool, lay):
+    """(majors, describe's note) of the Hopper plan for operands of layout `lay`: read as stored where the gate
+    allows (CPU tensors, on the interpreter, always may), else copied K-major, the note saying so."""
+    if lay is KK or not cuda or gates.enabled("gemm_mn_major"):
+        return lay, ""
+    return KK, GATED_NOTE
+
+
+def _make_plan(a, b, out, config, static, tune, lay=KK) -> Plan:
+    """The plan of one matmul key: the route, then the configuration (given, tuned or the heuristic's); lay, the
+    operands' majors (_layout): read as stored on the Hopper path where the gate allows, else copied K-major."""
     M, K = a.shape
     N = b.shape[0]
     ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
@@ -94,7 +129,10 @@ def _make_plan(a, b, out, config, static, tune) -> Plan:
                                   f"path (route(): an sm_90 GPU, f16/bf16 inputs, K a multiple of 8; static=True)")
     sms = sm_count(a)
     if path == "hopper":
-        return hopper_plan(a, b, out, config, tune, sms)
+        majors, note = mn_choice(a.is_cuda, lay)
+        return hopper_plan(a, b, out, config, tune, sms, majors, note)
+    if lay is not KK:
+        a, b = a.contiguous(), b.contiguous()   # the mma.sync kernels read K-major only (matmul copies)
     host = not a.is_cuda        # CPU tensors: the same mma.sync kernels on the interpreter
     if path == "mma-padded":
         return _padded_plan(M, N, K, ab, od, sms, host)

@@ -6,11 +6,13 @@ DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float
 
 
 class Plan:
-    """What matmul runs for one key: `run(a, b, out, bias, activation)`, and `describe` (path and configuration)."""
-    __slots__ = ("run", "describe", "path", "config")
+    """What matmul runs for one key: `run(a, b, out, bias, activation)`, and `describe` (path and configuration).
+    majors: how run reads a and b: "k" (matmul hands it contiguous operands) or "mn" (the transposed views as
+    given, hopper_plan's MN-major kernel)."""
+    __slots__ = ("run", "describe", "path", "config", "majors")
 
-    def __init__(self, run, describe, path, config):
-        self.run, self.describe, self.path, self.config = run, describe, path, config
+    def __init__(self, run, describe, path, config, majors=("k", "k")):
+        self.run, self.describe, self.path, self.config, self.majors = run, describe, path, config, majors
 
     def __repr__(self) -> str:
         return f"<matmul plan: {self.describe}>"
