@@ -56,8 +56,8 @@ def skinny_cost(N: int, K: int, mp: int, consumers: int, stages: int, splits: in
 
 def choose_skinny(M: int, N: int, K: int, sms: int = NUM_SMS, ab: str = "float16") -> tuple:
     """The configuration (mp, consumers, stages, splits) for an M x N x K product on `sms` SMs: mp covers M; one
-    consumer warpgroup (64-row tiles: the most blocks to split over) unless mp > 128, where two would exceed the
-    register budget anyway; the ring about RING_BYTES; the split count of least skinny_cost (ties: fewer)."""
+    consumer warpgroup (64-row tiles: the most blocks to split over; two are a given configuration's choice); the
+    ring about RING_BYTES (at least 4 stages); the split count of least skinny_cost (ties: fewer)."""
     mp = padded_m(M)
     consumers = 1
     stages = max(4, min(MAX_STAGES, RING_BYTES // ((64 * consumers + mp) * ROW_BYTES)))
