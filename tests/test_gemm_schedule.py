@@ -231,3 +231,82 @@ def test_direct_hopper_calls_are_checked_too(monkeypatch):
     H.schedule_checked(H.make_hopper_gemm("float16", "float16", persistent=False), 7, 4096, 4096)
     monkeypatch.undo()
     H.schedule_checked(k, 8, 4096, 4096)
+
+
+# ------------------------------------------------------------------------------------------------ the skinny walk
+# skinny_kernel.py's split-K: no block waits; the model checks the partition of K, the workspace slots, and that
+# whatever order a tile's blocks reach its counter in, over two launches on the same counters, exactly the last
+# one sums and stores and the counters end at 0.
+SKINNY_SMS = (1, 2, 7, 66, 113, 132)
+
+
+def _skinny(M, N, K, sms):
+    from tiledsl.ops.gemm import skinny as SKN
+    return SKN.make_skinny_gemm("float16", "float16", *SKN.choose_skinny(M, N, K, sms))
+
+
+def test_skinny_heuristic_choices_over_shapes_and_sm_counts():
+    bad = []
+    for sms in SKINNY_SMS:
+        for M in (1, 7, 16, 33, 64, 65, 200):
+            for N in (1, 63, 64, 65, 127, 4096, 4097, 14336, 28672):
+                for K in (8, 64, 72, 1000, 4096, 14336):
+                    why = SM.check(_skinny(M, N, K, sms), M, N, K)
+                    if why:
+                        bad.append(why)
+    assert bad == [], bad[:5]
+
+
+def test_skinny_every_split_count_over_k_tiles():
+    """Split counts 1..9, 16 and 64 over 1..20 K tiles (more splits than K tiles: the splits past the end have none
+    and contribute zeros), ragged N, one and two consumers."""
+    from tiledsl.ops.gemm import skinny as SKN
+    bad = []
+    for cons in (1, 2):
+        for S in list(range(1, 10)) + [16, 64]:
+            k = SKN.make_skinny_gemm("float16", "float16", 16, cons, 4, S)
+            for kt in range(1, 21):
+                for N in (1, 64 * cons, 64 * cons * 3 + 5):
+                    why = SM.check(k, 16, N, kt * 64 - 8)
+                    if why:
+                        bad.append(why)
+    assert bad == [], bad[:5]
+
+
+def test_the_skinny_model_refuses_broken_walks():
+    from tiledsl.ops.gemm import skinny as SKN
+    k = SKN.make_skinny_gemm("float16", "float16", 16, 1, 4, 3)
+    h = SM.HELPERS
+    # a last arriver that never recognises itself: nobody stores the tile
+    why = SM.check(k, 16, 200, 1000, h=dict(h, skinny_is_last=lambda old, S: 1 if old == S else 0))
+    assert why is not None and "stored 0 times" in why, why
+    # a counter that does not wrap at the S-th arrival: the replay (second launch) miscounts
+    why = SM.check(k, 16, 200, 1000, h=dict(h, skinny_limit=lambda S: S))
+    assert why is not None and "launch 1" in why and "counters left" in why, why
+    # two tiles' splits in one slot
+    why = SM.check(k, 16, 200, 1000, h=dict(h, skinny_slot=lambda tile, split, S: tile + split))
+    assert why is not None and "slot" in why, why
+    # shares of floor(ktiles / S): the last K tiles are nobody's
+    def floor_share(bid, S, ktiles):
+        kh = ktiles // S
+        return bid // S, bid % S, bid % S * kh, kh
+    why = SM.check(k, 16, 200, 1000, h=dict(h, skinny_block=floor_share))
+    assert why is not None and "do not reach" in why, why
+    # the first arriver summing (an early reader): the slots of later splits are not written yet
+    why = SM.check(k, 16, 200, 1000, h=dict(h, skinny_is_last=lambda old, S: 1 if old == 0 else 0))
+    assert why is not None and "not all written" in why, why
+
+
+@pytest.mark.slow
+def test_skinny_heuristic_choices_dense():
+    """Every SM count 1..132, M from 1 to 256 (each wgmma N the heuristic takes, and its neighbours), N around tile
+    multiples up to 65536, K up to 65536."""
+    bad = []
+    for sms in range(1, 133):
+        for M in (1, 8, 9, 16, 17, 33, 64, 65, 128, 200, 256):
+            for N in (1, 64, 65, 4095, 4096, 5120, 11008, 14336, 28672, 65536):
+                for K in (8, 72, 4104, 14336, 65536):
+                    why = SM.check(_skinny(M, N, K, sms), M, N, K)
+                    if why:
+                        bad.append(why)
+    assert bad == [], bad[:5]

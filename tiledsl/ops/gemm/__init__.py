@@ -8,6 +8,9 @@
   schedule.py its walk over tiles (persistent, split-K, stream-K).
 - hopper_plan.py: the Hopper configurations and the heuristic and tuning that pick one (tuning.py: the second
   stage and FP8's), each checked by the schedule model (schedule_model.py) before launch.
+- skinny.py: the skinny GEMM for M <= 64 (`skinny_matmul`, `skinny_matmul_fp8`, `choose_skinny`): swap-AB wgmma,
+  a deep TMA ring over the weight, split-K over every SM with a last-arriver sum (skinny_kernel.py builds it; its
+  walk is schedule.py's skinny_* helpers); gated as `gemm_skinny` (ops/gates.py).
 - fp8.py: `matmul_fp8`, `fp8_plan_of`.
 - grouped.py: `grouped_mm` (MoE: tokens sorted by expert, one persistent launch), its backward, and the block-scaled
   FP8 GEMMs `matmul_fp8_blockwise`, `grouped_mm_fp8_blockwise`; grouped_kernel.py builds their kernel (docs/moe.md);

@@ -1,11 +1,14 @@
 """matmul_fp8: C = (scale_a * scale_b) * (A · Bᵀ) (+ bias) for FP8 torch tensors, on the Hopper kernel's FP8 form
-(hopper.py), its configuration tuned per shape (tuning.py) over the candidates hopper_plan.py's rules keep."""
+(hopper.py), its configuration tuned per shape (tuning.py) over the candidates hopper_plan.py's rules keep; at M <= 64
+without a bias the skinny kernel's FP8 form (skinny.py), where gates.enabled("gemm_skinny")."""
 import tiledsl
 
+from .. import gates
 from ..device import sm_count
 from . import hopper as H
 from . import hopper_plan as HP
 from . import schedule_model as SM
+from . import skinny as SKN
 from . import tuning as HT
 from .plan import device_capability
 
@@ -41,6 +44,12 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, c
     cfg_key = tuple(sorted(config.items())) if isinstance(config, dict) else None
     key = (M, N, K, a.dtype, b.dtype, out_dtype, a.device, cfg_key, bool(tune), bias is None)
     kw = _FP8_PLANS.get(key)
+    if kw is None and config is None and bias is None and M <= SKN.MAX_M and K % 16 == 0 and \
+            gates.enabled("gemm_skinny"):
+        # a decode-sized M reads the weight: the skinny kernel (swap-AB, split-K over every SM), gated
+        kw = _FP8_PLANS[key] = {"skinny": SKN.choose_skinny(M, N, K, sm_count(a), H.DTYPES[str(a.dtype)])}
+    if kw is not None and "skinny" in kw:
+        return SKN.skinny_matmul_fp8(a, b, scale_a, scale_b, out_dtype, out=out, config=kw["skinny"])
     if kw is None:
         import inspect
         params = inspect.signature(fp8).parameters
@@ -73,7 +82,12 @@ def fp8_plan_of(a, b, out_dtype=None, *, config=None, tune=True, bias=None) -> s
     kw = _FP8_PLANS.get(key)
     if kw is None:
         return None
-    return "fp8 " + (HP.describe_hopper(kw) if kw else "hopper_matmul_fp8's defaults")
+    if "skinny" in kw:
+        return "fp8 " + SKN.describe_skinny(kw["skinny"])
+    passed = ""
+    if config is None and bias is None and a.shape[0] <= SKN.MAX_M and a.is_cuda and not gates.enabled("gemm_skinny"):
+        passed = " (the skinny kernel was passed over: gated, gemm_skinny)"
+    return "fp8 " + (HP.describe_hopper(kw) if kw else "hopper_matmul_fp8's defaults") + passed
 
 
 def _tuned_fp8(fp8, a, b, scale_a, scale_b, out_dtype, bias, params) -> dict:

@@ -3,15 +3,19 @@
 
 The plan is tuned in two stages: tiledsl.autotune over HOPPER_CONFIGS (tuned_hopper), then the winner against its
 stream-K forms (tuning.py); the schedule model (schedule_model.py) checks every configuration before it is launched
-(_schedule_checked).
+(_schedule_checked). At M <= 64 the plan is the skinny kernel (skinny.py: swap-AB, split-K over every SM), and up to
+M = 256 the tuner times it beside the winner; on a CUDA device only where gates.enabled("gemm_skinny"), else
+`describe` says it was passed over.
 """
 import sys
 
 import tiledsl
 
+from .. import gates
 from ..device import NUM_SMS, sm_count
 from . import hopper as H
 from . import schedule_model as SM
+from . import skinny as SKN
 from . import tuning as HT
 from .plan import DTYPES, Plan, host_epilogue, size_of
 
@@ -179,6 +183,18 @@ def hopper_plan(a, b, out, config, tune, sms, majors=("k", "k"), note="") -> Pla
     N = b.shape[0]
     ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
     how = "given"
+    skinny_ok = not a.is_cuda or gates.enabled("gemm_skinny")
+    passed = ""             # what describe adds where the gated skinny kernel would have served
+    if config is None and majors == ("k", "k") and SKN.serves(M, N, K, ab, od):
+        if skinny_ok:
+            plan, why = SKN.skinny_plan(a, b, out, SKN.choose_skinny(M, N, K, sms, ab), "heuristic")
+            if plan is not None:
+                return plan
+            passed = f"; the schedule model refused the skinny kernel: {why}"
+        else:
+            passed = "; the skinny kernel was passed over: gated (gemm_skinny, TILEDSL_ENABLE=gemm_skinny)"
+    elif config is None and tune and a.is_cuda and SKN.serves(M, N, K, ab, od, SKN.TUNE_MAX_M) and not skinny_ok:
+        passed = "; the skinny kernel was not a tuning candidate: gated (gemm_skinny, TILEDSL_ENABLE=gemm_skinny)"
     if majors != ("k", "k"):
         a, b = a.contiguous(), b.contiguous()   # the tuning runs on K-major copies (once, for this key)
     if config is None and tune and a.is_cuda:
@@ -193,7 +209,10 @@ def hopper_plan(a, b, out, config, tune, sms, majors=("k", "k"), note="") -> Pla
     if how == "heuristic" and stream_k_helps(config, M, N, sms):
         config = tuple(config[:6]) + (1, 1)
     if how == "tuned":
-        config = _stream_k_stage(H, a, b, out, config, sms, ab, od)
+        config = _stream_k_stage(H, a, b, out, config, sms, ab, od, skinny_ok and majors == ("k", "k"))
+        if config[0] == "skinny":
+            plan, why = SKN.skinny_plan(a, b, out, config[1:], "tuned")
+            return plan         # (a tuning candidate the model refused was never timed)
     kw = hopper_kwargs(config, N, size_of(od))
     kernel = H.make_hopper_gemm(ab, od, num_sms=sms, **kw)
     kernel, kw, how = _schedule_checked(H, kernel, kw, how, ab, od, M, N, K, sms)
@@ -234,27 +253,32 @@ def hopper_plan(a, b, out, config, tune, sms, majors=("k", "k"), note="") -> Pla
         else:
             H.hopper_matmul(a, b, out=out, **kw)
             host_epilogue(out, bias, activation)
-    return Plan(run, f"{describe_hopper(kw)} ({how}){note}", "hopper", kw, (am, bm))
+    return Plan(run, f"{describe_hopper(kw)} ({how}{passed}){note}", "hopper", kw, (am, bm))
 
 
-def _stream_k_stage(H, a, b, out, config, sms, ab, od):
+def _stream_k_stage(H, a, b, out, config, sms, ab, od, skinny_ok=False):
     """The tuned winner against its stream-K twin and, where its blocks leave SMs idle, the stream-K
-    configurations every SM shares (tuning.py: timed here, where the workspace can be passed; the
+    configurations every SM shares, and (M <= skinny.TUNE_MAX_M, where the gate allows) the skinny kernel as
+    ("skinny", mp, consumers, stages, splits) (tuning.py: timed here, where the workspaces can be passed; the
     schedule model checks each first)."""
     import torch
     M, K = a.shape
     N = b.shape[0]
 
     def kernel_of(c):
+        if c[0] == "skinny":
+            return SKN.make_skinny_gemm(ab, od, *c[1:]), {"skinny": True}
         kw = hopper_kwargs(c, N, size_of(od))
         return H.make_hopper_gemm(ab, od, num_sms=sms, **kw), kw
-    cands = [c for c in HT.stream_k_candidates(sys.modules[__name__], config, M, N, sms)
-             if SM.check(kernel_of(c)[0], M, N, K) is None] or [tuple(config)]
+    cands = HT.stream_k_candidates(sys.modules[__name__], config, M, N, sms)
+    if skinny_ok and SKN.serves(M, N, K, ab, od, SKN.TUNE_MAX_M):
+        cands.append(("skinny",) + SKN.choose_skinny(M, N, K, sms, ab))
+    cands = [c for c in cands if SM.check(kernel_of(c)[0], M, N, K) is None] or [tuple(config)]
     A, B = a.contiguous(), b.contiguous()
 
     def run_of(c):
         k, kw = kernel_of(c)
-        extra = H.workspace(k, a) if kw.get("stream_k") else ()
+        extra = H.workspace(k, a) if kw.get("stream_k") else SKN.buffers(k, a, N) if kw.get("skinny") else ()
         return lambda: k(A, B, out, *extra)
     key = {"M": str(M), "N": str(N), "K": str(K), "ab": ab, "out": od, "sms": str(sms),
            "device": torch.cuda.get_device_name(a.device)}

@@ -110,3 +110,40 @@ def split_k_share(rank, ktiles, SK):
     k0 = rank * kh
     nk = T.max(T.min(kh, ktiles - k0), 0)
     return k0, nk
+
+
+# ---------------------------------------------------------------------------------------------- the skinny walk
+# skinny_kernel.py: block bid of a grid of tiles x S computes split bid % S of tile bid // S (its K tiles as
+# split_k_share gives a rank), writes its f32 partial sums to workspace slot skinny_slot(tile, split), and arrives on
+# the tile's counter with atom.inc of limit skinny_limit(S) (the counter wraps to 0 at the S-th arrival). The block
+# that reads S - 1 back (skinny_is_last) sums slots skinny_slot(tile, 0 .. S - 1) in that order and writes C. No block
+# waits for another: the last arriver finds every other partial already out, the others leave.
+
+@tiledsl.inline
+def skinny_block(bid, S, ktiles):
+    """Block bid's part of the skinny walk: (tile, split, k0, nk), its K tiles k0 .. k0 + nk - 1 (ceil(ktiles / S)
+    a split, as split_k_share; a split past the end has none)."""
+    tile = bid // S
+    split = bid % S
+    kh = (ktiles + S - 1) // S
+    k0 = split * kh
+    nk = T.max(T.min(kh, ktiles - k0), 0)
+    return tile, split, k0, nk
+
+
+@tiledsl.inline
+def skinny_slot(tile, split, S):
+    """The workspace slot of a tile's split: written by that split's block, read by the tile's last arriver."""
+    return tile * S + split
+
+
+@tiledsl.inline
+def skinny_limit(S):
+    """atom.inc's limit on a tile's counter: it counts 0 .. S - 1 and the S-th arrival wraps it back to 0."""
+    return S - 1
+
+
+@tiledsl.inline
+def skinny_is_last(old, S):
+    """1 for the block whose atom.inc read back S - 1: the tile's S-th arrival, every other split already out."""
+    return 1 if old == S - 1 else 0

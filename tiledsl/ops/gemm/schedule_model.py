@@ -38,7 +38,8 @@ def host(helper):
 
 
 HELPERS = {name: host(getattr(schedule, name)) for name in
-           ("tile_origin", "stream_k_walk", "piece", "exchange", "split_k_share")}
+           ("tile_origin", "stream_k_walk", "piece", "exchange", "split_k_share", "skinny_block", "skinny_slot",
+            "skinny_limit", "skinny_is_last")}
 MIN_SHARE = schedule.MIN_SHARE
 
 
@@ -102,6 +103,8 @@ def check(kernel_or_walk, M: int, N: int, K: int, h=HELPERS, min_share=MIN_SHARE
     w = getattr(kernel_or_walk, "walk", kernel_or_walk)
     if min(M, N, K) < 1:
         return None                     # matmul never launches an empty product
+    if w.get("kind") == "skinny":
+        return check_skinny(w, M, N, K, h)
     bl = blocks(w, M, N, K, h, min_share)
     BM, BNT, KT, MC, SK = (w[k] for k in ("BM", "BNT", "KT", "MC", "SK"))
     ktiles = (K + KT - 1) // KT
@@ -195,4 +198,88 @@ def _replay(bl, where):
                 if ev[0] == "wait" and ev[1] not in done:
                     return f"{where}: with one block resident at a time, block {blk.ticket} waits for block " \
                            f"{ev[1]} forever"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ the skinny walk
+def skinny_blocks(w: dict, N: int, K: int, h=HELPERS) -> list:
+    """The skinny kernel's blocks (skinny_kernel.py; grid = tiles x S, as its LaunchConfig): each as (tile, split,
+    k0, nk), from the kernel's own skinny_block."""
+    BM, KT, S = w["BM"], w["KT"], w["S"]
+    ktiles = (K + KT - 1) // KT
+    return [h["skinny_block"](bid, S, ktiles) for bid in range(S * ((N + BM - 1) // BM))]
+
+
+# arrival orders the replay tries: the blocks of a tile reach their counter in any order (none waits for another)
+ORDERS = {"in order": lambda bl: bl, "reversed": lambda bl: bl[::-1],
+          "interleaved": lambda bl: bl[1::2] + bl[0::2], "rotated": lambda bl: bl[len(bl) // 2:] + bl[:len(bl) // 2]}
+
+
+def check_skinny(w: dict, M: int, N: int, K: int, h=HELPERS, launches: int = 2):
+    """None if the skinny walk over C (M x N), K is sound, else what is wrong:
+
+    * the tiles' splits partition the K tiles (a split past the end has none and contributes zeros), each block's
+      workspace slot is its own (no two blocks write one), and its counter is a tile of C;
+    * the walk has no wait at all: a block writes its partial sums, arrives on its tile's counter (atom.inc of limit
+      skinny_limit(S): the model applies the hardware's wrap) and, if skinny_is_last says so, sums and stores;
+      otherwise it leaves. So no residency or dispatch order can starve a block;
+    * for every arrival order in ORDERS, and for `launches` launches one after another on the same counters (a CUDA
+      graph replayed, no memset between): exactly one block per tile is last, it is the tile's S-th arrival (so
+      every slot it reads, skinny_slot(tile, 0 .. S - 1), was written and released before), the slots it reads are
+      those its tile's splits wrote, each tile of C is stored exactly once, and every counter is back at 0."""
+    BM, KT, S = w["BM"], w["KT"], w["S"]
+    ktiles = (K + KT - 1) // KT
+    tiles = (N + BM - 1) // BM
+    bl = skinny_blocks(w, N, K, h)
+    where = f"skinny {M}x{N}x{K} over {len(bl)} blocks (S={S})"
+    ranges, writer = {}, {}
+    for b, (tile, split, k0, nk) in enumerate(bl):
+        if not 0 <= tile < tiles:
+            return f"{where}: block {b} runs tile {tile}, outside C's {tiles} tiles"
+        ranges.setdefault(tile, []).append((k0, k0 + nk))
+        if S > 1:
+            slot = h["skinny_slot"](tile, split, S)
+            if slot in writer or not 0 <= slot < tiles * S:
+                return f"{where}: block {b} writes workspace slot {slot} (taken, or outside the workspace)"
+            writer[slot] = (tile, b)
+    for tile in range(tiles):
+        pos = 0
+        for lo, hi in sorted(ranges.get(tile, [])):
+            if hi <= lo:
+                continue
+            if lo != pos:
+                return f"{where}: tile {tile}'s K tiles {sorted(ranges[tile])} do not partition 0 .. {ktiles - 1}"
+            pos = hi
+        if pos != ktiles:
+            return f"{where}: tile {tile}'s K tiles {sorted(ranges.get(tile, []))} do not reach {ktiles}"
+    if S == 1:
+        return None                     # one block a tile: it stores its tile, nothing is shared
+    limit = h["skinny_limit"](S)
+    by_tile = {}
+    for b, (tile, _, _, _) in enumerate(bl):
+        by_tile.setdefault(tile, []).append(b)
+    for name, order in ORDERS.items():
+        counter = {t: 0 for t in by_tile}
+        for launch in range(launches):
+            written = set()
+            stores = {}
+            for tile, members in by_tile.items():
+                for b in order(members):
+                    written.add(h["skinny_slot"](tile, bl[b][1], S))       # the partial sums, then the arrival
+                    old = counter[tile]
+                    counter[tile] = 0 if old >= limit else old + 1          # atom.inc's wrap
+                    if h["skinny_is_last"](old, S) != 1:
+                        continue
+                    reads = [h["skinny_slot"](tile, j, S) for j in range(S)]
+                    if any(r not in written or writer.get(r, (None,))[0] != tile for r in reads):
+                        return f"{where}, {name}, launch {launch + 1}: block {b} is last on tile {tile} but " \
+                               f"reads slots {reads}, not all written by its tile's splits before it"
+                    stores[tile] = stores.get(tile, 0) + 1
+            for tile in by_tile:
+                if stores.get(tile, 0) != 1:
+                    return f"{where}, {name}, launch {launch + 1}: tile {tile} is stored {stores.get(tile, 0)} " \
+                           f"times (its counter was {counter[tile]} after the launch before)"
+            if any(counter.values()):
+                return f"{where}, {name}, launch {launch + 1}: counters left at " \
+                       f"{sorted(t for t, v in counter.items() if v)[:3]} (the next launch miscounts)"
     return None
