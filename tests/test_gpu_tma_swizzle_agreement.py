@@ -3,7 +3,9 @@ row width x element size that T.TensorMap accepts, loaded by TMA into shared mem
   - the shared bytes copied out in storage order (what the swizzle did to them),
   - the box copied out through its T.tma_layout view (what indexing reads),
   - the box stored back by TMA,
-on the GPU and on the interpreter: the three outputs must be equal byte for byte (test_gpu_*, marked gpu). Without
+on the GPU and on the interpreter: the three outputs must be equal byte for byte (test_gpu_*, marked gpu). The shared
+buffer is twice the box, zeroed before the load and copied out whole: a load that wrote past the box (say, rows
+padded to the swizzle's span) shows as a difference in the second half instead of a fault. Without
 a GPU, the interpreter half runs against the swizzle the PTX ISA documents, computed here in numpy (16-byte chunk
 c of the 128-byte line L of shared memory lands at chunk c ^ (L mod 2^b), b = 1, 2, 3 for 32, 64, 128 bytes).
 
@@ -43,36 +45,45 @@ def ids(c):
     return f"sw{c[0] or 0}-{c[1]}-row{c[2]}B"
 
 
+def slack(sw, row_bytes):
+    """Boxes of shared memory the kernel holds: room for rows padded to the swizzle's span, and at least 2."""
+    return max(2, (sw or 0) // row_bytes)
+
+
 def make(sw, dtype, row_bytes):
     """The kernel of one combination and its (rows, columns) box."""
     esize = np.dtype(DTYPES[dtype]).itemsize
     box = (ROWS, row_bytes // esize)
     nbytes = ROWS * row_bytes
     words = nbytes // 4
-    L = tma_layout(box, dtype, sw)
+    SLACK = slack(sw, row_bytes)                    # the buffer holds SLACK boxes: see the module docstring
+    L = tma_layout((SLACK * box[0], box[1]), dtype, sw)         # the box's rows, then the slack's
     A_ann = T.TensorMap(("M", "N"), dtype, box=box, swizzle=sw)
     B_ann = T.TensorMap(("M", "N"), dtype, box=box, swizzle=sw)
     B0, B1 = box
     NB = B0 * B1
 
     def tma_swizzle_copy(A: A_ann, B: B_ann, Out: T.Tensor((2 * B0, 2 * B1), dtype),
-                         Raw: T.Tensor((4, words), "int32")):
+                         Raw: T.Tensor((4, SLACK * words), "int32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=32))
         tid = T.cuda.thread_id()
-        raw = T.alloc_shared((words,), "int32")
-        tile = raw.view(dtype=dtype).view(B0, B1, layout=L)
+        raw = T.alloc_shared((SLACK * words,), "int32")
+        tile = raw.view(dtype=dtype).view(SLACK * B0, B1, layout=L)[0:B0, :]
         bar = T.alloc_shared((1,), "uint64")
         c0 = T.cuda.block_id(1) * B0
         c1 = T.cuda.block_id(0) * B1
+        for w in range(tid, SLACK * words, 32):         # zeros where the load should not write
+            raw[w] = 0
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, 1)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])     # the zeros before the async proxy's writes
         T.cuda.syncthreads()
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, nbytes)
             T.cuda.tile.apply(T.ptx[LOAD], tile, A, bar, coords=(c0, c1))
         T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], bar, 0)
-        for w in range(tid, words, 32):                 # the shared bytes in storage order
+        for w in range(tid, SLACK * words, 32):         # the shared bytes in storage order
             Raw[T.cuda.block_id(1) * 2 + T.cuda.block_id(0), w] = raw[w]
         for e in range(tid, NB, 32):                    # the box through its layout
             Out[c0 + e // B1, c1 + e % B1] = tile[e // B1, e % B1]
@@ -98,10 +109,11 @@ def data(box, dtype):
     return bits.astype(np.uint8).view(DTYPES[dtype]).reshape(shape)
 
 
-def host_outputs(box, dtype):
+def host_outputs(box, dtype, sw):
     a = data(box, dtype)
-    words = box[0] * box[1] * np.dtype(DTYPES[dtype]).itemsize // 4
-    return a, np.zeros_like(a), np.zeros_like(a), np.zeros((4, words), np.int32)
+    row_bytes = box[1] * np.dtype(DTYPES[dtype]).itemsize
+    words = box[0] * row_bytes // 4
+    return a, np.zeros_like(a), np.zeros_like(a), np.zeros((4, slack(sw, row_bytes) * words), np.int32)
 
 
 def documented_swizzle(a, box, sw):
@@ -121,14 +133,16 @@ def documented_swizzle(a, box, sw):
             dst = np.empty_like(flat)
             dst[moved] = flat
             out.append(dst)
-    return np.stack(out).view(np.int32)
+    swizzled = np.stack(out)
+    rest = np.zeros((4, (slack(sw, flat.size // box[0]) - 1) * flat.size), np.uint8)    # the slack stays zero
+    return np.concatenate([swizzled, rest], axis=1).view(np.int32)
 
 
 @pytest.mark.parametrize("case", CASES, ids=ids)
 def test_the_interpreter_follows_the_documented_swizzle(case):
     sw, dtype, row = case
     k, box = make(sw, dtype, row)
-    a, b, out, raw = host_outputs(box, dtype)
+    a, b, out, raw = host_outputs(box, dtype, sw)
     tiledsl.jit(k.fn, interpret=True)(a, b, out, raw)
     np.testing.assert_array_equal(raw, documented_swizzle(a, box, sw))
     assert out.tobytes() == a.tobytes() and b.tobytes() == a.tobytes()
@@ -138,7 +152,7 @@ def test_the_interpreter_follows_the_documented_swizzle(case):
 def test_each_combination_compiles_for_sm90a(case):
     sw, dtype, row = case
     k, box = make(sw, dtype, row)
-    a, b, out, raw = host_outputs(box, dtype)
+    a, b, out, raw = host_outputs(box, dtype, sw)
     k.compile(a, b, out, raw, target="sm_90a")
 
 
@@ -158,7 +172,7 @@ def test_gpu_and_interpreter_agree_byte_for_byte(case):
     torch = _torch()
     sw, dtype, row = case
     k, box = make(sw, dtype, row)
-    a, b, out, raw = host_outputs(box, dtype)
+    a, b, out, raw = host_outputs(box, dtype, sw)
     tiledsl.jit(k.fn, interpret=True)(a, b, out, raw)
     ga = torch.from_numpy(a).cuda()
     gb, gout = torch.zeros_like(ga), torch.zeros_like(ga)
