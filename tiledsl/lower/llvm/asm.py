@@ -55,7 +55,7 @@ def reg_ptr(cg, r: ir.Reg):
 
 def load_reg(cg, r: ir.Reg):
     from .types import memtype
-    return fast.load(cg.b, reg_ptr(cg, r), memtype(r.dtype))
+    return cg.load_slot(reg_ptr(cg, r), memtype(r.dtype), id(r.storage), r.dtype.name)
 
 
 def emit_native(cg, n: ir.Native):
@@ -172,7 +172,7 @@ def emit_native(cg, n: ir.Native):
         call.attributes.add("convergent")
     for i, (ty, c, r) in enumerate(outs):
         v = call if len(outs) == 1 else fast.extract(b, call, i)
-        fast.store(b, _from_container(cg, v, r.dtype), reg_ptr(cg, r))
+        cg.store_slot(reg_ptr(cg, r), _from_container(cg, v, r.dtype), id(r.storage), r.dtype.name)
 
 
 def _result_type(cg, types: list):
