@@ -167,7 +167,7 @@ def emit_native(cg, n: ir.Native):
     else:
         ret = _result_type(cg, [t for t, _, _ in outs])
     fty = ll.FunctionType(ret, [t for t, _, _ in all_ins])
-    call = b.asm(fty, body, ",".join(cons), [v for _, _, v in all_ins], side)
+    call = fast.asm(b, fty, body, ",".join(cons), [v for _, _, v in all_ins], side)
     if n.effect in ("warp", "sync", "warp-mem"):
         call.attributes.add("convergent")
     for i, (ty, c, r) in enumerate(outs):
