@@ -75,7 +75,8 @@ def test_slot_forwarding_keeps_the_ptx(which, monkeypatch):
 
 def slots_kernel(X: T.Tensor((32, 8), "float32"), Out: T.Tensor((32, 8), "float32"), n: T.int32):
     """Slot traffic that forwarding must not get wrong: a register read and written as another width (bit view),
-    stores and loads at run-time indices, a loop-carried slot, a branch, asm reading and writing slots."""
+    stores and loads at run-time indices, a loop-carried slot, branches that write some slots (by asm too), asm
+    reading and writing slots."""
     T.device_entry(launch=LC(grid=1, block=32))
     i = T.cuda.thread_id()
     r = T.alloc_local((8,), "float32")
@@ -95,8 +96,19 @@ def slots_kernel(X: T.Tensor((32, 8), "float32"), Out: T.Tensor((32, 8), "float3
         r[3] = acc + r[3]
         if k == 2:
             r[4] = r[3]
+        acc = acc + r[4]             # r[4] as the branch may have left it
     rv = r.view(8, 1)
     T.cuda.tile.apply(T.ptx["fma.rn.f32"], rv, rv, T.float32(2), T.float32(1))
-    r[6] = r[6] + acc
+    q = T.alloc_local((2, 1), "float32")
+    T.cuda.tile.apply(T.ptx["fma.rn.f32"], q, rv[0:2, :], T.float32(3), T.float32(1))
+    r[7] = r[6] + acc + q[1, 0]
+    if i < 4:                        # each branch writes one kind of slot: asm, a store, an assignment
+        T.cuda.tile.apply(T.ptx["fma.rn.f32"], q, q, T.float32(3), T.float32(1))
+    if i < 6:
+        r[1] = r[7]
+    if i < 9:
+        acc = acc * 2.0
+        Out[i, 0] = acc
+    r[6] = r[1] + acc + q[1, 0]
     for j in range(8):
         Out[i, j] = r[j]

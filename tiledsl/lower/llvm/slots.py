@@ -9,7 +9,9 @@ optimised IR is the same. A store is dropped only when a later store in the same
 no read of the buffer's memory between them (a later block, a dynamically indexed read or an asm that was given
 the buffer's address reads memory, so the last store of a block stays). What keeps it exact:
 
-- a value is known only in the block it was stored or loaded in: any change of the builder's block forgets all;
+- a value is known only in the block it was stored or loaded in, and in blocks that block dominates where codegen
+  says so (an if's branches and its join, less the slots the branches may write: `snapshot` / `resume`); any
+  other change of the builder's block forgets all; a store is dropped only for a later store in its own block;
 - slots of one buffer accessed as different types overlap (bit views): a store through one type forgets the
   buffer's slots of every other type; a store at a run-time index forgets the whole buffer;
 - a buffer whose address is handed to an asm (an `Addr` of local scope: the asm may write it) is never forwarded.
@@ -73,6 +75,22 @@ class SlotValues:
         pids.add(id(ptr))
         self.vals[id(ptr)] = (ptr, value)
 
+    def snapshot(self, block):
+        """What is known at the end of `block` so far."""
+        self._at(block)
+        return dict(self.vals), {g: {t: set(p) for t, p in by.items()} for g, by in self.groups.items()}
+
+    def resume(self, block, known, written=()):
+        """Start `block`, which the block of `known` dominates, with what was known there, less the groups in
+        `written` (stored to on some path between them). Stores before it are all kept."""
+        vals, groups = known
+        self.block = block
+        self.pending = {}
+        self.vals = dict(vals)
+        self.groups = {g: {t: set(p) for t, p in by.items()} for g, by in groups.items()}
+        for g in written:
+            self.forget(g)
+
     def read(self, group):
         """A load at a run-time index from a buffer: every store to it so far is needed."""
         self.pending.pop(group, None)
@@ -89,6 +107,22 @@ class SlotValues:
         for pids in self.groups.pop(group, {}).values():
             for pid in pids:
                 self.vals.pop(pid, None)
+
+
+def written_slots(body) -> set:
+    """The groups (ids of variables and local buffers) that `body` may store to, nested statements included."""
+    out = set()
+    for s in ir.walk_stmts(body):
+        if isinstance(s, (ir.Assign, ir.For)):
+            out.add(id(s.var))
+        elif isinstance(s, ir.Store) and s.storage.scope == "local":
+            out.add(id(s.storage))
+        elif isinstance(s, ir.Native):
+            for group in s.groups:
+                for a in group:
+                    if isinstance(a, (ir.Reg, ir.Addr)) and a.storage.scope == "local":
+                        out.add(id(a.storage))
+    return out
 
 
 def _escaped_buffers(body) -> set:

@@ -16,7 +16,7 @@ from ...ir.printer import native_str
 from . import fast
 from .asm import emit_native
 from .cse import ValueTable
-from .slots import SlotValues
+from .slots import SlotValues, written_slots
 from .types import DATALAYOUT, GLOBAL, I1, I8, I16, I32, I64, SHARED, lltype, memtype, memtype_bytes
 
 
@@ -159,12 +159,12 @@ class Codegen:
 
     def load_var(self, v):
         slot = self.var_slot(v)
-        return self.load_slot(slot, slot.allocated_type, id(slot), "")
+        return self.load_slot(slot, slot.allocated_type, id(v), "")
 
     def store_var(self, v, value, builder=None):
         slot = self.var_slot(v, value.type)
         if builder is None:
-            self.store_slot(slot, value, id(slot), "")
+            self.store_slot(slot, value, id(v), "")
         else:
             fast.store(builder, value, slot)
         self.values.assigned(v)
@@ -239,7 +239,7 @@ class Codegen:
         with self.values.region():      # the step block: reached from every `continue`, not only the body's end
             i = self.load_var(s.var)
             slot = self.var_slot(s.var)
-            self.store_slot(slot, b.add(i, self.expr(s.step)), id(slot), "")
+            self.store_slot(slot, b.add(i, self.expr(s.step)), id(s.var), "")
             b.branch(head)
         b.position_at_end(done)
         self.values.entering_loop(s.var, s.body)      # what the loop assigned differs from its header's view
@@ -289,11 +289,17 @@ class Codegen:
 
     def s_If(self, s: ir.If):
         cond = self.expr(s.cond)
+        # the block before the if dominates both branches and the join: what it knew of the slots holds there,
+        # less what the branches may store
+        known = self.slots.snapshot(self.b.block)
         with self.b.if_else(cond) as (then, orelse):
             with then, self.values.region():
+                self.slots.resume(self.b.block, known)
                 self.stmts(s.then)
             with orelse, self.values.region():
+                self.slots.resume(self.b.block, known)
                 self.stmts(s.orelse)
+        self.slots.resume(self.b.block, known, written_slots(s.then + s.orelse))
 
     def s_Barrier(self, s):
         fty = ll.FunctionType(ll.VoidType(), [])
@@ -302,23 +308,28 @@ class Codegen:
 
     def s_Trap(self, s: ir.Trap):
         cond = self.expr(s.cond)
+        known = self.slots.snapshot(self.b.block)
         with self.b.if_then(cond, likely=False), self.values.region():
-            if not self.debug_buffer:
-                self.b.asm(ll.FunctionType(ll.VoidType(), []), "trap;", "~{memory}", [], True)
-                return
-            # The first failing thread records (site, block, thread, value: a per-dimension check's index, else 0);
-            # every failing thread stops.
-            b = self.b
-            blk = b.add(self.sreg("ctaid.x"), b.mul(self.sreg("nctaid.x"),
-                        b.add(self.sreg("ctaid.y"), b.mul(self.sreg("nctaid.y"), self.sreg("ctaid.z")))))
-            thr = b.add(self.sreg("tid.x"), b.mul(self.sreg("ntid.x"),
-                        b.add(self.sreg("tid.y"), b.mul(self.sreg("ntid.y"), self.sreg("tid.z")))))
-            text = ("{ .reg .b32 %to; .reg .pred %tq; atom.global.cas.b32 %to, [$0], 0, $1; "
-                    "setp.eq.b32 %tq, %to, 0; @%tq st.global.b32 [$0+4], $2; @%tq st.global.b32 [$0+8], $3; "
-                    "@%tq st.global.b32 [$0+12], $4; exit; }")
-            value = self.expr(s.value) if s.value is not None else I32(0)
-            fty = ll.FunctionType(ll.VoidType(), [self.debug_ptr.type, I32, I32, I32, I32])
-            b.asm(fty, text, "l,r,r,r,r,~{memory}", [self.debug_ptr, I32(s.code), blk, thr, value], True)
+            self._trap(s)
+        self.slots.resume(self.b.block, known)         # a failing thread stops; no slot is written
+
+    def _trap(self, s: ir.Trap):
+        if not self.debug_buffer:
+            self.b.asm(ll.FunctionType(ll.VoidType(), []), "trap;", "~{memory}", [], True)
+            return
+        # The first failing thread records (site, block, thread, value: a per-dimension check's index, else 0);
+        # every failing thread stops.
+        b = self.b
+        blk = b.add(self.sreg("ctaid.x"), b.mul(self.sreg("nctaid.x"),
+                    b.add(self.sreg("ctaid.y"), b.mul(self.sreg("nctaid.y"), self.sreg("ctaid.z")))))
+        thr = b.add(self.sreg("tid.x"), b.mul(self.sreg("ntid.x"),
+                    b.add(self.sreg("tid.y"), b.mul(self.sreg("ntid.y"), self.sreg("tid.z")))))
+        text = ("{ .reg .b32 %to; .reg .pred %tq; atom.global.cas.b32 %to, [$0], 0, $1; "
+                "setp.eq.b32 %tq, %to, 0; @%tq st.global.b32 [$0+4], $2; @%tq st.global.b32 [$0+8], $3; "
+                "@%tq st.global.b32 [$0+12], $4; exit; }")
+        value = self.expr(s.value) if s.value is not None else I32(0)
+        fty = ll.FunctionType(ll.VoidType(), [self.debug_ptr.type, I32, I32, I32, I32])
+        b.asm(fty, text, "l,r,r,r,r,~{memory}", [self.debug_ptr, I32(s.code), blk, thr, value], True)
 
     def s_Native(self, s: ir.Native):
         emit_native(self, s)
