@@ -112,3 +112,20 @@ def slots_kernel(X: T.Tensor((32, 8), "float32"), Out: T.Tensor((32, 8), "float3
     r[6] = r[1] + acc + q[1, 0]
     for j in range(8):
         Out[i, j] = r[j]
+
+
+def test_gemm_ir_keeps_little_slot_traffic():
+    """The mma.sync GEMM's LLVM IR (what LLVM parses and optimises): 5510 slot loads and 3058 stores before slot
+    forwarding, 291 and 1354 after (`python benchmarks/compile.py --no-gpu --only-examples` figures in
+    docs/perf-notes.md, Session 33). A count, not a time, so it holds on a loaded machine."""
+    from tiledsl.compiler import front
+    from tiledsl.lower.llvm import generate_llvm
+    from tiledsl.ops.gemm import mma as gemm
+    from tiledsl.passes.expand import expand_kernel
+    tgt = Target(90)
+    gemm._KERNELS.clear()
+    fn = gemm.make_gemm("float16", "float16", None, (4096, 4096, 4096)).fn
+    text = generate_llvm(expand_kernel(front(fn, {}, None, None, tgt)[0], tgt), tgt)[0]
+    loads, stores = text.count(" = load "), text.count("\n  store ")
+    assert loads < 600 and stores < 1600, (loads, stores)
+    assert text.count(" = call ") + text.count("  call ") > 800         # the same ~850 calls (asm and sregs)

@@ -92,11 +92,11 @@ def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block
     k, ek, target, sites = expand(fn, constexprs, target, options, block, grid)
     from .lower.llvm import generate_llvm
     raw, dynamic_shared = generate_llvm(ek, target, debug_buffer=bool(sites))
-    opt_ir, ptx = backend.llvm_to_ptx(raw, target)
+    opt_ir, ptx = backend.llvm_to_ptx(raw, target, lazy_text=True)
     t1 = time.perf_counter()
     # the assembler (a subprocess) runs while this thread writes the stages' text, which PTX does not need
     assembling = _Assemble(ptx, target, k.name) if want_cubin else None
-    asm = {"tile": kernel_str(k), "expanded": kernel_str(ek), "llvm": opt_ir, "ptx": ptx}
+    asm = {"tile": kernel_str(k), "expanded": kernel_str(ek), "llvm": opt_ir(), "ptx": ptx}
     metadata = {"compile_ms_to_ptx": round((t1 - t0) * 1e3, 2), "dynamic_shared": dynamic_shared}
     cubin = None
     if assembling is not None:
