@@ -41,9 +41,10 @@ class SlotValues:
         """The value `ptr` holds in `block`, if known and of type `typ`; else None."""
         self._at(block)
         hit = self.vals.get(id(ptr))
-        if hit is None or hit[1].type != typ:
+        if hit is None:
             return None
-        return hit[1]
+        v = hit[1]
+        return v if v.type is typ or v.type == typ else None
 
     def put(self, block, ptr, value, group, tname, store=None):
         """`ptr` (of `group`, read or written as type `tname`) holds `value` in `block`: loaded by a load, or
