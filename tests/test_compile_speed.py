@@ -466,3 +466,23 @@ done:
     # promoted: the value lives in a register across the (unrolled) loop and is stored once after it; without
     # promotion a store stays inside the loop as well (two in all)
     assert str(mod).count("store i32") == 1, str(mod)
+
+
+def test_assembler_thread_hands_back_result_and_error(monkeypatch):
+    """ptxas runs on a thread while the stages' text is written (compiler._Assemble): its cubin and report arrive
+    in the CompiledKernel, and its refusal is raised in the caller as before."""
+    from tiledsl import compiler
+    from tiledsl.core.errors import CompilationError
+    g = runpy.run_path(os.path.join(ROOT, "examples", "seed_mma.py"), run_name="seed_mma_assemble")
+    fn = g["warp_mma"].fn
+    monkeypatch.setattr(compiler.backend, "ptx_to_cubin", lambda ptx, target, name: (b"cubin", {"registers": 7},
+                                                                                     "fake"))
+    ck = compile_kernel(fn, {}, Target(90), Options())
+    assert ck.cubin == b"cubin" and ck.metadata["registers"] == 7 and ck.metadata["assembler"] == "fake"
+    assert list(ck.asm) == ["tile", "expanded", "llvm", "ptx"] and ck.asm["llvm"].startswith("; ModuleID")
+
+    def refuse(ptx, target, name):
+        raise CompilationError("ptxas rejected the generated PTX for sm_90: test")
+    monkeypatch.setattr(compiler.backend, "ptx_to_cubin", refuse)
+    with pytest.raises(CompilationError, match="ptxas rejected"):
+        compile_kernel(fn, {}, Target(90), Options())

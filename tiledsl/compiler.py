@@ -61,23 +61,46 @@ def expand(fn, constexprs: dict, target: Target, options: Options, block=None, g
     return k, ek, target, sites
 
 
+class _Assemble:
+    """`backend.ptx_to_cubin(...)` on a thread of its own: it mostly waits for ptxas, so the caller's Python runs
+    meanwhile; `result()` joins and raises what it raised."""
+
+    def __init__(self, *args):
+        import threading
+        self._out = self._err = None
+        self._thread = threading.Thread(target=self._run, args=args, daemon=True)
+        self._thread.start()
+
+    def _run(self, *args):
+        try:
+            self._out = backend.ptx_to_cubin(*args)
+        except BaseException as e:           # handed to the caller's thread by result()
+            self._err = e
+
+    def result(self):
+        self._thread.join()
+        if self._err is not None:
+            raise self._err
+        return self._out
+
+
 @_gc_paused
 def compile_kernel(fn, constexprs: dict, target: Target, options: Options, block=None, grid=None,
                    want_cubin=True) -> CompiledKernel:
     """Compile `fn` for `target`: every stage's output in `.asm`, the assembler's report in `.metadata`."""
     t0 = time.perf_counter()
     k, ek, target, sites = expand(fn, constexprs, target, options, block, grid)
-    asm = {"tile": kernel_str(k), "expanded": kernel_str(ek)}
     from .lower.llvm import generate_llvm
     raw, dynamic_shared = generate_llvm(ek, target, debug_buffer=bool(sites))
-    opt_ir, ptx = backend.llvm_to_ptx(raw, target)
-    asm["llvm"] = opt_ir
-    asm["ptx"] = ptx
+    opt_ir, ptx = backend.llvm_to_ptx(raw, target, lazy_text=True)
     t1 = time.perf_counter()
+    # the assembler (a subprocess) runs while this thread writes the stages' text, which PTX does not need
+    assembling = _Assemble(ptx, target, k.name) if want_cubin else None
+    asm = {"tile": kernel_str(k), "expanded": kernel_str(ek), "llvm": opt_ir(), "ptx": ptx}
     metadata = {"compile_ms_to_ptx": round((t1 - t0) * 1e3, 2), "dynamic_shared": dynamic_shared}
     cubin = None
-    if want_cubin:
-        cubin, info, tool = backend.ptx_to_cubin(ptx, target, k.name)
+    if assembling is not None:
+        cubin, info, tool = assembling.result()
         metadata.update(info)
         metadata["assembler"] = tool
     asm = StageDict(asm, cubin)                   # "sass" is disassembled on first use (or says why it cannot be)

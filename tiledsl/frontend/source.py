@@ -44,6 +44,19 @@ class Source:
         self.fdef = fdefs[0]
 
     def loc(self, node) -> Loc:
+        # a node's Loc is asked once per evaluation: a compile-time loop's body, unrolled, asks again per step
+        # (Loc is frozen, so one instance serves every IR node made from `node`)
+        locs = self.__dict__.get("_locs")
+        if locs is None:
+            locs = self._locs = {}
+        hit = locs.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        loc = self._loc(node)
+        locs[id(node)] = (node, loc)
+        return loc
+
+    def _loc(self, node) -> Loc:
         lineno = getattr(node, "lineno", None)
         if lineno is None:
             return Loc(self.file, self.start, 0, 0, self.lines[0] if self.lines else "")

@@ -315,7 +315,9 @@ class Owners:
         if not all(len(c) == ndim and all(type(x) is int for x in c) for c in coords):
             return None
         import numpy as np
-        arr = np.array(coords, dtype=np.int64).reshape(len(coords), ndim)
+        from itertools import chain
+        # ints only, every row ndim long (checked above): fromiter reads them without np.array's shape discovery
+        arr = np.fromiter(chain.from_iterable(coords), np.int64, len(coords) * ndim).reshape(len(coords), ndim)
         if ndim and int(np.abs(arr).max()) >= 1 << 24:
             return None
         got = self.view.owners_array(arr)

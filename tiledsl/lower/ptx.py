@@ -54,8 +54,9 @@ def _machine(target: Target):
     return tm
 
 
-def llvm_to_ptx(llvm_ir: str, target: Target, opt: bool = True) -> tuple[str, str]:
-    """Optimised LLVM IR text and PTX text for `target`."""
+def llvm_to_ptx(llvm_ir: str, target: Target, opt: bool = True, lazy_text: bool = False) -> tuple:
+    """Optimised LLVM IR text and PTX text for `target`; with `lazy_text`, a function that returns that text in
+    place of it (printing a GEMM's module takes ~6 ms, which the compiler spends while ptxas runs)."""
     import llvmlite.binding as llvm
     with _lock:
         _init()
@@ -89,6 +90,11 @@ def llvm_to_ptx(llvm_ir: str, target: Target, opt: bool = True) -> tuple[str, st
                 llvm.set_option("tiledsl", "-disable-licm-promotion=false")
                 llvm.set_option("tiledsl", f"-unroll-peel-max-count={_PEEL_MAX_DEFAULT}")
         ptx = tm.emit_assembly(mod)
+        if lazy_text:
+            def text():
+                with _lock:
+                    return str(mod)
+            return text, ptx
         return str(mod), ptx
 
 

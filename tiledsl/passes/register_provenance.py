@@ -25,7 +25,7 @@ the coordinate the writer put there and the coordinate the reader takes it for.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..core.errors import CompilationError
 from ..ir import nodes as ir
@@ -61,7 +61,9 @@ KEEP = "keep"                  # a Native whose named registers keep their marks
 class Mark:
     frame: tuple               # (kind, the writing Apply, issue key)
     index: int
-    what: str
+    # the writer's `what`, called only for a message (a GEMM leaves ~10 thousand marks); the name it gives is a
+    # function of frame and index, so it takes no part in comparing marks
+    what: object = field(compare=False)
     loc: object
 
 
@@ -112,23 +114,26 @@ def _forget_store(s: ir.Store, marks: dict) -> None:
 
 def _native(n: ir.Native, marks: dict) -> None:
     frags = getattr(n, "frags", ()) or ()
-    if KEEP in frags:
-        return
-    for f in frags:
-        if isinstance(f, Read):
-            _check(n, f, marks)
     written = {}
-    for f in frags:
-        if isinstance(f, Written):
-            for i, r in enumerate(n.groups[f.group]):
-                written[_key(r)] = Mark(f.frame, f.first + i, f.what(f.first + i), n.loc)
+    if frags:
+        if KEEP in frags:
+            return
+        for f in frags:
+            if isinstance(f, Read):
+                _check(n, f, marks)
+        for f in frags:
+            if isinstance(f, Written):
+                for i, r in enumerate(n.groups[f.group]):
+                    written[_key(r)] = Mark(f.frame, f.first + i, f.what, n.loc)
     # every other register the instruction writes no longer holds what its writer put there
+    Reg = ir.Reg
     for g in n.groups:
         for r in g:
-            if isinstance(r, ir.Reg) and r.write:
-                k = _key(r)
-                if k in written:
-                    marks[k] = written[k]
+            if type(r) is Reg and r.write:
+                k = (r.storage, r.index * r.dtype.nbytes // 4)          # _key(r)
+                m = written.get(k)
+                if m is not None:
+                    marks[k] = m
                 else:
                     marks.pop(k, None)
 
@@ -161,7 +166,7 @@ def _mismatch(n: ir.Native, f: Read, regs, got, r: int, first: int) -> Compilati
     op = n.opcode.split(".")[0]
     return CompilationError(
         f"{n.opcode}: operand {f.operand}: its registers are read in another order than they were written: "
-        f"register {_reg_name(reg)}, lane {lane}: {m.what} at {m.loc} put {wrote} there, but this {op} reads it "
+        f"register {_reg_name(reg)}, lane {lane}: {m.what(m.index)} at {m.loc} put {wrote} there, but this {op} reads it "
         f"as its {f.operand} register {r}, coordinate {f.lane_map(lane, r)}{text}\n"
         f"the two views of '{reg.storage.name}' map its registers to different coordinates: view it for the "
         f"reader in the writer's register order (tiledsl.layouts pairs ldmatrix_regs with mma_a/mma_b, and one "

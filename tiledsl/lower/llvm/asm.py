@@ -11,9 +11,13 @@ from llvmlite import ir as ll
 from ...core import dtypes as dt
 from ...ir import nodes as ir
 from . import fast
+from .types import memtype
 
 I1, I8, I16, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(16), ll.IntType(32), ll.IntType(64)
 F32, F64 = ll.FloatType(), ll.DoubleType()
+
+
+_CONTAINERS = {16: (I16, "h"), 32: (I32, "r"), 64: (I64, "l"), 8: (I16, "h"), 1: (I16, "h")}
 
 
 def container(d: dt.DType):
@@ -21,7 +25,7 @@ def container(d: dt.DType):
         return F32, "f"
     if d.name == "float64":
         return F64, "d"
-    return {16: (I16, "h"), 32: (I32, "r"), 64: (I64, "l"), 8: (I16, "h"), 1: (I16, "h")}[d.bits]
+    return _CONTAINERS[d.bits]
 
 
 def _to_container(cg, v, d: dt.DType):
@@ -34,7 +38,6 @@ def _to_container(cg, v, d: dt.DType):
 
 
 def _from_container(cg, v, d: dt.DType):
-    from .types import memtype
     t = memtype(d)
     if v.type == t:
         return v
@@ -54,8 +57,7 @@ def reg_ptr(cg, r: ir.Reg):
 
 
 def load_reg(cg, r: ir.Reg):
-    from .types import memtype
-    return fast.load(cg.b, reg_ptr(cg, r), memtype(r.dtype))
+    return cg.load_slot(reg_ptr(cg, r), memtype(r.dtype), id(r.storage), r.dtype.name)
 
 
 def emit_native(cg, n: ir.Native):
@@ -167,12 +169,12 @@ def emit_native(cg, n: ir.Native):
     else:
         ret = _result_type(cg, [t for t, _, _ in outs])
     fty = ll.FunctionType(ret, [t for t, _, _ in all_ins])
-    call = b.asm(fty, body, ",".join(cons), [v for _, _, v in all_ins], side)
+    call = fast.asm(b, fty, body, ",".join(cons), [v for _, _, v in all_ins], side)
     if n.effect in ("warp", "sync", "warp-mem"):
         call.attributes.add("convergent")
     for i, (ty, c, r) in enumerate(outs):
         v = call if len(outs) == 1 else fast.extract(b, call, i)
-        fast.store(b, _from_container(cg, v, r.dtype), reg_ptr(cg, r))
+        cg.store_slot(reg_ptr(cg, r), _from_container(cg, v, r.dtype), id(r.storage), r.dtype.name)
 
 
 def _result_type(cg, types: list):

@@ -1,5 +1,6 @@
-"""The three instructions a kernel is mostly made of (a GEMM: ~5500 loads of register slots, ~3000 stores, ~2700
-extractvalues of asm results, of ~14000), built and printed with less of llvmlite's generic machinery.
+"""The instructions a kernel is mostly made of (a GEMM: ~5500 loads of register slots before slots.py forwarded most
+of them, ~3000 stores, ~2700 extractvalues and ~840 inline-asm calls), built and printed with less of llvmlite's
+generic machinery.
 
 Each class is llvmlite's own instruction with a `_to_string` that writes exactly the text llvmlite would (same
 words, spacing and operand references; an alignment or metadata, which codegen never sets on them, falls back to
@@ -84,3 +85,33 @@ def extract(b, agg, index: int):
     ev = Extract(b._block, agg, index)
     b._insert(ev)
     return ev
+
+
+class AsmCall(_I.CallInstr):
+    """`call <ret> asm [sideeffect] "<text>", "<constraints>"(<args>)`, as `IRBuilder.asm` makes and prints it
+    (llvmlite writes `asm  "` with two spaces when there is no side effect; so does this)."""
+
+    def __init__(self, parent, inline, args):
+        _init(self, parent, inline.function_type.return_type, "call", [inline, *args])
+        self.cconv = None
+        self.tail = ""
+        self.fastmath = _I.FastMathFlags()
+        self.attributes = _I.CallInstrAttributes()
+        self.arg_attributes = {}
+
+    def _to_string(self):
+        if self.metadata or self.arg_attributes or self.fastmath or self.tail or self.cconv:
+            return super()._to_string()
+        inline = self.operands[0]
+        args = ", ".join([f"{a.type} {a.get_reference()}" for a in self.operands[1:]])
+        head = "" if isinstance(self.type, _T.VoidType) else f"{self.get_reference()} = "
+        attrs = " " + " ".join(sorted(self.attributes)) if self.attributes else ""
+        se = "sideeffect" if inline.side_effect else ""
+        return f'{head}call {self.type} asm {se} "{inline.asm}", "{inline.constraint}"({args}){attrs}'
+
+
+def asm(b, fty, text, constraint, args, side_effect):
+    """`b.asm(fty, text, constraint, args, side_effect)` for arguments of the function type's own types."""
+    call = AsmCall(b._block, _I.InlineAsm(fty, text, constraint, side_effect), args)
+    b._insert(call)
+    return call

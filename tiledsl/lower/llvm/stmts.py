@@ -16,6 +16,7 @@ from ...ir.printer import native_str
 from . import fast
 from .asm import emit_native
 from .cse import ValueTable
+from .slots import SlotValues, written_slots
 from .types import DATALAYOUT, GLOBAL, I1, I8, I16, I32, I64, SHARED, lltype, memtype, memtype_bytes
 
 
@@ -35,6 +36,8 @@ class Codegen:
         self.loops = []                  # (continue target, break target) of the enclosing loops, innermost last
         self.values = ValueTable()
         self.slot_ptrs = {}
+        self.slot_ids = set()            # ids of the register-slot pointers in slot_ptrs
+        self.slots = SlotValues(kernel)  # what each slot holds within the current block (slots.py)
         self.asm_types = {}              # (element types) -> the identified struct an asm call returns
 
     # ------------------------------------------------------------ module
@@ -123,6 +126,7 @@ class Codegen:
                 self.storage[id(st)] = g
         self.stmts(k.body)
         self.b.ret_void()
+        self.slots.sweep(fn)
         self.entry_builder.branch(body)
         threads = k.launch.block[0] * k.launch.block[1] * k.launch.block[2]
         md = self.module.add_named_metadata("nvvm.annotations")
@@ -155,11 +159,29 @@ class Codegen:
 
     def load_var(self, v):
         slot = self.var_slot(v)
-        return fast.load(self.b, slot, slot.allocated_type)
+        return self.load_slot(slot, slot.allocated_type, id(v), "")
 
     def store_var(self, v, value, builder=None):
-        fast.store(builder or self.b, value, self.var_slot(v, value.type))
+        slot = self.var_slot(v, value.type)
+        if builder is None:
+            self.store_slot(slot, value, id(v), "")
+        else:
+            fast.store(builder, value, slot)
         self.values.assigned(v)
+
+    def load_slot(self, ptr, typ, group, tname: str):
+        """A load of a slot (a variable's alloca or a register slot of buffer `group` read as type `tname`), or
+        the value the current block already holds for it (slots.py)."""
+        block = self.b.block
+        v = self.slots.get(block, ptr, typ)
+        if v is None:
+            v = fast.load(self.b, ptr, typ)
+            self.slots.put(block, ptr, v, group, tname)
+        return v
+
+    def store_slot(self, ptr, value, group, tname: str):
+        st = fast.store(self.b, value, ptr)
+        self.slots.put(self.b.block, ptr, value, group, tname, st)
 
     # ------------------------------------------------------------ statements
     def stmts(self, body):
@@ -180,7 +202,13 @@ class Codegen:
         val = self.expr(s.value)
         if s.dtype.kind == "bool":
             val = self.b.zext(val, I8)
-        self.b.store(val, ptr)
+        if s.storage.scope != "local":
+            self.b.store(val, ptr)
+        elif id(ptr) in self.slot_ids:
+            self.store_slot(ptr, val, id(s.storage), s.dtype.name)
+        else:
+            self.b.store(val, ptr)
+            self.slots.forget(id(s.storage))       # a run-time index: any of the buffer's slots may change
 
     def s_For(self, s: ir.For):
         b = self.b
@@ -210,7 +238,8 @@ class Codegen:
             b.position_at_end(step)
         with self.values.region():      # the step block: reached from every `continue`, not only the body's end
             i = self.load_var(s.var)
-            b.store(b.add(i, self.expr(s.step)), self.var_slot(s.var))
+            slot = self.var_slot(s.var)
+            self.store_slot(slot, b.add(i, self.expr(s.step)), id(s.var), "")
             b.branch(head)
         b.position_at_end(done)
         self.values.entering_loop(s.var, s.body)      # what the loop assigned differs from its header's view
@@ -260,11 +289,17 @@ class Codegen:
 
     def s_If(self, s: ir.If):
         cond = self.expr(s.cond)
+        # the block before the if dominates both branches and the join: what it knew of the slots holds there,
+        # less what the branches may store
+        known = self.slots.snapshot(self.b.block)
         with self.b.if_else(cond) as (then, orelse):
             with then, self.values.region():
+                self.slots.resume(self.b.block, known)
                 self.stmts(s.then)
             with orelse, self.values.region():
+                self.slots.resume(self.b.block, known)
                 self.stmts(s.orelse)
+        self.slots.resume(self.b.block, known, written_slots(s.then + s.orelse))
 
     def s_Barrier(self, s):
         fty = ll.FunctionType(ll.VoidType(), [])
@@ -273,23 +308,28 @@ class Codegen:
 
     def s_Trap(self, s: ir.Trap):
         cond = self.expr(s.cond)
+        known = self.slots.snapshot(self.b.block)
         with self.b.if_then(cond, likely=False), self.values.region():
-            if not self.debug_buffer:
-                self.b.asm(ll.FunctionType(ll.VoidType(), []), "trap;", "~{memory}", [], True)
-                return
-            # The first failing thread records (site, block, thread, value: a per-dimension check's index, else 0);
-            # every failing thread stops.
-            b = self.b
-            blk = b.add(self.sreg("ctaid.x"), b.mul(self.sreg("nctaid.x"),
-                        b.add(self.sreg("ctaid.y"), b.mul(self.sreg("nctaid.y"), self.sreg("ctaid.z")))))
-            thr = b.add(self.sreg("tid.x"), b.mul(self.sreg("ntid.x"),
-                        b.add(self.sreg("tid.y"), b.mul(self.sreg("ntid.y"), self.sreg("tid.z")))))
-            text = ("{ .reg .b32 %to; .reg .pred %tq; atom.global.cas.b32 %to, [$0], 0, $1; "
-                    "setp.eq.b32 %tq, %to, 0; @%tq st.global.b32 [$0+4], $2; @%tq st.global.b32 [$0+8], $3; "
-                    "@%tq st.global.b32 [$0+12], $4; exit; }")
-            value = self.expr(s.value) if s.value is not None else I32(0)
-            fty = ll.FunctionType(ll.VoidType(), [self.debug_ptr.type, I32, I32, I32, I32])
-            b.asm(fty, text, "l,r,r,r,r,~{memory}", [self.debug_ptr, I32(s.code), blk, thr, value], True)
+            self._trap(s)
+        self.slots.resume(self.b.block, known)         # a failing thread stops; no slot is written
+
+    def _trap(self, s: ir.Trap):
+        if not self.debug_buffer:
+            self.b.asm(ll.FunctionType(ll.VoidType(), []), "trap;", "~{memory}", [], True)
+            return
+        # The first failing thread records (site, block, thread, value: a per-dimension check's index, else 0);
+        # every failing thread stops.
+        b = self.b
+        blk = b.add(self.sreg("ctaid.x"), b.mul(self.sreg("nctaid.x"),
+                    b.add(self.sreg("ctaid.y"), b.mul(self.sreg("nctaid.y"), self.sreg("ctaid.z")))))
+        thr = b.add(self.sreg("tid.x"), b.mul(self.sreg("ntid.x"),
+                    b.add(self.sreg("tid.y"), b.mul(self.sreg("ntid.y"), self.sreg("tid.z")))))
+        text = ("{ .reg .b32 %to; .reg .pred %tq; atom.global.cas.b32 %to, [$0], 0, $1; "
+                "setp.eq.b32 %tq, %to, 0; @%tq st.global.b32 [$0+4], $2; @%tq st.global.b32 [$0+8], $3; "
+                "@%tq st.global.b32 [$0+12], $4; exit; }")
+        value = self.expr(s.value) if s.value is not None else I32(0)
+        fty = ll.FunctionType(ll.VoidType(), [self.debug_ptr.type, I32, I32, I32, I32])
+        b.asm(fty, text, "l,r,r,r,r,~{memory}", [self.debug_ptr, I32(s.code), blk, thr, value], True)
 
     def s_Native(self, s: ir.Native):
         emit_native(self, s)
@@ -313,6 +353,7 @@ class Codegen:
             ptr = self.slot_ptrs.get(key)
             if ptr is None:
                 ptr = self.slot_ptrs[key] = self.entry_builder.gep(base, [off], source_etype=memtype(d))
+                self.slot_ids.add(id(ptr))
             return ptr
         return self.b.gep(base, [off], source_etype=memtype(d))
 
@@ -350,7 +391,13 @@ class Codegen:
         return self.load_var(e)
 
     def e_Load(self, e: ir.Load):
-        v = self.b.load(self.elem_ptr(e.storage, e.dtype, e.offset), typ=memtype(e.dtype))
+        ptr = self.elem_ptr(e.storage, e.dtype, e.offset)
+        if e.storage.scope == "local" and id(ptr) in self.slot_ids:
+            v = self.load_slot(ptr, memtype(e.dtype), id(e.storage), e.dtype.name)
+        else:
+            if e.storage.scope == "local":
+                self.slots.read(id(e.storage))      # a run-time index: it may read any stored slot
+            v = self.b.load(ptr, typ=memtype(e.dtype))
         return self.b.trunc(v, I1) if e.dtype.kind == "bool" else v
 
     def e_Special(self, e: ir.Special):

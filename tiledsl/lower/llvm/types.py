@@ -15,18 +15,29 @@ GLOBAL, SHARED, LOCAL = 1, 3, 5          # NVPTX address spaces
 DATALAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 
 
+_LLTYPE, _MEMTYPE = {}, {}              # dtype name -> its type (codegen asks ~9000 times for a GEMM)
+
+
 def lltype(d: dt.DType) -> ll.Type:
     """The LLVM type of a value of `d` in a register."""
-    if d.kind == "bool":
-        return I1
-    if d.is_float:
-        return {16: F16, 32: F32, 64: F64}[d.bits] if d.name != "bfloat16" else I16
-    return ll.IntType(d.bits)
+    t = _LLTYPE.get(d.name)
+    if t is None:
+        if d.kind == "bool":
+            t = I1
+        elif d.is_float:
+            t = {16: F16, 32: F32, 64: F64}[d.bits] if d.name != "bfloat16" else I16
+        else:
+            t = ll.IntType(d.bits)
+        _LLTYPE[d.name] = t
+    return t
 
 
 def memtype(d: dt.DType) -> ll.Type:
     """How an element sits in memory (bool as a byte)."""
-    return I8 if d.kind == "bool" else lltype(d)
+    t = _MEMTYPE.get(d.name)
+    if t is None:
+        t = _MEMTYPE[d.name] = I8 if d.kind == "bool" else lltype(d)
+    return t
 
 
 def memtype_bytes(d: dt.DType) -> int:
