@@ -21,7 +21,10 @@ ring's layouts, the register split, the elected producer thread, the grouped til
   runs its wgmma into a temporary accumulator (scale_d = 0), waits for it and adds it to the f32 accumulator times
   scale_a[row, kb] * scale_b[e, column block, kb]: the scales promote every K block in the consumer, not once after
   the loop (DeepSeek-V3's recipe). A dense blockwise GEMM is the same kernel with one group (`grouped=False`: no
-  offsets parameter, the group's end is M).
+  offsets parameter, the group's end is M). With `pipelined` (the gated path "gemm_fp8_blockwise_pipelined" on the
+  GPU) the promotion runs one K block behind the tensor cores over two temporaries (`promote_pipelined`): block
+  k + 1's wgmma is issued before block k is waited for (wait_group 1), so the promotion's FMAs no longer leave the
+  tensor cores idle; same products, same order, so the same bits.
 
 Other forms of the same walk (build's keywords): `masked` (the decode form: E groups of C rows, a count each),
 `trans_w` (w (E, K, N) read as stored: the backward's dx), `kgrouped` (the weight gradient dW[e] = dYₑᵀ Xₑ, the
