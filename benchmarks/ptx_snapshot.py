@@ -312,7 +312,7 @@ def main(out, *flags):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - {"--attention", "--hopper", "--ops",
-                                                                         "--moe"}:
+    flags = {"--attention", "--hopper", "--ops", "--moe"}
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - flags:
         sys.exit("usage: python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper] [--ops] [--moe]")
     main(*sys.argv[1:])
