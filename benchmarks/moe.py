@@ -17,7 +17,10 @@
 - `ops.quantize_fp8_blockwise` against the copy bandwidth (x.clone()).
 
 Every row is checked (relative Frobenius error against an f32 reference) before it is timed; gemm.py's side_by_side
-gives medians of CUDA events, L2 evicted before each call. `python benchmarks/moe.py [--quick | --full] [--json FILE]`;
+gives medians of CUDA events, L2 evicted before each call. `--gates NAME[,NAME]` (gated paths, tiledsl/ops/gates.py,
+e.g. gemm_fp8_blockwise_pipelined) times each of our calls twice in the same rotation: "tiledsl" with every gate off
+and "tiledsl, gates on" with those on (TILEDSL_ENABLE set around each call), both checked, and the ratio still
+against the best torch peer. `python benchmarks/moe.py [--quick | --full] [--gates NAMES] [--json FILE]`;
 the default run (one routed-row count per shape) should take about 2 minutes on an H200 after the kernels are
 compiled (about a minute more on the first run), --quick about 30 s, --full (256 .. 65536 rows) several minutes.
 """
@@ -70,11 +73,40 @@ def loop_mm(torch, ends):
     return run
 
 
+GATES = ""              # --gates: the gated paths "tiledsl, gates on" runs with (and "tiledsl" without)
+OURS_ON = "tiledsl, gates on"
+
+
+def with_gates(fn, names):
+    """fn with exactly the gated paths `names` enabled: TILEDSL_ENABLE, which the planners read at each call, set
+    around the call (microseconds of host time, hidden behind side_by_side's L2 flush)."""
+    def run(*args):
+        old = os.environ.get("TILEDSL_ENABLE")
+        os.environ["TILEDSL_ENABLE"] = names
+        try:
+            return fn(*args)
+        finally:
+            if old is None:
+                del os.environ["TILEDSL_ENABLE"]
+            else:
+                os.environ["TILEDSL_ENABLE"] = old
+    return run
+
+
+def best_peer(peers):
+    """The fastest torch peer's name (our own gated form is not a peer)."""
+    theirs = {k: v for k, v in peers.items() if k != OURS_ON}
+    return max(theirs, key=theirs.get) if theirs else "-"
+
+
 def measure(torch, rows, op, routing, shape, fl, ours, peers, args, ref, tol=1e-2):
     """One row: ours checked against ref (relative error <= tol, else an AssertionError), each peer run and checked
     once (a peer this torch refuses, or that gives another answer, is left out with a note; a peer given as
     (fn, None) computes another recipe and is only run), then all timed side by side; rates in TFLOP/s of fl
-    flops."""
+    flops. With --gates, ours runs with every gate off and again, as OURS_ON beside the peers, with GATES on."""
+    if GATES:
+        peers = {OURS_ON: with_gates(ours, GATES), **peers}
+        ours = with_gates(ours, "")
     err = rel(ours(*args), ref)
     assert err <= tol, f"{op} {shape}: relative error {err}"
     fns, names = [ours], []
@@ -93,7 +125,7 @@ def measure(torch, rows, op, routing, shape, fl, ours, peers, args, ref, tol=1e-
         names.append(name)
     ms = side_by_side(fns, torch, [args])
     peer_rates = {n: fl / m / 1e9 for n, m in zip(names, ms[1:])}
-    best = max(peer_rates, key=peer_rates.get) if peer_rates else "-"
+    best = best_peer(peer_rates)
     rows.append(dict(op=op, routing=routing, shape=shape, ours=fl / ms[0] / 1e9, peers=peer_rates, best=best,
                      peer=peer_rates.get(best, float("nan")), err=err))
     print(rows[-1], flush=True)
@@ -255,7 +287,7 @@ def table(rows):
            "| --- | --- | --- | ---: | --- | ---: | ---: |"]
     for r in rows:
         peers = ", ".join(f"{k} {v:.0f}" for k, v in r["peers"].items())
-        best = max(r["peers"].values(), default=float("nan"))
+        best = r["peers"].get(best_peer(r["peers"]), float("nan"))
         if r["op"].startswith("quantize"):
             peers += " (GB/s; ours in GB/s)"
         out.append(f"| {r['op']} | {r['routing']} | {r['shape']} | {r['ours']:.0f} | {peers} | "
@@ -268,8 +300,12 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="one shape per family (about 30 s)")
     p.add_argument("--full", action="store_true", help="routed rows from 256 to 65536 (several minutes)")
     p.add_argument("--only", default="grouped,fp8,grouped_fp8,quant", help="comma-separated families")
+    p.add_argument("--gates", default="", help="gated paths (comma-separated) to time on beside off, e.g. "
+                   "--gates gemm_fp8_blockwise_pipelined --only fp8,grouped_fp8")
     p.add_argument("--json", help="write the rows to this file")
     opts = p.parse_args(argv)
+    global GATES
+    GATES = opts.gates
     import torch
 
     import tiledsl.ops as ops

@@ -1,6 +1,6 @@
 """Write the PTX of the reference kernels to a folder, one file each, to prove a refactoring emits the same code.
 
-    python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper] [--ops]   # then: diff -r BEFORE AFTER
+    python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper] [--ops] [--moe]   # then: diff -r BEFORE AFTER
 
 The kernels: every GEMM configuration (f16 and bf16 inputs; f16 and f32 outputs; specialised to a shape and
 dynamic), the mma.sync ceiling kernels, the two seed examples and the compile examples of docs/patterns/; with
@@ -11,7 +11,9 @@ persistent, multicast, one consumer) and its FP8 form, the FA3 backward (MHA / G
 or not, tail split and tma_kv), the FP8 attention forward and the FA2 attention forward (every candidate, causal or
 not, with and without lazy), about 3 minutes; with --ops the rest of the kernels tiledsl.ops ships and the examples
 that build on tiledsl.lib: softmax, layer norm, reduce, histogram, the FA2 backward's kernels, the FA3 backward's dQ
-cast, and the Hopper GEMM's fused epilogues, split-K, stream-K and deferred epilogue (f16 and FP8).
+cast, and the Hopper GEMM's fused epilogues, split-K, stream-K and deferred epilogue (f16 and FP8); with --moe the
+grouped kernel (tiledsl/ops/gemm/grouped_kernel.py) in each of its forms: grouped f16/bf16 (both tiles, masked,
+transposed weights, both weight gradients) and block-scaled FP8 (dense and grouped, BN 128 and 256).
 No GPU is needed (kernel.compile with target sm_90).
 """
 import os
@@ -254,6 +256,41 @@ def ops_kernels():
         yield f"hgemm_fp8_{name}", k.compile(a8, a8, c, *extra).asm["ptx"]
 
 
+def moe_kernels():
+    """The grouped kernel's forms as the host API builds them (grouped.py), each compiled for sm_90a."""
+    from tiledsl.ops.gemm import grouped_kernel as GK
+    E, M, N, K = 4, 512, 256, 512
+    off = np.array([100, 100, 300, M], np.int32)
+    u16, u8 = np.zeros((M, K), np.uint16), np.zeros((M, K), np.uint8)
+    for bn in (128, 256):
+        k = GK.build("bfloat16", "bfloat16", 4, 2, bn, 132, GK.GROUP_M, True, False, max_groups=16)
+        yield f"grouped_bf16_bn{bn}", k.compile(u16, np.zeros((E * N, K), np.uint16), np.zeros((M, N), np.uint16),
+                                                off).asm["ptx"]
+    k = GK.build("float16", "float32", 4, 2, 128, 132, GK.GROUP_M, True, False, max_groups=16, masked=True)
+    yield "grouped_f16_masked", k.compile(np.zeros((M, K), np.float16), np.zeros((E * N, K), np.float16),
+                                          np.zeros((M, N), np.float32),
+                                          np.array([100, 0, 128, 7], np.int32)).asm["ptx"]
+    k = GK.build("bfloat16", "bfloat16", 4, 2, 128, 132, GK.GROUP_M, True, False, max_groups=16, trans_w=True)
+    yield "grouped_bf16_trans_w", k.compile(u16, np.zeros((E * K, N), np.uint16), np.zeros((M, N), np.uint16),
+                                            off).asm["ptx"]
+    k = GK.build("bfloat16", "bfloat16", 4, 2, 256, 132, GK.GROUP_M, True, False, kgrouped=True, max_groups=16)
+    yield "grouped_bf16_kgrouped", k.compile(np.zeros((256, M), np.uint16), np.zeros((K, M), np.uint16),
+                                             np.zeros((E * 256, K), np.uint16), off).asm["ptx"]
+    k = GK.build("bfloat16", "float32", 4, 2, 128, 132, GK.GROUP_M, True, False, kgrouped=True, max_groups=16,
+                 trans_w=True)
+    yield "grouped_bf16_kgrouped_tokm", k.compile(np.zeros((M, 256), np.uint16), u16,
+                                                  np.zeros((E * 256, K), np.float32), off).asm["ptx"]
+    for out, bn in (("bfloat16", 128), ("float32", 128), ("bfloat16", 256)):
+        sc = (np.zeros((M, K // 128), np.float32), np.zeros((1, N // 128, K // 128), np.float32))
+        k = GK.build("e4m3", out, 4, 2, bn, 132, GK.GROUP_M, False, True)
+        c = np.zeros((M, N), np.uint16 if out == "bfloat16" else np.float32)
+        yield f"fp8_blockwise_{out}_bn{bn}", k.compile(u8, np.zeros((N, K), np.uint8), c, *sc).asm["ptx"]
+        k = GK.build("e4m3", out, 4, 2, bn, 132, GK.GROUP_M, True, True, max_groups=256)
+        yield f"fp8_blockwise_grouped_{out}_bn{bn}", k.compile(
+            u8, np.zeros((E * N, K), np.uint8), c, off, sc[0], np.zeros((E, N // 128, K // 128), np.float32)
+        ).asm["ptx"]
+
+
 def main(out, *flags):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -265,6 +302,8 @@ def main(out, *flags):
         sources += (hopper_kernels,)
     if "--ops" in flags:
         sources += (ops_kernels,)
+    if "--moe" in flags:
+        sources += (moe_kernels,)
     for source in sources:
         for name, ptx in source():
             (out / f"{name}.ptx").write_text(ptx)
@@ -273,6 +312,7 @@ def main(out, *flags):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - {"--attention", "--hopper", "--ops"}:
-        sys.exit("usage: python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper] [--ops]")
+    flags = {"--attention", "--hopper", "--ops", "--moe"}
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or set(sys.argv[2:]) - flags:
+        sys.exit("usage: python benchmarks/ptx_snapshot.py OUT_DIR [--attention] [--hopper] [--ops] [--moe]")
     main(*sys.argv[1:])

@@ -132,8 +132,12 @@ FAMILIES = {
     "test_attention_varlen.py::test_varlen_on_the_interpreter": ('True-heads2-lq2-lk2-config2',),  # 5 ids, 7.6 s
     "test_attention_varlen.py::test_varlen_sm90_config_passes_ptxas_without_spills":
         ('False-bfloat16',),  # 4 ids, 41.8 s
-    "test_fp8_blockwise.py::test_blockwise_gemm_assembles_for_sm90a_without_spills": ('False',),  # 2 ids, 11.9 s
+    "test_fp8_blockwise.py::test_blockwise_gemm_assembles_for_sm90a_without_spills":
+        ('dense-pipelined',),  # 4 ids, 10.2 s (the gated form's proof stays)
     "test_fp8_blockwise.py::test_dense_blockwise_gemm_on_the_interpreter": ('bn128-exact',),  # 3 ids, 13.9 s
+    "test_fp8_blockwise.py::test_grouped_blockwise_gemm_on_the_interpreter": ('pipelined-2-blocks',),  # 3 ids, 5.5 s
+    "test_fp8_blockwise.py::test_pipelined_promotion_on_the_interpreter":
+        ('2-2',),  # 4 ids, 10.7 s (2-2: 0.1 s above the cheapest, and it runs the even tail and two consumers)
     "test_grouped_gemm.py::test_compiles_for_sm90a_and_assembles_without_spills": ('bf16-f32-out',),  # 3 ids, 34.2 s
     "test_grouped_gemm.py::test_grouped_walk_on_the_fibered_interpreter": ('tiny-odd-n',),  # 3 ids, 5.3 s
     "test_grouped_gemm.py::test_k_grouped_weight_gradient_on_the_interpreter": ('bf16-zero-first',),  # 2 ids, 8.4 s

@@ -162,26 +162,73 @@ def test_quantise_then_gemm_is_within_2e3_of_f32():
     assert np.abs(c - x @ w.T).max() <= 0.1 * np.abs(x @ w.T).max()        # and near the unquantised product
 
 
-def test_grouped_blockwise_gemm_on_the_interpreter():
-    """FP8 MoE: three experts (one of 0 tokens), per-expert 128 x 128 weight scales."""
-    counts = [70, 0, 90]
+@pytest.mark.parametrize("pipelined,counts,K", [(False, [70, 0, 90], 256), (True, [0, 70, 0, 90], 384),
+                                               (True, [30, 0, 130], 256)],
+                         ids=["waited", "pipelined-3-blocks", "pipelined-2-blocks"])
+def test_grouped_blockwise_gemm_on_the_interpreter(pipelined, counts, K):
+    """FP8 MoE: experts of 0 tokens (first, middle), per-expert 128 x 128 weight scales; each K block waited for
+    before its promotion, or promoted one block behind the tensor cores (`pipelined`)."""
+    E, M, N = len(counts), sum(counts), 136
     off = np.cumsum(counts).astype(np.int32)
-    a, b, sa, sb = _scaled_problem(160, 136, 256, True, seed=11, E=3)
-    ref = np.zeros((160, 136))
+    a, b, sa, sb = _scaled_problem(M, N, K, True, seed=11, E=E)
+    ref = np.zeros((M, N))
     s = 0
     for e, end in enumerate(off):
         ref[s:end] = _scaled_ref(a[s:end], b[e], sa[s:end], sb[e])
         s = end
-    c = np.full((160, 136), -1.0, np.float32)
-    k = GK.build("e4m3", "float32", 2, 1, 128, 2, 2, True, True, max_groups=16)
-    tiledsl.jit(k.fn, interpret=True)(R.encode(R.E4M3, a), R.encode(R.E4M3, b.reshape(3 * 136, 256)), c, off, sa, sb)
+    c = np.full((M, N), -1.0, np.float32)
+    k = GK.build("e4m3", "float32", 2, 1, 128, 2, 2, True, True, max_groups=16, pipelined=pipelined)
+    tiledsl.jit(k.fn, interpret=True)(R.encode(R.E4M3, a), R.encode(R.E4M3, b.reshape(E * N, K)), c, off, sa, sb)
     np.testing.assert_array_equal(c, ref)
 
 
-@pytest.mark.parametrize("grouped", [False, True])
-def test_blockwise_gemm_assembles_for_sm90a_without_spills(grouped):
+@pytest.mark.parametrize("kb,consumers", [(1, 1), (2, 2), (3, 1), (5, 1)])
+def test_pipelined_promotion_on_the_interpreter(kb, consumers):
+    """grouped_kernel's `pipelined` form (the gated path "gemm_fp8_blockwise_pipelined" on CUDA tensors): odd and
+    even K block counts (the loop unrolled by two and its tails), ragged M and N, a ring of 2 stages wrapping around
+    and a persistent grid of 2 blocks. Exact against the reference with power-of-two scales; with arbitrary scales
+    bit for bit the unpipelined kernel's result (the same products promoted in the same order). The interpreter
+    faults on a read of a temporary before the wait_group that retires its wgmma."""
+    M, N, K = 72, 136, 128 * kb
+    e4 = lambda v: R.encode(R.E4M3, v)                                          # noqa: E731
+    a, b, sa, sb = _scaled_problem(M, N, K, True, seed=kb)
+    c = np.full((M, N), -1.0, np.float32)
+    pipe = GK.build("e4m3", "float32", 2, consumers, 128, 2, 2, False, True, pipelined=True)
+    tiledsl.jit(pipe.fn, interpret=True)(e4(a), e4(b[0]), c, sa, sb)
+    np.testing.assert_array_equal(c, _scaled_ref(a, b[0], sa, sb[0]))
+    a, b, sa, sb = _scaled_problem(M, N, K, False, seed=kb)
+    waited = np.zeros((M, N), np.float32)
+    tiledsl.jit(GK.build("e4m3", "float32", 2, consumers, 128, 2, 2, False, True).fn, interpret=True)(
+        e4(a), e4(b[0]), waited, sa, sb)
+    tiledsl.jit(pipe.fn, interpret=True)(e4(a), e4(b[0]), c, sa, sb)
+    np.testing.assert_array_equal(c, waited)
+
+
+def test_pipelined_promotion_is_gated_on_cuda_tensors(monkeypatch):
+    """CPU tensors (the interpreter) always take the pipelined promotion; CUDA tensors only with its gate on
+    (TILEDSL_ENABLE), until a GPU session has run tests/test_gpu_moe.py; BN = 256 never (it would spill)."""
+    from tiledsl.ops import gates
+    from tiledsl.ops.gemm import grouped as G
+
+    class On:
+        def __init__(self, cuda):
+            self.is_cuda = cuda
+    assert gates.GATED[G.PIPELINED] == "tests/test_gpu_moe.py"
+    monkeypatch.setenv("TILEDSL_ENABLE", "")
+    assert G.pipelined_promotion(On(False), 128) and not G.pipelined_promotion(On(True), 128)
+    monkeypatch.setenv("TILEDSL_ENABLE", G.PIPELINED)
+    assert G.pipelined_promotion(On(True), 128) and not G.pipelined_promotion(On(True), 256)
+    with pytest.raises(tiledsl.LaunchError, match="pipelined"):
+        GK.build("bfloat16", "bfloat16", 4, 2, 128, 132, 8, True, False, pipelined=True)
+
+
+@pytest.mark.parametrize("grouped,pipelined", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["dense", "grouped", "dense-pipelined", "grouped-pipelined"])
+def test_blockwise_gemm_assembles_for_sm90a_without_spills(grouped, pipelined):
+    """The host's configuration (BN = 128, two consumers, 4 stages): no spills, and no wgmma serialised by ptxas
+    (C7514 / C7515: a non-wgmma instruction touching an accumulator in flight; the pipelined form keeps two)."""
     M, N, K = 256, 256, 512
-    k = GK.build("e4m3", "bfloat16", 4, 2, 128, 132, 8, grouped, True, max_groups=256 * grouped)
+    k = GK.build("e4m3", "bfloat16", 4, 2, 128, 132, 8, grouped, True, max_groups=256 * grouped, pipelined=pipelined)
     args = [np.zeros((M, K), np.uint8), np.zeros((N, K), np.uint8), np.zeros((M, N), np.uint16)]
     if grouped:
         args.append(np.array([M], np.int32))
@@ -189,8 +236,10 @@ def test_blockwise_gemm_assembles_for_sm90a_without_spills(grouped):
     ck = k.compile(*args)
     ptx = ck.asm["ptx"]
     assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in ptx
+    assert ("wgmma.wait_group.sync.aligned 1" in ptx) == pipelined
     r = ptxas(ptx, "sm_90a")
     assert r.returncode == 0, r.stderr
+    assert "C7514" not in r.stderr and "C7515" not in r.stderr and "C7517" not in r.stderr, r.stderr
     assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
 
 
@@ -223,7 +272,9 @@ def test_host_api_on_the_interpreter(monkeypatch):
     from tiledsl.ops.gemm import grouped as G
     build = G._kernel
     monkeypatch.setattr(G, "_need_sm90", lambda t, what: None)
-    monkeypatch.setattr(G, "_kernel", lambda *a, **k: tiledsl.jit(build(*a, **k).fn, interpret=True))
+    pipelined = []                      # CPU tensors: the pipelined promotion, whatever the gate says
+    monkeypatch.setattr(G, "_kernel", lambda *a, **k: pipelined.append(k["pipelined"]) or
+                        tiledsl.jit(build(*a, **k).fn, interpret=True))
     small = G.default_config
     monkeypatch.setattr(G, "default_config", lambda N, scaled: dict(small(N, scaled), stages=2, consumers=1))
     a, b, sa, sb = _scaled_problem(72, 136, 256, True, seed=21, E=2)
@@ -239,3 +290,4 @@ def test_host_api_on_the_interpreter(monkeypatch):
                                     out_dtype=torch.float32)
     want = np.concatenate([ref[:30], _scaled_ref(a[30:], b[1], sa[30:], sb[1])])
     np.testing.assert_array_equal(cg.numpy(), want)
+    assert pipelined == [True, True]

@@ -346,3 +346,41 @@ def test_grouped_fp8_blockwise_against_the_loop():
         ref[s:end] = _blockwise_ref(qx[s:end], sx[s:end], qw[e], sw[e])
         s = end
     assert _rel(out, ref) <= 2e-3
+
+
+def _pipelined_and_not(monkeypatch, call):
+    """call() with the gated software-pipelined promotion off, then on (TILEDSL_ENABLE, whatever the session set)."""
+    from tiledsl.ops.gemm import grouped as G
+    monkeypatch.setenv("TILEDSL_ENABLE", "")
+    before = call()
+    monkeypatch.setenv("TILEDSL_ENABLE", G.PIPELINED)
+    assert G.pipelined_promotion(before, 128)
+    return before, call()
+
+
+@pytest.mark.parametrize("M,N,K", [(77, 136, 128), (1000, 2048, 640), (4096, 4096, 4096), (256, 384, 384)],
+                         ids=["1-block", "5-blocks", "32-blocks", "3-blocks"])
+@own_process
+def test_pipelined_promotion_matches_the_unpipelined_kernel_bit_for_bit(M, N, K, monkeypatch):
+    """The gated path "gemm_fp8_blockwise_pipelined": the same products promoted in the same order, one K block
+    behind the tensor cores, so the result equals the unpipelined kernel's bit for bit (odd and even K block
+    counts), and the f32 reference within 2e-3."""
+    from tiledsl.ops import matmul_fp8_blockwise, quantize_fp8_blockwise
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    a, sa = quantize_fp8_blockwise(x)
+    b, sb = _weights_128(torch.randn(N, K, device="cuda") / K ** 0.5)
+    off, on = _pipelined_and_not(monkeypatch, lambda: matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32))
+    assert torch.equal(off, on)
+    assert _rel(on, _blockwise_ref(a, sa, b, sb)) <= 2e-3
+
+
+@own_process
+def test_pipelined_promotion_grouped_with_empty_experts(monkeypatch):
+    from tiledsl.ops import grouped_mm_fp8_blockwise, quantize_fp8_blockwise
+    E, Tn, N, K = 8, 4000, 2048, 1152
+    off = _offsets(_counts(E, Tn, True, seed=6))
+    qx, sx = quantize_fp8_blockwise(torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16))
+    qw, sw = _weights_128(torch.randn(E, N, K, device="cuda") / K ** 0.5)
+    before, after = _pipelined_and_not(
+        monkeypatch, lambda: grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32))
+    assert torch.equal(before, after)

@@ -11,6 +11,7 @@ it is below T) are left as they are in `out` (an `out=` buffer) or uninitialised
 """
 import tiledsl
 
+from .. import gates
 from ..device import sm_count
 from . import grouped_kernel as GK
 from .hopper import DTYPES
@@ -26,13 +27,25 @@ def max_groups(E: int) -> int:
 
 
 def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False, E=0, masked=False,
-            trans_w=False):
+            trans_w=False, pipelined=False):
     gmax = max_groups(E) if grouped else 0
-    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax, masked, trans_w)
+    key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax, masked, trans_w,
+           pipelined)
     if key not in _KERNELS:
         _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax,
-                                 masked, trans_w)
+                                 masked, trans_w, pipelined)
     return _KERNELS[key]
+
+
+PIPELINED = "gemm_fp8_blockwise_pipelined"      # the gated path (gates.py): the software-pipelined FP8 promotion
+PIPELINED_BN = 128                             # at BN = 256 its three 128-register accumulators spill
+
+
+def pipelined_promotion(t, bn) -> bool:
+    """Whether the blockwise FP8 kernel for tensor t promotes its K blocks software-pipelined (grouped_kernel's
+    `pipelined`): always on CPU tensors (the interpreter), on CUDA tensors only where its gate is on (it has not yet
+    run on a GPU), and only at BN = 128 (wider tiles spill with a second temporary accumulator)."""
+    return bn == PIPELINED_BN and (not t.is_cuda or gates.enabled(PIPELINED))
 
 
 def default_config(N: int, scaled: bool) -> dict:
@@ -278,7 +291,7 @@ def matmul_fp8_blockwise(a, b, scale_a, scale_b, out_dtype=None, *, out=None, co
         return out
     cfg = dict(default_config(N, True), **(config or {}))
     k = _kernel("e4m3", DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"], sm_count(a),
-                cfg["group_m"], False, True)
+                cfg["group_m"], False, True, pipelined=pipelined_promotion(a, cfg["bn"]))
     u8 = torch.uint8
     k(a.contiguous().view(u8), b.contiguous().view(u8), out, scale_a.contiguous(),
       scale_b.contiguous().view(1, NB, KB))
@@ -312,7 +325,7 @@ def grouped_mm_fp8_blockwise(x, w, offsets, scale_x, scale_w, out_dtype=None, *,
         return out
     cfg = dict(default_config(N, True), **(config or {}))
     k = _kernel("e4m3", DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"], sm_count(x),
-                cfg["group_m"], True, True, E=E)
+                cfg["group_m"], True, True, E=E, pipelined=pipelined_promotion(x, cfg["bn"]))
     u8 = torch.uint8
     k(x.contiguous().view(u8), w.contiguous().view(u8).view(E * N, K), out, offsets, scale_x.contiguous(),
       scale_w.contiguous())

@@ -21,7 +21,10 @@ ring's layouts, the register split, the elected producer thread, the grouped til
   runs its wgmma into a temporary accumulator (scale_d = 0), waits for it and adds it to the f32 accumulator times
   scale_a[row, kb] * scale_b[e, column block, kb]: the scales promote every K block in the consumer, not once after
   the loop (DeepSeek-V3's recipe). A dense blockwise GEMM is the same kernel with one group (`grouped=False`: no
-  offsets parameter, the group's end is M).
+  offsets parameter, the group's end is M). With `pipelined` (the gated path "gemm_fp8_blockwise_pipelined" on the
+  GPU) the promotion runs one K block behind the tensor cores over two temporaries (`promote_pipelined`): block
+  k + 1's wgmma is issued before block k is waited for (wait_group 1), so the promotion's FMAs no longer leave the
+  tensor cores idle; same products, same order, so the same bits.
 
 Other forms of the same walk (build's keywords): `masked` (the decode form: E groups of C rows, a count each),
 `trans_w` (w (E, K, N) read as stored: the backward's dx), `kgrouped` (the weight gradient dW[e] = dYₑᵀ Xₑ, the
@@ -159,7 +162,7 @@ def check_walk(offsets, rows, N, BM, BNT, GM, G, cap=0):
 
 def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int, group_m: int, grouped: bool,
           scaled: bool, kgrouped: bool = False, max_groups: int = 0, masked: bool = False,
-          trans_w: bool = False):
+          trans_w: bool = False, pipelined: bool = False):
     """The kernel for x and w of type `ab` (float16 / bfloat16, or e4m3 with `scaled`: blockwise scales), out of
     type `out`. grouped: called as kernel(X, W, C, offsets[, SA, SB]) with X (T, K), W (E * N, K), C (T, N),
     offsets (E,) int32; else (one group, the dense blockwise GEMM) kernel(X, W, C, SA, SB). SA (T, ceil(K / 128))
@@ -190,7 +193,13 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
 
     max_groups > 0: the block first copies offsets into shared memory (max_groups int32, at least E: the host
     checks), so the walk's reads of them (E per thread to count the tiles, E per block along the walk) cost shared
-    memory latency, not global (256 experts: about 256 dependent L2 reads a thread otherwise)."""
+    memory latency, not global (256 experts: about 256 dependent L2 reads a thread otherwise).
+
+    pipelined (scaled only): the promotion software-pipelined over two temporary accumulators, so the tensor cores
+    run K block k + 1 while the consumer scales block k into the accumulator (`promote_pipelined`); without it, each
+    K block's wgmma is waited for (wait_group 0) before its promotion."""
+    if pipelined and not scaled:
+        raise tiledsl.LaunchError("grouped gemm: the pipelined promotion is a form of the blockwise scaled kernel")
     if scaled and ab != "e4m3":
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales take e4m3 operands, not {ab}")
     if scaled and bn % SCALE_BLOCK:
@@ -342,6 +351,74 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                     C[crow + row, col] = acc[i] if live else 0.0
 
     @tiledsl.inline
+    def block_scales(sc, SA, SB, ra, rb, e, col0, kk, NB):
+        """K block kk's scales for this thread: its two rows' (sc[0], sc[1]) and the tile's column blocks'."""
+        sc[0] = SA[ra, kk]
+        sc[1] = SA[rb, kk]
+        for q in T.unroll(BNT // SCALE_BLOCK):
+            sc[2 + q] = SB[e, T.min(col0 // SCALE_BLOCK + q, NB - 1), kk]
+
+    @tiledsl.inline
+    def issue_block(tv, wa, wb, full, it, c):
+        """The K block in ring slot `it`: wait for its stage, then its products alone (scale_d = 0) into tv, one
+        commit group."""
+        s = it % STG
+        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1], (it // STG) % 2)
+        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], tv, scope="warpgroup")
+        T.cuda.tile.apply(T.ptx[MMA], tv, wa[s, c], wb[s], scope="warpgroup", scale_d=False)
+        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], tv, scope="warpgroup")
+
+    @tiledsl.inline
+    def promote(acc, tmp, sc, empty, it, lane):
+        """The K block in ring slot `it`, its wgmma retired by the caller's wait_group: its stage back to the
+        producer (nothing reads it any more), its products times their scales added to the accumulator."""
+        if lane == 0:
+            s = it % STG
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[s:s + 1])
+        for q in T.unroll(BNT // SCALE_BLOCK):
+            fa = sc[0] * sc[2 + q]
+            fb = sc[1] * sc[2 + q]
+            for i in T.unroll(q * (NACC // (BNT // SCALE_BLOCK)), (q + 1) * (NACC // (BNT // SCALE_BLOCK))):
+                acc[i] = acc[i] + tmp[i] * (fb if (i // 2) % 2 else fa)
+
+    @tiledsl.inline
+    def promote_pipelined(acc, tmp, tv, tmp2, tv2, sc, sc2, wa, wb, full, empty, SA, SB, ra, rb, e, col0, it0,
+                          nkt, NB, c, lane):
+        """A tile's nkt >= 1 K blocks with the promotion one block behind the tensor cores: blocks alternate
+        between the temporaries tmp (even) and tmp2 (odd), the loop unrolled by two so both stay statically
+        indexed. Block k + 1 is issued before block k is waited for (wait_group 1: k retired, k + 1 in flight), so
+        its wgmma runs while block k is promoted; the last block is drained with wait_group 0. A block's stage goes
+        back to the producer in its promotion, after the wait that retired its wgmma; its scales are loaded before
+        its stage is waited for, a block ahead of their use. Every issue is unconditional inside the loop and the
+        tail retires everything in both of its branches: no accumulator in flight meets another definition of
+        itself at a branch's join (the compiler would copy it there, and ptxas serialise the wgmma to allow it)."""
+        block_scales(sc, SA, SB, ra, rb, e, col0, 0, NB)
+        issue_block(tv, wa, wb, full, it0, c)
+        for kh in range((nkt - 1) // 2):
+            # block k0 in flight in tmp; k0 + 1 and k0 + 2 exist
+            k0 = 2 * kh
+            block_scales(sc2, SA, SB, ra, rb, e, col0, k0 + 1, NB)
+            issue_block(tv2, wa, wb, full, it0 + k0 + 1, c)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, tv, scope="warpgroup")
+            promote(acc, tmp, sc, empty, it0 + k0, lane)
+            block_scales(sc, SA, SB, ra, rb, e, col0, k0 + 2, NB)
+            issue_block(tv, wa, wb, full, it0 + k0 + 2, c)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, tv2, scope="warpgroup")
+            promote(acc, tmp2, sc2, empty, it0 + k0 + 1, lane)
+        if nkt % 2 == 0:
+            # an even count: block nkt - 2 in flight in tmp, nkt - 1 still to issue
+            block_scales(sc2, SA, SB, ra, rb, e, col0, nkt - 1, NB)
+            issue_block(tv2, wa, wb, full, it0 + nkt - 1, c)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, tv, scope="warpgroup")
+            promote(acc, tmp, sc, empty, it0 + nkt - 2, lane)
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, tv2, scope="warpgroup")
+            promote(acc, tmp2, sc2, empty, it0 + nkt - 1, lane)
+        else:
+            # an odd count: the last block in flight in tmp
+            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, tv, scope="warpgroup")
+            promote(acc, tmp, sc, empty, it0 + nkt - 1, lane)
+
+    @tiledsl.inline
     def body(X, W, C, offsets, SA, SB, M, N, K, E, KB, NB):
         tid = T.cuda.thread_id()
         wg = tid // 128
@@ -431,6 +508,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             if scaled:
                 tmp = T.alloc_local((NACC,), "float32")     # one K block's products, before its scales
                 tv = tmp.view(1, 1, 64, BNT, layout=L_ACC)
+                if pipelined:
+                    tmp2 = T.alloc_local((NACC,), "float32")    # the next K block's, in flight meanwhile
+                    tv2 = tmp2.view(1, 1, 64, BNT, layout=L_ACC)
+                    sc = T.alloc_local((2 + BNT // SCALE_BLOCK,), "float32")
+                    sc2 = T.alloc_local((2 + BNT // SCALE_BLOCK,), "float32")
             e, base, start, end = cursor_start(offs, M, cap)
             it0 = 0
             for ti in range(mine):
@@ -443,70 +525,74 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                     # tile's scale column blocks
                     ra = T.min(row0 + 64 * c + 16 * w + lane // 4, M - 1)
                     rb = T.min(ra + 8, M - 1)
-                for kk in range(nkt):
-                    it = it0 + kk
-                    s = it % STG
-                    if scaled:
-                        # the K block's scales, loaded before the waits (their latency hides behind the ring's
-                        # wait and the wgmma): this thread's two rows' and the tile's column blocks'
-                        xa = SA[ra, kk]
-                        xb = SA[rb, kk]
-                        wsc = T.alloc_local((BNT // SCALE_BLOCK,), "float32")
-                        for q in T.unroll(BNT // SCALE_BLOCK):
-                            wsc[q] = SB[e, T.min(col0 // SCALE_BLOCK + q, NB - 1), kk]
-                    T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1],
-                                      (it // STG) % 2)
-                    if kgrouped:
-                        rem = end - kstart - kk * KT        # the K tile's columns before the group's end
-                        lead = start - kstart               # the previous group's tokens heading the first K tile
-                        if kk > 0:
-                            lead = 0
-                        if rem < KT or lead > 0:
-                            # the columns past rem are the next group's tokens and those below lead the previous
-                            # group's: zero them in this consumer's rows of A (thread t takes column t % KT of rows
-                            # 2j + t // KT). lead is 0 with TOKM (tokens are rows there: no alignment to keep)
-                            t = tid % 128
-                            if TOKM:
-                                # token rows rem .. of this consumer's box (thread t: column t % 64 of rows
-                                # 2j + t // 64)
-                                for j in T.unroll(KT // 2):
-                                    if 2 * j + t // 64 >= rem:
-                                        ta[s, c, 2 * j + t // 64, t % 64] = T.cast(0.0, ELEM)
-                            elif t % KT >= rem or t % KT < lead:
-                                for j in T.unroll(64 * KT // 128):
-                                    ta[s, 64 * c + (128 // KT) * j + t // KT, t % KT] = T.cast(0.0, ELEM)
-                            T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
-                            T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 128)
-                    if scaled:
-                        # the K block's products alone, waited for, then promoted with its scales
-                        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], tv, scope="warpgroup")
-                        T.cuda.tile.apply(T.ptx[MMA], tv, wa[s, c], wb[s], scope="warpgroup", scale_d=False)
-                        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], tv, scope="warpgroup")
-                        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, tv, scope="warpgroup")
-                        if lane == 0:
-                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[s:s + 1])
-                        for q in T.unroll(BNT // SCALE_BLOCK):
-                            fa = xa * wsc[q]
-                            fb = xb * wsc[q]
-                            for i in T.unroll(q * (NACC // (BNT // SCALE_BLOCK)),
-                                              (q + 1) * (NACC // (BNT // SCALE_BLOCK))):
-                                acc[i] = acc[i] + tmp[i] * (fb if (i // 2) % 2 else fa)
-                    else:
-                        T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
-                        if TOKM:
-                            T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0,
-                                              trans_a=1, trans_b=1)
-                        elif trans_w:
-                            T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0,
-                                              trans_b=1)
+                if pipelined:
+                    promote_pipelined(acc, tmp, tv, tmp2, tv2, sc, sc2, wa, wb, full, empty, SA, SB, ra, rb, e,
+                                      col0, it0, nkt, NB, c, lane)
+                else:
+                    for kk in range(nkt):
+                        it = it0 + kk
+                        s = it % STG
+                        if scaled:
+                            # the K block's scales, loaded before the waits (their latency hides behind the ring's
+                            # wait and the wgmma): this thread's two rows' and the tile's column blocks'
+                            xa = SA[ra, kk]
+                            xb = SA[rb, kk]
+                            wsc = T.alloc_local((BNT // SCALE_BLOCK,), "float32")
+                            for q in T.unroll(BNT // SCALE_BLOCK):
+                                wsc[q] = SB[e, T.min(col0 // SCALE_BLOCK + q, NB - 1), kk]
+                        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1],
+                                          (it // STG) % 2)
+                        if kgrouped:
+                            rem = end - kstart - kk * KT        # the K tile's columns before the group's end
+                            lead = start - kstart               # the previous group's tokens heading the first K tile
+                            if kk > 0:
+                                lead = 0
+                            if rem < KT or lead > 0:
+                                # the columns past rem are the next group's tokens and those below lead the previous
+                                # group's: zero them in this consumer's rows of A (thread t takes column t % KT of rows
+                                # 2j + t // KT). lead is 0 with TOKM (tokens are rows there: no alignment to keep)
+                                t = tid % 128
+                                if TOKM:
+                                    # token rows rem .. of this consumer's box (thread t: column t % 64 of rows
+                                    # 2j + t // 64)
+                                    for j in T.unroll(KT // 2):
+                                        if 2 * j + t // 64 >= rem:
+                                            ta[s, c, 2 * j + t // 64, t % 64] = T.cast(0.0, ELEM)
+                                elif t % KT >= rem or t % KT < lead:
+                                    for j in T.unroll(64 * KT // 128):
+                                        ta[s, 64 * c + (128 // KT) * j + t // KT, t % KT] = T.cast(0.0, ELEM)
+                                T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+                                T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 128)
+                        if scaled:
+                            # the K block's products alone, waited for, then promoted with its scales
+                            T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], tv, scope="warpgroup")
+                            T.cuda.tile.apply(T.ptx[MMA], tv, wa[s, c], wb[s], scope="warpgroup", scale_d=False)
+                            T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], tv, scope="warpgroup")
+                            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, tv, scope="warpgroup")
+                            if lane == 0:
+                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[s:s + 1])
+                            for q in T.unroll(BNT // SCALE_BLOCK):
+                                fa = xa * wsc[q]
+                                fb = xb * wsc[q]
+                                for i in T.unroll(q * (NACC // (BNT // SCALE_BLOCK)),
+                                                  (q + 1) * (NACC // (BNT // SCALE_BLOCK))):
+                                    acc[i] = acc[i] + tmp[i] * (fb if (i // 2) % 2 else fa)
                         else:
-                            T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0)
-                        T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
-                        # one group stays in flight; the previous K tile's is done: release its stage
-                        T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
-                        if kk > 0 and lane == 0:
-                            prev = (it + STG - 1) % STG
-                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[prev:prev + 1])
+                            T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], dv, scope="warpgroup")
+                            if TOKM:
+                                T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0,
+                                                  trans_a=1, trans_b=1)
+                            elif trans_w:
+                                T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0,
+                                                  trans_b=1)
+                            else:
+                                T.cuda.tile.apply(T.ptx[MMA], dv, wa[s, c], wb[s], scope="warpgroup", scale_d=kk > 0)
+                            T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], dv, scope="warpgroup")
+                            # one group stays in flight; the previous K tile's is done: release its stage
+                            T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 1, dv, scope="warpgroup")
+                            if kk > 0 and lane == 0:
+                                prev = (it + STG - 1) % STG
+                                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[prev:prev + 1])
                 if not scaled:
                     T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, dv, scope="warpgroup")
                     if lane == 0 and nkt > 0:
