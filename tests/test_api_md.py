@@ -1,0 +1,498 @@
+"""The public contract, /work/shared/API.md (docs/API.md), checked bullet by bullet on the CPU.
+
+Each test quotes the sentence it checks. Everything runs without a GPU: kernels run on the interpreter
+(interpret=True, numpy arrays and CPU torch tensors) or compile for sm_90/sm_90a and go through ptxas. Where a
+behaviour is covered in depth elsewhere, the check here is short and the comment names the deeper test file.
+"""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl import T
+from tiledsl.layout import S, TileLayout, laneid, tx, warpid
+from helpers import FakeCudaArray, ptxas
+
+import seed_mma
+
+torch = pytest.importorskip("torch")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LC = T.cuda.LaunchConfig
+
+
+def interp(fn, **kw):
+    return tiledsl.jit(fn, interpret=True, **kw)
+
+
+# ===================================================================================== A kernel, end to end
+
+def test_top_example_runs_on_the_interpreter_with_numpy_and_cpu_torch():
+    """The top section's warp_mma, completed from the seed page (examples/seed_mma.py), ported by changing only
+    imports and decorator; `warp_mma(ap, bp, out)` writes `out` in place."""
+    a, b, ap, bp = seed_mma.inputs()
+    ref = a.astype(np.float32) @ b.astype(np.float32).T
+    k = interp(seed_mma.warp_mma.fn)
+    out = np.zeros((16, 8), np.float32)
+    k(ap, bp, out)
+    np.testing.assert_allclose(out, ref, rtol=2e-4, atol=2e-4)
+    tout = torch.zeros(16, 8)
+    k(torch.from_numpy(ap), torch.from_numpy(bp), tout)
+    np.testing.assert_allclose(tout.numpy(), ref, rtol=2e-4, atol=2e-4)
+
+
+# ===================================================================================== Host side
+
+def k_fill(Out: T.Tensor(("n",), "float32"), v: T.float32):
+    T.device_entry(launch=LC(grid=1, block=4))
+    i = T.cuda.block_id(0) * T.cuda.block_dim(0) + T.cuda.thread_id(0)
+    if i < Out.shape[0]:
+        Out[i] = v + T.cast(i, "float32")
+
+
+def test_jit_plain_and_with_options():
+    """`tiledsl.jit(fn)` and `tiledsl.jit(**options)(fn)`: compile lazily on the first call for each
+    specialization; options include `interpret=False`, `target=None` (e.g. "sm_90"), `debug=False`."""
+    plain = tiledsl.jit(k_fill)
+    assert isinstance(plain, tiledsl.JITFunction)
+    for opts in ({}, {"interpret": False}, {"target": None}, {"target": "sm_90"}, {"debug": False},
+                 {"interpret": True, "debug": True}):
+        assert isinstance(tiledsl.jit(**opts)(k_fill), tiledsl.JITFunction)
+    # target= is honoured by compile (ARCHITECTURE.md's `jit(target="sm_80")(f).compile(a)` bug)
+    ck = tiledsl.jit(target="sm_80")(k_fill).compile(np.zeros(4, np.float32), 1.0)
+    assert ".target sm_80" in ck.asm["ptx"]
+    # lazily: nothing is compiled at decoration; a call compiles (on the interpreter here)
+    k = tiledsl.jit(interpret=True, debug=True)(k_fill)
+    out = np.zeros(4, np.float32)
+    k(out, 1.0)
+    np.testing.assert_array_equal(out, [1, 2, 3, 4])
+
+
+def test_launch_config_from_body_or_subscript():
+    """`kernel(*args)` launches with the body's T.device_entry(launch=...); `kernel[grid, block](*args)` sets or
+    overrides it. grid and block are an int or a tuple of up to 3 ints; grid may also be a callable taking a dict
+    of the bound arguments and constexprs."""
+    k = interp(k_fill)
+    out = np.zeros(10, np.float32)
+    k(out, 0.0)                                         # body: 1 block of 4
+    assert (out[4:] == 0).all() and (out[:4] == [0, 1, 2, 3]).all()
+    out[:] = 0
+    k[3, 4](out, 0.0)                                   # ints
+    np.testing.assert_array_equal(out, np.arange(10))
+    out[:] = -1
+    k[(3, 1, 1), (4,)](out, 1.0)                        # tuples
+    np.testing.assert_array_equal(out, np.arange(10) + 1)
+    seen = {}
+
+    def grid(meta):
+        seen.update(meta)
+        return ((meta["Out"].shape[0] + 3) // 4,)
+
+    out[:] = -1
+    k[grid, 4](out, 2.0)                                # a callable grid on the bound arguments
+    np.testing.assert_array_equal(out, np.arange(10) + 2)
+    assert set(seen) >= {"Out", "v"} and seen["v"] == 2.0
+
+
+def test_stream_keyword_is_accepted():
+    """Keyword `stream=` (an int handle, or a torch/cupy stream) is optional. (On the interpreter it is accepted
+    and the run is synchronous.)"""
+    k = interp(k_fill)
+    out = np.zeros(4, np.float32)
+    k(out, 3.0, stream=0)
+    k[1, 4](out, 3.0, stream=0)
+    np.testing.assert_array_equal(out, [3, 4, 5, 6])
+
+
+def test_tensor_arguments_numpy_and_cpu_torch_written_in_place(monkeypatch):
+    """With `interpret=True` (or `TILEDSL_INTERPRET=1`), numpy arrays and CPU torch tensors, written in place."""
+    t = torch.zeros(4)
+    interp(k_fill)(t, 1.0)
+    assert t.tolist() == [1, 2, 3, 4]
+    monkeypatch.setenv("TILEDSL_INTERPRET", "1")
+    t = torch.zeros(4)
+    tiledsl.jit(k_fill)(t, 5.0)
+    assert t.tolist() == [5, 6, 7, 8]
+
+
+def k_scalars(Out: T.Tensor((4,), "float32"), i: T.int32, f: T.float32, b: T.bool, u: T.uint32):
+    T.device_entry(launch=LC(grid=1, block=1))
+    Out[0] = T.cast(i, "float32")
+    Out[1] = f
+    Out[2] = 1.0 if b else 0.0
+    Out[3] = T.cast(u, "float32")
+
+
+def test_scalar_arguments_python_and_numpy():
+    """Scalar arguments: Python ints, floats and bools, numpy scalars."""
+    k = interp(k_scalars)
+    out = np.zeros(4, np.float32)
+    k(out, 3, 2.5, True, 7)
+    assert out.tolist() == [3, 2.5, 1, 7]
+    k(out, np.int32(-2), np.float32(0.5), np.bool_(False), np.uint32(9))
+    assert out.tolist() == [-2, 0.5, 0, 9]
+    k(out, np.int64(4), np.float64(1.5), False, np.uint8(1))
+    assert out.tolist() == [4, 1.5, 0, 1]
+
+
+def test_compile_without_gpu_stages_and_metadata():
+    """`kernel.compile(*args, target="sm_90")` compiles without launching and without needing a GPU (arrays of any
+    kind stand for their shape and dtype), returning a CompiledKernel with `.asm` holding at least "tile",
+    "expanded", "llvm" and "ptx", plus "sass" where the CUDA tools are installed; and `.metadata` (registers,
+    spills, shared-memory bytes where ptxas reports them)."""
+    _, _, ap, bp = seed_mma.inputs()
+    for out in (np.zeros((16, 8), np.float32), torch.zeros(16, 8), FakeCudaArray((16, 8))):
+        ck = seed_mma.warp_mma.compile(ap, bp, out, target="sm_90")
+        assert isinstance(ck, tiledsl.CompiledKernel)
+    for stage in ("tile", "expanded", "llvm", "ptx"):
+        assert ck.asm[stage]
+    assert "tile.apply mma.sync" in ck.asm["tile"] and ck.asm["expanded"].count("mma.sync.aligned") == 2
+    md = ck.metadata
+    assert md["registers"] > 0 and md["spill_stores"] == 0 and md["spill_loads"] == 0 and md["shared_bytes"] == 0
+    import shutil
+    if shutil.which("cuobjdump") or shutil.which("nvdisasm"):
+        assert "HMMA" in ck.asm["sass"]
+    else:                                   # a clear message, and a KeyError so asm.get("sass") is None
+        assert "sass" not in ck.asm and ck.asm.get("sass") is None
+        with pytest.raises(KeyError, match="cuobjdump|nvdisasm"):
+            ck.asm["sass"]
+
+
+# ----------------------------------------------------------------------------------- errors
+
+def k_bad_syntax(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=LC(grid=1, block=1))
+    A[0] = undefined_name + 1  # noqa: F821
+
+
+def k_bad_pattern(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=LC(grid=1, block=32))
+    d = T.alloc_local((4,), "float32")
+    a = T.alloc_local((4,), "float32")   # A must be 32-bit packed f16 words in uint32
+    b = T.alloc_local((2,), "uint32")
+    T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"], d, a, b, T.float32(0),
+                      scope="warp")
+
+
+def test_error_classes_and_compilation_error_message():
+    """`tiledsl.TiledslError` is the base. `tiledsl.CompilationError` ... its message holds `file:line:col`, the
+    source line and a caret, and for a pattern the operand's name."""
+    assert issubclass(tiledsl.CompilationError, tiledsl.TiledslError)
+    assert issubclass(tiledsl.LaunchError, tiledsl.TiledslError)
+    assert issubclass(tiledsl.KernelFault, tiledsl.TiledslError)
+    with pytest.raises(tiledsl.CompilationError) as ei:
+        tiledsl.jit(k_bad_syntax).compile(np.zeros(4, np.float32), target="sm_90")
+    msg = str(ei.value)
+    import inspect
+    lines, start = inspect.getsourcelines(k_bad_syntax)
+    line = start + 2
+    assert re.search(rf"test_api_md\.py:{line}:\d+", msg), msg
+    assert "undefined_name + 1" in msg and "^" in msg
+    with pytest.raises(tiledsl.CompilationError) as ei:
+        tiledsl.jit(k_bad_pattern).compile(np.zeros(4, np.float32), target="sm_90")
+    msg = str(ei.value)
+    assert re.search(r"\bA\b", msg) and "T.cuda.tile.apply" in msg and "^" in msg, msg
+
+
+def test_launch_errors_before_any_launch():
+    """`tiledsl.LaunchError` is raised before any launch for a bad call (argument count, dtype, shape, device,
+    non-contiguous tensor, host array on the GPU path). (In depth: test_launch_errors.py,
+    test_launch_contract*.py.)"""
+    k = tiledsl.jit(k_fill)
+
+    def err(*args):
+        with pytest.raises(tiledsl.LaunchError) as ei:
+            k(*args)
+        return str(ei.value)
+
+    assert "takes 2 arguments, got 1" in err(FakeCudaArray((4,)))
+    assert "dtype float16" in err(FakeCudaArray((4,), "float16"), 1.0)
+    assert "not contiguous" in err(FakeCudaArray((4,), strides=(8,)), 1.0)
+    assert "host memory" in err(np.zeros(4, np.float32), 1.0)
+    assert "1 dimension" in err(FakeCudaArray((2, 2)), 1.0)
+    ki = interp(k_fill)
+    with pytest.raises(tiledsl.LaunchError, match="float16"):
+        ki(np.zeros(4, np.float16), 1.0)
+    with pytest.raises(tiledsl.LaunchError, match="contiguous"):
+        ki(np.zeros(8, np.float32)[::2], 1.0)
+
+
+def test_cache_on_disk_and_no_stale_reuse(tmp_path):
+    """Compiled code is cached in memory and on disk (TILEDSL_CACHE_DIR); a changed kernel ... never reuses a stale
+    entry. (In depth: test_cache.py.)"""
+    src = tmp_path / "kmod.py"
+    body = textwrap.dedent("""
+        import tiledsl
+        from tiledsl import T
+        @tiledsl.jit
+        def k(A: T.Tensor((4,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+            A[0] = VALUE
+        import numpy as np
+        print(k.compile(np.zeros(4, np.float32), target="sm_90").asm["ptx"].count("VALUEBITS"))
+    """)
+    env = dict(os.environ, TILEDSL_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
+
+    def run(value, bits):
+        src.write_text(body.replace("VALUEBITS", bits).replace("VALUE", value))
+        r = subprocess.run([sys.executable, str(src)], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    def bits(v):                                # the PTX stores a float constant as its integer bits
+        return f" {int(np.float32(v).view(np.uint32))};"
+
+    assert run("1.5", bits(1.5)) == "1"
+    assert any((tmp_path / "cache").rglob("*")), "nothing written under TILEDSL_CACHE_DIR"
+    assert run("1.5", bits(1.5)) == "1"         # served from disk
+    assert run("2.5", bits(2.5)) == "1"         # edited: recompiled, not the stale 1.5
+
+
+# ===================================================================================== Kernel language
+
+SCALAR_TYPES = ["int32", "int64", "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "bool"]
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
+          "bfloat16", "float32", "float64"]
+
+
+def test_annotations_and_typed_constants():
+    """Parameter annotations: T.Tensor(shape, dtype) (ints, or strings naming sizes), scalar types T.int32 ...
+    T.bool, and T.constexpr. The same type names called on a value make a typed constant."""
+    for name in SCALAR_TYPES:
+        assert hasattr(T, name), name
+    assert hasattr(T, "constexpr")
+
+    def k(Out: T.Tensor(("n", 2), "float32"), a: T.int64, b: T.uint64, c: T.float64, d: T.float16,
+          e: T.bfloat16, N: T.constexpr):
+        T.device_entry(launch=LC(grid=1, block=1))
+        Out[0, 0] = T.cast(a, "float32") + T.cast(b, "float32")
+        Out[0, 1] = T.cast(c, "float32") + T.cast(d, "float32") + T.cast(e, "float32")
+        Out[1, 0] = T.cast(T.uint32(0x3C003C00) >> 16, "float32")
+        Out[1, 1] = T.float32(N) + T.cast(T.int64(1) + T.int32(1), "float32") + T.cast(T.bool(1), "float32")
+    out = np.zeros((2, 2), np.float32)
+    interp(k)(out, 1, 2, 0.5, 0.25, 0.125, 3)
+    np.testing.assert_array_equal(out, [[3, 0.875], [0x3C00, 6]])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype_string(dtype):
+    """Dtype strings: "bool" "int8" ... "float64" (tensors of each, and local buffers of each but bool, which the
+    compiler refuses with a clear error: "store 0/1 in uint8"; bfloat16 as torch's)."""
+    def k(A: T.Tensor((4,), dtype), B: T.Tensor((4,), dtype)):
+        T.device_entry(launch=LC(grid=1, block=4))
+        B[T.cuda.thread_id()] = A[T.cuda.thread_id()]
+
+    def k_local(A: T.Tensor((4,), dtype), B: T.Tensor((4,), dtype)):
+        T.device_entry(launch=LC(grid=1, block=4))
+        r = T.alloc_local((1,), dtype)
+        r[0] = A[T.cuda.thread_id()]
+        B[T.cuda.thread_id()] = r[0]
+    if dtype == "bool":
+        with pytest.raises(tiledsl.CompilationError, match="buffers of bool are not supported"):
+            tiledsl.jit(k_local).compile(np.zeros(4, bool), np.zeros(4, bool), target="sm_90")
+    else:
+        k = k_local
+    if dtype == "bfloat16":
+        a, b = torch.tensor([1.0, -2, 3, 0.5], dtype=torch.bfloat16), torch.zeros(4, dtype=torch.bfloat16)
+        interp(k)(a, b)
+        assert torch.equal(a, b)
+        return
+    a = (np.arange(4) % 2 == 1).astype(dtype) if dtype == "bool" else np.arange(1, 5).astype(dtype)
+    b = np.zeros(4, dtype)
+    interp(k)(a, b)
+    np.testing.assert_array_equal(a, b)
+    r = ptxas(tiledsl.jit(k).compile(a, b, target="sm_90").asm["ptx"], "sm_90")
+    assert r.returncode == 0, r.stderr
+
+
+def k_ids(Out: T.Tensor((2, 2, 64, 6), "int32")):
+    T.device_entry(launch=LC(grid=(2, 2), block=(32, 2)))
+    x = T.cuda.thread_id(axis=0)
+    y = T.cuda.thread_id(axis=1)
+    bx = T.cuda.block_id(axis=0)
+    by = T.cuda.block_id(axis=1)
+    t = y * 32 + x
+    Out[by, bx, t, 0] = T.cuda.lane_id()
+    Out[by, bx, t, 1] = T.cuda.warp_id()
+    Out[by, bx, t, 2] = T.cuda.thread_id()
+    Out[by, bx, t, 3] = T.cuda.block_dim(axis=0) * 10 + T.cuda.block_dim(1)
+    Out[by, bx, t, 4] = T.cuda.grid_dim(axis=0) * 10 + T.cuda.grid_dim(axis=1)
+    Out[by, bx, t, 5] = T.cuda.block_id()
+
+
+def test_launch_and_ids():
+    """T.device_entry(launch=T.cuda.LaunchConfig(grid=..., block=...)); lane_id, warp_id, thread_id(axis=0),
+    block_id(axis=0), block_dim(axis=0), grid_dim(axis=0)."""
+    out = np.zeros((2, 2, 64, 6), np.int32)
+    interp(k_ids)(out)
+    t = np.arange(64)
+    for by in range(2):
+        for bx in range(2):
+            o = out[by, bx]
+            np.testing.assert_array_equal(o[:, 0], t % 32)
+            np.testing.assert_array_equal(o[:, 1], t // 32)
+            np.testing.assert_array_equal(o[:, 2], t % 32)
+            assert (o[:, 3] == 322).all() and (o[:, 4] == 22).all() and (o[:, 5] == bx).all()
+
+
+COL_MAJOR = TileLayout(S[(2, 2) : (1, 2)])      # (layouts are built outside kernels and named inside)
+
+
+def k_storage(A: T.Tensor((32, 4), "float16"), Out: T.Tensor((32, 2), "uint32"), F: T.Tensor((32, 4), "float32")):
+    T.device_entry(launch=LC(grid=1, block=32))
+    lane = T.cuda.lane_id()
+    sm = T.alloc_shared((32, 4), "float16", layout="default")
+    for j in range(4):
+        sm[lane, j] = A[lane, j]
+    T.cuda.syncthreads()
+    r = T.alloc_local((4,), "float16", layout="default")
+    for j in range(4):
+        r[j] = sm[31 - lane, j]
+    w = r.view(dtype="uint32")                          # the same bits as 2 uint32 words
+    Out[lane, 0] = w[0]
+    Out[lane, 1] = w[1]
+    q = T.alloc_local((4,), "float32")
+    qv = q.view(2, 2, layout=COL_MAJOR)                 # column-major re-index of the same registers
+    for i, j in T.grid(2, 2):
+        qv[i, j] = T.float32(i * 10 + j)
+    for j in range(4):
+        F[lane, j] = q[j]
+
+
+def test_storage_views_and_indexing():
+    """alloc_local/alloc_shared(shape, dtype, layout="default"); buf.view(*shape, layout=...) re-indexes the same
+    storage; buf.view(dtype=...) reinterprets its bits; x[i, j] reads and writes."""
+    a = np.arange(128).reshape(32, 4).astype(np.float16)
+    out = np.zeros((32, 2), np.uint32)
+    f = np.zeros((32, 4), np.float32)
+    interp(k_storage)(a, out, f)
+    np.testing.assert_array_equal(out, a[::-1].copy().view(np.uint32))
+    assert (f == [0, 10, 1, 11]).all()
+
+
+def k_control(X: T.Tensor((8,), "int32"), Out: T.Tensor((8,), "int32"), n: T.int32):
+    T.device_entry(launch=LC(grid=1, block=8))
+    t = T.cuda.thread_id()
+    acc = 0
+    for i in range(n):                                  # runtime bound
+        acc = acc + i
+    for i in range(3):                                  # static bound
+        acc = acc + 1
+    for a, b in T.grid(2, 3):
+        acc = acc + a * b
+    if t == 0:
+        acc = acc + 100
+    elif t == 1 and not (n < 0):
+        acc = acc + 200
+    else:
+        acc = acc + (1 if t > 4 or t == 3 else 0)
+    acc = T.max(acc, X[t]) + T.min(t, 2) + T.cast(T.cast(t, "float32") * 0.5, "int32")
+    Out[t] = acc * 2 - 1 if t % 2 == 0 else acc
+
+
+def test_control_flow_and_arithmetic():
+    """for (static or runtime bounds), T.grid, if/elif/else, `a if c else b`, arithmetic, comparisons,
+    and/or/not, T.min, T.max, T.cast(x, dtype)."""
+    x = np.array([0, 0, 0, 0, 0, 0, 50, 0], np.int32)
+    out = np.zeros(8, np.int32)
+    interp(k_control)(x, out, 4)
+    exp = []
+    for t in range(8):
+        acc = 6 + 3 + 3 + (100 if t == 0 else 200 if t == 1 else (1 if t > 4 or t == 3 else 0))
+        acc = max(acc, x[t]) + min(t, 2) + int(t * 0.5)
+        exp.append(acc * 2 - 1 if t % 2 == 0 else acc)
+    np.testing.assert_array_equal(out, exp)
+
+
+# ----------------------------------------------------------------------------------- tile pattern families
+
+K8_A = TileLayout(S[(1, 1, 2, 8, 4) : (2, 2, 1, 4 @ laneid, 1 @ laneid)])     # (M_rep, K_rep, 16, 4 words)
+K8_B = TileLayout(S[(1, 1, 8, 4) : (1, 1, 4 @ laneid, 1 @ laneid)])           # (N_rep, K_rep, 8, 4 words)
+K8_D = TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])  # (M_rep, N_rep, 16, 8)
+
+
+def k_mma_k8(A: T.Tensor((32, 2), "uint32"), B: T.Tensor((32, 1), "uint32"), Out: T.Tensor((32, 4), "float32"),
+             OP: T.constexpr):
+    T.device_entry(launch=LC(grid=1, block=32))
+    lane = T.cuda.lane_id()
+    ar = T.alloc_local((2,), "uint32")
+    br = T.alloc_local((1,), "uint32")
+    dr = T.alloc_local((4,), "float32")
+    for i in range(2):
+        ar[i] = A[lane, i]
+    br[0] = B[lane, 0]
+    av = ar.view(1, 1, 16, 4, layout=K8_A)
+    bv = br.view(1, 1, 8, 4, layout=K8_B)
+    dv = dr.view(1, 1, 16, 8, layout=K8_D)
+    T.cuda.tile.apply(T.ptx[OP], dv, av, bv, T.float32(0), scope="warp")
+    for i in range(4):
+        Out[lane, i] = dr[i]
+
+
+@pytest.mark.parametrize("ab", ["f16", "bf16"])
+def test_mma_m16n8k8_f16_bf16_on_the_interpreter(ab):
+    """At least the family `mma` (m16n8k8/k16, f16/bf16). (k16 f16 is the top example; every form, scope and
+    repeat in test_patterns_compile.py / test_patterns_interpreter.py.)"""
+    rng = np.random.default_rng(1)
+    a = (rng.integers(-4, 5, (16, 8)) / 4).astype(np.float32)
+    b = (rng.integers(-4, 5, (8, 8)) / 4).astype(np.float32)
+
+    def bits(x):
+        return x.astype(np.float16).view(np.uint16) if ab == "f16" else (x.view(np.uint32) >> 16).astype(np.uint16)
+    A, B = bits(a), bits(b)
+    lane = np.arange(32)
+    # seed page lane maps for k8: A reg r holds row lane//4 + 8r, words lane%4; B holds row lane//4, word lane%4
+    ap = np.stack([A.reshape(16, 4, 2)[lane // 4 + 8 * r, lane % 4].view(np.uint32)[:, 0] for r in range(2)], 1)
+    bp = B.reshape(8, 4, 2)[lane // 4, lane % 4].view(np.uint32)
+    out = np.zeros((32, 4), np.float32)
+    op = f"mma.sync.aligned.m16n8k8.row.col.f32.{ab}.{ab}.f32"
+    interp(k_mma_k8)(np.ascontiguousarray(ap), np.ascontiguousarray(bp), out, op)
+    ref = a @ b.T
+    for r in range(4):
+        np.testing.assert_array_equal(out[:, r], ref[lane // 4 + 8 * (r // 2), 2 * (lane % 4) + r % 2])
+    ck = tiledsl.jit(k_mma_k8).compile(ap, bp, out, op, target="sm_90")
+    assert ck.asm["ptx"].count(op) == 1 and ptxas(ck.asm["ptx"], "sm_90").returncode == 0
+
+
+FRAG = TileLayout(S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])      # ldmatrix x4: lane owns row l//4, word l%4
+LANE_ROW = TileLayout(S[(32, 1, 4) : (1 @ laneid, 4, 1)])          # a lane's 4 registers are one row
+
+
+def k_families(A: T.Tensor((32, 4), "uint32"), Out: T.Tensor((32, 4), "uint32")):
+    T.device_entry(launch=LC(grid=1, block=32))
+    sm = T.alloc_shared((4, 8, 4), "uint32")
+    T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], sm.view(32, 1, 4), A.view(32, 1, 4), chunk_bytes=16,
+                      scope="warp")
+    T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+    T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 0)
+    T.cuda.syncthreads()
+    r = T.alloc_local((4,), "uint32")
+    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"], r.view(4, 8, 4, layout=FRAG), sm,
+                      scope="warp")
+    T.cuda.tile.apply(T.ptx["add.u32"], r.view(4, 1), r.view(4, 1), T.uint32(1))    # a register instruction
+    sm2 = T.alloc_shared((4, 8, 4), "uint32")
+    T.cuda.tile.apply(T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"], sm2, r.view(4, 8, 4, layout=FRAG),
+                      scope="warp")
+    T.cuda.syncthreads()
+    v = T.alloc_local((4,), "uint32")
+    T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], v.view(32, 1, 4, layout=LANE_ROW), sm2.view(32, 1, 4), scope="warp")
+    T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Out.view(32, 1, 4), v.view(32, 1, 4, layout=LANE_ROW), scope="warp")
+
+
+def test_cp_async_ldmatrix_register_stmatrix_ld_st():
+    """The register instructions, ld/st, ldmatrix/stmatrix and cp.async (+ commit/wait): one kernel through all,
+    on the interpreter and through ptxas sm_90. (Every form: test_patterns_compile.py.)"""
+    a = np.arange(128, dtype=np.uint32).reshape(32, 4) * 3
+    out = np.zeros((32, 4), np.uint32)
+    interp(k_families)(a, out)
+    np.testing.assert_array_equal(out, a + 1)
+    ptx = tiledsl.jit(k_families).compile(a, out, target="sm_90").asm["ptx"]
+    for op in ("cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group", "ldmatrix.sync",
+               "stmatrix.sync", "ld.shared.v4", "st.global.v4", "add.u32"):
+        assert op in ptx, op
+    r = ptxas(ptx, "sm_90")
+    assert r.returncode == 0, r.stderr
