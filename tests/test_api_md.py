@@ -683,3 +683,213 @@ def test_tma_parameter_names_and_cluster():
     assert by_name == positional.compile(maps[0], False, False, target="sm_90a").asm["ptx"]
     with pytest.raises(tiledsl.CompilationError, match="given twice"):
         positional.compile(maps[0], False, True, target="sm_90a")
+
+
+def test_matmul_attention_flash_attention_from_tiledsl_ops():
+    """matmul(a, b, bias=None, activation=None, out_dtype=None) (a @ b.T (+ bias)), matmul_fp8(a, b, scale_a,
+    scale_b, out_dtype=torch.bfloat16), attention(q, k, v, causal=False, scale=None) -> (O, LSE), a differentiable
+    flash_attention(q, k, v, causal=False, scale=None): importable from tiledsl.ops (the example scripts keep thin
+    wrappers: they import them from there)."""
+    import inspect
+
+    from tiledsl import ops
+    sig = lambda f: list(inspect.signature(f).parameters)[:6]   # noqa: E731
+    assert sig(ops.matmul)[:5] == ["a", "b", "bias", "activation", "out_dtype"]
+    p = inspect.signature(ops.matmul_fp8).parameters
+    assert list(p)[:5] == ["a", "b", "scale_a", "scale_b", "out_dtype"] and p["out_dtype"].default is torch.bfloat16
+    assert sig(ops.attention)[:5] == ["q", "k", "v", "causal", "scale"]
+    assert sig(ops.flash_attention)[:5] == ["q", "k", "v", "causal", "scale"]
+    for script, names in (("gemm.py", ["matmul"]), ("attention.py", ["attention"]),
+                          ("attention_backward.py", ["flash_attention"])):
+        text = open(os.path.join(ROOT, "examples", script)).read()
+        assert all(re.search(rf"from tiledsl\.ops import .*\b{n}\b", text) for n in names), script
+    torch.manual_seed(0)
+    a, b = torch.randn(16, 32, dtype=torch.float16), torch.randn(8, 32, dtype=torch.float16)
+    bias = torch.randn(8, dtype=torch.float16)
+    torch.testing.assert_close(ops.matmul(a, b, bias).float(), a.float() @ b.float().T + bias.float(), rtol=2e-2,
+                               atol=2e-2)
+    # f16/bf16 only: a clear error, a TiledslError (and a ValueError, as before)
+    with pytest.raises(tiledsl.TiledslError, match="float32 is not supported"):
+        ops.matmul(a.float(), b.float())
+    q = torch.randn(1, 2, 16, 64, dtype=torch.float16)
+    o, lse = ops.attention(q, q, q, causal=True)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), q.float(), q.float(), is_causal=True)
+    torch.testing.assert_close(o.float(), ref, rtol=2e-3, atol=2e-3)
+    assert lse.shape == (1, 2, 16)
+    qg, qr = q.clone().requires_grad_(), q.float().requires_grad_()
+    ops.flash_attention(qg, qg, qg, causal=True).float().pow(2).sum().backward()
+    torch.nn.functional.scaled_dot_product_attention(qr, qr, qr, is_causal=True).pow(2).sum().backward()
+    torch.testing.assert_close(qg.grad.float(), qr.grad, rtol=2e-2, atol=2e-2)
+
+
+OPS_ISSUE_20 = ["linear", "matmul", "matmul_fp8", "scaled_dot_product_attention", "softmax", "layer_norm", "rms_norm",
+                "add_rms_norm"]
+
+
+def test_tiledsl_ops_issue_20_names_and_torch_ops():
+    """tiledsl.ops: linear, matmul, matmul_fp8, scaled_dot_product_attention (F.sdpa's signature), softmax,
+    layer_norm, rms_norm, add_rms_norm; each also torch.ops.tiledsl.<name>. Called on small CPU tensors."""
+    import inspect
+
+    from tiledsl import ops
+    for name in OPS_ISSUE_20:
+        assert callable(getattr(ops, name)), name
+        assert hasattr(torch.ops.tiledsl, name), f"torch.ops.tiledsl.{name}"
+    sdpa = list(inspect.signature(ops.scaled_dot_product_attention).parameters)
+    assert sdpa[:8] == list(inspect.signature(torch.nn.functional.scaled_dot_product_attention).parameters)[:8] \
+        if _sdpa_introspectable() else sdpa[:7] == ["query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                                                     "scale"]
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 32, dtype=torch.float16), torch.randn(8, 32, dtype=torch.float16)
+    F = torch.nn.functional
+
+    def close(a, b):
+        torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+    close(ops.linear(x, w), F.linear(x, w))
+    close(torch.ops.tiledsl.linear(x, w), F.linear(x, w))
+    close(ops.softmax(x), torch.softmax(x, -1))
+    close(torch.ops.tiledsl.softmax(x), torch.softmax(x, -1))
+    close(ops.layer_norm(x, (32,)), F.layer_norm(x, (32,)))
+    g = torch.randn(32, dtype=torch.float16)
+    xf = x.float()
+    close(ops.rms_norm(x, g), xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + ops_eps(ops.rms_norm)) * g.float())
+    y, r = ops.add_rms_norm(x, x.clone(), g)
+    close(r, 2 * x)
+    close(y, ops.rms_norm(2 * x, g))
+    q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
+    close(ops.scaled_dot_product_attention(q, q, q, is_causal=True), F.scaled_dot_product_attention(q, q, q,
+                                                                                                     is_causal=True))
+
+
+def _sdpa_introspectable():
+    import inspect
+    try:
+        inspect.signature(torch.nn.functional.scaled_dot_product_attention)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def ops_eps(fn):
+    import inspect
+    d = inspect.signature(fn).parameters["eps"].default
+    return d if d is not None else torch.finfo(torch.float32).eps
+
+
+def test_issue_23_and_25_names():
+    """attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False, scale=None),
+    attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, ...); grouped_mm(x, w, offsets),
+    matmul_fp8_blockwise(a, b, scale_a, scale_b), quantize_fp8_blockwise(x). (These are GPU kernels; on CPU
+    tensors quantize_fp8_blockwise refuses with a LaunchError naming the device.)"""
+    import inspect
+
+    from tiledsl import ops
+    want = {"attention_varlen": ["q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k",
+                                 "causal", "scale"],
+            "attention_decode": ["q", "k_cache", "v_cache", "cache_seqlens", "block_table"],
+            "grouped_mm": ["x", "w", "offsets"],
+            "matmul_fp8_blockwise": ["a", "b", "scale_a", "scale_b"],
+            "quantize_fp8_blockwise": ["x"]}
+    for name, params in want.items():
+        p = inspect.signature(getattr(ops, name)).parameters
+        assert list(p)[:len(params)] == params, name
+    p = inspect.signature(ops.attention_varlen).parameters
+    assert p["causal"].default is False and p["scale"].default is None
+    assert inspect.signature(ops.attention_decode).parameters["block_table"].default is None
+    with pytest.raises(tiledsl.LaunchError, match="cpu"):
+        ops.quantize_fp8_blockwise(torch.randn(128, 128))
+
+
+def k_math(X: T.Tensor((4,), "float32"), Out: T.Tensor((13, 4), "float32")):
+    T.device_entry(launch=LC(grid=1, block=4))
+    t = T.cuda.thread_id()
+    x = X[t]
+    Out[0, t] = T.sqrt(x)
+    Out[1, t] = T.rsqrt(x, approx=True)     # PTX has only approximate forms of these: approx=True must be written
+    Out[2, t] = T.exp2(x, approx=True)
+    Out[3, t] = T.log2(x, approx=True)
+    Out[4, t] = T.exp(x, approx=True)
+    Out[5, t] = T.log(x, approx=True)
+    Out[6, t] = T.sin(x, approx=True)
+    Out[7, t] = T.cos(x, approx=True)
+    Out[8, t] = T.tanh(x, approx=True)
+    Out[9, t] = T.abs(-x)
+    Out[10, t] = T.min(x, 1.0)
+    Out[11, t] = T.max(x, 1.0)
+    Out[12, t] = T.fma(x, x, 1.0)
+
+
+def k_exp2_plain(X: T.Tensor((4,), "float32"), Out: T.Tensor((13, 4), "float32")):
+    T.device_entry(launch=LC(grid=1, block=4))
+    Out[0, T.cuda.thread_id()] = T.exp2(X[T.cuda.thread_id()])
+
+
+def test_scalar_math():
+    """T.sqrt, T.rsqrt, T.exp2, T.log2, T.exp, T.log, T.sin, T.cos, T.tanh, T.abs, T.min, T.max, T.fma.
+    (docs/language.md: the functions PTX has only approximately need approx=True written, else a CompilationError
+    saying so. Precision and every dtype: test_scalar_math.py.)"""
+    with pytest.raises(tiledsl.CompilationError, match="approx=True"):
+        interp(k_exp2_plain)(np.ones(4, np.float32), np.zeros((13, 4), np.float32))
+    x = np.array([0.25, 0.5, 1.5, 3.0], np.float32)
+    out = np.zeros((13, 4), np.float32)
+    interp(k_math)(x, out)
+    ref = [np.sqrt(x), 1 / np.sqrt(x), np.exp2(x), np.log2(x), np.exp(x), np.log(x), np.sin(x), np.cos(x),
+           np.tanh(x), x, np.minimum(x, 1), np.maximum(x, 1), x * x + 1]
+    np.testing.assert_allclose(out, np.array(ref), rtol=1e-5, atol=1e-6)
+    assert ptxas(tiledsl.jit(k_math).compile(x, out, target="sm_90").asm["ptx"], "sm_90").returncode == 0
+
+
+def test_tiledsl_layouts_module():
+    """tiledsl.layouts (the named fragment layouts: mma operands, ldmatrix, wgmma, TMA tiles)."""
+    import tiledsl.layouts as layouts
+    assert tiledsl.layouts is layouts
+    for name in ("mma_a", "mma_b", "mma_d", "ldmatrix_a", "wgmma_acc", "tma_tile"):
+        assert callable(getattr(layouts, name)), name
+
+
+def test_cli_compile_subprocess(tmp_path):
+    """python -m tiledsl compile (a subprocess, as a user runs it)."""
+    env = dict(os.environ, PYTHONPATH=ROOT, TILEDSL_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-m", "tiledsl", "compile",
+                        os.path.join(ROOT, "examples", "seed_mma.py") + "::warp_mma", "--target", "sm_90",
+                        "--emit", "ptx"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 and ".target sm_90" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "tiledsl", "compile", "nowhere.py::k"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+
+
+def k_race(X: T.Tensor((64,), "float32"), Out: T.Tensor((64,), "float32")):
+    T.device_entry(launch=LC(grid=1, block=64))
+    t = T.cuda.thread_id()
+    sm = T.alloc_shared((64,), "float32")
+    sm[t] = X[t]
+    Out[t] = sm[63 - t]                                 # no syncthreads: another warp's write races this read
+
+
+def k_unguarded(X: T.Tensor((4,), "float32"), Out: T.Tensor((8,), "float32"), n: T.int32):
+    T.device_entry(launch=LC(grid=1, block=8))
+    t = T.cuda.thread_id()
+    if t < n and X[t] > 0.0:
+        Out[t] = 1.0
+    Out[t] = Out[t] + X[t]
+
+
+def test_kernel_fault_for_races_and_misreads_naming_lines():
+    """Races, misreads past a short-circuit guard and register-view mismatches raise KernelFault (interpreter,
+    debug mode) or CompilationError, naming the source lines involved. (In depth: tests/bad_inputs/,
+    test_racecheck.py, test_short_circuit.py, test_dim_checks.py.)"""
+    import inspect
+    x = np.arange(64, dtype=np.float32)
+    with pytest.raises(tiledsl.KernelFault) as ei:
+        interp(k_race)(x, np.zeros(64, np.float32))
+    msg = str(ei.value)
+    _, start = inspect.getsourcelines(k_race)
+    assert f"test_api_md.py:{start + 4}" in msg and f"test_api_md.py:{start + 5}" in msg, msg
+    # `t < n and X[t] > 0` reads X only where the guard holds; the unguarded X[t] below reads past X's 4 elements
+    with pytest.raises(tiledsl.KernelFault) as ei:
+        interp(k_unguarded)(np.ones(4, np.float32), np.zeros(8, np.float32), 4)
+    _, start = inspect.getsourcelines(k_unguarded)
+    assert f"test_api_md.py:{start + 5}" in str(ei.value), str(ei.value)
+    # a register view that does not fit the pattern: CompilationError at the apply (test above, operand A)
