@@ -18,6 +18,7 @@ from tiledsl import T
 from tiledsl.layout import S, TileLayout, laneid, tx, warpid
 from helpers import FakeCudaArray, ptxas
 
+import launch_stubs
 import seed_mma
 
 torch = pytest.importorskip("torch")
@@ -98,14 +99,25 @@ def test_launch_config_from_body_or_subscript():
     assert set(seen) >= {"Out", "v"} and seen["v"] == 2.0
 
 
-def test_stream_keyword_is_accepted():
+def test_stream_keyword_is_accepted(monkeypatch):
     """Keyword `stream=` (an int handle, or a torch/cupy stream) is optional. (On the interpreter it is accepted
-    and the run is synchronous.)"""
+    and the run is synchronous; a value the GPU path refuses is refused there too.)"""
+    launch_stubs.install(monkeypatch)                   # the GPU path on the stub driver (tests/launch_stubs.py)
     k = interp(k_fill)
     out = np.zeros(4, np.float32)
     k(out, 3.0, stream=0)
     k[1, 4](out, 3.0, stream=0)
     np.testing.assert_array_equal(out, [3, 4, 5, 6])
+
+    class FakeStream:                                   # a torch stream's spelling of its handle
+        cuda_stream = 0
+    k(out, 3.0, stream=FakeStream())
+    # what the GPU path refuses, the interpreter refuses too (the same LaunchError)
+    for bad in ("default", object(), -1, 1 << 64):
+        with pytest.raises(tiledsl.LaunchError, match="stream="):
+            k(out, 3.0, stream=bad)
+        with pytest.raises(tiledsl.LaunchError, match="stream="):
+            tiledsl.jit(k_fill)(launch_stubs.ndarray((4,), "float32"), 3.0, stream=bad)
 
 
 def test_tensor_arguments_numpy_and_cpu_torch_written_in_place(monkeypatch):
