@@ -73,6 +73,13 @@ def test_jit_plain_and_with_options():
     np.testing.assert_array_equal(out, [1, 2, 3, 4])
 
 
+def k_fill_cx(Out: T.Tensor(("n",), "float32"), v: T.float32, C: T.constexpr):
+    T.device_entry(launch=LC(grid=1, block=4))
+    i = T.cuda.block_id(0) * T.cuda.block_dim(0) + T.cuda.thread_id(0)
+    if i < Out.shape[0]:
+        Out[i] = v + T.cast(i + C, "float32")
+
+
 def test_launch_config_from_body_or_subscript():
     """`kernel(*args)` launches with the body's T.device_entry(launch=...); `kernel[grid, block](*args)` sets or
     overrides it. grid and block are an int or a tuple of up to 3 ints; grid may also be a callable taking a dict
@@ -97,6 +104,15 @@ def test_launch_config_from_body_or_subscript():
     k[grid, 4](out, 2.0)                                # a callable grid on the bound arguments
     np.testing.assert_array_equal(out, np.arange(10) + 2)
     assert set(seen) >= {"Out", "v"} and seen["v"] == 2.0
+    seen.clear()
+    kc = interp(k_fill_cx)
+    out[:] = -1
+    kc[grid, 4](out, 2.0, 5)                            # ... and constexprs
+    np.testing.assert_array_equal(out, np.arange(10) + 7)
+    assert seen["C"] == 5
+    ids = np.zeros((2, 2, 64, 6), np.int32)             # an override of the body's 2-D launch with tuples
+    interp(k_ids)[(1, 2), (32, 2, 1)](ids)
+    assert (ids[1, 0, :, 4] == 12).all() and (ids[:, 1] == 0).all()
 
 
 def test_stream_keyword_is_accepted(monkeypatch):
@@ -226,6 +242,11 @@ def test_launch_errors_before_any_launch():
     assert "not contiguous" in err(FakeCudaArray((4,), strides=(8,)), 1.0)
     assert "host memory" in err(np.zeros(4, np.float32), 1.0)
     assert "1 dimension" in err(FakeCudaArray((2, 2)), 1.0)
+    assert "dimension 3: 5 != 6" in str(pytest.raises(tiledsl.LaunchError, tiledsl.jit(k_ids),
+                                                      FakeCudaArray((2, 2, 64, 5), "int32")).value)
+    with pytest.raises(tiledsl.LaunchError, match="one device"):
+        tiledsl.jit(k_storage)(FakeCudaArray((32, 4), "float16", device=0), FakeCudaArray((32, 2), "uint32", 1),
+                               FakeCudaArray((32, 4), device=0))
     ki = interp(k_fill)
     with pytest.raises(tiledsl.LaunchError, match="float16"):
         ki(np.zeros(4, np.float16), 1.0)
@@ -234,34 +255,94 @@ def test_launch_errors_before_any_launch():
 
 
 def test_cache_on_disk_and_no_stale_reuse(tmp_path):
-    """Compiled code is cached in memory and on disk (TILEDSL_CACHE_DIR); a changed kernel ... never reuses a stale
-    entry. (In depth: test_cache.py.)"""
+    """Compiled code is cached in memory and on disk (TILEDSL_CACHE_DIR); a changed kernel, dependency, option or
+    compiler version never reuses a stale entry. (Each fresh process here sees only the disk; in depth:
+    test_cache.py, test_inline_deps.py.)"""
+    (tmp_path / "kdep.py").write_text(textwrap.dedent("""
+        import tiledsl
+        @tiledsl.inline
+        def offset(x):
+            return x + OFFSET
+    """))
     src = tmp_path / "kmod.py"
     body = textwrap.dedent("""
+        import sys
+        import numpy as np
         import tiledsl
         from tiledsl import T
+        from kdep import offset
         @tiledsl.jit
         def k(A: T.Tensor((4,), "float32")):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
-            A[0] = VALUE
-        import numpy as np
-        print(k.compile(np.zeros(4, np.float32), target="sm_90").asm["ptx"].count("VALUEBITS"))
+            A[0] = offset(VALUE)
+        ck = k.compile(np.zeros(4, np.float32), target="sm_90")
+        print(ck.asm["ptx"].count(sys.argv[1]))
     """)
     env = dict(os.environ, TILEDSL_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
 
-    def run(value, bits):
-        src.write_text(body.replace("VALUEBITS", bits).replace("VALUE", value))
-        r = subprocess.run([sys.executable, str(src)], capture_output=True, text=True, env=env, timeout=120)
+    def run(value, offset):
+        src.write_text(body.replace("VALUE", value))
+        dep = tmp_path / "kdep.py"
+        dep.write_text(re.sub(r"x \+ [\d.]+|x \+ OFFSET", f"x + {offset}", dep.read_text()))
+        bits = f" {int(np.float32(float(value) + float(offset)).view(np.uint32))};"   # a float constant's bits
+        r = subprocess.run([sys.executable, str(src), bits], capture_output=True, text=True, env=env, timeout=120,
+                           cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         return r.stdout.strip()
 
-    def bits(v):                                # the PTX stores a float constant as its integer bits
-        return f" {int(np.float32(v).view(np.uint32))};"
-
-    assert run("1.5", bits(1.5)) == "1"
+    assert run("1.5", "0.25") == "1"
     assert any((tmp_path / "cache").rglob("*")), "nothing written under TILEDSL_CACHE_DIR"
-    assert run("1.5", bits(1.5)) == "1"         # served from disk
-    assert run("2.5", bits(2.5)) == "1"         # edited: recompiled, not the stale 1.5
+    assert run("1.5", "0.25") == "1"           # served from disk
+    assert run("2.5", "0.25") == "1"           # the kernel edited: recompiled, not the stale 1.75
+    assert run("2.5", "0.5") == "1"            # its dependency edited: recompiled, not the stale 2.75
+
+
+def bad_index(A: T.Tensor((4, 4), "float32")):
+    T.device_entry(launch=LC(grid=1, block=1))
+    A[0] = 1.0
+
+
+def bad_opcode(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=LC(grid=1, block=1))
+    T.cuda.tile.apply(T.ptx["foo.bar"], A)
+
+
+def bad_view(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=LC(grid=1, block=1))
+    r = T.alloc_local((4,), "float32")
+    A[0] = r.view(3, 2)[0, 0]
+
+
+def bad_alloc(A: T.Tensor((4,), "float32"), n: T.int32):
+    T.device_entry(launch=LC(grid=1, block=1))
+    r = T.alloc_local((n,), "float32")
+    A[0] = r[0]
+
+
+def bad_type(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=LC(grid=1, block=1))
+    A[0] = "text"
+
+
+def bad_scope(A: T.Tensor((4,), "float32")):
+    T.device_entry(launch=LC(grid=1, block=32))
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"], r, r, r, r)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (bad_index, "single elements"), (bad_opcode, "no explicit tile pattern for foo.bar"),
+    (bad_view, "needs 6 elements"), (bad_alloc, "compile-time int"), (bad_type, "cannot store str"),
+    (bad_scope, "warp instruction")], ids=lambda x: getattr(x, "__name__", ""))
+def test_anything_wrong_in_a_kernel_is_a_compilation_error(fn, words):
+    """CompilationError is raised for anything wrong in a kernel (unsupported syntax, types, shapes, an illegal
+    pattern), at the user's line. (Many more: test_errors.py, tests/bad_inputs/.)"""
+    import inspect
+    args = [np.zeros((4, 4) if fn is bad_index else 4, np.float32)] + ([1] if fn is bad_alloc else [])
+    with pytest.raises(tiledsl.CompilationError, match=re.escape(words)) as ei:
+        tiledsl.jit(fn).compile(*args, target="sm_90")
+    _, start = inspect.getsourcelines(fn)
+    assert re.search(rf"test_api_md\.py:{start + 2}:\d+|test_api_md\.py:{start + 3}:\d+", str(ei.value))
 
 
 # ===================================================================================== Kernel language
