@@ -804,6 +804,10 @@ def test_matmul_attention_flash_attention_from_tiledsl_ops():
     # f16/bf16 only: a clear error, a TiledslError (and a ValueError, as before)
     with pytest.raises(tiledsl.TiledslError, match="float32 is not supported"):
         ops.matmul(a.float(), b.float())
+    a8, b8 = (torch.randn(16, 32) / 4).to(torch.float8_e4m3fn), (torch.randn(8, 32) / 4).to(torch.float8_e4m3fn)
+    c8 = ops.matmul_fp8(a8, b8, torch.tensor(2.0), torch.tensor(0.5))
+    assert c8.dtype == torch.bfloat16
+    torch.testing.assert_close(c8.float(), a8.float() @ b8.float().T, rtol=1e-2, atol=1e-2)
     q = torch.randn(1, 2, 16, 64, dtype=torch.float16)
     o, lse = ops.attention(q, q, q, causal=True)
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), q.float(), q.float(), is_causal=True)
@@ -872,8 +876,8 @@ def ops_eps(fn):
 def test_issue_23_and_25_names():
     """attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False, scale=None),
     attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, ...); grouped_mm(x, w, offsets),
-    matmul_fp8_blockwise(a, b, scale_a, scale_b), quantize_fp8_blockwise(x). (These are GPU kernels; on CPU
-    tensors quantize_fp8_blockwise refuses with a LaunchError naming the device.)"""
+    matmul_fp8_blockwise(a, b, scale_a, scale_b), quantize_fp8_blockwise(x). (The MoE/FP8 ones are sm_90
+    kernels: on CPU tensors they refuse with a LaunchError naming the device.)"""
     import inspect
 
     from tiledsl import ops
@@ -889,8 +893,29 @@ def test_issue_23_and_25_names():
     p = inspect.signature(ops.attention_varlen).parameters
     assert p["causal"].default is False and p["scale"].default is None
     assert inspect.signature(ops.attention_decode).parameters["block_table"].default is None
+    # on small CPU tensors: the attention forms run (checked against torch); the sm_90-only kernels refuse clearly
+    F = torch.nn.functional
+    torch.manual_seed(0)
+    q = torch.randn(10, 2, 64, dtype=torch.float16)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    o, _ = ops.attention_varlen(q, q, q, cu, cu, 6, 6)
+    per_seq = [q[s:e].float().transpose(0, 1) for s, e in ((0, 4), (4, 10))]
+    ref = torch.cat([F.scaled_dot_product_attention(x, x, x).transpose(0, 1) for x in per_seq])
+    torch.testing.assert_close(o.float(), ref, rtol=2e-3, atol=2e-3)
+    qd, kc = torch.randn(2, 1, 2, 64, dtype=torch.float16), torch.randn(2, 16, 2, 64, dtype=torch.float16)
+    od = ops.attention_decode(qd, kc, kc, torch.tensor([5, 16], dtype=torch.int32))
+    bhld = lambda x: x.float().transpose(1, 2)       # noqa: E731
+    ref = torch.cat([F.scaled_dot_product_attention(bhld(qd[b:b + 1]), bhld(kc[b:b + 1, :n]), bhld(kc[b:b + 1, :n]))
+                     .transpose(1, 2) for b, n in ((0, 5), (1, 16))])
+    torch.testing.assert_close(od.float(), ref, rtol=2e-3, atol=2e-3)
     with pytest.raises(tiledsl.LaunchError, match="cpu"):
         ops.quantize_fp8_blockwise(torch.randn(128, 128))
+    x, w = torch.randn(8, 32, dtype=torch.float16), torch.randn(2, 16, 32, dtype=torch.float16)
+    with pytest.raises(tiledsl.LaunchError, match="sm_90 GPU"):
+        ops.grouped_mm(x, w, torch.tensor([3, 8], dtype=torch.int32))
+    a8 = torch.zeros(128, 128).to(torch.float8_e4m3fn)
+    with pytest.raises(tiledsl.LaunchError, match="sm_90 GPU"):
+        ops.matmul_fp8_blockwise(a8, a8, torch.ones(128, 1), torch.ones(1, 1))
 
 
 def k_math(X: T.Tensor((4,), "float32"), Out: T.Tensor((13, 4), "float32")):
