@@ -60,6 +60,10 @@ def test_jit_plain_and_with_options():
     specialization; options include `interpret=False`, `target=None` (e.g. "sm_90"), `debug=False`."""
     plain = tiledsl.jit(k_fill)
     assert isinstance(plain, tiledsl.JITFunction)
+    with pytest.raises(tiledsl.TiledslError, match="unknown option"):
+        tiledsl.jit(interpet=True)(k_fill)
+    with pytest.raises(tiledsl.CompilationError, match="unknown target"):
+        tiledsl.jit(target="cuda")(k_fill)
     for opts in ({}, {"interpret": False}, {"target": None}, {"target": "sm_90"}, {"debug": False},
                  {"interpret": True, "debug": True}):
         assert isinstance(tiledsl.jit(**opts)(k_fill), tiledsl.JITFunction)
@@ -110,6 +114,9 @@ def test_launch_config_from_body_or_subscript():
     kc[grid, 4](out, 2.0, 5)                            # ... and constexprs
     np.testing.assert_array_equal(out, np.arange(10) + 7)
     assert seen["C"] == 5
+    for g, b in (((1, 1, 1, 1), 4), (1, "4"), (lambda m: 1.5, 4), (0, 4), (1, (0,))):   # anything else: LaunchError
+        with pytest.raises(tiledsl.LaunchError, match="grid and block"):
+            k[g, b](out, 0.0)
     ids = np.zeros((2, 2, 64, 6), np.int32)             # an override of the body's 2-D launch with tuples
     interp(k_ids)[(1, 2), (32, 2, 1)](ids)
     assert (ids[1, 0, :, 4] == 12).all() and (ids[:, 1] == 0).all()
