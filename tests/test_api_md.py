@@ -46,6 +46,29 @@ def test_top_example_runs_on_the_interpreter_with_numpy_and_cpu_torch():
     np.testing.assert_allclose(tout.numpy(), ref, rtol=2e-4, atol=2e-4)
 
 
+def test_fma_seed_page_kernel_with_pred_and_preserve_dst():
+    """The kernel language keeps the spelling of the seed pages: the fma page's kernel (examples/seed_fma.py) runs
+    as written; its call parameters pred= and preserve_dst= work as the page says."""
+    import seed_fma
+    a = np.arange(-2, 2, dtype=np.float32).reshape(4, 1)
+    out = np.zeros((4, 1), np.float32)
+    interp(seed_fma.affine_fma.fn)(a, out)
+    np.testing.assert_array_equal(out, 2 * a + 1)
+    out = np.full((4, 1), 7.0, np.float32)
+    interp(k_fma_pred)(a, out)
+    np.testing.assert_array_equal(out[:, 0], [7.0, -1.0, 1.0, 7.0])   # where pred is false dst keeps its value
+
+
+def k_fma_pred(A: T.Tensor((4, 1), "float32"), Out: T.Tensor((4, 1), "float32")):
+    T.device_entry(launch=LC(grid=1, block=4))
+    t = T.cuda.thread_id()
+    r = T.alloc_local((1,), "float32")
+    r[0] = 7.0
+    T.cuda.tile.apply(T.ptx["fma.rn.f32"], r, T.float32(2), A[t, 0], T.float32(1), pred=(t == 1) or (t == 2),
+                      preserve_dst=True)
+    Out[t, 0] = r[0]
+
+
 # ===================================================================================== Host side
 
 def k_fill(Out: T.Tensor(("n",), "float32"), v: T.float32):
