@@ -1,4 +1,5 @@
-"""The public contract, /work/shared/API.md (docs/API.md), checked bullet by bullet on the CPU.
+"""The public contract, API.md (the interface document outside test suites are written against), checked bullet by
+bullet on the CPU.
 
 Each test quotes the sentence it checks. Everything runs without a GPU: kernels run on the interpreter
 (interpret=True, numpy arrays and CPU torch tensors) or compile for sm_90/sm_90a and go through ptxas. Where a
