@@ -204,7 +204,8 @@ def test_compile_without_gpu_stages_and_metadata():
     "expanded", "llvm" and "ptx", plus "sass" where the CUDA tools are installed; and `.metadata` (registers,
     spills, shared-memory bytes where ptxas reports them)."""
     _, _, ap, bp = seed_mma.inputs()
-    for out in (np.zeros((16, 8), np.float32), torch.zeros(16, 8), FakeCudaArray((16, 8))):
+    for out in (np.zeros((16, 8), np.float32), torch.zeros(16, 8), torch.empty(16, 8, device="meta"),
+                FakeCudaArray((16, 8))):
         ck = seed_mma.warp_mma.compile(ap, bp, out, target="sm_90")
         assert isinstance(ck, tiledsl.CompiledKernel)
     for stage in ("tile", "expanded", "llvm", "ptx"):
