@@ -142,6 +142,8 @@ def stream_handle(s) -> int:
     if s is None:
         return 0
     if isinstance(s, int):
+        if not 0 <= s < 1 << 64:
+            raise LaunchError(f"stream= must be a CUDA stream handle (an int in [0, 2**64)), got {s}")
         return s
     for attr in ("cuda_stream", "ptr", "handle"):
         v = getattr(s, attr, None)

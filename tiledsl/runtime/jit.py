@@ -473,6 +473,8 @@ class JITFunction:
         if block is not None:
             C.check_block(block)
         if self._interpreting():
+            if stream is not None:      # the interpreter runs synchronously, but a stream= the GPU path would
+                _stream(stream)         # refuse is refused here too (LaunchError), so CPU tests catch it
             return self._interpret(values, grid, block)
         from . import driver
         from .launchers.generated import GeneratedLauncher, Unsupported
@@ -541,7 +543,7 @@ def _helper_reads(v, deps: list, seen: set) -> None:
 
 
 def _stream(s) -> int:
-    if s.__class__ is int:
+    if s.__class__ is int and 0 <= s < 1 << 64:
         return s
     from ..abi.arrays import stream_handle
     return stream_handle(s)

@@ -16,7 +16,8 @@ the TMA unit writes it: row-major over the box, XOR-swizzled like the map's swiz
 TileLayout), starting on a 128-byte boundary (the swizzle's period with a swizzle: 256, 512, 1024 bytes).
 Coordinates are outer-to-inner like the tensor's shape (PTX lists them inner first: the expansion reverses them),
 int32 values, compile-time or run-time, and may lie partly or wholly outside the tensor (the box is then filled
-with zeros or NaN). A load pays the box's bytes to `mbar` (announce them with mbarrier.arrive.expect_tx).
+with zeros or NaN). A load pays the box's bytes to `mbar` (announce them with mbarrier.arrive.expect_tx); the
+mbarrier may also be given by name, `mbar=bar`, the reference system's spelling.
 """
 from __future__ import annotations
 
@@ -104,6 +105,8 @@ def expand(form: Form, ctx: Ctx) -> list:
             raise ctx.error(f"{n.value} is out of range: 0..{MAX_WAIT} bulk groups may stay pending", n)
         return [ctx.native([[ir.Imm(str(n.value))]], effect="sync")]
     allowed = {"coords", "coord_steps"}
+    if form.kind == "load":
+        allowed.add("mbar")              # the reference system's spelling: the mbarrier by name (API.md)
     if form.multicast:
         allowed.add("cta_mask")
     if form.cache_hint:
@@ -115,7 +118,13 @@ def expand(form: Form, ctx: Ctx) -> list:
         if need in allowed and need not in params:
             raise ctx.error(f"{need}= is required: {why}")
     names = {"load": ["dst", "tmap", "mbar"], "store": ["tmap", "src"], "prefetch": ["tmap"]}[form.kind]
-    ops = dict(zip(names, ctx.operands(names)))
+    if "mbar" in params:
+        if len(ctx.apply.operands) == 3:
+            raise ctx.error("the mbarrier is given twice: as the third operand and as mbar=")
+        ops = dict(zip(names[:2], ctx.operands(names[:2])))
+        ops["mbar"] = Operand("mbar", *params["mbar"])
+    else:
+        ops = dict(zip(names, ctx.operands(names)))
     tm = _tensor_map(ctx, ops["tmap"], form)
     ann = tm.ann
     smem = ops.get("dst") or ops.get("src")

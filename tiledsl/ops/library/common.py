@@ -2,11 +2,14 @@
 
 An argument an op does not support is refused with `UnsupportedArgument` naming the op, the argument, the value
 given and what is supported: nothing silently falls back or computes something else."""
+from ...core.errors import TiledslError
+
 NAMESPACE = "tiledsl"
 
 
-class UnsupportedArgument(ValueError):
-    """An argument value a tiledsl op does not support (the message names the argument and what is)."""
+class UnsupportedArgument(TiledslError, ValueError):
+    """An argument value a tiledsl op does not support (the message names the argument and what is). A TiledslError,
+    the base of every tiledsl error (API.md), and a ValueError, as it always was."""
 
 
 def refuse(op, arg, value, supported):
