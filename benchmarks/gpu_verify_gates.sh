@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The first device call of a GPU session after paths were built without one: every gated path's GPU tests, the TMA swizzle agreement one process per case (a fault poisons the process it happens in), and the
-# benchmarks that time each gated path against its peer. Usage (GPU machine, repo root):
+# The first device call of a GPU session after paths were built without one: every gated path's GPU tests, the TMA
+# swizzle agreement one process per case (a fault poisons the process it happens in), and the benchmarks that time
+# each gated path against its peer. Usage (GPU machine, repo root):
 #   OUT=dir bash benchmarks/gpu_verify_gates.sh
 # Then move the paths whose tests passed to tiledsl/ops/gates.py's VERIFIED, quoting this run in the commit.
 set -u
