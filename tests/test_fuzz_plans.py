@@ -69,6 +69,7 @@ def _run_plan(M, N, K, ab, od, sms, config, seed):
     what = f"{M}x{N}x{K} {ab}->{od} sms={sms} config={config}: {plan.describe}"
     plan.run(a, b, out, None, None)
     _check_gemm(out, ref, what)
+    return plan.describe
 
 
 def _gemm_shape(rng, i):
@@ -82,10 +83,14 @@ def _gemm_shape(rng, i):
 
 
 @pytest.mark.parametrize("M,N,K,ab,od,sms", _cases(_gemm_shape, 30, 901))
-def test_matmul_heuristic_plan(M, N, K, ab, od, sms):
+def test_matmul_heuristic_plan(M, N, K, ab, od, sms, monkeypatch):
     """hopper_plan untuned: choose_hopper (+ stream_k_helps), or at M <= 64 choose_skinny, the schedule model's
-    fallbacks, then the chosen kernel on the interpreter."""
+    fallbacks, then the chosen kernel on the interpreter. At M <= 64 both: the skinny kernel is gated on a GPU
+    (gates "gemm_skinny", off by default), where choose_hopper's small-M stream-K serves instead."""
     _run_plan(M, N, K, ab, od, sms, None, seed=M * N + K)
+    if SKN.serves(M, N, K, ab, od):
+        monkeypatch.setattr(SKN, "serves", lambda *a, **k: False)     # as hopper_plan with the gate closed
+        _run_plan(M, N, K, ab, od, sms, None, seed=M * N + K + 1)
 
 
 def _forced():
