@@ -148,6 +148,37 @@ def test_skinny_split_counts(M, N, K, ab, od, sms, splits, consumers):
     _check_gemm(out, ref, what)
 
 
+_ULP = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}     # the rounding of C's type, with margin
+
+
+def _fused_case(rng, i):
+    M = _edge(rng, 1, 64, (8, 16, 32)) if i % 3 == 0 else _edge(rng, 1, 260)
+    return M, _edge(rng, 1, 260), 8 * _edge(rng, 1, 40, (8, 16)), ("float16", "bfloat16")[i % 2], \
+        ("float32", "float16", "bfloat16")[i % 3], SMS[(i // 2) % 2], ("float32", "out")[(i // 3) % 2], \
+        ("gelu", "relu", "silu", None)[i % 4]
+
+
+@pytest.mark.parametrize("M,N,K,ab,od,sms,bias,act", _cases(_fused_case, 12, 910))
+def test_matmul_fused_epilogue_plan(M, N, K, ab, od, sms, bias, act, monkeypatch):
+    """matmul(a, b, bias=, activation=)'s plan: the heuristic's kernel with the bias and activation fused (the
+    fused kernels run without stream-K), at the persistent grid width of `sms` SMs."""
+    from tiledsl.ops.gemm.epilogue import reference as act_ref
+    monkeypatch.setattr(H, "sm_count", lambda a: sms)
+    a, b, ref = _operands(M, N, K, ab, M * 3 + N + K)
+    bias_t = (torch.randint(-16, 17, (N,), generator=torch.Generator().manual_seed(N)) / 4).to(
+        torch.float32 if bias == "float32" else _TORCH[od])
+    out = torch.full((M, N), float("nan"), dtype=_TORCH[od])
+    plan = HP.hopper_plan(a, b, out, None, False, sms)
+    what = f"{M}x{N}x{K} {ab}->{od} sms={sms} bias={bias_t.dtype} activation={act}: {plan.describe}"
+    plan.run(a, b, out, bias_t, act)
+    want = ref.numpy() + bias_t.double().numpy()
+    want = want if act is None else act_ref(want, act)
+    got = out.double().numpy()
+    assert not np.isnan(got).any(), f"{what}: elements left unwritten"
+    err = np.abs(got - want) / np.maximum(np.abs(want), 1.0)
+    assert err.max() <= _ULP[od], f"{what}: relative error {err.max()} at {np.unravel_index(err.argmax(), err.shape)}"
+
+
 def _fp8_case(rng, i):
     M = _edge(rng, 1, 64, (8, 16, 32)) if i % 2 else _edge(rng, 1, 260)
     N = _edge(rng, 1, 260)
@@ -190,6 +221,30 @@ def test_matmul_fp8_heuristic_plan(M, N, K, at, bt, od, sms, monkeypatch):
             H.hopper_matmul_fp8(a, b, sa, sb, out=out)
     _check_gemm(out, ref, what)
 
+
+
+def _fp8_forced_cases():
+    rng = np.random.default_rng(911)
+    cs = [tuple(c) for c in HT.FP8_CONFIGS] + [tuple(c) for c in HT.BIG_STREAM_K + HT.SMALL_M_STREAM_K]
+    out = []
+    for i, c in enumerate(cs):
+        M, N, K = _edge(rng, 1, 260), _edge(rng, 1, 260), 16 * _edge(rng, 1, 20, (8, 16))
+        out.append(pytest.param(M, N, K, ("e4m3", "e5m2")[i % 2], ("bfloat16", "float32", "float16")[i % 3], c,
+                                marks=() if i == 0 else pytest.mark.slow, id=f"{'-'.join(map(str, c))}-{M}x{N}x{K}"))
+    return out
+
+
+@pytest.mark.parametrize("M,N,K,at,od,config", _fp8_forced_cases())
+def test_matmul_fp8_forced_config(M, N, K, at, od, config, monkeypatch):
+    """matmul_fp8's tuning candidates (FP8_CONFIGS, the stream-K ones) as hopper_matmul_fp8's keywords, on 3 SMs."""
+    monkeypatch.setattr(H, "sm_count", lambda a: 3)
+    g = torch.Generator().manual_seed(M + N * K)
+    a = (torch.randint(-8, 9, (M, K), generator=g) / 8).to(_FP8[at])
+    b = (torch.randint(-8, 9, (N, K), generator=g) / 8).to(_FP8[at])
+    out = torch.full((M, N), float("nan"), dtype=_TORCH[od])
+    kw = HP.hopper_kwargs(config, N, out.element_size())
+    H.hopper_matmul_fp8(a, b, torch.tensor([0.25]), torch.tensor([2.0]), out=out, **kw)
+    _check_gemm(out, (a.double() @ b.double().T) * 0.5, f"fp8 {M}x{N}x{K} {at}->{od} sms=3 kw={kw}")
 
 # ---------------------------------------------------------------- attention: float16 normals, the tests' bounds
 
@@ -297,20 +352,20 @@ def test_fa3_dynamic_walk_in_lockstep_batches():
 
 def _bwd_case(rng, i):
     return bool(rng.random() < 0.5), _HEADS[int(rng.integers(len(_HEADS)))], _seq(rng), _seq(rng), SMS[i % 2], \
-        (None, None, True, None)[i % 4]
+        (None, None, True, None)[i % 4], 1 + (i % 3 == 2)
 
 
-@pytest.mark.parametrize("causal,heads,n,nk,sms,tail_split", _cases(_bwd_case, 16, 907))
-def test_fa3_backward_plan(causal, heads, n, nk, sms, tail_split):
+@pytest.mark.parametrize("causal,heads,n,nk,sms,tail_split,B", _cases(_bwd_case, 16, 907))
+def test_fa3_backward_plan(causal, heads, n, nk, sms, tail_split, B):
     """attention_backward(path="fa3") with the GPU's choices for `sms` SMs (tail_split and tma_kv as
     TAIL_SPLIT / tail_split_helps / TMA_KV decide), or the tail split forced; D = 128, the fa3 backward's."""
     H, HK = heads
     D, scale = 128, 0.3
-    q, do, k, v = _normals(np.random.default_rng(n * nk + H), (1, H, n, D), (1, H, n, D), (1, HK, nk, D),
-                           (1, HK, nk, D))
-    split = ABH.TAIL_SPLIT and ABH.tail_split_helps(causal, (1, H, HK, n, nk), sms) if tail_split is None \
+    q, do, k, v = _normals(np.random.default_rng(n * nk + H), (B, H, n, D), (B, H, n, D), (B, HK, nk, D),
+                           (B, HK, nk, D))
+    split = ABH.TAIL_SPLIT and ABH.tail_split_helps(causal, (B, H, HK, n, nk), sms) if tail_split is None \
         else tail_split
-    what = (f"fa3 backward H={H} HK={HK} N={n} NK={nk} causal={causal} sms={sms} tail_split={split} "
+    what = (f"fa3 backward B={B} H={H} HK={HK} N={n} NK={nk} causal={causal} sms={sms} tail_split={split} "
             f"tma_kv={ABH.TMA_KV and not split and H == HK}")
     o, lse = FWD.attention(q, k, v, causal=causal, scale=scale, config=(4, 1, 1))
     got = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, path="fa3", sms=sms,
