@@ -408,14 +408,15 @@ def _decode_case(rng, i):
     lens = [int(rng.choice((0, 1, 63, 64, 65, 127, 129, 255, 257))) if rng.random() < 0.6 else
             int(rng.integers(0, 600)) for _ in range(B)]
     return bool(i % 3 == 1), int(rng.choice((1, 1, 2, 3))), _HEADS[int(rng.integers(len(_HEADS)))], lens, \
-        (0, 16, 32)[i % 3], (64, 128)[(i // 2) % 2], SMS[i % 2]
+        (0, 16, 32)[i % 3], (64, 128)[(i // 2) % 2], SMS[i % 2], i % 4 == 2
 
 
-@pytest.mark.parametrize("causal,lq,heads,lens,page,D,sms", _cases(_decode_case, 16, 909))
-def test_decode_split_plan(causal, lq, heads, lens, page, D, sms, monkeypatch):
+@pytest.mark.parametrize("causal,lq,heads,lens,page,D,sms,kv8", _cases(_decode_case, 16, 909))
+def test_decode_split_plan(causal, lq, heads, lens, page, D, sms, kv8, monkeypatch):
     """attention_decode with choose_splits' KV split count for `sms` SMs (no splits= given), contiguous and paged
-    caches, ragged cache_seqlens (empty, one key, beside the 64-key tiles), 1 to 3 new queries, GQA. A capacity of
-    1024 keys lets the heuristic split (a split reads at least 4 tiles); splits past a sequence's end are empty."""
+    caches (f16, or e4m3 bytes with per-kv-head descales), ragged cache_seqlens (empty, one key, beside the 64-key
+    tiles), 1 to 3 new queries, GQA. A capacity of 1024 keys lets the heuristic split (a split reads at least 4
+    tiles); splits past a sequence's end are empty."""
     monkeypatch.setattr(DC, "sm_count", lambda q: sms)
     chosen = []
     choose = DC.choose_splits
@@ -433,8 +434,34 @@ def test_decode_split_plan(causal, lq, heads, lens, page, D, sms, monkeypatch):
         kw["block_table"] = rng.permutation(npages)[:B * pages_each].reshape(B, pages_each).astype(np.int32)
     else:
         kc, vc = _normals(rng, (B, S, HK, D), (B, S, HK, D))
+    rk, rv = kc, vc
+    if kv8:
+        from test_attention_decode import e4m3_values
+        tab = e4m3_values()
+        kc, vc = (np.where(np.isnan(tab[x]), 0, x).astype(np.uint8) for x in
+                  (rng.integers(0, 256, kc.shape), rng.integers(0, 256, vc.shape)))
+        kw["k_scale"], kw["v_scale"] = (rng.uniform(0.005, 0.05, HK).astype(np.float32) for _ in range(2))
+        # the reference takes q * k_scale rounded to f16 as the host does (decode._fp8_scales), so LSE is held
+        # to the f16 cache's bounds; V's descale is exact
+        q_ref = (q.astype(np.float32) * kw["k_scale"].repeat(H // HK)[:, None]).astype(np.float16)
+        rk, rv = tab[kc], tab[vc] * kw["v_scale"][:, None]
     o, lse = DC.attention_decode(q, kc, vc, cache_lens, scale=0.3, causal=causal, return_lse=True, **kw)
     what = (f"decode B={B} lq={lq} H={H} HK={HK} D={D} lens={lens} page={page} causal={causal} sms={sms} "
-            f"(splits, keys each)={chosen}")
-    ro, rl = DC.reference_decode(q, kc, vc, cache_lens, scale=0.3, causal=causal, **kw)
-    _close(o, lse, ro, rl, what)
+            f"kv8={kv8} (splits, keys each)={chosen}")
+    ro, rl = DC.reference_decode(q_ref if kv8 else q, rk, rv, cache_lens, scale=0.3, causal=causal,
+                                 block_table=kw.get("block_table"))
+    # O: the f16 bound relative to O's range (the e4m3 V spans up to 448 x v_scale), as test_attention_decode's
+    _close(o, lse, ro, rl, what, tol=2e-3 * max(np.abs(ro).max(), 1.0) if kv8 else 2e-3)
+
+
+
+@pytest.mark.parametrize("K", [7, 12, 100, 1])
+def test_k_off_the_tma_rows_routes_away_from_hopper(K):
+    """K % 8 != 0: the Hopper kernels' TMA rows cannot hold it; route sends such shapes to the mma.sync path on
+    sm_90, and a Hopper configuration given for them is refused by name."""
+    from tiledsl import LaunchError
+    from tiledsl.ops.gemm.matmul import route
+    assert route((9, 0), 33, 70, K, "float16", "float16") in ("mma", "mma-padded"), K
+    a, b, _ = _operands(33, 70, K, "float16", K)
+    with pytest.raises(LaunchError, match="multiple of 8"):
+        H.hopper_matmul(a, b)
