@@ -32,13 +32,13 @@ def _edge(rng, lo, hi, tiles=(16, 64, 128)):
     return int(rng.integers(lo, hi + 1))
 
 
-def _cases(draw, n, seed):
-    """n cases from draw(rng, i), the first DEFAULT in the default run, the others marked slow."""
+def _cases(draw, n, seed, default=DEFAULT):
+    """n cases from draw(rng, i), the first `default` in the default run, the others marked slow."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
         case = draw(rng, i)
-        out.append(pytest.param(*case, marks=() if i < DEFAULT else pytest.mark.slow))
+        out.append(pytest.param(*case, marks=() if i < default else pytest.mark.slow))
     return out
 
 
@@ -298,7 +298,7 @@ def _fwd(D, causal, heads, B, n, nk, sms, config, seed):
     _close(o, lse, ro, rl, what)
 
 
-@pytest.mark.parametrize("D,causal,heads,B,n,nk,sms", _cases(_fwd_case, 30, 905))
+@pytest.mark.parametrize("D,causal,heads,B,n,nk,sms", _cases(_fwd_case, 30, 905, default=2))
 def test_fa3_forward_default_config(D, causal, heads, B, n, nk, sms):
     """attention_hopper's own choice (default_config(D, causal, N): align / tma_o by N) on the interpreter."""
     _fwd(D, causal, heads, B, n, nk, sms, None, seed=n * nk + D)
@@ -355,7 +355,7 @@ def _bwd_case(rng, i):
         (None, None, True, None)[i % 4], 1 + (i % 3 == 2)
 
 
-@pytest.mark.parametrize("causal,heads,n,nk,sms,tail_split,B", _cases(_bwd_case, 16, 907))
+@pytest.mark.parametrize("causal,heads,n,nk,sms,tail_split,B", _cases(_bwd_case, 16, 907, default=2))
 def test_fa3_backward_plan(causal, heads, n, nk, sms, tail_split, B):
     """attention_backward(path="fa3") with the GPU's choices for `sms` SMs (tail_split and tma_kv as
     TAIL_SPLIT / tail_split_helps / TMA_KV decide), or the tail split forced; D = 128, the fa3 backward's."""
