@@ -509,7 +509,7 @@ def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
 def test_stream_k_workspace_for_host_tensors():
     """The stream-K kernel on CPU torch tensors (the interpreter; what hopper_matmul and matmul's plans launch
     there): workspace makes the pair fresh for a host tensor (device.stream_buffers keeps them per CUDA stream,
-    which a host tensor has none of; it used to fail there), 2 blocks over 3 tiles of 64 x 64, one tile split."""
+    which a host tensor has none of; it used to fail there); 3 tiles of 64 x 64 on 2 blocks: a partial wave."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("tiledsl.interpreter.fibers")
     a, b, ref = _inputs(130, 64, 384, seed=41)
