@@ -506,6 +506,24 @@ def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
         c[...] = 1
 
 
+def test_stream_k_workspace_for_host_tensors():
+    """The stream-K kernel on CPU torch tensors (the interpreter; what hopper_matmul and matmul's plans launch
+    there): workspace makes the pair fresh for a host tensor (device.stream_buffers keeps them per CUDA stream,
+    which a host tensor has none of; it used to fail there); 3 tiles of 64 x 64 on 2 blocks: a partial wave."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    a, b, ref = _inputs(130, 64, 384, seed=41)
+    a, b = torch.from_numpy(a), torch.from_numpy(b)
+    k = H.make_hopper_gemm("float16", "float32", stages=2, consumers=1, bn=64, persistent=True, num_sms=2,
+                           stream_k=True)
+    W, F = H.workspace(k, a)
+    assert tuple(W.shape) == tuple(np.atleast_1d(k.slots)) and not F.any() and F.numel() == k.flags
+    c = torch.full((130, 64), float("nan"))
+    H._launcher(k, a)(a, b, c, W, F)
+    np.testing.assert_array_equal(c.numpy(), ref)
+    assert not F.any()                         # the launch leaves its flags and ticket counter at zero
+
+
 def test_stream_k_refuses_what_it_does_not_combine_with():
     for kw in (dict(persistent=False), dict(persistent=True, multicast=True), dict(persistent=True, bias="float16"),
                dict(persistent=True, activation="relu")):

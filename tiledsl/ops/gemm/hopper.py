@@ -109,7 +109,10 @@ def workspace(kernel, a):
     BM * BN) float32, a row of partial sums per block, and F (grid width + 1,) int32 zeros: a flag a block (raised
     by the block that publishes its row, lowered again by the block that adds it) and the blocks' ticket counter
     (back to 0 when a launch's last block has taken its ticket). One pair per (device, stream, shape)
-    (stream_buffers)."""
+    (stream_buffers). For a host tensor (the interpreter) a fresh pair: a host has no streams to keep them by."""
+    if not getattr(a, "is_cuda", False):
+        import torch
+        return (torch.empty(kernel.slots, dtype=torch.float32), torch.zeros(kernel.flags, dtype=torch.int32))
     return stream_buffers(a, ("stream-k", kernel.slots), lambda torch, device: (
         torch.empty(kernel.slots, dtype=torch.float32, device=device),
         torch.zeros(kernel.flags, dtype=torch.int32, device=device)))
