@@ -23,9 +23,9 @@ For Z = A @ B.T (A (M, K), B (N, K)) and dZ (M, N):
   dB = dZ.T @ A     = matmul(dZ.T, A.T)  : X = dZ.T (N, M) and Y = A.T (K, M), transpose copies of both.
 The copies (`.t().contiguous()`) are one pass over each operand (at 4096^3 bf16, ~0.37 of the step's 0.98 ms).
 The Hopper kernel reads an operand MN-major as stored (hopper_kernel.py: wgmma's transposed shared-memory
-operands), so on CUDA tensors with the gated path "gemm_mn_major" enabled (tiledsl.ops.gates) the backward passes
-the transposed views themselves (B.t(), dZ.t(), A.t()) and matmul reads them without a copy (matmul.py: the strides
-decide); elsewhere, the copies as above.
+operands), so the backward passes the transposed views themselves (B.t(), dZ.t(), A.t()) and matmul decides: on
+CUDA tensors with the gated path "gemm_mn_major" enabled (tiledsl.ops.gates) it reads them without a copy
+(matmul.py: the strides decide); elsewhere it makes the copies above.
 """
 import math
 from typing import Optional
@@ -33,7 +33,6 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import gates
 from .common import DIRECT, DISPATCH, UnsupportedArgument, call, direct, eager_autograd, qualified, refuse, route
 
 HALF = (torch.float16, torch.bfloat16)
@@ -201,12 +200,12 @@ def _gemm_backward(ctx, g2, a2, b, y2, bias):
     gh = gz.to(a2.dtype)                           # the kernels' operands are f16/bf16 (f32 dY: rounded here)
     da = db = dbias = None
     need = ctx.needs_input_grad + (False,) * 3      # (it leaves out trailing arguments the call did not pass)
-    # the transposed operands as views (read MN-major by the Hopper kernel: no copies) where the gate allows
-    t = (lambda x: x.t()) if gh.is_cuda and gates.enabled("gemm_mn_major") else (lambda x: x.t().contiguous())
+    # the transposed operands as views: matmul reads them as stored where its plan may (the Hopper kernel's MN-major
+    # form, gated: matmul.mn_choice) and copies them K-major everywhere else
     if need[0]:
-        da = call(_MATMUL, _matmul_impl, gh, t(b))                   # dZ @ B: B.T as (K, N)
+        da = call(_MATMUL, _matmul_impl, gh, b.t())                   # dZ @ B: B.T as (K, N)
     if need[1]:
-        db = call(_MATMUL, _matmul_impl, t(gh), t(a2))               # dZ.T @ A: (N, M), (K, M)
+        db = call(_MATMUL, _matmul_impl, gh.t(), a2.t())              # dZ.T @ A: (N, M), (K, M)
     if need[2]:
         dbias = gz.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
     return da, db, dbias
