@@ -41,3 +41,11 @@ def test_the_module_lists_the_gpu_tests_to_run():
     import sys
     out = subprocess.run([sys.executable, "-m", "tiledsl.ops.gates"], capture_output=True, text=True, check=True)
     assert out.stdout.split() == sorted(set(gates.GATED.values()))
+
+
+def test_a_host_tensor_may_always_take_a_gated_path(a_gated_path):
+    class Tensor:
+        def __init__(self, cuda):
+            self.is_cuda = cuda
+    assert gates.allows(a_gated_path, Tensor(False))
+    assert not gates.allows(a_gated_path, Tensor(True))

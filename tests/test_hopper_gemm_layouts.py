@@ -149,9 +149,12 @@ def test_the_gate_is_off_by_default_and_opened_by_the_environment(monkeypatch):
 
 def test_a_cuda_plan_passes_the_gated_path_over(monkeypatch):
     """For CUDA tensors with the gate off, matmul copies the transposed operands K-major and says so."""
+    from types import SimpleNamespace
+
     from tiledsl.ops.gemm import matmul as MM
+    cuda, host = SimpleNamespace(is_cuda=True), SimpleNamespace(is_cuda=False)
     monkeypatch.delenv("TILEDSL_ENABLE", raising=False)
-    assert MM.mn_choice(True, ("mn", "k")) == (MM.KK, MM.GATED_NOTE)
-    assert MM.mn_choice(False, ("mn", "k")) == (("mn", "k"), "")
+    assert MM.mn_choice(cuda, ("mn", "k")) == (MM.KK, MM.GATED_NOTE)
+    assert MM.mn_choice(host, ("mn", "k")) == (("mn", "k"), "")
     monkeypatch.setenv("TILEDSL_ENABLE", "gemm_mn_major")
-    assert MM.mn_choice(True, ("mn", "k")) == (("mn", "k"), "")
+    assert MM.mn_choice(cuda, ("mn", "k")) == (("mn", "k"), "")

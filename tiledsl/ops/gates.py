@@ -27,6 +27,12 @@ def enabled(name):
     return "all" in wanted or name in wanted
 
 
+def allows(name, tensor):
+    """Whether a planner may choose the gated path `name` for `tensor`: always for a host tensor (it runs on the
+    interpreter), for a CUDA tensor where `enabled(name)`."""
+    return not getattr(tensor, "is_cuda", False) or enabled(name)
+
+
 if __name__ == "__main__":
     # the GPU test files a session runs before moving paths to VERIFIED, for benchmarks/gpu_session.sh's TESTS:
     #   TILEDSL_ENABLE=all TESTS="$(python -m tiledsl.ops.gates)" bash benchmarks/gpu_session.sh

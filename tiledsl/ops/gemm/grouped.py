@@ -45,7 +45,7 @@ def pipelined_promotion(t, bn) -> bool:
     """Whether the blockwise FP8 kernel for tensor t promotes its K blocks software-pipelined (grouped_kernel's
     `pipelined`): always on CPU tensors (the interpreter), on CUDA tensors only where its gate is on (it has not yet
     run on a GPU), and only at BN = 128 (wider tiles spill with a second temporary accumulator)."""
-    return bn == PIPELINED_BN and (not t.is_cuda or gates.enabled(PIPELINED))
+    return bn == PIPELINED_BN and gates.allows(PIPELINED, t)
 
 
 def default_config(N: int, scaled: bool) -> dict:

@@ -183,7 +183,7 @@ def hopper_plan(a, b, out, config, tune, sms, majors=("k", "k"), note="") -> Pla
     N = b.shape[0]
     ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
     how = "given"
-    skinny_ok = not a.is_cuda or gates.enabled("gemm_skinny")
+    skinny_ok = gates.allows("gemm_skinny", a)
     passed = ""             # what describe adds where the gated skinny kernel would have served
     if config is None and majors == ("k", "k") and SKN.serves(M, N, K, ab, od):
         if skinny_ok:

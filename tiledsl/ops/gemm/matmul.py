@@ -104,10 +104,10 @@ def route(capability, M: int, N: int, K: int, ab: str, out: str) -> str:
 GATED_NOTE = "; MN-major operands copied K-major (the gated path gemm_mn_major passed over: TILEDSL_ENABLE)"
 
 
-def mn_choice(cuda: bool, lay):
-    """(majors, describe's note) of the Hopper plan for operands of layout `lay`: read as stored where the gate
-    allows (CPU tensors, on the interpreter, always may), else copied K-major, the note saying so."""
-    if lay is KK or not cuda or gates.enabled("gemm_mn_major"):
+def mn_choice(a, lay):
+    """(majors, describe's note) of the Hopper plan for operands (a's device) of layout `lay`: read as stored where
+    the gate allows (CPU tensors, on the interpreter, always may), else copied K-major, the note saying so."""
+    if lay is KK or gates.allows("gemm_mn_major", a):
         return lay, ""
     return KK, GATED_NOTE
 
@@ -129,7 +129,7 @@ def _make_plan(a, b, out, config, static, tune, lay=KK) -> Plan:
                                   f"path (route(): an sm_90 GPU, f16/bf16 inputs, K a multiple of 8; static=True)")
     sms = sm_count(a)
     if path == "hopper":
-        majors, note = mn_choice(a.is_cuda, lay)
+        majors, note = mn_choice(a, lay)
         return hopper_plan(a, b, out, config, tune, sms, majors, note)
     if lay is not KK:
         a, b = a.contiguous(), b.contiguous()   # the mma.sync kernels read K-major only (matmul copies)
