@@ -327,26 +327,15 @@ def _fwd_forced_cases():
     return out
 
 
-def _one_block_a_batch(monkeypatch):
-    """The interpreter runs the blocks of a batch in masked lockstep (interpreter/program.py, Program.run's
-    batch_threads); the dynamic walk's blocks (config[6] = 2) draw different numbers of items from a global
-    counter, and a block that stops early waits in lockstep for one still loading: a deadlock only the interpreter
-    has (test_fa3_dynamic_walk_in_lockstep_batches). One block a batch runs them as the GPU does, independently."""
-    from tiledsl.interpreter import program
-    monkeypatch.setattr(program.Program.run, "__defaults__", (1,))
-
-
 @pytest.mark.parametrize("D,causal,heads,B,n,nk,sms,config", _fwd_forced_cases())
-def test_fa3_forward_forced_config(D, causal, heads, B, n, nk, sms, config, monkeypatch):
-    if config[6] == 2:
-        _one_block_a_batch(monkeypatch)
+def test_fa3_forward_forced_config(D, causal, heads, B, n, nk, sms, config):
     _fwd(D, causal, heads, B, n, nk, sms, config, seed=n + nk + D)
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason="interpreter limitation, not a kernel bug: the blocks of "
-                   "a batch run in lockstep, so the dynamic walk (config[6] = 2) deadlocks where its blocks draw "
-                   "different numbers of items (3 items on 2 blocks); one block a batch passes")
 def test_fa3_dynamic_walk_in_lockstep_batches():
+    """The dynamic walk's blocks (config[6] = 2) draw different numbers of items from a global counter (3 items on
+    2 blocks). Run in lockstep, the block that stops early waits for the one still loading, a deadlock only the
+    interpreter would have: the batch runs again with a fiber per block (interpreter/program.py, Program.run)."""
     _fwd(64, False, (3, 1), 1, 64, 64, 2, (2, 64, 2, 0, 0, 0, 2), seed=0)
 
 

@@ -71,6 +71,76 @@ def test_producer_and_consumer_hand_over_through_a_ring(single_waiter):
     assert ptxas(ck.asm["ptx"], "sm_90").returncode == 0
 
 
+def make_stop_ring(extra_rounds, consumer_stops=True):
+    """Block b's producer hands 2 + b * extra_rounds rows through a 2-stage ring, then a stop mark; its consumer
+    takes rows until it sees the mark (it does not know the count: a dynamic walk's stop signal)."""
+    R = 2 + extra_rounds
+
+    @tiledsl.jit
+    def stop_ring(A: T.Tensor((R, 32), "uint32"), Out: T.Tensor((R, 32), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=64))
+        tid = T.cuda.thread_id()
+        lane = tid % 32
+        slots = T.alloc_shared((2, 32), "uint32")
+        stop = T.alloc_shared((2,), "int32")
+        full = T.alloc_shared((2,), "uint64")
+        empty = T.alloc_shared((2,), "uint64")
+        if tid == 0:
+            for s in range(STAGES):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 32)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 32)
+            T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
+        T.cuda.syncthreads()
+        n = 2 + T.cuda.block_id(0) * extra_rounds
+        if tid < 32:
+            for r in range(n):
+                s = r % STAGES
+                if r >= STAGES:
+                    T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], empty[s:s + 1],
+                                      (r // STAGES - 1) % 2)
+                slots[s, lane] = A[r, lane] * 3 + T.cuda.block_id(0)
+                stop[s] = 0
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], full[s:s + 1])
+            # the stop mark, after the loop (as FA3's dynamic producer sends it)
+            s = n % STAGES
+            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], empty[s:s + 1], (n // STAGES - 1) % 2)
+            stop[s] = 1
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], full[s:s + 1])
+        else:
+            r = 0
+            going = 1
+            while going == 1:
+                s = r % STAGES
+                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], full[s:s + 1], (r // STAGES) % 2)
+                if stop[s] == 1 and consumer_stops:
+                    going = 0
+                else:
+                    Out[r % R, lane] = slots[s, lane] + 1
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[s:s + 1])
+                    r = r + 1
+    return stop_ring, R
+
+
+def test_blocks_that_stop_at_different_rounds_run_as_on_the_gpu():
+    """Block 1 hands 3 rows more than block 0. In lockstep, block 0's consumer waits for its stop mark in one fiber
+    with block 1's consumer, and block 0's producer gives the mark only once the producers' loop is over, which
+    block 1's producer cannot finish before that consumer fiber frees a stage: a deadlock the GPU's independent
+    blocks never have. The batch runs again with a fiber per block (Program.run) and gives the GPU's result, the
+    first run's writes undone."""
+    k, R = make_stop_ring(3)
+    a = np.arange(R * 32, dtype=np.uint32).reshape(R, 32)
+    out = np.zeros_like(a)
+    tiledsl.jit(k.fn, interpret=True)(a, out)
+    assert np.array_equal(out, a * 3 + 1 + 1)      # block 1 writes every row, after block 0 (its rows 0-1)
+
+
+def test_blocks_that_never_stop_still_fault():
+    k, R = make_stop_ring(3, consumer_stops=False)     # each consumer waits for a row after the stop mark
+    a = np.zeros((R, 32), np.uint32)
+    with pytest.raises(tiledsl.KernelFault, match="can never complete"):
+        tiledsl.jit(k.fn, interpret=True)(a, np.zeros_like(a))
+
+
 def test_a_wait_nobody_satisfies_is_still_a_fault():
     k, R = make_ring(4, consumer_rounds=5)           # the consumer waits for a fifth round never produced
     a = np.zeros((R, 32), np.uint32)

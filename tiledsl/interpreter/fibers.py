@@ -44,14 +44,20 @@ def blocking(stmts, waits=WAITS) -> bool:
     return False
 
 
-def by_warpgroup(lin, idx) -> list:
-    """The active threads `idx` (flat ids; their linear tids in the block are lin[idx]) grouped by warpgroup of the
-    block, lowest first; each group keeps every block of the batch (the blocks still run in lockstep). A part of
-    an if/else whose warps take turns through named barriers runs one fiber per group: the same code, with the
-    barrier id computed per warpgroup (FA3's ping-pong consumers), has each warpgroup wait for the other's later
-    arrival, which no lockstep order can give."""
-    wg = lin[idx] // WARPGROUP
-    return [idx[wg == g] for g in np.unique(wg)]
+def groups(m, idx, turns: bool) -> list:
+    """The active threads `idx` (flat ids) of one part of an if/else, grouped into the fibers that run it, lowest
+    first. A part whose warps take turns through named barriers (`turns`) runs one fiber per warpgroup of the block:
+    the same code, with the barrier id computed per warpgroup (FA3's ping-pong consumers), has each warpgroup wait
+    for the other's later arrival, which no lockstep order can give. Each group keeps every block of the batch
+    (the blocks run in lockstep), unless the batch runs a fiber per block (`m.per_block`, Program.run): then the
+    groups are split by block too."""
+    key = m.lin[idx] // WARPGROUP if turns else None
+    if getattr(m, "per_block", False) and m.nb > 1:
+        blk = m.blk[idx]
+        key = blk if key is None else blk * (m.T // WARPGROUP + 1) + key
+    if key is None:
+        return [idx]
+    return [idx[key == g] for g in np.unique(key)]
 
 
 class _Fiber:
@@ -76,6 +82,7 @@ class Fibers:
         self.progress = 0
         self.failed: list[BaseException] = []     # errors of fibers nobody joined yet
         self.doomed = None                          # a fiber whose next wait_turn reports the deadlock
+        self.stuck = False                          # a wait found that no fiber could move any more
 
     # ---------------------------------------------------------------- the baton
     def _hand_to(self, f: _Fiber):
@@ -152,11 +159,13 @@ class Fibers:
         me = self.current
         if self.doomed is me:
             self.doomed = None
+            self.stuck = True
             return False
         me.stamp, me.waiting = self.progress, True
         others = [f for f in [self.main] + self.live if f is not me]
         if not others or all(f.waiting and f.stamp == self.progress for f in others):
             me.waiting = False
+            self.stuck = True
             return False
         self._hand_to(self._next_after(me))
         me.waiting = False

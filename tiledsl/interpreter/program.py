@@ -43,6 +43,7 @@ class Program:
         # the closures of a deep expression recurse once per level, when compiled and when run (depth.py)
         self.depth = max_expr_depth(kernel.body)
         self.exits = control.has_exits(kernel.body)     # only then do threads leave statement lists early
+        self.fibered = False            # an if/else whose parts wait for each other (set by s_If, fibers.py)
         with headroom(self.depth):
             self.body = self.block(kernel.body)
 
@@ -184,6 +185,7 @@ class Program:
         if is_const(cf):
             return then if bool(cf.const) else orelse
         if has_else and (fibers.blocking(s.then) or fibers.blocking(s.orelse)):
+            self.fibered = True
             divergent = _fibered(then, orelse, s.loc, fibers.blocking(s.then, fibers.TURNS),
                                  fibers.blocking(s.orelse, fibers.TURNS))
         else:
@@ -298,28 +300,54 @@ class Program:
         with np.errstate(all="ignore"), headroom(self.depth):
             for b0 in range(0, nblocks, per):
                 nb = min(per, nblocks - b0)
-                m = Machine(self, grid, block, b0, nb, globals_, None if order is None else order[b0:b0 + nb],
-                            cluster)
-                if self.exits:
-                    m.exit = np.zeros(m.N, np.int8)      # per thread: running, or how it left (control.py)
-                for var, value in scalars.items():
-                    m.vars[var] = np.full(m.N, value, val_np(var.dtype))
-                if rng is None:
-                    self.body(m, None)
-                else:
-                    m.order = WarpOrder(m, rng)
-                    m.order.run(self.body)
+                blocks = None if order is None else order[b0:b0 + nb]
+                # the batch's global memory, kept while a lockstep deadlock may still send it round again
+                saved = [(mem.raw, mem.raw.copy()) for mem in globals_.values()] \
+                    if self.fibered and nb > 1 else None
+                try:
+                    self._batch(grid, block, b0, nb, globals_, blocks, cluster, scalars, rng, False)
+                except Exception as e:
+                    if saved is None or not getattr(e, "lockstep_deadlock", False):
+                        raise
+                    # Blocks that run their warp-specialised parts in lockstep wait for each other, which the
+                    # GPU's independent blocks never do (a dynamic walk: one block draws more items than
+                    # another). The batch runs again from its start with a fiber per block and part: only a
+                    # deadlock there is the kernel's.
+                    for raw, copy in saved:
+                        raw[...] = copy
+                    self._batch(grid, block, b0, nb, globals_, blocks, cluster, scalars, rng, True)
+
+    def _batch(self, grid, block, b0, nb, globals_, blocks, cluster, scalars, rng, per_block):
+        m = Machine(self, grid, block, b0, nb, globals_, blocks, cluster)
+        m.per_block = per_block
+        if self.exits:
+            m.exit = np.zeros(m.N, np.int8)      # per thread: running, or how it left (control.py)
+        for var, value in scalars.items():
+            m.vars[var] = np.full(m.N, value, val_np(var.dtype))
+        try:
+            if rng is None:
+                self.body(m, None)
+            else:
+                m.order = WarpOrder(m, rng)
+                m.order.run(self.body)
+        except Exception as e:
+            # a wait no fiber could complete, among blocks in lockstep (fibers.Fibers.stuck)
+            fb = getattr(m, "fibers", None)
+            if fb is not None and fb.stuck and not per_block and nb > 1:
+                e.lockstep_deadlock = True
+            raise
 
 
 def _fibered(then, orelse, loc, split_then=False, split_else=False):
     """The divergent case of an if/else whose parts may wait for each other (fibers.py): `else` runs as a fiber
     that starts when `then` first waits, and the statement ends when both parts have. A part with a named-barrier
-    sync (split_then / split_else) runs one fiber per warpgroup (fibers.by_warpgroup): its warpgroups may take
-    turns; the first warpgroup of `then` stays on the calling thread."""
+    sync (split_then / split_else) runs one fiber per warpgroup (fibers.groups): its warpgroups may take turns;
+    in a batch run again with a fiber per block (Program.run), one per block and warpgroup. The first group of
+    `then` stays on the calling thread."""
     def divergent(m, idx, c):
         t_idx, e_idx = sub(idx, c), sub(idx, ~c)
-        t_groups = fibers.by_warpgroup(m.lin, t_idx) if split_then else [t_idx]
-        e_groups = fibers.by_warpgroup(m.lin, e_idx) if split_else else [e_idx]
+        t_groups = fibers.groups(m, t_idx, split_then)
+        e_groups = fibers.groups(m, e_idx, split_else)
         fb = fibers.fibers_of(m)
         others = [fb.spawn(lambda g=g: then(m, g)) for g in t_groups[1:]]
         others += [fb.spawn(lambda g=g: orelse(m, g)) for g in e_groups]
