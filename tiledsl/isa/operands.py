@@ -495,7 +495,14 @@ def check_contiguous_rows(ctx: Ctx, op: Operand, rows, align: int, what_of) -> N
     todo = [k for k in range(len(rows)) if keys[k] is None or keys[k] not in ctx.proofs]
     if not todo:
         return
-    by_pin = pinned_offsets(view, [c for k in todo for c in rows[k]]) if static else None
+    by_pin = pinned_offsets(view, [c for k in todo for c in rows[k]], arrays=True) if static else None
+    if by_pin is not None and _rows_contiguous(by_pin, [len(rows[k]) for k in todo], view.dtype.bits // 8, align):
+        for k in todo:
+            if keys[k] is not None:
+                ctx.proofs[keys[k]] = True
+        return
+    if by_pin is not None:
+        by_pin = [offs.tolist() if type(offs) is not list else offs for offs in by_pin]
     pos = 0
     for k in todo:
         n = len(rows[k])
@@ -504,6 +511,23 @@ def check_contiguous_rows(ctx: Ctx, op: Operand, rows, align: int, what_of) -> N
         pos += n
         if keys[k] is not None:
             ctx.proofs[keys[k]] = True
+
+
+def _rows_contiguous(by_pin, lengths, nbytes: int, align: int) -> bool:
+    """Whether every row (consecutive runs of `lengths` in each pin's offsets) passes `_check_contiguous`, decided
+    on all rows at once; False also when that cannot be decided so (rows of unequal length, few rows), and then the
+    per-row proof runs and words the error. Equal to it: each row's offsets minus its first are 0, 1, 2, ... at
+    every pin (so the distances do not depend on the pin) and each row's first byte is aligned at every pin."""
+    n = lengths[0]
+    if len(lengths) < 4 or any(m != n for m in lengths) or not n:
+        return False
+    import numpy as np
+    step = np.arange(n, dtype=np.int64)
+    for offs in by_pin:
+        a = np.asarray(offs, dtype=np.int64).reshape(len(lengths), n)
+        if not ((a - a[:, :1]) == step).all() or ((a[:, 0] * nbytes) % align).any():
+            return False
+    return True
 
 
 def _check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str, by_pin) -> None:
@@ -543,10 +567,11 @@ def _check_contiguous(ctx: Ctx, op: Operand, coords, align: int, what: str, by_p
                             f"offset {start}{why}", op)
 
 
-def pinned_offsets(view: View, coords):
+def pinned_offsets(view: View, coords, arrays: bool = False):
     """The storage offsets of `coords` for each pin in PINS (ints), or None when a run-time part of the view cannot
     be evaluated directly. The same values as evaluating `located(view, coords)` per pin (View.storage_pinned),
-    without building the expression trees: ldmatrix alone proves some 36 thousand rows in the GEMM kernel."""
+    without building the expression trees: ldmatrix alone proves some 36 thousand rows in the GEMM kernel. With
+    `arrays`, a pin evaluated on numpy stays an int64 array (the others are lists)."""
     arr = None
     if type(coords) is not list:      # an (n, ndim) int64 array already (wgmma's descriptor proof)
         arr = coords if coords.shape[1] and int(abs(coords).max()) < 1 << 24 else None
@@ -569,7 +594,7 @@ def pinned_offsets(view: View, coords):
         offs = None
         if arr is not None:
             a = view.storages_array(arr, pin, {})
-            offs = None if a is None else a.tolist()
+            offs = None if a is None else a if arrays else a.tolist()
         if offs is None:
             if type(coords) is not list:
                 coords = coords.tolist()

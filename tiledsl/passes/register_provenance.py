@@ -25,7 +25,7 @@ the coordinate the writer put there and the coordinate the reader takes it for.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..core.errors import CompilationError
 from ..ir import nodes as ir
@@ -57,14 +57,25 @@ class Read:
 KEEP = "keep"                  # a Native whose named registers keep their marks (wgmma fence/commit/wait)
 
 
-@dataclass(frozen=True)
 class Mark:
-    frame: tuple               # (kind, the writing Apply, issue key)
-    index: int
-    # the writer's `what`, called only for a message (a GEMM leaves ~10 thousand marks); the name it gives is a
-    # function of frame and index, so it takes no part in comparing marks
-    what: object = field(compare=False)
-    loc: object
+    """Who put a register's value there: (kind, the writing Apply, issue key) as `frame`, and its place in that
+    write's order. The writer's `what` is called only for a message (a GEMM leaves ~5 thousand marks, hence a plain
+    slotted class: a frozen dataclass's constructor was a fifth of this pass); the name it gives is a function of
+    frame and index, so it takes no part in comparing marks."""
+    __slots__ = ("frame", "index", "what", "loc")
+
+    def __init__(self, frame: tuple, index: int, what, loc):
+        self.frame, self.index, self.what, self.loc = frame, index, what, loc
+
+    def __eq__(self, other):
+        return type(other) is Mark and (self.frame == other.frame and self.index == other.index
+                                        and self.loc == other.loc)
+
+    def __hash__(self):
+        return hash((self.frame, self.index, self.loc))
+
+    def __repr__(self):
+        return f"Mark({self.frame!r}, {self.index}, {self.loc!r})"
 
 
 def check_register_provenance(body: list) -> None:
