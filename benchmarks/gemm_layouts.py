@@ -31,13 +31,23 @@ def rel(x, ref):
 
 
 def gated(on, fn):
-    """fn with the gate on or off for the call (tiledsl.ops.gates reads TILEDSL_ENABLE at every decision)."""
+    """fn with the gate open or closed for the call: TILEDSL_DISABLE (the path is verified), and matmul's plans kept
+    apart per state (a plan is made once per shape, with the gate as it was then)."""
+    from tiledsl.ops.gemm import matmul as MM
+    plans = {}
+
     def run(*args):
         if on:
+            os.environ.pop("TILEDSL_DISABLE", None)
             os.environ["TILEDSL_ENABLE"] = GATE
         else:
-            os.environ.pop("TILEDSL_ENABLE", None)
-        return fn(*args)
+            os.environ["TILEDSL_DISABLE"] = GATE
+        saved, MM._PLANS = MM._PLANS, plans
+        try:
+            return fn(*args)
+        finally:
+            MM._PLANS = saved
+            os.environ.pop("TILEDSL_DISABLE", None)
     return run
 
 

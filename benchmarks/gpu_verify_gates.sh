@@ -6,7 +6,8 @@
 # Then move the paths whose tests passed to tiledsl/ops/gates.py's VERIFIED, quoting this run in the commit.
 set -u
 # (no TILEDSL_ENABLE here: the GPU tests open their gates themselves and check the closed default too)
-tma_cases='for t in $(python3 -m pytest -q --collect-only -m gpu tests/test_gpu_tma_swizzle_agreement.py | grep "::"); do timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu "$t" >/dev/null 2>&1 && echo PASS $t || echo FAIL $t; done'
+# (the cases' loop is a script of its own: PAR splits its commands at ';')
+tma_cases='bash benchmarks/tma_swizzle_cases.sh'
 TESTS="$(python3 -m tiledsl.ops.gates) ${EXTRA_TESTS:-}" \
 PAR="$tma_cases" \
 BENCH="${BENCH:-gemm_skinny.py --quick;gemm_layouts.py --quick;moe.py --only fp8 --gates gemm_fp8_blockwise_pipelined}" \

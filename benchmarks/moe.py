@@ -78,18 +78,25 @@ OURS_ON = "tiledsl, gates on"
 
 
 def with_gates(fn, names):
-    """fn with exactly the gated paths `names` enabled: TILEDSL_ENABLE, which the planners read at each call, set
-    around the call (microseconds of host time, hidden behind side_by_side's L2 flush)."""
+    """fn with exactly the gated paths `names` open: TILEDSL_ENABLE names them and TILEDSL_DISABLE the others (the
+    planners read both when they make a plan), set around the call (microseconds of host time, hidden behind
+    side_by_side's L2 flush)."""
+    from tiledsl.ops import gates
+    want = {n.strip() for n in names.split(",") if n.strip()}
+    env = {"TILEDSL_ENABLE": ",".join(sorted(want)),
+           "TILEDSL_DISABLE": ",".join(sorted(n for n in gates.GATED if n not in want))}
+
     def run(*args):
-        old = os.environ.get("TILEDSL_ENABLE")
-        os.environ["TILEDSL_ENABLE"] = names
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         try:
             return fn(*args)
         finally:
-            if old is None:
-                del os.environ["TILEDSL_ENABLE"]
-            else:
-                os.environ["TILEDSL_ENABLE"] = old
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
     return run
 
 

@@ -205,8 +205,8 @@ def test_pipelined_promotion_on_the_interpreter(kb, consumers):
 
 
 def test_pipelined_promotion_is_gated_on_cuda_tensors(monkeypatch):
-    """CPU tensors (the interpreter) always take the pipelined promotion; CUDA tensors only with its gate on
-    (TILEDSL_ENABLE), until a GPU session has run tests/test_gpu_moe.py; BN = 256 never (it would spill)."""
+    """CPU tensors (the interpreter) always take the pipelined promotion; CUDA tensors unless its gate is
+    closed (TILEDSL_DISABLE; before session 34's GPU run: only with TILEDSL_ENABLE); BN = 256 never (it would spill)."""
     from tiledsl.ops import gates
     from tiledsl.ops.gemm import grouped as G
 
@@ -214,8 +214,9 @@ def test_pipelined_promotion_is_gated_on_cuda_tensors(monkeypatch):
         def __init__(self, cuda):
             self.is_cuda = cuda
     assert gates.GATED[G.PIPELINED] == "tests/test_gpu_moe.py"
-    monkeypatch.setenv("TILEDSL_ENABLE", "")
+    monkeypatch.setenv("TILEDSL_DISABLE", G.PIPELINED)
     assert G.pipelined_promotion(On(False), 128) and not G.pipelined_promotion(On(True), 128)
+    monkeypatch.delenv("TILEDSL_DISABLE")
     monkeypatch.setenv("TILEDSL_ENABLE", G.PIPELINED)
     assert G.pipelined_promotion(On(True), 128) and not G.pipelined_promotion(On(True), 256)
     with pytest.raises(tiledsl.LaunchError, match="pipelined"):

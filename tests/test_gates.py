@@ -8,6 +8,7 @@ from tiledsl.ops import gates
 def a_gated_path(monkeypatch):
     monkeypatch.setitem(gates.GATED, "demo_path", "tests/test_gpu_demo.py")
     monkeypatch.delenv("TILEDSL_ENABLE", raising=False)
+    monkeypatch.delenv("TILEDSL_DISABLE", raising=False)
     return "demo_path"
 
 
@@ -23,6 +24,16 @@ def test_the_environment_opts_in(a_gated_path, monkeypatch, value):
 
 def test_a_verified_path_needs_no_opt_in(a_gated_path, monkeypatch):
     monkeypatch.setattr(gates, "VERIFIED", frozenset({a_gated_path}))
+    assert gates.enabled(a_gated_path)
+
+
+@pytest.mark.parametrize("value", ["demo_path", "other,demo_path", "all"])
+def test_the_environment_keeps_a_verified_path_off(a_gated_path, monkeypatch, value):
+    monkeypatch.setattr(gates, "VERIFIED", frozenset({a_gated_path}))
+    monkeypatch.setenv("TILEDSL_ENABLE", "all")
+    monkeypatch.setenv("TILEDSL_DISABLE", value)
+    assert not gates.enabled(a_gated_path)
+    monkeypatch.setenv("TILEDSL_DISABLE", "other")
     assert gates.enabled(a_gated_path)
 
 

@@ -151,11 +151,11 @@ def test_the_gate_is_registered():
 def test_a_cuda_plan_passes_the_gated_kernel_over_and_says_so(monkeypatch):
     torch, a, b = _operands(16, 4096, 4096)
     out = torch.empty(16, 4096, dtype=torch.float16)
-    monkeypatch.delenv("TILEDSL_ENABLE", raising=False)
-    if gates.enabled("gemm_skinny"):
-        pytest.skip("gemm_skinny is VERIFIED: nothing is passed over")
+    monkeypatch.setenv("TILEDSL_DISABLE", "gemm_skinny")
+    assert not gates.enabled("gemm_skinny")
     plan = HP.hopper_plan(_as_cuda(torch, a), _as_cuda(torch, b), out, None, False, 132)
     assert plan.path == "hopper" and "skinny kernel was passed over: gated (gemm_skinny" in plan.describe
+    monkeypatch.delenv("TILEDSL_DISABLE")
     monkeypatch.setenv("TILEDSL_ENABLE", "gemm_skinny")
     plan = HP.hopper_plan(_as_cuda(torch, a), _as_cuda(torch, b), out, None, False, 132)
     assert plan.path == "skinny" and plan.describe.startswith("skinny swap-AB 64x16 tiles (m64n16)")

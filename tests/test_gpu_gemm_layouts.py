@@ -68,7 +68,9 @@ def test_matmul_reads_transposed_views_with_the_gate_on(M, N, K, majors, monkeyp
 def test_matmul_copies_with_the_gate_off(monkeypatch):
     torch = _hopper()
     monkeypatch.delenv("TILEDSL_ENABLE", raising=False)
+    monkeypatch.setenv("TILEDSL_DISABLE", "gemm_mn_major")
     from tiledsl.ops.gemm import matmul as MM
+    monkeypatch.setattr(MM, "_PLANS", {})          # plans made with the gate open must not serve this call
     a, b = _views(torch, 512, 256, 384, torch.float16, ("mn", "mn"), seed=1)
     plan = MM.plan_of(a, b, tune=False)
     assert plan.majors == ("k", "k") and "passed over" in plan.describe

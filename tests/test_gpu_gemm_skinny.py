@@ -107,8 +107,8 @@ def test_the_tuner_times_it_up_to_m_256(torch, M):
 def test_the_gate_off_keeps_the_hopper_plan(torch, monkeypatch):
     from tiledsl.ops import gates
     monkeypatch.delenv("TILEDSL_ENABLE")
-    if gates.enabled("gemm_skinny"):
-        pytest.skip("gemm_skinny is VERIFIED")
+    monkeypatch.setenv("TILEDSL_DISABLE", "gemm_skinny")
+    assert not gates.enabled("gemm_skinny")
     a, b = _inputs(torch, 16, 4096, 4096, torch.float16)
     plan = MM.plan_of(a, b, tune=False)
     assert plan.path == "hopper" and "skinny kernel was passed over" in plan.describe

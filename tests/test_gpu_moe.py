@@ -349,10 +349,12 @@ def test_grouped_fp8_blockwise_against_the_loop():
 
 
 def _pipelined_and_not(monkeypatch, call):
-    """call() with the gated software-pipelined promotion off, then on (TILEDSL_ENABLE, whatever the session set)."""
+    """call() with the gated software-pipelined promotion off (TILEDSL_DISABLE), then on (TILEDSL_ENABLE, whatever
+    the session set)."""
     from tiledsl.ops.gemm import grouped as G
-    monkeypatch.setenv("TILEDSL_ENABLE", "")
+    monkeypatch.setenv("TILEDSL_DISABLE", G.PIPELINED)
     before = call()
+    monkeypatch.delenv("TILEDSL_DISABLE")
     monkeypatch.setenv("TILEDSL_ENABLE", G.PIPELINED)
     assert G.pipelined_promotion(before, 128)
     return before, call()

@@ -74,6 +74,23 @@ def test_opcheck_fp8_on_cuda():
                           test_utils=FP8_OPCHECK)
 
 
+def test_transposed_operands_tune_without_a_warning(monkeypatch):
+    """A transposed view that the gate keeps K-major (copied per call) is copied for the tuning too: the tuner once
+    timed its candidates on the view itself, each refused ('B is not contiguous'), and warned."""
+    import warnings
+    torch = _hopper()
+    from tiledsl.ops.gemm import matmul as MM
+    monkeypatch.setenv("TILEDSL_DISABLE", "gemm_mn_major")      # the gate closed: the views are copied K-major
+    monkeypatch.setattr(MM, "_PLANS", {})
+    a, b = _rand(torch, 104, 80), _rand(torch, 80, 72, seed=1).t()      # b (72, 80), strides (1, 72)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = torch.ops.tiledsl.matmul(a, b)
+        got2 = torch.ops.tiledsl.matmul(a.t().contiguous().t(), b)
+    _close(torch, got, _ref(a, b))
+    _close(torch, got2, _ref(a, b))
+
+
 # ------------------------------------------------------------------ results
 
 SHAPES = [(1, 8, 8), (1, 4096, 4096), (7, 13, 24), (16, 24, 40), (100, 200, 96), (257, 129, 64), (64, 64, 7),

@@ -137,14 +137,15 @@ def test_matmul_plan_reads_transposed_views_on_the_interpreter(monkeypatch):
     assert MM.plan_of(a.contiguous(), b, config=cfg, tune=False).majors == ("k", "mn")
 
 
-def test_the_gate_is_off_by_default_and_opened_by_the_environment(monkeypatch):
+def test_the_gate_is_verified_and_closed_by_the_environment(monkeypatch):
     import os
     assert "gemm_mn_major" in gates.GATED and os.path.exists(
         os.path.join(os.path.dirname(__file__), os.path.basename(gates.GATED["gemm_mn_major"])))
     monkeypatch.delenv("TILEDSL_ENABLE", raising=False)
+    monkeypatch.delenv("TILEDSL_DISABLE", raising=False)
+    assert "gemm_mn_major" in gates.VERIFIED and gates.enabled("gemm_mn_major")
+    monkeypatch.setenv("TILEDSL_DISABLE", "gemm_mn_major")
     assert not gates.enabled("gemm_mn_major")
-    monkeypatch.setenv("TILEDSL_ENABLE", "gemm_mn_major")
-    assert gates.enabled("gemm_mn_major")
 
 
 def test_a_cuda_plan_passes_the_gated_path_over(monkeypatch):
@@ -154,7 +155,8 @@ def test_a_cuda_plan_passes_the_gated_path_over(monkeypatch):
     from tiledsl.ops.gemm import matmul as MM
     cuda, host = SimpleNamespace(is_cuda=True), SimpleNamespace(is_cuda=False)
     monkeypatch.delenv("TILEDSL_ENABLE", raising=False)
+    monkeypatch.setenv("TILEDSL_DISABLE", "gemm_mn_major")
     assert MM.mn_choice(cuda, ("mn", "k")) == (MM.KK, MM.GATED_NOTE)
     assert MM.mn_choice(host, ("mn", "k")) == (("mn", "k"), "")
-    monkeypatch.setenv("TILEDSL_ENABLE", "gemm_mn_major")
+    monkeypatch.delenv("TILEDSL_DISABLE")
     assert MM.mn_choice(cuda, ("mn", "k")) == (("mn", "k"), "")

@@ -70,10 +70,13 @@ DEBUG_TRACEBACK = Switch("TILEDSL_DEBUG_TRACEBACK", "bool", False,
 ENABLE = Switch("TILEDSL_ENABLE", "str", "",
                 "kernel paths built without a GPU that may run on CUDA tensors anyway: names, comma-separated, or "
                 "all (tiledsl.ops.gates; off by default until a GPU session has run their tests)")
+DISABLE = Switch("TILEDSL_DISABLE", "str", "",
+                 "gated kernel paths to keep off on CUDA tensors even when verified: names, comma-separated, or all "
+                 "(tiledsl.ops.gates: the path each replaces runs instead, to compare or to work around)")
 
 SWITCHES = [CACHE_DIR, CACHE_MAX_MB, DISABLE_DISK_CACHE, INTERPRET, DEBUG, RACECHECK, INTERPRET_ORDER, INTERPRET_SEED,
             NATIVE_LAUNCH, DUMP_DIR,
-            DEBUG_TRACEBACK, ENABLE]
+            DEBUG_TRACEBACK, ENABLE, DISABLE]
 
 
 def _reader(switch: Switch) -> Callable[[], object]:
@@ -120,6 +123,11 @@ debug_traceback: Callable[[], bool] = _reader(DEBUG_TRACEBACK)
 def enabled_paths() -> frozenset:
     """TILEDSL_ENABLE as a set of names ("all" included as written)."""
     return frozenset(w.strip() for w in ENABLE.get().split(",") if w.strip())
+
+
+def disabled_paths() -> frozenset:
+    """TILEDSL_DISABLE as a set of names ("all" included as written)."""
+    return frozenset(w.strip() for w in DISABLE.get().split(",") if w.strip())
 
 
 def disk_cache_enabled() -> bool:

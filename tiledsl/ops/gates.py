@@ -14,15 +14,28 @@ GATED = {
     "gemm_skinny": "tests/test_gpu_gemm_skinny.py",      # the swap-AB split-K GEMM at M <= 64 (gemm/skinny.py)
     "gemm_fp8_blockwise_pipelined": "tests/test_gpu_moe.py",  # blockwise FP8 promotion one K block behind wgmma
 }
-VERIFIED = frozenset()
+# Session 34 (2026-12-05), on an H100 (sm_90; no H200 could be started), `OUT=dir bash benchmarks/gpu_verify_gates.sh`:
+# tests/test_gpu_gemm_layouts.py 52 passed, tests/test_gpu_gemm_skinny.py 178 passed, tests/test_gpu_moe.py 37 passed
+# (beside them test_gpu_hopper_gemm 297, test_gpu_ops_gemm 58, test_gpu_ops_attention 25, test_gpu_llama_block 5).
+VERIFIED = frozenset({"gemm_mn_major", "gemm_skinny", "gemm_fp8_blockwise_pipelined"})
+
+
+def why_off(name):
+    """What keeps `name` off, for a plan's describe."""
+    return "TILEDSL_DISABLE" if name in VERIFIED else f"TILEDSL_ENABLE={name} to open it"
 
 
 def enabled(name):
-    """Whether the gated path `name` may run on a CUDA device in this process."""
-    if name in VERIFIED:
-        return True
+    """Whether the gated path `name` may run on a CUDA device in this process: not where TILEDSL_DISABLE names it
+    (or says all), else where it is VERIFIED or TILEDSL_ENABLE names it (or says all). Read when a plan is made: a
+    planner keeps its plan per shape, so set these before the first call of a shape."""
     if name not in GATED:
         raise KeyError(f"unknown gated path {name!r}; known: {sorted(GATED)}")
+    off = knobs.disabled_paths()
+    if "all" in off or name in off:
+        return False
+    if name in VERIFIED:
+        return True
     wanted = knobs.enabled_paths()
     return "all" in wanted or name in wanted
 

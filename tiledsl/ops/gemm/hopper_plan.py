@@ -192,11 +192,13 @@ def hopper_plan(a, b, out, config, tune, sms, majors=("k", "k"), note="") -> Pla
                 return plan
             passed = f"; the schedule model refused the skinny kernel: {why}"
         else:
-            passed = "; the skinny kernel was passed over: gated (gemm_skinny, TILEDSL_ENABLE=gemm_skinny)"
+            passed = f"; the skinny kernel was passed over: gated (gemm_skinny, {gates.why_off('gemm_skinny')})"
     elif config is None and tune and a.is_cuda and SKN.serves(M, N, K, ab, od, SKN.TUNE_MAX_M) and not skinny_ok:
-        passed = "; the skinny kernel was not a tuning candidate: gated (gemm_skinny, TILEDSL_ENABLE=gemm_skinny)"
-    if majors != ("k", "k"):
-        a, b = a.contiguous(), b.contiguous()   # the tuning runs on K-major copies (once, for this key)
+        passed = f"; the skinny kernel was not a tuning candidate: gated (gemm_skinny, {gates.why_off('gemm_skinny')})"
+    if not (a.is_contiguous() and b.is_contiguous()):
+        # the tuning runs on K-major copies (once, for this key): operands read MN-major, and transposed views
+        # that the run copies because the gate keeps them K-major (majors ("k", "k"), the layout not)
+        a, b = a.contiguous(), b.contiguous()
     if config is None and tune and a.is_cuda:
         try:
             config = tuned_hopper.pick(a, b, out)[1].constexprs["hconfig"]

@@ -37,8 +37,8 @@ def matmul(a, b, bias=None, activation=None, out_dtype=None, *, out=None, config
     Operand layouts: a (M, K) and b (N, K) may be transposed views (a = x.t() of a contiguous (K, M) x: stride
     (1, M)); the strides decide (hopper.major_of), and the plan is kept per layout. On the Hopper path such an
     operand is read as stored (MN-major: wgmma's transposed shared-memory operand, no copy) where the gated path
-    "gemm_mn_major" is enabled (tiledsl.ops.gates; TILEDSL_ENABLE=gemm_mn_major); everywhere else, and with the
-    gate off, it is copied K-major (`.contiguous()`), which describe() says."""
+    "gemm_mn_major" is enabled (tiledsl.ops.gates: verified; TILEDSL_DISABLE=gemm_mn_major closes it); everywhere
+    else, and with the gate closed, it is copied K-major (`.contiguous()`), which describe() says."""
     import torch
     M, K = a.shape
     N, K2 = b.shape
@@ -101,7 +101,7 @@ def route(capability, M: int, N: int, K: int, ab: str, out: str) -> str:
     return "mma-padded"
 
 
-GATED_NOTE = "; MN-major operands copied K-major (the gated path gemm_mn_major passed over: TILEDSL_ENABLE)"
+GATED_NOTE = "; MN-major operands copied K-major (the gated path gemm_mn_major passed over: TILEDSL_DISABLE)"
 
 
 def mn_choice(a, lay):
