@@ -245,3 +245,16 @@ def test_fp8_through_torch_on_the_host():
     sa, sb = torch.tensor([0.5]), torch.tensor([4.0])
     c = SKN.skinny_matmul_fp8(a, b, sa, sb, torch.float32, config=(8, 1, 2, 2))
     assert torch.equal(c, (a.float() @ b.float().T) * 2)
+
+
+def test_a_small_weight_on_a_gpu_keeps_the_hopper_path(monkeypatch):
+    """Below skinny.MIN_WEIGHT_BYTES of weight the launch's fixed cost decides: CUDA tensors keep the Hopper path
+    (host tensors, on the interpreter, still take the skinny kernel: its tests need small shapes)."""
+    torch, a, b = _operands(16, 256, 256)
+    out = torch.empty(16, 256, dtype=torch.float16)
+    monkeypatch.delenv("TILEDSL_DISABLE", raising=False)
+    assert not SKN.worth_it(256, 256, "float16", _as_cuda(torch, a))
+    assert SKN.worth_it(256, 256, "float16", a)
+    assert SKN.worth_it(4096, 4096, "float16", _as_cuda(torch, a))
+    plan = HP.hopper_plan(_as_cuda(torch, a), _as_cuda(torch, b), out, None, False, 132)
+    assert plan.path == "hopper"

@@ -7,7 +7,7 @@ the parameter is a `TensorMapArg`: an operand of the `cp.async.bulk.tensor` fami
 
 The rules of cuTensorMapEncodeTiled that do not depend on the argument are checked here, where the annotation is
 written: rank 1..5, one box extent per dimension, each 1..256, the box's inner row a multiple of 16 bytes and, with
-a swizzle, at most the swizzle's span; NaN fill only for floating-point elements.
+a swizzle, exactly the swizzle's span (narrower rows: see TensorMap); NaN fill only for floating-point elements.
 """
 from __future__ import annotations
 
@@ -126,6 +126,15 @@ def TensorMap(shape=_MISSING, dtype=_MISSING, *extra, box=_MISSING, swizzle=None
     if swizzle is not None and inner > swizzle:
         raise TiledslError(f"T.TensorMap: with swizzle={swizzle} the box's inner row may span at most {swizzle} "
                            f"bytes, but it spans {inner} ({box[-1]} x {d.name})")
+    if swizzle is not None and inner < swizzle:
+        # cuTensorMapEncodeTiled takes such a box, but the GPU does not lay its rows out as the PTX ISA's
+        # address-based swizzle (which the interpreter and T.tma_layout follow) says: session 34 on an H100, every
+        # one of the 18 narrower combinations of tests/test_gpu_tma_swizzle_agreement.py disagreed, every row
+        # spanning the swizzle agreed. Refused until a layout is proven for them.
+        raise TiledslError(f"T.TensorMap: with swizzle={swizzle} the box's inner row must span exactly {swizzle} "
+                           f"bytes, but it spans {inner} ({box[-1]} x {d.name}): the GPU's layout of narrower rows "
+                           f"differs from the one the interpreter and T.tma_layout model; use box[-1] = "
+                           f"{swizzle // d.nbytes}, or swizzle={inner if inner in (32, 64) else None}")
     if oob_fill not in OOB_FILLS:
         raise TiledslError(f"T.TensorMap: oob_fill must be 'zero' or 'nan', got {shown(oob_fill)}")
     if oob_fill == "nan" and not d.is_float:

@@ -45,7 +45,7 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, out=None, c
     key = (M, N, K, a.dtype, b.dtype, out_dtype, a.device, cfg_key, bool(tune), bias is None)
     kw = _FP8_PLANS.get(key)
     if kw is None and config is None and bias is None and M <= SKN.MAX_M and K % 16 == 0 and \
-            gates.enabled("gemm_skinny"):
+            gates.enabled("gemm_skinny") and SKN.worth_it(N, K, H.DTYPES[str(a.dtype)], a):
         # a decode-sized M reads the weight: the skinny kernel (swap-AB, split-K over every SM), gated
         kw = _FP8_PLANS[key] = {"skinny": SKN.choose_skinny(M, N, K, sm_count(a), H.DTYPES[str(a.dtype)])}
     if kw is not None and "skinny" in kw:

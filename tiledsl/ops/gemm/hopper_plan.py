@@ -184,8 +184,9 @@ def hopper_plan(a, b, out, config, tune, sms, majors=("k", "k"), note="") -> Pla
     ab, od = (DTYPES.get(str(t), str(t)) for t in (a.dtype, out.dtype))
     how = "given"
     skinny_ok = gates.allows("gemm_skinny", a)
+    worth = SKN.worth_it(N, K, ab, a)       # a weight too small to be worth the skinny kernel's launch
     passed = ""             # what describe adds where the gated skinny kernel would have served
-    if config is None and majors == ("k", "k") and SKN.serves(M, N, K, ab, od):
+    if config is None and majors == ("k", "k") and worth and SKN.serves(M, N, K, ab, od):
         if skinny_ok:
             plan, why = SKN.skinny_plan(a, b, out, SKN.choose_skinny(M, N, K, sms, ab), "heuristic")
             if plan is not None:
@@ -211,7 +212,7 @@ def hopper_plan(a, b, out, config, tune, sms, majors=("k", "k"), note="") -> Pla
     if how == "heuristic" and stream_k_helps(config, M, N, sms):
         config = tuple(config[:6]) + (1, 1)
     if how == "tuned":
-        config = _stream_k_stage(H, a, b, out, config, sms, ab, od, skinny_ok and majors == ("k", "k"))
+        config = _stream_k_stage(H, a, b, out, config, sms, ab, od, skinny_ok and worth and majors == ("k", "k"))
         if config[0] == "skinny":
             plan, why = SKN.skinny_plan(a, b, out, config[1:], "tuned")
             return plan         # (a tuning candidate the model refused was never timed)

@@ -18,6 +18,11 @@ from .skinny_kernel import build, ring_bytes
 
 MAX_M = 64              # matmul chooses the skinny kernel up to this M (the product is a read of the weight)
 TUNE_MAX_M = 256        # and times it against the Hopper configurations up to this M (hopper_plan's tuning)
+# On a GPU, only where the weight is at least this many bytes: below it the weight's read is a fraction of a
+# microsecond and the launch's fixed cost decides; there the Hopper path (whose eager host path is measured against
+# F.linear's: tests/test_gpu_ops_gemm.py) serves. Session 34 (H100): ops.linear 16 x 256 x 256 + bias on the skinny
+# kernel failed that test (24.9 us a call against F.linear's 15.7; the Hopper path passed it in the same session).
+MIN_WEIGHT_BYTES = 1 << 20
 RING_BYTES = 96 * 1024  # the ring's target size: B's bytes in flight per block (two blocks an SM where they fit)
 MAX_STAGES = 16
 FILL = 4                # a block's pipeline fill (the first TMA round trip), in 64-row K steps of B
@@ -31,6 +36,12 @@ def serves(M: int, N: int, K: int, ab: str, out: str, max_m: int = MAX_M) -> boo
     """Whether the skinny kernel takes this product: f16/bf16 in, f16/bf16/f32 out, 1 <= M <= max_m, K a multiple
     of 8 (the TMA unit's 16-byte rows)."""
     return ab in ("float16", "bfloat16") and out in OUTS and 1 <= M <= max_m and N >= 1 and K >= 8 and K % 8 == 0
+
+
+def worth_it(N: int, K: int, ab: str, a) -> bool:
+    """Whether the skinny kernel is worth its launch for a weight of N x K `ab` on tensor a's device: always on the
+    interpreter (CPU tensors), on a GPU from MIN_WEIGHT_BYTES of weight."""
+    return not getattr(a, "is_cuda", False) or N * K * (1 if ab in FP8 else 2) >= MIN_WEIGHT_BYTES
 
 
 def padded_m(M: int) -> int:
