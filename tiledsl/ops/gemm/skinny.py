@@ -18,11 +18,15 @@ from .skinny_kernel import build, ring_bytes
 
 MAX_M = 64              # matmul chooses the skinny kernel up to this M (the product is a read of the weight)
 TUNE_MAX_M = 256        # and times it against the Hopper configurations up to this M (hopper_plan's tuning)
-# On a GPU, only where the weight is at least this many bytes: below it the weight's read is a fraction of a
-# microsecond and the launch's fixed cost decides; there the Hopper path (whose eager host path is measured against
-# F.linear's: tests/test_gpu_ops_gemm.py) serves. Session 34 (H100): ops.linear 16 x 256 x 256 + bias on the skinny
-# kernel failed that test (24.9 us a call against F.linear's 15.7; the Hopper path passed it in the same session).
-MIN_WEIGHT_BYTES = 1 << 20
+# On a GPU, only where the weight is at least this many bytes: the skinny kernel has a floor of ~20 us (its deep
+# ring and split-K walk), so where the weight's read is short the launch's fixed cost decides and the Hopper path
+# serves. Session 34, H100, benchmarks/skinny_host.py (GPU us a call, queued, weight in L2): 16x256x256 skinny 20.7
+# / Hopper 14.1, 16x1024x1024 20.3 / 14.1, 16x4096x4096 20.7 / 19.4, 64x4096x4096 20.3 / 21.6; with L2 flushed
+# (benchmarks/gemm_skinny.py) 1..16 x 4096 x 4096 skinny 20.6-20.8 against cuBLAS 22.0, where the Hopper path was
+# 0.85x cuBLAS (session 30). The boundary between 2 MiB (Hopper ahead) and 32 MiB (skinny ahead) is not measured:
+# 8 MiB (a 4096 x 1024 weight) is a guess between them. The eager test of tests/test_gpu_ops_gemm.py (ops.linear
+# 16 x 256 x 256, at most 1.5x F.linear's host time) failed on the skinny kernel (24.9 against 15.7 us).
+MIN_WEIGHT_BYTES = 8 << 20
 RING_BYTES = 96 * 1024  # the ring's target size: B's bytes in flight per block (two blocks an SM where they fit)
 MAX_STAGES = 16
 FILL = 4                # a block's pipeline fill (the first TMA round trip), in 64-row K steps of B
