@@ -17,6 +17,23 @@ SLOW_ENV = "TILEDSL_SLOW_TESTS"
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False,
                      help=f"also run the tests marked slow (or set {SLOW_ENV}=1; .ci/run does)")
+    parser.addoption("--shard", default=None, metavar="I/K",
+                     help="run only the collected tests whose position is I modulo K (0 <= I < K): K processes "
+                          "with shards 0/K .. K-1/K run a long GPU file side by side (benchmarks/gpu_session.sh)")
+
+
+def _shard(config):
+    """(I, K) of --shard I/K, or None."""
+    text = config.getoption("--shard")
+    if not text:
+        return None
+    try:
+        i, k = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard {text!r}: expected I/K with integers 0 <= I < K") from None
+    if not 0 <= i < k:
+        raise pytest.UsageError(f"--shard {text!r}: expected I/K with 0 <= I < K")
+    return i, k
 
 
 def _run_slow(config) -> bool:
@@ -34,6 +51,11 @@ def pytest_collection_modifyitems(config, items):
     # the default run stays fast: the slow tests (GEMM exactness on the interpreter, long hypothesis searches,
     # the cache stress, the bounded fuzz run) are skipped unless asked for
     # (slow_tests.py lists more: the heaviest members of parametrized families, each keeping a representative)
+    shard = _shard(config)
+    if shard is not None:
+        i, k = shard
+        config.hook.pytest_deselected(items=[t for n, t in enumerate(items) if n % k != i])
+        items[:] = [t for n, t in enumerate(items) if n % k == i]
     from slow_tests import is_slow
     for item in items:
         if "slow" not in item.keywords and is_slow(item.nodeid):
