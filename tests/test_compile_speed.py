@@ -413,6 +413,24 @@ def test_fast_instructions_print_as_llvmlite_does():
     assert "extractvalue {i32, float, i16}" in build(True) and "align 4" in build(True)
 
 
+def test_fresh_names_are_llvmlites():
+    """fast._fresh_name gives the names `NameScope.register("", deduplicate=True)` gives, past names taken by
+    hand (".3") or by other base names."""
+    from llvmlite.ir._utils import NameScope
+
+    from tiledsl.lower.llvm import fast
+    ours, theirs = NameScope(), NameScope()
+    got, want = [], []
+    for k in range(12):
+        if k in (2, 5):
+            for sc in (ours, theirs):
+                sc.register(f".{k + 2}")
+                sc.register("x", deduplicate=True)
+        got.append(fast._fresh_name(ours))
+        want.append(theirs.register("", deduplicate=True))
+    assert got == want and ours._useset == theirs._useset
+
+
 def test_asm_results_are_named_struct_types_of_their_own_module():
     """An asm with several outputs returns an identified struct (lower/llvm/asm.py), so its extractvalues do not
     spell out every element type (a wgmma m64n256 has 128); each kernel's module has its own types."""

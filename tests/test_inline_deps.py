@@ -186,3 +186,24 @@ def test_a_helpers_closure_values_are_in_the_key():
         x = np.array([0, 3, 0, 0], np.float32)
         tiledsl.jit(factory(scale), interpret=True)(x)
         assert x[0] == want
+
+
+
+def test_a_helpers_source_is_read_once_while_unchanged(tmp_path, monkeypatch):
+    """Every compile fingerprints the helpers a kernel reaches, to any depth; the source text of a helper is read
+    (inspect tokenizes it) once while the function and its file are unchanged, and again for a new definition."""
+    import inspect
+    mod = load(tmp_path, "inl_once")
+    reads = []
+    real = inspect.getsource
+    monkeypatch.setattr(inspect, "getsource", lambda f: reads.append(f.__name__) or real(f))
+    a = np.zeros(4, np.float32)
+    tiledsl.jit(mod.deep).compile(a, target="sm_90")
+    first = sorted(reads)
+    assert first and set(first) <= {"h1", "h2", "h3", "h4", "h5"} and len(first) == len(set(first))
+    reads.clear()
+    tiledsl.jit(mod.deep).compile(a, target="sm_90")
+    assert reads == []
+    mod.h5 = load(tmp_path, "inl_once_h5", "import tiledsl\n@tiledsl.inline\ndef h5(x):\n    return x - 1.0\n").h5
+    assert "- " in tiledsl.jit(mod.deep).compile(a, target="sm_90").asm["tile"]
+    assert reads == ["h5"]

@@ -89,6 +89,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
         self.reads, self.writes = _names(self.src)
         self.globals = fn.__globals__
         self._stmt_counts = {}                    # For node -> statements in its body (the unroll budget)
+        self._assigned = {}                       # statement node -> the names it assigns (assigned_names)
         self._fingerprints = {}                   # id(value) -> (value, fingerprint) of the globals read
         self.closure = {}
         if fn.__closure__:
@@ -529,9 +530,12 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
     def assigned_names(self, stmts) -> set:
         out = set()
         for s in stmts:
-            for n in ast.walk(s):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                    out.add(n.id)
+            # per statement, walked once: an unrolled loop's body asks again for every step
+            hit = self._assigned.get(s)
+            if hit is None:
+                hit = self._assigned[s] = frozenset(n.id for n in ast.walk(s)
+                                                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+            out |= hit
         return out
 
     def demote(self, names, node):

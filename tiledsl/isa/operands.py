@@ -605,18 +605,29 @@ def pinned_offsets(view: View, coords, arrays: bool = False):
     return out
 
 
-def static_offsets_of(view: View, coords) -> list | None:
+def static_offsets_of(view: View, coords):
     """`ir.eval.static_offsets(located(view, coords))` (the offsets at the first pin; None when a part cannot be
     evaluated; ValueError when their differences change with run-time values), through `pinned_offsets` where it
-    can, so no expression tree is built."""
-    by_pin = pinned_offsets(view, coords)
+    can, so no expression tree is built. `coords`: a list of coordinates or an (n, ndim) int64 array; the offsets
+    are an int64 array where they were evaluated on numpy, else a list."""
+    by_pin = pinned_offsets(view, coords, arrays=True)
     if by_pin is None:
-        return static_offsets(located(view, coords))
-    rel = [o - by_pin[0][0] for o in by_pin[0]]
-    for other in by_pin[1:]:
-        if [o - other[0] for o in other] != rel:
-            raise ValueError("the distance between words depends on run-time values")
-    return by_pin[0]
+        return static_offsets(located(view, coords if type(coords) is list else coords.tolist()))
+    import numpy as np
+    first = by_pin[0]
+    try:
+        rel = np.asarray(first, dtype=np.int64)
+        rel = rel - rel[0]
+        for other in by_pin[1:]:
+            o = np.asarray(other, dtype=np.int64)
+            if not np.array_equal(o - o[0], rel):
+                raise ValueError("the distance between words depends on run-time values")
+    except OverflowError:              # offsets beyond 64 bits: compare them as Python ints
+        rel = [o - first[0] for o in first]
+        for other in by_pin[1:]:
+            if [o - other[0] for o in other] != rel:
+                raise ValueError("the distance between words depends on run-time values") from None
+    return first
 
 
 # from this many coordinates on, pinned_offsets evaluates them as numpy arrays (an ldmatrix repeat of a

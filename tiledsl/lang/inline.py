@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import linecache
 import textwrap
 import threading
 from typing import Any, Callable
@@ -22,6 +23,7 @@ class InlineFunction:
             raise TiledslError(f"@tiledsl.inline decorates a Python function, got {type(fn).__name__}")
         self.fn = fn
         self._names = None                     # (code object, global names it reads)
+        self._text = None                      # (code object, its file's lines, source text): _source
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
@@ -32,10 +34,25 @@ class InlineFunction:
         return f"<tiledsl inline {self.fn.__qualname__}>"
 
     def _source(self) -> str:
+        """Its source text, as `inspect.getsource` reads it. Kept while the function and its file's lines are the
+        same objects: a kernel's cache key fingerprints every helper it reaches, to any depth, on each compile
+        (FA3's forward: ~60 reads a compile, each tokenizing the helper), and linecache hands out a new list of
+        lines only when the file changed on disk (checkcache), which is when the text must be read again."""
+        code = self.fn.__code__
+        lines = None
+        file = code.co_filename
+        if file.endswith(".py"):
+            linecache.checkcache(file)
+            lines = linecache.getlines(file, self.fn.__globals__) or None
+        hit = self._text
+        if hit is not None and hit[0] is code and hit[1] is lines and lines is not None:
+            return hit[2]
         try:
-            return inspect.getsource(self.fn)
+            text = inspect.getsource(self.fn)
         except (OSError, TypeError):
-            return repr(self.fn.__code__.co_code)
+            text = repr(code.co_code)
+        self._text = (code, lines, text)
+        return text
 
     def global_names(self) -> list[str]:
         """The names its body reads from its module's globals (what the front end resolves there)."""

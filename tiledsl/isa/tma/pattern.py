@@ -282,16 +282,37 @@ def box_sample(box: tuple) -> list:
     return list(product(*axes))
 
 
+_EXPECTED = {}
+
+
+def _box_expectation(box: tuple, swizzle, d: dt.DType) -> tuple:
+    """(box_sample(box), box_offsets of it as an int64 array), made once per box, swizzle and dtype: a kernel
+    checks every TMA apply against it (FA3: a dozen boxes of up to 16384 elements)."""
+    key = (tuple(box), swizzle, d.name)
+    hit = _EXPECTED.get(key)
+    if hit is None:
+        import numpy as np
+        sample = box_sample(box)
+        hit = _EXPECTED[key] = (sample, np.array(box_offsets(box, swizzle, d, sample), dtype=np.int64))
+    return hit
+
+
 def _check_box_layout(ctx: Ctx, op: Operand, ann: TensorMapType, rep: tuple) -> None:
     """The shared view must hold each box exactly where the TMA unit writes it (box_offsets), aligned."""
+    import numpy as np
     view = op.view
-    sample = box_sample(ann.box)
-    want = box_offsets(ann.box, ann.swizzle, ann.dtype, sample)
+    sample, want = _box_expectation(ann.box, ann.swizzle, ann.dtype)
     nbytes = view.dtype.bits // 8
     align = ALIGN[ann.swizzle]
     sw = f"swizzle={ann.swizzle}" if ann.swizzle else "no swizzle"
+    cells = np.array(sample, dtype=np.int64).reshape(len(sample), len(ann.box))
     for r in (repeat_coords(rep)[:1] + repeat_coords(rep)[-1:]) if rep else [()]:
-        coords = [list(r) + list(c) for c in sample]
+        if all(type(x) is int for x in r):
+            coords = np.empty((len(sample), len(r) + len(ann.box)), np.int64)
+            coords[:, :len(r)] = r
+            coords[:, len(r):] = cells
+        else:
+            coords = [list(r) + list(c) for c in sample]
         try:
             got = static_offsets_of(view, coords)
         except ValueError:
@@ -299,12 +320,17 @@ def _check_box_layout(ctx: Ctx, op: Operand, ann: TensorMapType, rep: tuple) -> 
         if got is None:
             raise ctx.error(f"cannot prove where {view.describe()} holds the box (its offsets depend on run-time "
                             f"values other than a whole-box stage offset)", op)
-        for c, w, g in zip(sample, want, got):
-            if g - got[0] != w:
-                raise ctx.error(f"box/layout mismatch: the TMA unit writes box coordinate {c} ({sw}) at element "
-                                f"{w} from the box's start, but {view.describe()} holds it at {g - got[0]} (allocate "
-                                f"it with layout=T.tma_layout(box, dtype, swizzle={ann.swizzle}))", op)
-        start = located(view, [coords[0]])[0]
+        try:
+            wrong = np.flatnonzero((np.asarray(got, dtype=np.int64) - got[0]) != want)
+        except OverflowError:
+            wrong = [k for k, g in enumerate(got) if g - got[0] != want[k]]
+        if len(wrong):          # the first coordinate (in sample order) the view holds elsewhere
+            k = int(wrong[0])
+            c, w, g = sample[k], int(want[k]), int(got[k] - got[0])
+            raise ctx.error(f"box/layout mismatch: the TMA unit writes box coordinate {c} ({sw}) at element "
+                            f"{w} from the box's start, but {view.describe()} holds it at {g} (allocate "
+                            f"it with layout=T.tma_layout(box, dtype, swizzle={ann.swizzle}))", op)
+        start = located(view, [list(r) + list(sample[0])])[0]
         for pin in PINS:
             b = evaluate_pinned(start, pin)
             if b is not None and (b * nbytes) % align:

@@ -375,17 +375,17 @@ def _descriptor(ctx: Ctx, op: Operand, form: Form, groups, rep, rows: int, k_maj
     width = DS.WIDTH.get(mode, 16)
     import numpy as np
     fields, span = None, 1
-    cells = [(r, k) for r in range(rows) for k in range(kext)]
-    cell_arr = np.array(cells, dtype=np.int64).reshape(len(cells), 2)
+    # the tile's (row, k) cells, row-major, as an (rows * kext, 2) array
+    cell_arr = np.stack(np.meshgrid(np.arange(rows), np.arange(kext), indexing="ij"), axis=-1).reshape(-1, 2)
     for g, _ in groups:
         head = list(g) + list(rep)
         if all(type(c) is int for c in head):      # the coordinates as one array (pinned_offsets takes it)
-            coords = np.empty((len(cells), len(head) + 2), np.int64)
+            coords = np.empty((len(cell_arr), len(head) + 2), np.int64)
             coords[:, :len(head)] = head
             coords[:, len(head):] = cell_arr
         else:
-            coords = [head + [r, k] for r, k in cells]
-        by_pin = pinned_offsets(view, coords)
+            coords = [head + [r, k] for r, k in cell_arr.tolist()]
+        by_pin = pinned_offsets(view, coords, arrays=True)     # (an array stays one: no list round trip)
         exprs = None if by_pin else [view.locate(list(c))[0] for c in coords]     # no integer path: the expressions
         for p, pin in enumerate(PINS):
             got = by_pin[p] if by_pin else [evaluate_pinned(x, pin, {}) for x in exprs]

@@ -7,6 +7,7 @@ its old value so an inactive instruction leaves it unchanged.
 from __future__ import annotations
 
 from llvmlite import ir as ll
+from llvmlite.ir import instructions as _I
 
 from ...core import dtypes as dt
 from ...ir import nodes as ir
@@ -62,87 +63,103 @@ def load_reg(cg, r: ir.Reg):
 
 def emit_native(cg, n: ir.Native):
     b = cg.b
-    outs, ins = [], []            # (llvm type, constraint, value or reg)
-    texts = []
-    addr_imm = {}             # input index of a shared or global address -> its constant byte offset
+    outs, ins = [], []            # outs: (llvm type, constraint, reg); ins: llvm values, in operand order
+    shape = []                    # what decides the asm's text, constraints and type (the template's key)
     for group in n.groups:
         parts = []
         for a in group:
             if isinstance(a, ir.Reg) and a.write:
                 ty, c = container(a.dtype)
-                parts.append(("out", len(outs)))
+                parts.append(("out", len(outs), c))
                 outs.append((ty, c, a))
             elif isinstance(a, ir.Reg):
-                v = load_reg(cg, a)
                 ty, c = container(a.dtype)
-                parts.append(("in", len(ins)))
-                ins.append((ty, c, _to_container(cg, v, a.dtype)))
+                parts.append(("in", len(ins), c))
+                ins.append(_to_container(cg, load_reg(cg, a), a.dtype))
             elif isinstance(a, ir.Val):
-                v = cg.expr(a.expr)
                 ty, c = container(a.expr.dtype)
-                parts.append(("in", len(ins)))
-                ins.append((ty, c, _to_container(cg, v, a.expr.dtype)))
+                parts.append(("in", len(ins), c))
+                ins.append(_to_container(cg, cg.expr(a.expr), a.expr.dtype))
             elif isinstance(a, ir.Addr):
-                nbytes = max(1, a.dtype.bits // 8)
-                if a.storage.scope == "shared":
-                    # shared addresses are 32-bit: keep the arithmetic in 32 bits (no 64-bit adds, no cvt)
-                    # The offset's constant addend goes into the instruction as [reg+imm]: accesses that differ
-                    # only by a static offset (an unrolled tile index) share one address register.
-                    base = b.ptrtoint(cg.base_ptr(a.storage), I32)
-                    rest, const = ir.split_const(a.offset)
-                    addr = base
-                    if not (isinstance(rest, int) and rest == 0):
-                        off = cg.expr(ir.as_expr(rest))
-                        off = b.trunc(off, I32) if off.type.width > 32 else \
-                            (b.sext(off, I32) if off.type.width < 32 else off)
-                        addr = b.add(base, b.mul(off, I32(nbytes)) if nbytes > 1 else off)
-                    ins.append((I32, "r", addr))
-                    parts.append(("addr", len(ins) - 1))
-                    if const:
-                        addr_imm[len(ins) - 1] = const * nbytes
-                    continue
-                rest, const = (ir.split_const(a.offset) if a.storage.scope == "global" else (a.offset, 0))
-                if not -(1 << 31) <= const * nbytes < (1 << 31):     # no 32-bit displacement: keep it whole
-                    rest, const = a.offset, 0
-                # a global address's constant addend goes into the instruction as well ([reg+imm]): the
-                # unrolled copies of a tile then share one 64-bit base instead of a register pair each
-                ptr = cg.elem_ptr(a.storage, a.dtype, rest)
-                if const:
-                    addr_imm[len(ins)] = const * nbytes
-                if a.storage.scope == "local":
-                    ins.append((I64, "l", b.ptrtoint(b.addrspacecast(ptr, ll.PointerType(addrspace=5)), I64)))
-                else:
-                    ins.append((ptr.type, "l", ptr))
-                parts.append(("addr", len(ins) - 1))
+                parts.append(("addr", len(ins), _address(cg, a, ins)))
             elif isinstance(a, ir.Imm):
                 parts.append(("imm", a.text))
-        texts.append(parts)
-    nout = len(outs)
+        shape.append(tuple(parts))
     tied = []
     if n.preserve:
-        for i, (ty, c, r) in enumerate(outs):
-            old = _to_container(cg, load_reg(cg, r), r.dtype)
-            tied.append((ty, str(i), old))
+        for ty, c, r in outs:
+            tied.append(_to_container(cg, load_reg(cg, r), r.dtype))
     pred_in = []
     if n.pred is not None:
-        pv = cg.expr(n.pred)
-        pred_in.append((I32, "r", b.zext(pv, I32)))
+        pred_in.append(b.zext(cg.expr(n.pred), I32))
+    args = ins + tied + pred_in
+    hook = getattr(n.family, "asm", None)
+    key = None
+    if hook is None:
+        # natives of one shape (a GEMM's 512 mma.sync) share their text, constraints and types
+        key = (n.opcode, tuple(shape), n.braces, n.preserve, n.pred is not None, n.effect,
+               tuple([v.type for v in ins if type(v.type) is ll.PointerType]))
+        inline = cg.asm_templates.get(key)
+        if inline is not None:
+            _call(cg, n, inline, args, outs)
+            return
+    inline = _template(cg, n, shape, outs, args, hook)
+    if key is not None:
+        cg.asm_templates[key] = inline
+    _call(cg, n, inline, args, outs)
+
+
+def _address(cg, a: ir.Addr, ins: list) -> tuple:
+    """Append the address operand `a` to `ins`: (its constraint, its constant byte displacement)."""
+    b = cg.b
+    nbytes = max(1, a.dtype.bits // 8)
+    if a.storage.scope == "shared":
+        # shared addresses are 32-bit: keep the arithmetic in 32 bits (no 64-bit adds, no cvt)
+        # The offset's constant addend goes into the instruction as [reg+imm]: accesses that differ
+        # only by a static offset (an unrolled tile index) share one address register.
+        base = b.ptrtoint(cg.base_ptr(a.storage), I32)
+        rest, const = ir.split_const(a.offset)
+        addr = base
+        if not (isinstance(rest, int) and rest == 0):
+            off = cg.expr(ir.as_expr(rest))
+            off = b.trunc(off, I32) if off.type.width > 32 else \
+                (b.sext(off, I32) if off.type.width < 32 else off)
+            addr = b.add(base, b.mul(off, I32(nbytes)) if nbytes > 1 else off)
+        ins.append(addr)
+        return "r", const * nbytes
+    rest, const = (ir.split_const(a.offset) if a.storage.scope == "global" else (a.offset, 0))
+    if not -(1 << 31) <= const * nbytes < (1 << 31):     # no 32-bit displacement: keep it whole
+        rest, const = a.offset, 0
+    # a global address's constant addend goes into the instruction as well ([reg+imm]): the
+    # unrolled copies of a tile then share one 64-bit base instead of a register pair each
+    ptr = cg.elem_ptr(a.storage, a.dtype, rest)
+    if a.storage.scope == "local":
+        ins.append(b.ptrtoint(b.addrspacecast(ptr, ll.PointerType(addrspace=5)), I64))
+    else:
+        ins.append(ptr)
+    return "l", const * nbytes
+
+
+def _template(cg, n: ir.Native, shape, outs, args, hook):
+    """The inline asm (text, constraints, function type) of a native of this shape."""
+    nout = len(outs)
 
     def num(kind, i):
         return f"${i}" if kind == "out" else f"${nout + i}"
 
     ops = []
-    for gi, parts in enumerate(texts):
+    for gi, parts in enumerate(shape):
         rendered = []
-        for kind, i in parts:
+        for part in parts:
+            kind = part[0]
             if kind == "imm":
-                rendered.append(i)
+                rendered.append(part[1])
             elif kind == "addr":
-                c = addr_imm.get(i, 0)
+                c = part[2][1]
                 # PTX writes a negative displacement as [reg+-n]
-                rendered.append(f"[{num('in', i)}+{c}]" if c else f"[{num('in', i)}]")
+                rendered.append(f"[{num('in', part[1])}+{c}]" if c else f"[{num('in', part[1])}]")
             else:
-                rendered.append(num(kind, i))
+                rendered.append(num(kind, part[1]))
         if len(rendered) == 1 and parts[0][0] == "addr":
             ops.append(rendered[0])
         elif len(rendered) == 1 and gi not in n.braces:
@@ -150,16 +167,16 @@ def emit_native(cg, n: ir.Native):
         else:
             ops.append("{" + ", ".join(rendered) + "}")
     body = f"{n.opcode} {', '.join(ops)};" if ops else f"{n.opcode};"
-    hook = getattr(n.family, "asm", None)
     if hook is not None:
         # a family may emit an instruction as more than its own text (the bulk family's blocking try_wait loop)
         body = hook(n, ops) or body
-    all_ins = ins + tied + pred_in
     if n.pred is not None:
-        pidx = nout + len(ins) + len(tied)
+        pidx = nout + len(args) - 1
         body = f"{{ .reg .pred %tp; setp.ne.b32 %tp, ${pidx}, 0; @%tp {body} }}"
-    cons = [f"={c}" for _, c, _ in outs] + [c for _, c, _ in all_ins]
-    side = n.effect != "pure"
+    in_cons = [part[2] if part[0] == "in" else part[2][0] for parts in shape for part in parts
+               if part[0] in ("in", "addr")]
+    cons = [f"={c}" for _, c, _ in outs] + in_cons + ([str(i) for i in range(nout)] if n.preserve else []) + \
+        (["r"] if n.pred is not None else [])
     if n.effect in ("load", "store", "sync", "warp-mem"):
         cons.append("~{memory}")
     if not outs:
@@ -168,12 +185,16 @@ def emit_native(cg, n: ir.Native):
         ret = outs[0][0]
     else:
         ret = _result_type(cg, [t for t, _, _ in outs])
-    fty = ll.FunctionType(ret, [t for t, _, _ in all_ins])
-    call = fast.asm(b, fty, body, ",".join(cons), [v for _, _, v in all_ins], side)
+    fty = ll.FunctionType(ret, [v.type for v in args])
+    return _I.InlineAsm(fty, body, ",".join(cons), n.effect != "pure")
+
+
+def _call(cg, n: ir.Native, inline, args, outs):
+    call = fast.asm_call(cg.b, inline, args)
     if n.effect in ("warp", "sync", "warp-mem"):
         call.attributes.add("convergent")
     for i, (ty, c, r) in enumerate(outs):
-        v = call if len(outs) == 1 else fast.extract(b, call, i)
+        v = call if len(outs) == 1 else fast.extract(cg.b, call, i)
         cg.store_slot(reg_ptr(cg, r), _from_container(cg, v, r.dtype), id(r.storage), r.dtype.name)
 
 

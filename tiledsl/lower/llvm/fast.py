@@ -20,11 +20,26 @@ def _init(ins, parent, typ, opname, operands):
     exactly as llvmlite does (every instruction, even a store, takes the next `.N`), so later names stay equal."""
     ins.parent = parent
     ins.type = typ
-    ins._name = parent.scope.register("", deduplicate=True)
+    ins._name = _fresh_name(parent.scope)
     ins.opname = opname
     ins.operands = operands
     ins.flags = []
     ins.metadata = {}
+
+
+def _fresh_name(scope) -> str:
+    """`scope.register("", deduplicate=True)`: the next unused `.N` (llvmlite's counter for the empty base name,
+    stepped past names taken otherwise), registered; without deduplicate's loop through `is_used` and format."""
+    used = scope._useset
+    counts = scope._basenamemap
+    n = counts[""] + 1
+    name = f".{n}"
+    while name in used:
+        n += 1
+        name = f".{n}"
+    counts[""] = n
+    used.add(name)
+    return name
 
 
 class Load(_I.LoadInstr):
@@ -112,6 +127,11 @@ class AsmCall(_I.CallInstr):
 
 def asm(b, fty, text, constraint, args, side_effect):
     """`b.asm(fty, text, constraint, args, side_effect)` for arguments of the function type's own types."""
-    call = AsmCall(b._block, _I.InlineAsm(fty, text, constraint, side_effect), args)
+    return asm_call(b, _I.InlineAsm(fty, text, constraint, side_effect), args)
+
+
+def asm_call(b, inline, args):
+    """A call of the inline asm `inline` (one object may serve many calls: it is printed in place each time)."""
+    call = AsmCall(b._block, inline, args)
     b._insert(call)
     return call

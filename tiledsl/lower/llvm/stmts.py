@@ -39,6 +39,7 @@ class Codegen:
         self.slot_ids = set()            # ids of the register-slot pointers in slot_ptrs
         self.slots = SlotValues(kernel)  # what each slot holds within the current block (slots.py)
         self.asm_types = {}              # (element types) -> the identified struct an asm call returns
+        self.asm_templates = {}          # a native's shape -> its inline asm (asm.py emit_native)
 
     # ------------------------------------------------------------ module
     def run(self) -> str:
