@@ -37,7 +37,7 @@ def per_case(text):
     """{case id: hazards reported} from the sanitizer's output of the whole sample."""
     counts, cur = {}, None
     for line in text.splitlines():
-        m = re.match(r"== (\S+) \((shared|async)\)", line)
+        m = re.match(r"== (\S+) \((shared|async|clean)\)", line)
         if m:
             cur = m.group(1)
             counts[cur] = 0
@@ -66,16 +66,18 @@ def main():
     by_id = S.cases()
     print("| kernel | kind | racecheck hazards | interpreter | verdict |")
     print("| --- | --- | ---: | --- | --- |")
-    agree = 0
-    for cid in S.SHARED + S.ASYNC:
-        verdict = S.on_interpreter(by_id[cid])
+    agree, silent = 0, 0
+    for cid in S.SHARED + S.ASYNC + list(S.CLEAN):
+        verdict = S.on_interpreter(cid, by_id)
         flagged = not verdict.startswith("NO RACE")
         n = counts.get(cid)
         gpu = "not run" if n is None else n
         both = "both" if flagged and n else "interpreter only" if flagged else "racecheck only" if n else "neither"
-        agree += both == "both"
-        print(f"| {cid} | {'shared' if cid in S.SHARED else 'async'} | {gpu} | {verdict[:70]} | {both} |")
-    print(f"\n{agree} of {len(S.SHARED)} shared-memory kernels flagged by both; sanitizer exit {r.returncode}")
+        agree += both == "both" and cid in S.SHARED
+        silent += both == "neither" and cid in S.CLEAN
+        print(f"| {cid} | {S.kind(cid)} | {gpu} | {verdict[:70]} | {both} |")
+    print(f"\n{agree} of {len(S.SHARED)} shared-memory racy kernels flagged by both; {silent} of {len(S.CLEAN)} "
+          f"fixed kernels silent on both; sanitizer exit {r.returncode}")
     tail = [ln for ln in text.splitlines() if "ERROR SUMMARY" in ln or "RACECHECK SUMMARY" in ln]
     print("\n".join(tail[-3:]))
     return 0

@@ -6,7 +6,8 @@
 Each kernel is launched once (its result is not checked: the kernels are wrong on purpose); the interpreter's race
 detector stops every one of them (`python benchmarks/racecheck_sample.py --interpret` shows its verdicts, one line
 each). racecheck should report a shared-memory hazard for each kernel of SHARED below; the async-proxy cases
-(ASYNC) are what the interpreter adds and racecheck is not expected to see; CLEAN must stay silent on both.
+(ASYNC) are what the interpreter adds and racecheck is not expected to see; CLEAN (the same kernels with their
+synchronisation put back) must stay silent on both.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import tiledsl  # noqa: E402
 import test_bad_races as R  # noqa: E402
+import test_racecheck as C  # noqa: E402
 
 # plain shared-memory races between warps, which racecheck tracks
 SHARED = ["tree_without_syncthreads", "tree_without_the_first_syncthreads", "result_read_without_syncthreads",
@@ -34,6 +36,22 @@ SHARED = ["tree_without_syncthreads", "tree_without_the_first_syncthreads", "res
 ASYNC = ["cp_async_read_before_its_wait", "bulk_copy_read_before_its_mbarrier",
          "tma_load_read_before_the_full_barrier", "tma_store_without_fence_proxy_async",
          "wgmma_before_the_full_barrier", "wgmma_without_fence_proxy_async"]
+# the same kinds of kernel with their synchronisation put back (tests/test_racecheck.py): silent on both tools
+CLEAN = {
+    "tree_reduction": (C.k_tree, lambda: (np.arange(128, dtype=np.float32), np.zeros(128, np.float32))),
+    "transpose": (C.k_transpose, lambda: (np.arange(1024, dtype=np.float32).reshape(32, 32),
+                                          np.zeros((32, 32), np.float32))),
+    "loop_two_barriers": (C.k_loop_two_barriers, lambda: (np.ones((4, 128), np.float32), np.zeros(128, np.float32))),
+    "histogram_atomics": (C.k_histogram, lambda: (np.arange(128, dtype=np.int32) % 8, np.zeros(8, np.int32))),
+    "bar_arrive_sync": (C.k_arrive_sync, lambda: (np.ones(64, np.float32), np.zeros(32, np.float32))),
+    "mbarrier_waited": (C.k_mbar, lambda: (np.ones(64, np.float32), np.zeros(32, np.float32))),
+    "cp_async_waited": (C.k_cp_async, lambda: (np.arange(256, dtype=np.uint32).reshape(64, 4),
+                                               np.zeros(64, np.uint32))),
+}
+
+
+def kind(cid):
+    return "shared" if cid in SHARED else "clean" if cid in CLEAN else "async"
 
 
 def cases():
@@ -46,17 +64,21 @@ def args_of(case):
     return case.args
 
 
-def on_gpu(case):
+def on_gpu(cid, by_id):
     import torch
-    fn = R.raw(case.fn)
-    dev = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in args_of(case)]
+    fn, args = (CLEAN[cid][0], CLEAN[cid][1]()) if cid in CLEAN else (R.raw(by_id[cid].fn), args_of(by_id[cid]))
+    dev = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in args]
     tiledsl.jit(fn)(*dev)
     torch.cuda.synchronize()
 
 
-def on_interpreter(case):
+def on_interpreter(cid, by_id):
     try:
-        case.action()
+        if cid in CLEAN:
+            fn, args = CLEAN[cid]
+            tiledsl.jit(fn, interpret=True)(*args())
+        else:
+            by_id[cid].action()
     except tiledsl.KernelFault as e:
         return str(e).splitlines()[0]
     return "NO RACE REPORTED"
@@ -68,14 +90,13 @@ def main():
     ap.add_argument("--interpret", action="store_true", help="show the interpreter's verdicts instead")
     ns = ap.parse_args()
     by_id = cases()
-    ids = ns.only or SHARED + ASYNC
+    ids = ns.only or SHARED + ASYNC + list(CLEAN)
     for cid in ids:
-        case = by_id[cid]
         if ns.interpret:
-            print(f"{cid}: {on_interpreter(case)}")
+            print(f"{cid}: {on_interpreter(cid, by_id)}")
             continue
-        print(f"== {cid} ({'shared' if cid in SHARED else 'async'})", flush=True)
-        on_gpu(case)
+        print(f"== {cid} ({kind(cid)})", flush=True)
+        on_gpu(cid, by_id)
     return 0
 
 

@@ -43,7 +43,8 @@ def main():
     from tiledsl.ops.gemm import skinny as SKN
     print("| M x N x K | path | plan | queued us/call | synced us/call | GPU us/call |")
     print("| --- | --- | --- | ---: | ---: | ---: |")
-    for (M, N, K) in [(16, 256, 256), (16, 1024, 1024), (16, 4096, 4096), (1, 4096, 4096), (64, 4096, 4096)]:
+    for (M, N, K) in [(16, 256, 256), (16, 1024, 1024), (16, 2048, 1024), (16, 2048, 2048), (16, 4096, 2048),
+                      (16, 4096, 4096), (1, 4096, 4096), (64, 4096, 4096)]:
         x = torch.randn(M, K, device="cuda", dtype=torch.float16)
         w = torch.randn(N, K, device="cuda", dtype=torch.float16) / K ** 0.5
         b = torch.randn(N, device="cuda", dtype=torch.float16)
