@@ -286,14 +286,16 @@ _EXPECTED = {}
 
 
 def _box_expectation(box: tuple, swizzle, d: dt.DType) -> tuple:
-    """(box_sample(box), box_offsets of it as an int64 array), made once per box, swizzle and dtype: a kernel
-    checks every TMA apply against it (FA3: a dozen boxes of up to 16384 elements)."""
+    """(box_sample(box), box_offsets of it as an int64 array, the sample as a (len, rank) int64 array), made once
+    per box, swizzle and dtype: a kernel checks every TMA apply against it (FA3: a dozen boxes of up to 16384
+    elements)."""
     key = (tuple(box), swizzle, d.name)
     hit = _EXPECTED.get(key)
     if hit is None:
         import numpy as np
         sample = box_sample(box)
-        hit = _EXPECTED[key] = (sample, np.array(box_offsets(box, swizzle, d, sample), dtype=np.int64))
+        hit = _EXPECTED[key] = (sample, np.array(box_offsets(box, swizzle, d, sample), dtype=np.int64),
+                                np.array(sample, dtype=np.int64).reshape(len(sample), len(box)))
     return hit
 
 
@@ -301,11 +303,10 @@ def _check_box_layout(ctx: Ctx, op: Operand, ann: TensorMapType, rep: tuple) -> 
     """The shared view must hold each box exactly where the TMA unit writes it (box_offsets), aligned."""
     import numpy as np
     view = op.view
-    sample, want = _box_expectation(ann.box, ann.swizzle, ann.dtype)
+    sample, want, cells = _box_expectation(ann.box, ann.swizzle, ann.dtype)
     nbytes = view.dtype.bits // 8
     align = ALIGN[ann.swizzle]
     sw = f"swizzle={ann.swizzle}" if ann.swizzle else "no swizzle"
-    cells = np.array(sample, dtype=np.int64).reshape(len(sample), len(ann.box))
     for r in (repeat_coords(rep)[:1] + repeat_coords(rep)[-1:]) if rep else [()]:
         if all(type(x) is int for x in r):
             coords = np.empty((len(sample), len(r) + len(ann.box)), np.int64)
