@@ -210,6 +210,15 @@ def blockwise_ref(torch, a, sa, b, sb):
     return af @ bf.T
 
 
+def blockwise_operands(torch, ops, M, N, K):
+    """A (M, K) bf16 activation quantised 1 x 128 and a (N, K) weight quantised 128 x 128: (a, sa, b, sb), their
+    f32 reference product, and sa M-major (the layout cuBLAS takes its 1 x 128 scales in)."""
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    a, sa = ops.quantize_fp8_blockwise(x)
+    b, sb = weights_128(torch, torch.randn(N, K, device="cuda") / K ** 0.5)
+    return a, sa, b, sb, blockwise_ref(torch, a, sa, b, sb), sa.t().contiguous().t()
+
+
 def fp8_rows(torch, ops, shapes):
     """Dense blockwise FP8: ours against torch._scaled_mm with the same block scales (in the layouts cuBLAS takes
     them: scale_a M-major, scale_b as given or transposed; whichever this torch accepts and gets right), else
@@ -219,11 +228,7 @@ def fp8_rows(torch, ops, shapes):
     bf16 = torch.bfloat16
     F = torch.nn.functional
     for (M, N, K) in shapes:
-        x = torch.randn(M, K, device="cuda", dtype=bf16)
-        a, sa = ops.quantize_fp8_blockwise(x)
-        b, sb = weights_128(torch, torch.randn(N, K, device="cuda") / K ** 0.5)
-        ref = blockwise_ref(torch, a, sa, b, sb)
-        sam = sa.t().contiguous().t()
+        a, sa, b, sb, ref, sam = blockwise_operands(torch, ops, M, N, K)
         ra = torch.ones(M, 1, device="cuda")
         rb = torch.ones(1, N, device="cuda")
         peers = {
