@@ -386,3 +386,42 @@ def test_pipelined_promotion_grouped_with_empty_experts(monkeypatch):
     before, after = _pipelined_and_not(
         monkeypatch, lambda: grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32))
     assert torch.equal(before, after)
+
+
+@pytest.mark.parametrize("M,N,K", [(77, 136, 128), (1000, 2048, 640), (4096, 4096, 4096), (256, 384, 384)],
+                         ids=["1-block", "5-blocks", "32-blocks", "3-blocks"])
+@own_process
+def test_halved_promotion_against_the_128_wide_kernel(M, N, K, monkeypatch):
+    """The gated path "gemm_fp8_blockwise_halves" (128 x 256 tiles, each K block as two m64n128 products promoted
+    into their halves): within 2e-3 of the f32 reference and within f32 rounding of the 128-wide kernel's result
+    (the same per-block products; ragged N leaves a tile's second half partly or wholly past N)."""
+    from tiledsl.ops import matmul_fp8_blockwise, quantize_fp8_blockwise
+    from tiledsl.ops.gemm import grouped as G
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    a, sa = quantize_fp8_blockwise(x)
+    b, sb = _weights_128(torch.randn(N, K, device="cuda") / K ** 0.5)
+    narrow = matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32, config={"bn": 128})
+    monkeypatch.setenv("TILEDSL_ENABLE", G.HALVES)
+    assert G.halves_promotion(a, 256)
+    wide = matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32, config={"bn": 256})
+    torch.cuda.synchronize()
+    assert _rel(wide, _blockwise_ref(a, sa, b, sb)) <= 2e-3
+    assert _rel(wide, narrow) <= 1e-6
+
+
+@own_process
+def test_halved_promotion_grouped_with_empty_experts(monkeypatch):
+    from tiledsl.ops import grouped_mm_fp8_blockwise, quantize_fp8_blockwise
+    from tiledsl.ops.gemm import grouped as G
+    E, Tn, N, K = 8, 4000, 2048, 1152
+    counts = _counts(E, Tn, True, seed=7)
+    counts[3] += counts[2]
+    counts[2] = 0                                               # an expert of 0 tokens
+    off = _offsets(counts)
+    qx, sx = quantize_fp8_blockwise(torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16))
+    qw, sw = _weights_128(torch.randn(E, N, K, device="cuda") / K ** 0.5)
+    narrow = grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32, config={"bn": 128})
+    monkeypatch.setenv("TILEDSL_ENABLE", G.HALVES)
+    wide = grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32)     # the gate's default: 256
+    torch.cuda.synchronize()
+    assert _rel(wide, narrow) <= 1e-6

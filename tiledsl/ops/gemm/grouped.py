@@ -27,13 +27,13 @@ def max_groups(E: int) -> int:
 
 
 def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False, E=0, masked=False,
-            trans_w=False, pipelined=False):
+            trans_w=False, pipelined=False, halves=False):
     gmax = max_groups(E) if grouped else 0
     key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax, masked, trans_w,
-           pipelined)
+           pipelined, halves)
     if key not in _KERNELS:
         _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax,
-                                 masked, trans_w, pipelined)
+                                 masked, trans_w, pipelined, halves)
     return _KERNELS[key]
 
 
@@ -46,6 +46,26 @@ def pipelined_promotion(t, bn) -> bool:
     `pipelined`): always on CPU tensors (the interpreter), on CUDA tensors only where its gate is on (it has not yet
     run on a GPU), and only at BN = 128 (wider tiles spill with a second temporary accumulator)."""
     return bn == PIPELINED_BN and gates.allows(PIPELINED, t)
+
+
+HALVES = "gemm_fp8_blockwise_halves"            # the gated path: 128 x 256 FP8 tiles promoted a half at a time
+
+
+def halves_promotion(t, bn) -> bool:
+    """Whether the blockwise FP8 kernel for tensor t at this BN runs grouped_kernel's `halves` form (BN = 256 as two
+    m64n128 products, each promoted into its half: no spills, where one 256-column temporary would spill): on CPU
+    tensors wherever BN = 256, on CUDA tensors only where its gate is open (it has not yet run on a GPU)."""
+    return bn == 2 * GK.SCALE_BLOCK and gates.allows(HALVES, t)
+
+
+def blockwise_config(t, N: int, config) -> dict:
+    """The blockwise FP8 kernel's configuration for tensor t and N columns: default_config's (128 x 128 tiles),
+    but 128 x 256 where the halved promotion's gate is open for a CUDA tensor and N is wide (the f16 rule of
+    default_config), then config= over it."""
+    cfg = default_config(N, True)
+    if getattr(t, "is_cuda", False) and gates.enabled(HALVES) and default_config(N, False)["bn"] == 256:
+        cfg["bn"] = 2 * GK.SCALE_BLOCK
+    return dict(cfg, **(config or {}))
 
 
 def default_config(N: int, scaled: bool) -> dict:
@@ -289,9 +309,10 @@ def matmul_fp8_blockwise(a, b, scale_a, scale_b, out_dtype=None, *, out=None, co
         raise tiledsl.LaunchError(f"out is {tuple(out.shape)}: need a contiguous ({M}, {N})")
     if M == 0 or N == 0:
         return out
-    cfg = dict(default_config(N, True), **(config or {}))
+    cfg = blockwise_config(a, N, config)
     k = _kernel("e4m3", DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"], sm_count(a),
-                cfg["group_m"], False, True, pipelined=pipelined_promotion(a, cfg["bn"]))
+                cfg["group_m"], False, True, pipelined=pipelined_promotion(a, cfg["bn"]),
+                halves=halves_promotion(a, cfg["bn"]))
     u8 = torch.uint8
     k(a.contiguous().view(u8), b.contiguous().view(u8), out, scale_a.contiguous(),
       scale_b.contiguous().view(1, NB, KB))
@@ -323,9 +344,10 @@ def grouped_mm_fp8_blockwise(x, w, offsets, scale_x, scale_w, out_dtype=None, *,
         out = torch.empty((Tn, N), dtype=out_dtype, device=x.device)
     if Tn == 0 or N == 0 or E == 0:
         return out
-    cfg = dict(default_config(N, True), **(config or {}))
+    cfg = blockwise_config(x, N, config)
     k = _kernel("e4m3", DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"], sm_count(x),
-                cfg["group_m"], True, True, E=E, pipelined=pipelined_promotion(x, cfg["bn"]))
+                cfg["group_m"], True, True, E=E, pipelined=pipelined_promotion(x, cfg["bn"]),
+                halves=halves_promotion(x, cfg["bn"]))
     u8 = torch.uint8
     k(x.contiguous().view(u8), w.contiguous().view(u8).view(E * N, K), out, offsets, scale_x.contiguous(),
       scale_w.contiguous())

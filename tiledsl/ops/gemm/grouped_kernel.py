@@ -40,7 +40,8 @@ from tiledsl import T
 from ...lib.producer import consumer_registers, elect_one
 from tiledsl.layout import S, TileLayout
 
-from .hopper_kernel import CONSUMER_REGS, FP8, HALF, PRODUCER_REGS, ROW_BYTES, SMEM_LIMIT, SW128, k_tile, layouts
+from .hopper_kernel import (CONSUMER_REGS, FP8, HALF, PRODUCER_REGS, ROW_BYTES, SMEM_LIMIT, SW128, SW128_FP8,
+                            k_tile, layouts)
 from .schedule import tile_origin
 
 GROUP_M = 8               # tile rows of one expert walked together (L2 reuse of w[e]'s columns)
@@ -162,7 +163,7 @@ def check_walk(offsets, rows, N, BM, BNT, GM, G, cap=0):
 
 def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int, group_m: int, grouped: bool,
           scaled: bool, kgrouped: bool = False, max_groups: int = 0, masked: bool = False,
-          trans_w: bool = False, pipelined: bool = False):
+          trans_w: bool = False, pipelined: bool = False, halves: bool = False):
     """The kernel for x and w of type `ab` (float16 / bfloat16, or e4m3 with `scaled`: blockwise scales), out of
     type `out`. grouped: called as kernel(X, W, C, offsets[, SA, SB]) with X (T, K), W (E * N, K), C (T, N),
     offsets (E,) int32; else (one group, the dense blockwise GEMM) kernel(X, W, C, SA, SB). SA (T, ceil(K / 128))
@@ -197,11 +198,20 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
 
     pipelined (scaled only): the promotion software-pipelined over two temporary accumulators, so the tensor cores
     run K block k + 1 while the consumer scales block k into the accumulator (`promote_pipelined`); without it, each
-    K block's wgmma is waited for (wait_group 0) before its promotion."""
+    K block's wgmma is waited for (wait_group 0) before its promotion.
+
+    halves (scaled, BN = 256, not pipelined): the 128 x 256 tile with one temporary of half its columns: each K
+    block runs as two m64n128 products, one per 128-column scale block, each waited for and promoted into its half
+    of the accumulator before the next is issued. 128 + 64 accumulator registers, as the pipelined form's 64 + 2 x 64
+    at BN = 128, for half the tiles (each A tile loaded once per 256 columns); the tensor cores stay busy on the
+    other consumer's products while one consumer promotes."""
     if pipelined and not scaled:
         raise tiledsl.LaunchError("grouped gemm: the pipelined promotion is a form of the blockwise scaled kernel")
     if scaled and ab != "e4m3":
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales take e4m3 operands, not {ab}")
+    if halves and (not scaled or bn != 2 * SCALE_BLOCK or pipelined):
+        raise tiledsl.LaunchError(f"grouped gemm: the halved promotion is a form of the blockwise scaled kernel at "
+                                  f"BN = {2 * SCALE_BLOCK}, not pipelined (got BN = {bn})")
     if scaled and bn % SCALE_BLOCK:
         raise tiledsl.LaunchError(f"grouped gemm: blockwise scales need BN a multiple of {SCALE_BLOCK}, got {bn}")
     if masked and (kgrouped or not grouped):
@@ -230,7 +240,10 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     KSTEPS = KT // (32 if IS_FP8 else 16)
     THREADS = 128 * (1 + consumers)
     CAP = min((65536 // THREADS) // 8 * 8, 248)
-    CREGS = consumer_registers(THREADS, CAP, consumers, PRODUCER_REGS, CONSUMER_REGS)
+    # halves: 128 + 64 accumulator registers and the walk's state sit at the edge of 232 (ptxas spilled 8 bytes), so
+    # the producer drops to 24 (FA3's split) and the consumers take 240
+    PREGS, CREGS_MAX = (24, 240) if halves else (PRODUCER_REGS, CONSUMER_REGS)
+    CREGS = consumer_registers(THREADS, CAP, consumers, PREGS, CREGS_MAX)
     TX = (BM + BNT) * ROW_BYTES
     NACC = BNT // 2
     GMAX = int(max_groups) if grouped else 0
@@ -238,6 +251,13 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         raise tiledsl.LaunchError(f"grouped gemm: {stages} stages of {BM} + {bn} rows exceed the shared memory")
     L = layouts(BM, BNT, KT, STG, CONS, ab)
     L_TA, L_WA, L_WB, L_ACC = L["tma_a"], L["wg_a"], L["wg_b"], L["acc"]
+    HB = SCALE_BLOCK                            # halves: the columns of one product (one scale block)
+    if halves:
+        MMA_H = f"wgmma.mma_async.sync.aligned.m64n{HB}k32.f32.{ab}.{ab}"
+        L_ACC_H = layouts(BM, HB, KT, STG, CONS, ab)["acc"]
+        # B's stage as two 128-row halves: (stage, half, 1, K step, 128 rows, 32), half h HB rows further on
+        L_WBH = TileLayout(S[(STG, 2, 1, KSTEPS, HB, KT // KSTEPS) : (BNT * KT, HB * KT, 1, KT // KSTEPS, KT, 1)],
+                           swizzle=SW128_FP8)
     L_TB = T.tma_layout((STG, 1, BNT, KT), ELEM, 128)
     if trans_w:
         # B as stored (K tile rows x BN columns) in BN / 64 boxes of 64 columns (128 bytes: the swizzle span), and
@@ -438,6 +458,8 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         else:
             tb = sb.view(STG, 1, BNT, KT, layout=L_TB)
             wb = sb.view(STG, 1, KSTEPS, BNT, KT // KSTEPS, layout=L_WB)
+        if halves:
+            wbh = sb.view(STG, 2, 1, KSTEPS, HB, KT // KSTEPS, layout=L_WBH)
         if tid == 0:
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
@@ -464,7 +486,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         bid = T.cuda.block_id(0)
         mine = (total - bid + G - 1) // G
         if wg == 0:
-            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PREGS)
             if T.cuda.warp_id() == 0:
                 if elect_one() == 1:
                     e, base, start, end = cursor_start(offs, M, cap)
@@ -505,7 +527,10 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             w = (tid % 128) // 32
             acc = T.alloc_local((NACC,), "float32")
             dv = acc.view(1, 1, 64, BNT, layout=L_ACC)
-            if scaled:
+            if halves:
+                tmp = T.alloc_local((NACC // 2,), "float32")    # one K block's products of one half, unscaled
+                tv = tmp.view(1, 1, 64, HB, layout=L_ACC_H)
+            elif scaled:
                 tmp = T.alloc_local((NACC,), "float32")     # one K block's products, before its scales
                 tv = tmp.view(1, 1, 64, BNT, layout=L_ACC)
                 if pipelined:
@@ -563,7 +588,23 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                                         ta[s, 64 * c + (128 // KT) * j + t // KT, t % KT] = T.cast(0.0, ELEM)
                                 T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
                                 T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 128)
-                        if scaled:
+                        if halves:
+                            # each half's products alone, waited for, then promoted into its columns of acc
+                            # (register h * NACC / 2 + i of acc is register i of the half's m64n128 fragment)
+                            for h in T.unroll(2):
+                                T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], tv, scope="warpgroup")
+                                T.cuda.tile.apply(T.ptx[MMA_H], tv, wa[s, c], wbh[s, h], scope="warpgroup",
+                                                  scale_d=False)
+                                T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], tv, scope="warpgroup")
+                                T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, tv, scope="warpgroup")
+                                if h == 1 and lane == 0:
+                                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[s:s + 1])
+                                fa = xa * wsc[h]
+                                fb = xb * wsc[h]
+                                for i in T.unroll(NACC // 2):
+                                    acc[h * (NACC // 2) + i] = acc[h * (NACC // 2) + i] + \
+                                        tmp[i] * (fb if (i // 2) % 2 else fa)
+                        elif scaled:
                             # the K block's products alone, waited for, then promoted with its scales
                             T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], tv, scope="warpgroup")
                             T.cuda.tile.apply(T.ptx[MMA], tv, wa[s, c], wb[s], scope="warpgroup", scale_d=False)
