@@ -210,8 +210,8 @@ def test_halved_promotion_on_the_interpreter(grouped, counts, M, N):
     """grouped_kernel's `halves` form (BN = 256 as two m64n128 products, each promoted into its half of the
     accumulator; the gated path "gemm_fp8_blockwise_halves" on CUDA tensors): ragged N (a tile whose second half is
     partly or wholly past N), three K blocks over a ring of 2 stages, a persistent grid of 2 blocks, experts of 0
-    tokens. Exact against the reference with power-of-two scales; with arbitrary scales bit for bit the BN = 128
-    kernel's result (the same products promoted in the same order)."""
+    tokens. Exact against the reference with power-of-two scales; with arbitrary scales within f32 rounding of the
+    BN = 128 kernel's result (the same products, promoted with one rounding (fma) where that kernel rounds twice)."""
     K = 384
     E = len(counts) if grouped else 1
     e4 = lambda v: R.encode(R.E4M3, v)                                          # noqa: E731
@@ -233,7 +233,8 @@ def test_halved_promotion_on_the_interpreter(grouped, counts, M, N):
         else:
             want = np.zeros((M, N), np.float32)
             tiledsl.jit(narrow.fn, interpret=True)(e4(a), e4(ws), want, *extra, sa, sb)
-            np.testing.assert_array_equal(c, want)
+            assert not np.array_equal(c, want)                      # fma: other bits somewhere
+            assert np.abs(c - want).max() <= 1e-6 * np.abs(want).max()
 
 
 def test_halved_promotion_is_gated_and_checked(monkeypatch):
@@ -285,8 +286,8 @@ def test_pipelined_promotion_is_gated_on_cuda_tensors(monkeypatch):
                          ids=["dense", "grouped", "dense-pipelined", "grouped-pipelined", "dense-halves",
                               "grouped-halves"])
 def test_blockwise_gemm_assembles_for_sm90a_without_spills(grouped, form):
-    """The host's configurations (BN = 128, two consumers, 4 stages; the halved form at BN = 256): no spills (the
-    halved form: at most the 8 bytes measured), and no wgmma serialised by ptxas (C7514 / C7515: a non-wgmma instruction touching an accumulator in flight; the
+    """The host's configurations (BN = 128, two consumers, 4 stages; the halved form at BN = 256): no spills, and
+    no wgmma serialised by ptxas (C7514 / C7515: a non-wgmma instruction touching an accumulator in flight; the
     pipelined form keeps two)."""
     M, N, K = 256, 256, 512
     pipelined = form == "pipelined"
@@ -303,10 +304,7 @@ def test_blockwise_gemm_assembles_for_sm90a_without_spills(grouped, form):
     r = ptxas(ptx, "sm_90a")
     assert r.returncode == 0, r.stderr
     assert "C7514" not in r.stderr and "C7515" not in r.stderr and "C7517" not in r.stderr, r.stderr
-    # the halved form holds 128 + 64 accumulator registers and spills 8 bytes at ptxas's 240 (session 36, CUDA 13's
-    # ptxas; its gate's GPU run decides whether that costs anything): no more than that
-    spilled = 8 if form == "halves" else 0
-    assert ck.metadata.get("spill_stores", 0) <= spilled and ck.metadata.get("spill_loads", 0) <= 3 * spilled
+    assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
 
 
 def test_host_api_refuses_bad_scales_naming_them():

@@ -393,8 +393,8 @@ def test_pipelined_promotion_grouped_with_empty_experts(monkeypatch):
 @own_process
 def test_halved_promotion_against_the_128_wide_kernel(M, N, K, monkeypatch):
     """The gated path "gemm_fp8_blockwise_halves" (128 x 256 tiles, each K block as two m64n128 products promoted
-    into their halves): within 2e-3 of the f32 reference and within f32 rounding of the 128-wide kernel's result
-    (the same per-block products; ragged N leaves a tile's second half partly or wholly past N)."""
+    into their halves with fma): within 2e-3 of the f32 reference and within f32 rounding of the 128-wide kernel's
+    result (the same per-block products; ragged N leaves a tile's second half partly or wholly past N)."""
     from tiledsl.ops import matmul_fp8_blockwise, quantize_fp8_blockwise
     from tiledsl.ops.gemm import grouped as G
     x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
@@ -406,7 +406,7 @@ def test_halved_promotion_against_the_128_wide_kernel(M, N, K, monkeypatch):
     wide = matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32, config={"bn": 256})
     torch.cuda.synchronize()
     assert _rel(wide, _blockwise_ref(a, sa, b, sb)) <= 2e-3
-    assert _rel(wide, narrow) <= 1e-6
+    assert _rel(wide, narrow) <= 2e-6
 
 
 @own_process
@@ -424,4 +424,4 @@ def test_halved_promotion_grouped_with_empty_experts(monkeypatch):
     monkeypatch.setenv("TILEDSL_ENABLE", G.HALVES)
     wide = grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32)     # the gate's default: 256
     torch.cuda.synchronize()
-    assert _rel(wide, narrow) <= 1e-6
+    assert _rel(wide, narrow) <= 2e-6

@@ -202,9 +202,10 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
 
     halves (scaled, BN = 256, not pipelined): the 128 x 256 tile with one temporary of half its columns: each K
     block runs as two m64n128 products, one per 128-column scale block, each waited for and promoted into its half
-    of the accumulator before the next is issued. 128 + 64 accumulator registers, as the pipelined form's 64 + 2 x 64
-    at BN = 128, for half the tiles (each A tile loaded once per 256 columns); the tensor cores stay busy on the
-    other consumer's products while one consumer promotes."""
+    of the accumulator (fma: one rounding, one instruction a register; the other forms multiply, then add) before
+    the next is issued. 128 + 64 accumulator registers, as the pipelined form's 64 + 2 x 64 at BN = 128, for half
+    the tiles (each A tile loaded once per 256 columns); the tensor cores stay busy on the other consumer's products
+    while one consumer promotes. (With a multiply and an add, ptxas spilled 8 bytes, at 232 registers and at 240.)"""
     if pipelined and not scaled:
         raise tiledsl.LaunchError("grouped gemm: the pipelined promotion is a form of the blockwise scaled kernel")
     if scaled and ab != "e4m3":
@@ -240,10 +241,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     KSTEPS = KT // (32 if IS_FP8 else 16)
     THREADS = 128 * (1 + consumers)
     CAP = min((65536 // THREADS) // 8 * 8, 248)
-    # halves: 128 + 64 accumulator registers and the walk's state sit at the edge of 232 (ptxas spilled 8 bytes), so
-    # the producer drops to 24 (FA3's split) and the consumers take 240
-    PREGS, CREGS_MAX = (24, 240) if halves else (PRODUCER_REGS, CONSUMER_REGS)
-    CREGS = consumer_registers(THREADS, CAP, consumers, PREGS, CREGS_MAX)
+    CREGS = consumer_registers(THREADS, CAP, consumers, PRODUCER_REGS, CONSUMER_REGS)
     TX = (BM + BNT) * ROW_BYTES
     NACC = BNT // 2
     GMAX = int(max_groups) if grouped else 0
@@ -486,7 +484,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         bid = T.cuda.block_id(0)
         mine = (total - bid + G - 1) // G
         if wg == 0:
-            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PREGS)
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], PRODUCER_REGS)
             if T.cuda.warp_id() == 0:
                 if elect_one() == 1:
                     e, base, start, end = cursor_start(offs, M, cap)
@@ -602,8 +600,8 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                                 fa = xa * wsc[h]
                                 fb = xb * wsc[h]
                                 for i in T.unroll(NACC // 2):
-                                    acc[h * (NACC // 2) + i] = acc[h * (NACC // 2) + i] + \
-                                        tmp[i] * (fb if (i // 2) % 2 else fa)
+                                    acc[h * (NACC // 2) + i] = T.fma(tmp[i], fb if (i // 2) % 2 else fa,
+                                                                     acc[h * (NACC // 2) + i])
                         elif scaled:
                             # the K block's products alone, waited for, then promoted with its scales
                             T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], tv, scope="warpgroup")
