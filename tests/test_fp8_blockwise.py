@@ -238,9 +238,9 @@ def test_halved_promotion_on_the_interpreter(grouped, counts, M, N):
 
 
 def test_halved_promotion_is_gated_and_checked(monkeypatch):
-    """CPU tensors take the halved promotion wherever BN = 256 (a config= asks for it); CUDA tensors only where
-    its gate is open (before a GPU session has run tests/test_gpu_moe.py: TILEDSL_ENABLE), and then the default
-    tile of wide N is 128 x 256; the builder refuses it off the scaled kernel or with the pipelined form."""
+    """CPU tensors take the halved promotion wherever BN = 256 (a config= asks for it); CUDA tensors unless its gate
+    is closed (TILEDSL_DISABLE; verified on an H200 in session 36), and then the default tile of wide N is 128 x 256;
+    the builder refuses it off the scaled kernel or with the pipelined form."""
     from tiledsl.ops import gates
     from tiledsl.ops.gemm import grouped as G
 
@@ -249,10 +249,11 @@ def test_halved_promotion_is_gated_and_checked(monkeypatch):
             self.is_cuda = cuda
     assert gates.GATED[G.HALVES] == "tests/test_gpu_moe.py"
     assert G.halves_promotion(On(False), 256) and not G.halves_promotion(On(False), 128)
+    monkeypatch.setenv("TILEDSL_DISABLE", G.HALVES)
     assert not G.halves_promotion(On(True), 256) and G.blockwise_config(On(True), 4096, None)["bn"] == 128
     assert G.blockwise_config(On(False), 4096, None)["bn"] == 128
-    monkeypatch.setenv("TILEDSL_ENABLE", G.HALVES)
-    assert G.halves_promotion(On(True), 256)
+    monkeypatch.delenv("TILEDSL_DISABLE")
+    assert gates.enabled(G.HALVES) and G.halves_promotion(On(True), 256)
     assert G.blockwise_config(On(True), 4096, None)["bn"] == 256
     assert G.blockwise_config(On(True), 1024, None)["bn"] == 128                # narrow N: more tiles
     assert G.blockwise_config(On(True), 4096, {"bn": 128})["bn"] == 128

@@ -364,14 +364,16 @@ def _pipelined_and_not(monkeypatch, call):
                          ids=["1-block", "5-blocks", "32-blocks", "3-blocks"])
 @own_process
 def test_pipelined_promotion_matches_the_unpipelined_kernel_bit_for_bit(M, N, K, monkeypatch):
-    """The gated path "gemm_fp8_blockwise_pipelined": the same products promoted in the same order, one K block
-    behind the tensor cores, so the result equals the unpipelined kernel's bit for bit (odd and even K block
-    counts), and the f32 reference within 2e-3."""
+    """The gated path "gemm_fp8_blockwise_pipelined" (at BN = 128, its tile; wide N now defaults to the halved
+    128 x 256 form): the same products promoted in the same order, one K block behind the tensor cores, so the
+    result equals the unpipelined kernel's bit for bit (odd and even K block counts), and the f32 reference within
+    2e-3."""
     from tiledsl.ops import matmul_fp8_blockwise, quantize_fp8_blockwise
     x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     a, sa = quantize_fp8_blockwise(x)
     b, sb = _weights_128(torch.randn(N, K, device="cuda") / K ** 0.5)
-    off, on = _pipelined_and_not(monkeypatch, lambda: matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32))
+    off, on = _pipelined_and_not(monkeypatch, lambda: matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32,
+                                                                           config={"bn": 128}))
     assert torch.equal(off, on)
     assert _rel(on, _blockwise_ref(a, sa, b, sb)) <= 2e-3
 
@@ -384,7 +386,8 @@ def test_pipelined_promotion_grouped_with_empty_experts(monkeypatch):
     qx, sx = quantize_fp8_blockwise(torch.randn(Tn, K, device="cuda", dtype=torch.bfloat16))
     qw, sw = _weights_128(torch.randn(E, N, K, device="cuda") / K ** 0.5)
     before, after = _pipelined_and_not(
-        monkeypatch, lambda: grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32))
+        monkeypatch, lambda: grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32,
+                                                      config={"bn": 128}))
     assert torch.equal(before, after)
 
 

@@ -18,7 +18,9 @@ GATED = {
 # Session 34 (2026-12-05), on an H100 (sm_90; no H200 could be started), `OUT=dir bash benchmarks/gpu_verify_gates.sh`:
 # tests/test_gpu_gemm_layouts.py 52 passed, tests/test_gpu_gemm_skinny.py 178 passed, tests/test_gpu_moe.py 37 passed
 # (beside them test_gpu_hopper_gemm 297, test_gpu_ops_gemm 58, test_gpu_ops_attention 25, test_gpu_llama_block 5).
-VERIFIED = frozenset({"gemm_mn_major", "gemm_skinny", "gemm_fp8_blockwise_pipelined"})
+# Session 36 (2026-12-06), on an H200: tests/test_gpu_moe.py 42 passed (the halved promotion's tests with it), and
+# benchmarks/fp8_blockwise_sweep.py: 128 x 256 halved 1018-1020 TFLOP/s against the pipelined 128 x 128's 940-951.
+VERIFIED = frozenset({"gemm_mn_major", "gemm_skinny", "gemm_fp8_blockwise_pipelined", "gemm_fp8_blockwise_halves"})
 
 
 def why_off(name):
