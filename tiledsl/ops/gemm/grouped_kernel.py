@@ -40,8 +40,7 @@ from tiledsl import T
 from ...lib.producer import consumer_registers, elect_one
 from tiledsl.layout import S, TileLayout
 
-from .hopper_kernel import (CONSUMER_REGS, FP8, HALF, PRODUCER_REGS, ROW_BYTES, SMEM_LIMIT, SW128, SW128_FP8,
-                            k_tile, layouts)
+from .hopper_kernel import CONSUMER_REGS, FP8, HALF, PRODUCER_REGS, ROW_BYTES, SMEM_LIMIT, SW128, k_tile, layouts
 from .schedule import tile_origin
 
 GROUP_M = 8               # tile rows of one expert walked together (L2 reuse of w[e]'s columns)
@@ -253,9 +252,6 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     if halves:
         MMA_H = f"wgmma.mma_async.sync.aligned.m64n{HB}k32.f32.{ab}.{ab}"
         L_ACC_H = layouts(BM, HB, KT, STG, CONS, ab)["acc"]
-        # B's stage as two 128-row halves: (stage, half, 1, K step, 128 rows, 32), half h HB rows further on
-        L_WBH = TileLayout(S[(STG, 2, 1, KSTEPS, HB, KT // KSTEPS) : (BNT * KT, HB * KT, 1, KT // KSTEPS, KT, 1)],
-                           swizzle=SW128_FP8)
     L_TB = T.tma_layout((STG, 1, BNT, KT), ELEM, 128)
     if trans_w:
         # B as stored (K tile rows x BN columns) in BN / 64 boxes of 64 columns (128 bytes: the swizzle span), and
@@ -456,8 +452,6 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         else:
             tb = sb.view(STG, 1, BNT, KT, layout=L_TB)
             wb = sb.view(STG, 1, KSTEPS, BNT, KT // KSTEPS, layout=L_WB)
-        if halves:
-            wbh = sb.view(STG, 2, 1, KSTEPS, HB, KT // KSTEPS, layout=L_WBH)
         if tid == 0:
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
@@ -587,12 +581,13 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                                 T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
                                 T.cuda.tile.apply(T.ptx["bar.sync"], 1 + c, 128)
                         if halves:
-                            # each half's products alone, waited for, then promoted into its columns of acc
-                            # (register h * NACC / 2 + i of acc is register i of the half's m64n128 fragment)
+                            # each half's products alone (B's stage rows h * HB ..: its 128 columns of the tile),
+                            # waited for, then promoted into its columns of acc (register h * NACC / 2 + i of acc is
+                            # register i of the half's m64n128 fragment)
                             for h in T.unroll(2):
                                 T.cuda.tile.apply(T.ptx["wgmma.fence.sync.aligned"], tv, scope="warpgroup")
-                                T.cuda.tile.apply(T.ptx[MMA_H], tv, wa[s, c], wbh[s, h], scope="warpgroup",
-                                                  scale_d=False)
+                                T.cuda.tile.apply(T.ptx[MMA_H], tv, wa[s, c], wb[s, :, :, h * HB:(h + 1) * HB],
+                                                  scope="warpgroup", scale_d=False)
                                 T.cuda.tile.apply(T.ptx["wgmma.commit_group.sync.aligned"], tv, scope="warpgroup")
                                 T.cuda.tile.apply(T.ptx["wgmma.wait_group.sync.aligned"], 0, tv, scope="warpgroup")
                                 if h == 1 and lane == 0:
