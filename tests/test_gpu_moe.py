@@ -245,6 +245,30 @@ def test_weight_gradient_against_the_loop(Tn, N, K):
     assert _rel(grouped_mm_weight_grad(dy, x, off), ref) <= 1e-2
 
 
+
+@pytest.mark.parametrize("Tn,N,K,bn", [(1001, 512, 384, 128), (4096, 2048, 7168, 128), (3000, 1408, 2048, 128),
+                                       (1001, 200, 328, 128), (4096, 2048, 1024, 256)],
+                         ids=["odd-t", "deepseek", "n1408", "ragged-m-and-n", "bn256"])
+@own_process
+def test_weight_gradient_through_the_tma_store(Tn, N, K, bn):
+    """The weight gradient's TMA-store epilogue (config tma_store, the gated path grouped_dw_tma_store): bf16 dW
+    rounded once from the exact f32 sums of integer-valued inputs, so equal to the f32 reference rounded to bf16;
+    ragged experts (one of 0 tokens: zeros), N not a multiple of the tile (the 3-D map clips each expert's rows)
+    and K not a multiple of 64 (clipped columns); dW's poison (NaN) is gone everywhere."""
+    from tiledsl.ops import grouped_mm_weight_grad
+    E = 8
+    off = _offsets(_counts(E, Tn, True, seed=Tn))
+    x = (torch.randint(-8, 9, (Tn, K), device="cuda") / 8).to(torch.bfloat16)
+    dy = (torch.randint(-8, 9, (Tn, N), device="cuda") / 8).to(torch.bfloat16)
+    ref = torch.zeros(E, N, K, device="cuda")
+    s = 0
+    for e, end in enumerate(off.tolist()):
+        ref[e] = dy[s:end].float().T @ x[s:end].float()
+        s = end
+    out = torch.full((E, N, K), float("nan"), device="cuda", dtype=torch.bfloat16)
+    grouped_mm_weight_grad(dy, x, off, out=out, config=dict(tma_store=True, bn=bn, stages=4 if bn == 128 else 3))
+    torch.testing.assert_close(out, ref.to(torch.bfloat16), rtol=0, atol=0)
+
 @own_process
 def test_masked_decode_form_against_the_loop():
     from tiledsl.ops import grouped_mm_masked

@@ -196,6 +196,55 @@ def test_token_major_weight_gradient_compiles_without_spills():
     assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
 
 
+
+@pytest.mark.parametrize("counts,cfg", [([50, 0, 70, 21], (2, 1, 64)), ([0, 77, 60], (3, 2, 128)),
+                                        ([40, 90], (2, 2, 256))],
+                         ids=["bn64-zero-middle", "bn128-two-consumers-zero-first", "bn256"])
+def test_weight_gradient_through_the_tma_store(counts, cfg):
+    """The TMA-store epilogue (tma_store): dW (E, M, N) as a 3-D tensor map, each consumer's part staged by stmatrix
+    and stored by one thread; the rows clip at M inside each expert's matrix (M = 64 * consumers + 8: the last row
+    tile's 56 rows past M are the next expert's), the columns at N, and an expert of no tokens gets zeros. f16 out:
+    the f32 sums of these eighths are exact, so dW is the reference rounded once."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    rng = np.random.default_rng(cfg[2])
+    off = np.cumsum(counts).astype(np.int32)
+    Tn, E = int(off[-1]), len(counts)
+    M, N = 64 * cfg[1] + 8, 72
+    dy = rng.integers(-8, 9, (Tn, M)) / 8
+    x = rng.integers(-8, 9, (Tn, N)) / 8
+    ref = np.zeros((E, M, N))
+    s = 0
+    for e in range(E):
+        ref[e] = dy[s:off[e]].T @ x[s:off[e]]
+        s = off[e]
+    c = np.full((E, M, N), -1.0, np.float16)
+    k = GK.build("float16", "float16", cfg[0], cfg[1], cfg[2], 2, 2, True, False, kgrouped=True, max_groups=16,
+                 trans_w=True, tma_store=True)
+    tiledsl.jit(k.fn, interpret=True)(_bits(dy, "float16"), _bits(x, "float16"), c, off)
+    np.testing.assert_array_equal(c, ref.astype(np.float16))
+
+
+@pytest.mark.parametrize("stages,bn", [(4, 128), (3, 256), (4, 256)])
+def test_tma_store_weight_gradient_assembles(stages, bn):
+    """The TMA-store form assembles for sm_90a without serialised wgmma (BN = 256 at 4 stages stages two parts of
+    128 columns); spills as the register-store form does (none at BN = 128)."""
+    k = GK.build("bfloat16", "bfloat16", stages, 2, bn, 132, GK.GROUP_M, True, False, kgrouped=True, max_groups=256,
+                 trans_w=True, tma_store=True)
+    ck = k.compile(np.zeros((1001, 256), np.uint16), np.zeros((1001, 512), np.uint16),
+                   np.zeros((4, 256, 512), np.uint16), np.array([100, 100, 300, 1001], np.int32))
+    r = ptxas(ck.asm["ptx"], "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert "C7515" not in r.stderr
+    if bn == 128:
+        assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
+
+
+def test_tma_store_needs_the_k_grouped_form_and_a_half_out():
+    with pytest.raises(tiledsl.LaunchError, match="tma_store"):
+        GK.build("bfloat16", "bfloat16", 4, 2, 128, 132, 8, True, False, tma_store=True)
+    with pytest.raises(tiledsl.LaunchError, match="tma_store"):
+        GK.build("bfloat16", "float32", 4, 2, 128, 132, 8, True, False, kgrouped=True, trans_w=True, tma_store=True)
+
 CASES = [
     # an expert of 0 tokens in the middle; ragged counts, N and K; f32 out; offsets staged in shared memory
     ([50, 0, 100], 72, 136, "float16", "float32", 16),
@@ -380,3 +429,19 @@ def test_host_api_on_the_interpreter(host_on_interpreter):
     G.grouped_mm_masked(xm.half(), w.half(), cnt, out=om)
     for e, n in enumerate(cnt.tolist()):
         assert torch.equal(om[e, :n], xm[e, :n] @ w[e].T) and bool((om[e, n:] == 5).all())
+
+
+def test_weight_gradient_configuration_follows_the_tokens_per_expert():
+    """weight_grad_config: the TMA store for a 16-bit dW, 128 x 256 tiles where experts average >= 512 tokens (the
+    Mixtral-like reduction), 128 x 128 at DeepSeek-like 128 tokens an expert; a float32 dW keeps the register
+    stores on 128 x 128; config= wins."""
+    torch = pytest.importorskip("torch")
+    from tiledsl.ops.gemm.grouped import weight_grad_config
+    x = torch.empty(0)
+    assert weight_grad_config(x, torch.bfloat16, 16384, 8, None)["bn"] == 256
+    cfg = weight_grad_config(x, torch.bfloat16, 32768, 256, None)
+    assert cfg["bn"] == 128 and cfg["tma_store"] is True and cfg["stages"] == 4
+    cfg = weight_grad_config(x, torch.float32, 16384, 8, None)
+    assert cfg["bn"] == 128 and cfg["tma_store"] is False
+    assert weight_grad_config(x, torch.float16, 16384, 8, dict(bn=128, tma_store=False)) == dict(
+        stages=4, consumers=2, bn=128, group_m=GK.GROUP_M, tma_store=False)

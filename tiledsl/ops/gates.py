@@ -14,13 +14,18 @@ GATED = {
     "gemm_skinny": "tests/test_gpu_gemm_skinny.py",      # the swap-AB split-K GEMM at M <= 64 (gemm/skinny.py)
     "gemm_fp8_blockwise_pipelined": "tests/test_gpu_moe.py",  # blockwise FP8 promotion one K block behind wgmma
     "gemm_fp8_blockwise_halves": "tests/test_gpu_moe.py",     # blockwise FP8 128 x 256 tiles, a half promoted at a time
+    "grouped_dw_tma_store": "tests/test_gpu_moe.py",          # the MoE weight gradient's TMA-store epilogue
 }
 # Session 34 (2026-12-05), on an H100 (sm_90; no H200 could be started), `OUT=dir bash benchmarks/gpu_verify_gates.sh`:
 # tests/test_gpu_gemm_layouts.py 52 passed, tests/test_gpu_gemm_skinny.py 178 passed, tests/test_gpu_moe.py 37 passed
 # (beside them test_gpu_hopper_gemm 297, test_gpu_ops_gemm 58, test_gpu_ops_attention 25, test_gpu_llama_block 5).
 # Session 36 (2026-12-06), on an H200: tests/test_gpu_moe.py 42 passed (the halved promotion's tests with it), and
 # benchmarks/fp8_blockwise_sweep.py: 128 x 256 halved 1018-1020 TFLOP/s against the pipelined 128 x 128's 940-951.
-VERIFIED = frozenset({"gemm_mn_major", "gemm_skinny", "gemm_fp8_blockwise_pipelined", "gemm_fp8_blockwise_halves"})
+# Session 37 (2026-12-06), on an H100: tests/test_gpu_moe.py -k weight_gradient 8 passed (the TMA-store weight
+# gradient's 5 cases bit-exact), benchmarks/moe_dw_sweep.py: 290-296 TFLOP/s against the register stores' 98-100 at
+# 256 experts x 128 tokens.
+VERIFIED = frozenset({"gemm_mn_major", "gemm_skinny", "gemm_fp8_blockwise_pipelined", "gemm_fp8_blockwise_halves",
+                      "grouped_dw_tma_store"})
 
 
 def why_off(name):

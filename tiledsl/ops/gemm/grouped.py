@@ -18,6 +18,7 @@ from .hopper import DTYPES
 from .plan import device_capability
 
 STAGES = 4
+HALF_OUT = ("torch.float16", "torch.bfloat16")
 _KERNELS = {}
 
 
@@ -27,13 +28,13 @@ def max_groups(E: int) -> int:
 
 
 def _kernel(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped=False, E=0, masked=False,
-            trans_w=False, pipelined=False, halves=False):
+            trans_w=False, pipelined=False, halves=False, tma_store=False):
     gmax = max_groups(E) if grouped else 0
     key = (ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax, masked, trans_w,
-           pipelined, halves)
+           pipelined, halves, tma_store)
     if key not in _KERNELS:
         _KERNELS[key] = GK.build(ab, out, stages, consumers, bn, num_sms, group_m, grouped, scaled, kgrouped, gmax,
-                                 masked, trans_w, pipelined, halves)
+                                 masked, trans_w, pipelined, halves, tma_store)
     return _KERNELS[key]
 
 
@@ -57,6 +58,26 @@ def halves_promotion(t, bn) -> bool:
     tensors wherever BN = 256, on CUDA tensors unless its gate is closed (TILEDSL_DISABLE; verified on an H200 in
     session 36: 1018-1020 TFLOP/s at 4096^3 / 8192^3 against the pipelined 128 x 128's 940-951)."""
     return bn == 2 * GK.SCALE_BLOCK and gates.allows(HALVES, t)
+
+
+DW_TMA_STORE = "grouped_dw_tma_store"         # the gated path: the weight gradient's TMA-store epilogue
+
+
+def weight_grad_config(t, out_dtype, tokens: int, experts: int, config) -> dict:
+    """The weight gradient's configuration for tensor t (the token-major kernel) and `tokens` routed rows over
+    `experts`: the TMA-store epilogue (grouped_kernel's `tma_store`) for a 16-bit dW where its gate is open, on
+    128 x 256 tiles where the experts average 512 tokens or more (a long reduction per tile: the wider tile reads
+    less per product), else 128 x 128 (a few K tiles per tile: the output's stores dominate, and more tiles keep
+    the SMs even), 4 stages; config= over it (keys stages, consumers, bn, group_m, tma_store). The choice reads the
+    average only (the counts stay on the device). H100, bf16 dW, TFLOP/s against the faster of torch._grouped_mm
+    and the per-expert loop (benchmarks/moe_dw_sweep.py, session 37): 8 experts x 2048 tokens 4096 <-> 14336 at
+    128 x 256 688-720 (1.04-1.05x; 128 x 128: 613-636); 256 x 128 tokens 7168 <-> 2048 at 128 x 128 290-296
+    (1.08-1.13x; 128 x 256: 253-268); 64 x 128 tokens 2048 -> 1408: 271 (1.30x). The register-store epilogue:
+    98-106 at 128 tokens an expert, 517-538 at 2048."""
+    tma = str(out_dtype) in HALF_OUT and gates.allows(DW_TMA_STORE, t)
+    wide = tma and tokens >= 512 * max(experts, 1)
+    cfg = dict(stages=STAGES, consumers=2, bn=256 if wide else 128, group_m=GK.GROUP_M, tma_store=tma)
+    return dict(cfg, **(config or {}))
 
 
 def blockwise_config(t, N: int, config) -> dict:
@@ -194,7 +215,8 @@ def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
     """dw[e] = grad_out[s_e:o_e]ᵀ @ x[s_e:o_e] for every expert (the K-grouped GEMM: each expert's tokens are the
     reduction), (E, N, K) of x's dtype (or a float32 `out`), one persistent launch of the grouped kernel's
     K-grouped form. Where N and K are multiples of 8, grad_out and x are read as stored (token-major: wgmma's
-    transposed A and B, 128-wide tiles: 256-wide ones spill); else they are transposed first (copies, their token
+    transposed A and B; tiles and epilogue as weight_grad_config chooses them, a 16-bit dW through the TMA store);
+    else they are transposed first (copies, their token
     dimension padded to a multiple of 8 with zeros; the kernel's K tiles then start at each expert's first token
     rounded down to a multiple of 8, the TMA unit's 16-byte alignment of an innermost coordinate). An expert of 0
     tokens gets zeros."""
@@ -216,12 +238,11 @@ def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
     if E == 0 or N == 0 or K == 0:
         return out
     if N % 8 == 0 and K % 8 == 0 and Tn > 0:
-        cfg = dict(default_config(K, False), **(config or {}))
-        if not config or "bn" not in config:
-            cfg["bn"] = 128
+        cfg = weight_grad_config(x, out.dtype, Tn, E, config)
+        tma = bool(cfg["tma_store"]) and str(out.dtype) in HALF_OUT
         k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
-                    sm_count(x), cfg["group_m"], True, False, True, E=E, trans_w=True)
-        k(grad_out.contiguous(), x.contiguous(), out.view(E * N, K), offsets)
+                    sm_count(x), cfg["group_m"], True, False, True, E=E, trans_w=True, tma_store=tma)
+        k(grad_out.contiguous(), x.contiguous(), out if tma else out.view(E * N, K), offsets)
         return out
     Tp = max(-(-Tn // 8) * 8, 8)
     gt = torch.zeros((N, Tp), dtype=x.dtype, device=x.device)

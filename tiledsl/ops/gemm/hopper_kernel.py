@@ -14,6 +14,7 @@ from tiledsl.layout import S, TileLayout, laneid, wid_in_wg
 from ...lib.producer import FULL_MASK, consumer_registers, elect_one  # noqa: F401 (FULL_MASK: hopper.py's)
 from ..device import NUM_SMS   # the persistent grid's default width; hopper_matmul asks the device
 from .epilogue import make_epilogue
+from .staged_store import STMX4, make_staged_store, stm_layouts
 from .schedule import MIN_SHARE, exchange, piece, split_k_share, stream_k_walk, tile_origin
 
 BN, BK = 128, 64          # block tile columns and K tile (BK f16/bf16 = 128 bytes: one 128-byte swizzle row)
@@ -223,21 +224,10 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     SCALE_ANN = T.Tensor((1,), "float32")
     L_EPI = T.tma_layout((CONS, 64, EPI), out)
     if STM:
-        STMX4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
         CVT = f"cvt.rn.{HALF[out]}x2.f32"
         NW = NACC // EH // 2                    # half2 words of one staged part per thread
-        # (consumer, box, 64 rows, 64 halves): the boxes of one part side by side, each as the TMA unit swizzles it
-        L_EPI = TileLayout(S[(CONS, EPI // 64, 64, 64) : (64 * EPI, 4096, 64, 1)], swizzle=SW128)
-        # the same bytes as b32 words, as stmatrix.x4 of warp w sees them: (consumer, warp, n16 block b, matrix i,
-        # row j, word x) -> row 16w + 8(i % 2) + j, word 8b + 4(i // 2) + x of the part's rows (32 words per box
-        # row; block b in box b // 4), XOR-swizzled as above in word units
-        L_EPIW = TileLayout(S[(CONS, 4, EPI // 64, 4, 2, 2, 8, 4) :
-                              (32 * EPI, 512, 2048, 8, 4, 256, 32, 1)], swizzle=(3, 2, 3))
-        # the packed words: word 4b + i of lane 4r + x, the pair (acc[8b + 2i], acc[8b + 2i + 1]) (n8 block
-        # 2b + i // 2, row 8(i % 2) + r, columns 2x, 2x + 1), is stmatrix register i of n16 block b
-        L_PK = TileLayout(S[(EPI // 16, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
-        # the same for every part of a tile at once (the deferred epilogue's words: part h from word h * NW)
-        L_PKH = TileLayout(S[(EH, EPI // 16, 4, 8, 4) : (NW, 4, 1, 4 @ laneid, 1 @ laneid)])
+        EPL = stm_layouts(CONS, EPI, EH, NW, SW128)
+        L_EPI, L_EPIW, L_PK, L_PKH = EPL["epi"], EPL["epiw"], EPL["pk"], EPL["pkh"]
     SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
     FUSED = bias is not None or activation is not None or IS_FP8
@@ -276,30 +266,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
             pairs = acc.view(NACC // 2, 2)
             T.cuda.tile.apply(T.ptx[CVT], words, pairs[h * NW:(h + 1) * NW, 1:2], pairs[h * NW:(h + 1) * NW, 0:1])
 
-    @tiledsl.inline
-    def claim(free, c, tid, u):
-        """Consumer c's staging buffer before its u-th part: thread 0's previous store has read it."""
-        if u > 0:
-            if tid % 128 == 0:
-                T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
-                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], free[c:c + 1])
-            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], free[c:c + 1], (u - 1) % 2)
-
-    @tiledsl.inline
-    def publish(C, epi, done, c, tid, u, row0, col):
-        """Consumer c's u-th staged part, C's columns col.., out through thread 0's TMA store."""
-        # the part's generic-proxy writes become visible to the TMA unit; an mbarrier is the warpgroup's barrier
-        # (syncthreads would wait for the producer, which has left)
-        T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
-        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], done[c:c + 1])
-        T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], done[c:c + 1], u % 2)
-        if tid % 128 == 0:
-            if STM:
-                # the part's boxes, 64 columns apart
-                T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col), coord_steps=((0, 64),))
-            else:
-                T.cuda.tile.apply(T.ptx[STORE], C, epi[c], coords=(row0 + 64 * c, col))
-            T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+    claim, publish, _ = make_staged_store(STORE, STM)
 
     @tiledsl.inline
     def put_part(C, epi, epw, free, done, parts, c, w, tid, h, u, row0, col0):
