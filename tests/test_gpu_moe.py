@@ -154,6 +154,31 @@ def test_grouped_mm_is_exact_on_integer_inputs(dt, skew):
     torch.testing.assert_close(out, _loop(x, w, off).to(dt), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("bn", [128, 256])
+@pytest.mark.parametrize("skew", [False, True], ids=["balanced", "skewed"])
+@pytest.mark.parametrize("w_kn", [False, True], ids=["forward", "dx"])
+@own_process
+def test_grouped_mm_through_the_tma_store(bn, skew, w_kn):
+    """The row-grouped forms with the TMA-store epilogue (config tma_store, the gated path grouped_tma_store):
+    exact on integer inputs, ragged counts (skewed: an expert of 0 tokens), N not a multiple of the tile; every row
+    past offsets[-1] keeps out's poison (no TMA store reaches past its group); and out= a view 8 bytes off a
+    16-byte boundary (the register stores, not a map the TMA unit refuses)."""
+    from tiledsl.ops import grouped_mm
+    E, Tn, N, K = 8, 3000, 1000, 512
+    c = _counts(E, Tn, skew, seed=bn)
+    off = _offsets(c)
+    x = (torch.randint(-8, 9, (Tn + 77, K), device="cuda") / 8).to(torch.bfloat16)
+    w = (torch.randint(-8, 9, (E, N, K), device="cuda") / 8).to(torch.bfloat16)
+    wk = w.transpose(1, 2).contiguous() if w_kn else w
+    out = torch.full((Tn + 77, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    grouped_mm(x, wk, off, out=out, config=dict(tma_store=True, bn=bn), w_kn=w_kn)
+    torch.testing.assert_close(out[:Tn], _loop(x[:Tn], w, off).to(torch.bfloat16), rtol=0, atol=0)
+    assert torch.isnan(out[Tn:]).all()
+    big = torch.full((Tn * N + 4,), float("nan"), device="cuda", dtype=torch.bfloat16)
+    view = big[4:].view(Tn, N)                  # 8 bytes past the allocation's start
+    grouped_mm(x[:Tn], wk, off, out=view, config=dict(tma_store=True, bn=bn), w_kn=w_kn)
+    torch.testing.assert_close(view, _loop(x[:Tn], w, off).to(torch.bfloat16), rtol=0, atol=0)
+
 @pytest.mark.parametrize("shape", [(8, 8192, 14336, 4096), (8, 8192, 4096, 14336), (256, 8192, 2048, 7168),
                                    (256, 8192, 7168, 2048), (64, 4096, 1408, 2048)],
                          ids=["mixtral-up", "mixtral-down", "deepseek-up", "deepseek-down", "64-experts"])

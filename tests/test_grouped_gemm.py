@@ -239,11 +239,30 @@ def test_tma_store_weight_gradient_assembles(stages, bn):
         assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
 
 
-def test_tma_store_needs_the_k_grouped_form_and_a_half_out():
+def test_tma_store_needs_a_grouped_unscaled_form_and_a_half_out():
     with pytest.raises(tiledsl.LaunchError, match="tma_store"):
-        GK.build("bfloat16", "bfloat16", 4, 2, 128, 132, 8, True, False, tma_store=True)
+        GK.build("e4m3", "bfloat16", 4, 2, 128, 132, 8, True, True, tma_store=True)
     with pytest.raises(tiledsl.LaunchError, match="tma_store"):
         GK.build("bfloat16", "float32", 4, 2, 128, 132, 8, True, False, kgrouped=True, trans_w=True, tma_store=True)
+    with pytest.raises(tiledsl.LaunchError, match="tma_store"):
+        GK.build("bfloat16", "float32", 4, 2, 128, 132, 8, True, False, tma_store=True)
+
+
+@pytest.mark.parametrize("counts,N,cfg", [([130, 0, 70, 64], 136, (2, 1, 64)), ([0, 300, 1, 128], 256, (2, 2, 128)),
+                                          ([200, 57], 264, (2, 2, 256))],
+                         ids=["bn64-zero-middle", "bn128-straddling", "bn256-ragged-n"])
+def test_row_grouped_tma_store_on_the_interpreter(counts, N, cfg):
+    """The row-grouped form (forward, dx) with tma_store: a consumer's 64 rows wholly inside the tile's group go
+    out through the TMA store (clipped at T and N), a part crossing the group's end through the masked register
+    stores; exact against the per-expert loop, every row past an expert's end left to its own tile."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    K = 128
+    x, w, off, ref = _problem(counts, N, K, seed=sum(counts))
+    E = len(counts)
+    c = _host_out(ref.shape[0], N, "float16")
+    k = GK.build("float16", "float16", cfg[0], cfg[1], cfg[2], 2, 2, True, False, max_groups=16, tma_store=True)
+    tiledsl.jit(k.fn, interpret=True)(_bits(x, "float16"), _bits(w.reshape(E * N, K), "float16"), c, off, c)
+    np.testing.assert_array_equal(_as_float(c, "float16"), _round(ref, "float16"))
 
 CASES = [
     # an expert of 0 tokens in the middle; ragged counts, N and K; f32 out; offsets staged in shared memory

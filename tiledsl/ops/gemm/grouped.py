@@ -61,6 +61,16 @@ def halves_promotion(t, bn) -> bool:
 
 
 DW_TMA_STORE = "grouped_dw_tma_store"         # the gated path: the weight gradient's TMA-store epilogue
+ROW_TMA_STORE = "grouped_tma_store"           # the gated path: the row-grouped forms' (forward, dx) TMA store
+
+
+def row_tma_store(x, out, N: int, cfg: dict) -> bool:
+    """Whether grouped_mm stores its tiles through the TMA store (grouped_kernel's `tma_store`: a consumer's rows
+    wholly inside their group through the TMA unit, the part crossing a group's end through masked register
+    stores): a 16-bit out whose rows are 16-byte multiples (N % 8 == 0) from a 16-byte-aligned address, BN a
+    multiple of 64, and config's `tma_store` (default: the gate grouped_tma_store open for x)."""
+    able = str(out.dtype) in HALF_OUT and N % 8 == 0 and cfg["bn"] % 64 == 0 and out.data_ptr() % 16 == 0
+    return bool(able and cfg.get("tma_store", gates.allows(ROW_TMA_STORE, x)))
 
 
 def weight_grad_config(t, out_dtype, tokens: int, experts: int, config) -> dict:
@@ -134,7 +144,8 @@ def grouped_mm(x, w, offsets, out=None, *, out_dtype=None, config=None, validate
     CUDA tensors of float16 or bfloat16 (one dtype), offsets (E,) int32 on x's device; out (T, N) of out_dtype
     (default x's dtype; float32 too) or the given `out`. One persistent launch on an sm_90 GPU; K a multiple of 8.
     The kernel clamps offsets into 0 .. T, so bad offsets write nothing outside out; validate=True checks them on
-    the host first (monotone, ending at T: a synchronisation). config: dict(stages, consumers, bn, group_m).
+    the host first (monotone, ending at T: a synchronisation). config: dict(stages, consumers, bn, group_m,
+    tma_store).
 
     w_kn=True: w is (E, K, N) (torch._grouped_mm's mat_b layout; the backward's dx = dy @ w[e]) and out_e = x_e @
     w[e], read as stored (wgmma's transposed B) where K is a multiple of 64 and N of 8, else through a transposed
@@ -169,12 +180,11 @@ def grouped_mm(x, w, offsets, out=None, *, out_dtype=None, config=None, validate
     trans_w = w_kn and K % 64 == 0 and N % 8 == 0 and cfg["bn"] % 64 == 0
     if w_kn and not trans_w:
         w = w.transpose(1, 2)           # (E, N, K): the copy below makes it K-major
+    tma = row_tma_store(x, out, N, cfg)
     k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
-                sm_count(x), cfg["group_m"], True, False, E=E, trans_w=trans_w)
-    if trans_w:
-        k(x.contiguous(), w.contiguous().view(E * K, N), out, offsets)
-    else:
-        k(x.contiguous(), w.contiguous().view(E * N, K), out, offsets)
+                sm_count(x), cfg["group_m"], True, False, E=E, trans_w=trans_w, tma_store=tma)
+    wv = w.contiguous().view(E * K, N) if trans_w else w.contiguous().view(E * N, K)
+    k(x.contiguous(), wv, out, offsets, *((out,) if tma else ()))
     return out
 
 

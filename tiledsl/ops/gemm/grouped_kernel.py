@@ -230,9 +230,10 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         raise tiledsl.LaunchError("grouped gemm: trans_w takes f16/bf16 groups and BN a multiple of 64")
     TOKM = bool(kgrouped and trans_w)
     TMA_ST = bool(tma_store)
-    if TMA_ST and not (kgrouped and out in HALF and bn % 64 == 0):
-        raise tiledsl.LaunchError("grouped gemm: tma_store is a form of the K-grouped weight gradient (kgrouped) "
-                                  "with a float16/bfloat16 out and BN a multiple of 64")
+    if TMA_ST and not ((kgrouped or (grouped and not scaled)) and out in HALF and bn % 64 == 0):
+        raise tiledsl.LaunchError("grouped gemm: tma_store takes the f16/bf16 grouped forms (row-grouped or "
+                                  "K-grouped, not blockwise scaled) with a float16/bfloat16 out and BN a multiple "
+                                  "of 64")
     if kgrouped and (scaled or not grouped):
         raise tiledsl.LaunchError("grouped gemm: the K-grouped form takes f16/bf16 groups (grouped=True, unscaled)")
     if not scaled and ab not in HALF:
@@ -249,6 +250,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         MMA = f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{HALF[ab]}.{HALF[ab]}"
         ELEM = ab
     LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    STORE2 = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
     STORE3 = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"
     BM, BNT, STG, CONS = 64 * consumers, bn, stages, consumers
     KT = k_tile(ab)
@@ -274,7 +276,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         NW = NACC // EH // 2            # half2 words of one part per thread
         EPL = stm_layouts(CONS, EPI, EH, NW, SW128)
         L_EPI, L_EPI3, L_EPIW, L_PK = EPL["epi"], EPL["epi3"], EPL["epiw"], EPL["pk"]
-        claim, _, publish3 = make_staged_store(STORE3, EPI > 64)
+        claim, publish, publish3 = make_staged_store(STORE3 if kgrouped else STORE2, EPI > 64 or not kgrouped)
     L = layouts(BM, BNT, KT, STG, CONS, ab)
     L_TA, L_WA, L_WB, L_ACC = L["tma_a"], L["wg_a"], L["wg_b"], L["acc"]
     HB = SCALE_BLOCK                            # halves: the columns of one product (one scale block)
@@ -310,6 +312,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     CK_ANN = T.Tensor(("EM", "N"), out)                                     # K-grouped: dW as (E * M, N)
     if TMA_ST:
         CK_ANN = T.TensorMap(("E", "M", "N"), out, box=(1, 64, 64), swizzle=128)    # dW (E, M, N), boxes of 64 x 64
+        CM_ANN = T.TensorMap(("M", "N"), out, box=(64, 64), swizzle=128)            # out (T, N) as a map as well
     if TOKM:
         X_ANN = T.TensorMap(("K", "M"), ELEM, box=(KT, 64), swizzle=128)    # dY (T, M) as stored
         BK_ANN = T.TensorMap(("K", "N"), ELEM, box=(KT, 64), swizzle=128)   # X (T, N) as stored
@@ -396,6 +399,26 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                     C[crow + row, col] = acc[i] if live else 0.0
 
     @tiledsl.inline
+    def put_staged(CM, acc, epi, epw, free, done, c, w, tid, nst, e, row0, col0, live):
+        """The tile's 64 x BN part of consumer c (its nst-th staged tile) through the staging buffer and the TMA
+        store, EPI columns at a time: packed to half2 words, written by stmatrix, stored by thread 0 (into matrix e
+        of dW's 3-D map, K-grouped; else into out's rows row0 + 64 c ..). live = 0: zeros (a K-grouped group of no
+        tokens; the accumulators hold the previous tile's sums)."""
+        for h in T.unroll(EH):
+            claim(free, c, tid, nst * EH + h)
+            pk = T.alloc_local((NW, 1), "uint32")
+            pairs = acc.view(NACC // 2, 2)
+            T.cuda.tile.apply(T.ptx[CVT], pk, pairs[h * NW:(h + 1) * NW, 1:2], pairs[h * NW:(h + 1) * NW, 0:1])
+            if not live:
+                for j in T.unroll(NW):
+                    pk[j, 0] = T.uint32(0)
+            T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK), scope="warp")
+            if kgrouped:
+                publish3(CM, epi, done, c, tid, nst * EH + h, e, row0, col0 + h * EPI)
+            else:
+                publish(CM, epi, done, c, tid, nst * EH + h, row0, col0 + h * EPI)
+
+    @tiledsl.inline
     def block_scales(sc, SA, SB, ra, rb, e, col0, kk, NB):
         """K block kk's scales for this thread: its two rows' (sc[0], sc[1]) and the tile's column blocks'."""
         sc[0] = SA[ra, kk]
@@ -464,14 +487,14 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             promote(acc, tmp, sc, empty, it0 + nkt - 1, lane)
 
     @tiledsl.inline
-    def body(X, W, C, offsets, SA, SB, M, N, K, E, KB, NB):
+    def body(X, W, C, offsets, SA, SB, M, N, K, E, KB, NB, CM):
         tid = T.cuda.thread_id()
         wg = tid // 128
         sa = T.alloc_shared((STG * BM * KT,), ELEM)
         sb = T.alloc_shared((STG * BNT * KT,), ELEM)
         if TMA_ST:
             stg = T.alloc_shared((CONS * 64 * EPI,), out)
-            if EPI > 64:
+            if EPI > 64 and kgrouped:
                 epi = stg.view(CONS, EPI // 64, 1, 64, 64, layout=L_EPI3)     # parts of several (1, 64, 64) boxes
             else:
                 epi = stg.view(CONS, EPI // 64, 64, 64, layout=L_EPI)
@@ -680,20 +703,17 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
                 it0 = it0 + nkt
                 if TMA_ST:
-                    for h in T.unroll(EH):
-                        claim(free, c, tid, nst * EH + h)
-                        pk = T.alloc_local((NW, 1), "uint32")
-                        pairs = acc.view(NACC // 2, 2)
-                        T.cuda.tile.apply(T.ptx[CVT], pk, pairs[h * NW:(h + 1) * NW, 1:2],
-                                          pairs[h * NW:(h + 1) * NW, 0:1])
-                        if nkt == 0:
-                            # a group of no tokens: zeros (the accumulators hold the previous tile's sums)
-                            for j in T.unroll(NW):
-                                pk[j, 0] = T.uint32(0)
-                        T.cuda.tile.apply(T.ptx[STMX4], epw[c, w], pk.view(EPI // 16, 4, 8, 4, layout=L_PK),
-                                          scope="warp")
-                        publish3(C, epi, done, c, tid, nst * EH + h, e, row0, col0 + h * EPI)
-                    nst = nst + 1
+                    if kgrouped:
+                        put_staged(CM, acc, epi, epw, free, done, c, w, tid, nst, e, row0, col0, nkt > 0)
+                        nst = nst + 1
+                    elif row0 + 64 * (c + 1) <= cend:
+                        # this consumer's 64 rows lie in the tile's group: staged and stored by the TMA unit; a part
+                        # that crosses the group's end keeps the masked register stores (the TMA store would write
+                        # the next group's rows, which another tile owns)
+                        put_staged(CM, acc, epi, epw, free, done, c, w, tid, nst, e, row0, col0, nkt > 0)
+                        nst = nst + 1
+                    else:
+                        store(C, acc, row0, cend, col0, crow, nkt > 0, c, w, lane, N)
                 else:
                     store(C, acc, row0, cend, col0, crow, nkt > 0, c, w, lane, N)
             if TMA_ST:
@@ -707,7 +727,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, E * ((M + BM - 1) // BM) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP))
-            body(A, B, C, offsets, None, None, M, N, K, E, 1, 1)  # noqa: F821
+            body(A, B, C, offsets, None, None, M, N, K, E, 1, 1, C)  # noqa: F821
         kernel = grouped_gemm_k
     elif grouped and scaled:
         @tiledsl.jit
@@ -716,15 +736,23 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, ((M + BM - 1) // BM + E) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP))
-            body(X, W, C, offsets, SA, SB, M, N, K, E, KB, NB)  # noqa: F821
+            body(X, W, C, offsets, SA, SB, M, N, K, E, KB, NB, None)  # noqa: F821
         kernel = grouped_gemm_fp8_blockwise
+    elif grouped and TMA_ST:
+        @tiledsl.jit
+        def grouped_gemm_tma(X: X_ANN, W: W_ANN, C: C_ANN, offsets: OFF_ANN, CM: CM_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(
+                grid=T.min(SMS, ((M + BM - 1) // BM + E) * ((N + BNT - 1) // BNT)),  # noqa: F821
+                block=THREADS, max_registers=CAP))
+            body(X, W, C, offsets, None, None, M, N, K, E, 1, 1, CM)  # noqa: F821
+        kernel = grouped_gemm_tma
     elif grouped:
         @tiledsl.jit
         def grouped_gemm(X: X_ANN, W: W_ANN, C: C_ANN, offsets: OFF_ANN):
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, ((M + BM - 1) // BM + E) * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP))
-            body(X, W, C, offsets, None, None, M, N, K, E, 1, 1)  # noqa: F821
+            body(X, W, C, offsets, None, None, M, N, K, E, 1, 1, None)  # noqa: F821
         kernel = grouped_gemm
     else:
         @tiledsl.jit
@@ -732,7 +760,7 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
             T.device_entry(launch=T.cuda.LaunchConfig(
                 grid=T.min(SMS, (M + BM - 1) // BM * ((N + BNT - 1) // BNT)),  # noqa: F821
                 block=THREADS, max_registers=CAP))
-            body(X, W, C, None, SA, SB, M, N, K, 1, KB, NB)  # noqa: F821
+            body(X, W, C, None, SA, SB, M, N, K, 1, KB, NB, None)  # noqa: F821
         kernel = gemm_fp8_blockwise
     kernel.tile = (BM, BNT, KT)
     kernel.walk = dict(SMS=SMS, BM=BM, BNT=BNT, GM=GM)
