@@ -176,7 +176,11 @@ def grouped_rows(torch, ops, specs):
                 measure(torch, rows, "grouped_mm bwd dx", routing, shape, fl,
                         lambda dy, w, off, dx: ops.grouped_mm(dy, w, off, out=dx, w_kn=True), peers, (dy, w, off, dx),
                         loop_kn(dy, w, off, torch.empty_like(dx)))
-                # backward dw[e] = dy_e^T x_e (K-grouped): ours includes its token-major transposes of dy and x
+                # backward dw[e] = dy_e^T x_e (K-grouped): ours reads dy and x token-major as stored. The forward's
+                # and dx's tensors go first: torch._grouped_mm's K-grouped form asks for 14 GB of workspace at the
+                # DeepSeek-like shapes, which an 80 GB H100 no longer had beside them (session 37)
+                del w, out, dx
+                torch.cuda.empty_cache()
 
                 def loop_dw(dy, x, off, dw):
                     s0 = 0
@@ -191,7 +195,7 @@ def grouped_rows(torch, ops, specs):
                 measure(torch, rows, "grouped_mm bwd dw", routing, shape, fl,
                         lambda dy, x, off, dw: ops.grouped_mm_weight_grad(dy, x, off, out=dw), peers,
                         (dy, x, off, rdw), loop_dw(dy, x, off, torch.empty_like(rdw)))
-                del x, w, out, dy, dx, rdw
+                del x, dy, rdw
     return rows
 
 
