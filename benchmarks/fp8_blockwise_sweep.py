@@ -4,7 +4,7 @@ run (gemm.py's side_by_side: medians of CUDA events, L2 evicted before each call
 is checked against the f32 reference first (relative error <= 2e-3 in f32 out). Says which configuration the
 default (grouped.default_config) should be.
 
-    python benchmarks/fp8_blockwise_sweep.py [--shapes 'M,N,K;...'] [--configs 'stages,consumers,bn,group_m;...']
+    python benchmarks/fp8_blockwise_sweep.py [--shapes 'M,N,K;...'] [--configs 'stages,consumers,bn,group_m[,tma];...']
 """
 import argparse
 import os
@@ -29,7 +29,7 @@ def parse(text):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", help="M,N,K;... (default: 4096^3, 8192^3, 4096 x 14336 x 4096)")
-    p.add_argument("--configs", help="stages,consumers,bn,group_m;...")
+    p.add_argument("--configs", help="stages,consumers,bn,group_m[,tma_store 0/1];...")
     opts = p.parse_args(argv)
     import torch
 
@@ -46,6 +46,8 @@ def main(argv=None):
         fns, names = [], []
         for c in configs:
             cfg = dict(stages=c[0], consumers=c[1], bn=c[2], group_m=c[3])
+            if len(c) > 4:
+                cfg["tma_store"] = bool(c[4])           # the TMA-store epilogue (gated: blockwise_tma_store)
             try:
                 err = rel(ops.matmul_fp8_blockwise(a, b, sa, sb, out_dtype=torch.float32, config=cfg), ref)
             except tiledsl.TiledslError as e:

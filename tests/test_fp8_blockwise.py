@@ -237,6 +237,30 @@ def test_halved_promotion_on_the_interpreter(grouped, counts, M, N):
             assert np.abs(c - want).max() <= 1e-6 * np.abs(want).max()
 
 
+@pytest.mark.parametrize("grouped,counts,M,N,form", [(False, None, 200, 264, "halves"),
+                                                     (False, None, 196, 136, "pipelined")],
+                         ids=["dense-halves", "dense-pipelined"])
+def test_tma_store_matches_the_register_stores(grouped, counts, M, N, form):
+    """tma_store on the dense blockwise GEMM: the same bits as the register stores (bf16 out), rows wholly below M
+    through the TMA store, a consumer's part crossing M through the masked stores; the grouped blockwise form
+    refuses it (it spills)."""
+    with pytest.raises(tiledsl.LaunchError, match="grouped blockwise"):
+        GK.build("e4m3", "bfloat16", 4, 2, 256, 132, 8, True, True, max_groups=16, halves=True, tma_store=True)
+    K = 384
+    E = len(counts) if grouped else 1
+    e4 = lambda v: R.encode(R.E4M3, v)                                          # noqa: E731
+    extra = [np.cumsum(counts).astype(np.int32)] if grouped else []
+    bn = 256 if form == "halves" else 128
+    kw = dict(max_groups=16 * grouped, halves=form == "halves", pipelined=form == "pipelined")
+    a, b, sa, sb = _scaled_problem(M, N, K, False, seed=9, E=E)
+    ws = b.reshape(E * N, K)
+    got, want = (np.full((M, N), 0x7FC0, np.uint16) for _ in range(2))          # bf16 NaN: what no store reached
+    tiledsl.jit(GK.build("e4m3", "bfloat16", 2, 2, bn, 2, 2, grouped, True, tma_store=True, **kw).fn,
+                interpret=True)(e4(a), e4(ws), got, *extra, sa, sb, got)
+    tiledsl.jit(GK.build("e4m3", "bfloat16", 2, 2, bn, 2, 2, grouped, True, **kw).fn,
+                interpret=True)(e4(a), e4(ws), want, *extra, sa, sb)
+    np.testing.assert_array_equal(got, want)
+
 def test_halved_promotion_is_gated_and_checked(monkeypatch):
     """CPU tensors take the halved promotion wherever BN = 256 (a config= asks for it); CUDA tensors unless its gate
     is closed (TILEDSL_DISABLE; verified on an H200 in session 36), and then the default tile of wide N is 128 x 256;
@@ -282,22 +306,27 @@ def test_pipelined_promotion_is_gated_on_cuda_tensors(monkeypatch):
         GK.build("bfloat16", "bfloat16", 4, 2, 128, 132, 8, True, False, pipelined=True)
 
 
-@pytest.mark.parametrize("grouped,form", [(False, ""), (True, ""), (False, "pipelined"), (True, "pipelined"),
-                                          (False, "halves"), (True, "halves")],
-                         ids=["dense", "grouped", "dense-pipelined", "grouped-pipelined", "dense-halves",
-                              "grouped-halves"])
-def test_blockwise_gemm_assembles_for_sm90a_without_spills(grouped, form):
-    """The host's configurations (BN = 128, two consumers, 4 stages; the halved form at BN = 256): no spills, and
-    no wgmma serialised by ptxas (C7514 / C7515: a non-wgmma instruction touching an accumulator in flight; the
-    pipelined form keeps two)."""
+_FORMS = [(g, f, False) for f in ("", "pipelined", "halves") for g in (False, True)] + \
+    [(False, f, True) for f in ("", "pipelined", "halves")]          # the TMA store: dense only (build refuses grouped)
+
+
+@pytest.mark.parametrize("grouped,form,tma", _FORMS,
+                         ids=[("grouped" if g else "dense") + (f"-{f}" if f else "") + ("-tma-store" if t else "")
+                              for g, f, t in _FORMS])
+def test_blockwise_gemm_assembles_for_sm90a_without_spills(grouped, form, tma):
+    """The host's configurations (BN = 128, two consumers, 4 stages; the halved form at BN = 256), with the
+    register stores or the TMA store: no spills, and no wgmma serialised by ptxas (C7514 / C7515: a non-wgmma
+    instruction touching an accumulator in flight; the pipelined form keeps two)."""
     M, N, K = 256, 256, 512
     pipelined = form == "pipelined"
     k = GK.build("e4m3", "bfloat16", 4, 2, 256 if form == "halves" else 128, 132, 8, grouped, True,
-                 max_groups=256 * grouped, pipelined=pipelined, halves=form == "halves")
+                 max_groups=256 * grouped, pipelined=pipelined, halves=form == "halves", tma_store=tma)
     args = [np.zeros((M, K), np.uint8), np.zeros((N, K), np.uint8), np.zeros((M, N), np.uint16)]
     if grouped:
         args.append(np.array([M], np.int32))
     args += [np.zeros((M, K // 128), np.float32), np.zeros((1, N // 128, K // 128), np.float32)]
+    if tma:
+        args.append(args[2])
     ck = k.compile(*args)
     ptx = ck.asm["ptx"]
     assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in ptx

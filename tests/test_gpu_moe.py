@@ -477,3 +477,24 @@ def test_halved_promotion_grouped_with_empty_experts(monkeypatch):
     wide = grouped_mm_fp8_blockwise(qx, qw, off, sx, sw, out_dtype=torch.float32)     # the gate's default: 256
     torch.cuda.synchronize()
     assert _rel(wide, narrow) <= 2e-6
+
+
+@pytest.mark.parametrize("M,N,K,bn", [(77, 136, 128, 128), (1000, 2048, 640, 256), (4096, 4096, 4096, 256),
+                                      (4100, 1408, 1024, 128)], ids=["1-block", "halves", "4096", "ragged-m"])
+@own_process
+def test_blockwise_tma_store_matches_the_register_stores(M, N, K, bn):
+    """The dense blockwise FP8 GEMM's TMA store (config tma_store, the gated path blockwise_tma_store): bf16 out
+    equal bit for bit to the register stores' (the same accumulators, rounded once), M not a multiple of the tile
+    (the last rows through the masked stores), out's rows all written."""
+    from tiledsl.ops import matmul_fp8_blockwise, quantize_fp8_blockwise
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    a, sa = quantize_fp8_blockwise(x)
+    b, sb = _weights_128(torch.randn(N, K, device="cuda") / K ** 0.5)
+    outs = []
+    for tma in (False, True):
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        matmul_fp8_blockwise(a, b, sa, sb, out=out, config=dict(bn=bn, tma_store=tma))
+        outs.append(out)
+    assert not torch.isnan(outs[1]).any()
+    assert torch.equal(outs[0], outs[1])
+    assert _rel(outs[1], _blockwise_ref(a, sa, b, sb)) <= 2e-3

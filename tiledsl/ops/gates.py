@@ -16,6 +16,7 @@ GATED = {
     "gemm_fp8_blockwise_halves": "tests/test_gpu_moe.py",     # blockwise FP8 128 x 256 tiles, a half promoted at a time
     "grouped_dw_tma_store": "tests/test_gpu_moe.py",          # the MoE weight gradient's TMA-store epilogue
     "grouped_tma_store": "tests/test_gpu_moe.py",             # the grouped forward's and dx's TMA-store epilogue
+    "blockwise_tma_store": "tests/test_gpu_moe.py",           # the blockwise FP8 GEMMs' TMA-store epilogue
 }
 # Session 34 (2026-12-05), on an H100 (sm_90; no H200 could be started), `OUT=dir bash benchmarks/gpu_verify_gates.sh`:
 # tests/test_gpu_gemm_layouts.py 52 passed, tests/test_gpu_gemm_skinny.py 178 passed, tests/test_gpu_moe.py 37 passed

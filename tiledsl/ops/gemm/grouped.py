@@ -62,15 +62,17 @@ def halves_promotion(t, bn) -> bool:
 
 DW_TMA_STORE = "grouped_dw_tma_store"         # the gated path: the weight gradient's TMA-store epilogue
 ROW_TMA_STORE = "grouped_tma_store"           # the gated path: the row-grouped forms' (forward, dx) TMA store
+BLOCKWISE_TMA_STORE = "blockwise_tma_store"   # the gated path: the dense blockwise FP8 GEMM's TMA store
 
 
-def row_tma_store(x, out, N: int, cfg: dict) -> bool:
+def row_tma_store(x, out, N: int, cfg: dict, gate: str = ROW_TMA_STORE) -> bool:
     """Whether grouped_mm stores its tiles through the TMA store (grouped_kernel's `tma_store`: a consumer's rows
     wholly inside their group through the TMA unit, the part crossing a group's end through masked register
     stores): a 16-bit out whose rows are 16-byte multiples (N % 8 == 0) from a 16-byte-aligned address, BN a
-    multiple of 64, and config's `tma_store` (default: the gate grouped_tma_store open for x)."""
+    multiple of 64, and config's `tma_store` (default: the gated path `gate` open for x; the dense blockwise FP8
+    GEMM asks BLOCKWISE_TMA_STORE)."""
     able = str(out.dtype) in HALF_OUT and N % 8 == 0 and cfg["bn"] % 64 == 0 and out.data_ptr() % 16 == 0
-    return bool(able and cfg.get("tma_store", gates.allows(ROW_TMA_STORE, x)))
+    return bool(able and cfg.get("tma_store", gates.allows(gate, x)))
 
 
 def weight_grad_config(t, out_dtype, tokens: int, experts: int, config) -> dict:
@@ -343,12 +345,13 @@ def matmul_fp8_blockwise(a, b, scale_a, scale_b, out_dtype=None, *, out=None, co
     if M == 0 or N == 0:
         return out
     cfg = blockwise_config(a, N, config)
+    tma = row_tma_store(a, out, N, cfg, BLOCKWISE_TMA_STORE)
     k = _kernel("e4m3", DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"], sm_count(a),
                 cfg["group_m"], False, True, pipelined=pipelined_promotion(a, cfg["bn"]),
-                halves=halves_promotion(a, cfg["bn"]))
+                halves=halves_promotion(a, cfg["bn"]), tma_store=tma)
     u8 = torch.uint8
     k(a.contiguous().view(u8), b.contiguous().view(u8), out, scale_a.contiguous(),
-      scale_b.contiguous().view(1, NB, KB))
+      scale_b.contiguous().view(1, NB, KB), *((out,) if tma else ()))
     return out
 
 

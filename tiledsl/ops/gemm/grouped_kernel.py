@@ -207,7 +207,11 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     the tiles (each A tile loaded once per 256 columns); the tensor cores stay busy on the other consumer's products
     while one consumer promotes. (With a multiply and an add, ptxas spilled 8 bytes, at 232 registers and at 240.)
 
-    tma_store (kgrouped, f16/bf16 out): the TMA-store epilogue (staged_store.py): C is a 3-D (E, M, N) tensor map,
+    tma_store (f16/bf16 out, BN a multiple of 64; not the grouped blockwise form, which spills with it): the
+    TMA-store epilogue (staged_store.py). The row-grouped and dense blockwise forms take out twice, as C and as a
+    (M, N) map CM (kernel(X, W, C[, offsets][, SA, SB], CM)): a consumer's
+    64 rows wholly inside the tile's group go out through the TMA store, a part crossing the group's end through the
+    masked register stores. K-grouped: C is a 3-D (E, M, N) tensor map,
     each consumer's 64 x BN part packed by stmatrix into a swizzled staging buffer and written by one thread's TMA
     store, which clips the rows at M (each expert's matrix) and the columns at N. The weight gradient's tiles
     reduce over one expert's tokens only (a few K tiles each: 128 tokens an expert in DeepSeek-V3-like routing), so
@@ -230,10 +234,12 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
         raise tiledsl.LaunchError("grouped gemm: trans_w takes f16/bf16 groups and BN a multiple of 64")
     TOKM = bool(kgrouped and trans_w)
     TMA_ST = bool(tma_store)
-    if TMA_ST and not ((kgrouped or (grouped and not scaled)) and out in HALF and bn % 64 == 0):
-        raise tiledsl.LaunchError("grouped gemm: tma_store takes the f16/bf16 grouped forms (row-grouped or "
-                                  "K-grouped, not blockwise scaled) with a float16/bfloat16 out and BN a multiple "
-                                  "of 64")
+    if TMA_ST and not (out in HALF and bn % 64 == 0 and not (scaled and grouped)):
+        # (the grouped blockwise forms with it spill 12-24 bytes: their walk's cursor beside the promotion's
+        # temporaries and both stores' registers)
+        raise tiledsl.LaunchError(f"grouped gemm: tma_store takes a float16/bfloat16 out, BN a multiple of 64 and "
+                                  f"not the grouped blockwise form (got {out}, BN = {bn}"
+                                  f"{', grouped blockwise' if scaled and grouped else ''})")
     if kgrouped and (scaled or not grouped):
         raise tiledsl.LaunchError("grouped gemm: the K-grouped form takes f16/bf16 groups (grouped=True, unscaled)")
     if not scaled and ab not in HALF:
@@ -754,6 +760,14 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                 block=THREADS, max_registers=CAP))
             body(X, W, C, offsets, None, None, M, N, K, E, 1, 1, None)  # noqa: F821
         kernel = grouped_gemm
+    elif TMA_ST:
+        @tiledsl.jit
+        def gemm_fp8_blockwise_tma(X: X_ANN, W: W_ANN, C: C_ANN, SA: SA_ANN, SB: SB_ANN, CM: CM_ANN):
+            T.device_entry(launch=T.cuda.LaunchConfig(
+                grid=T.min(SMS, (M + BM - 1) // BM * ((N + BNT - 1) // BNT)),  # noqa: F821
+                block=THREADS, max_registers=CAP))
+            body(X, W, C, None, SA, SB, M, N, K, 1, KB, NB, CM)  # noqa: F821
+        kernel = gemm_fp8_blockwise_tma
     else:
         @tiledsl.jit
         def gemm_fp8_blockwise(X: X_ANN, W: W_ANN, C: C_ANN, SA: SA_ANN, SB: SB_ANN):
