@@ -52,6 +52,35 @@ def rel(x, ref):
     return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
+def config_of(c):
+    """A configuration tuple of the sweeps (stages, consumers, bn, group_m[, tma_store 0/1]) as a config= dict."""
+    cfg = dict(stages=c[0], consumers=c[1], bn=c[2], group_m=c[3])
+    if len(c) > 4:
+        cfg["tma_store"] = bool(c[4])
+    return cfg
+
+
+def checked_configs(configs, call, error, tol):
+    """(fns, names) for the sweeps: call(cfg) (a function of the timed arguments) for each configuration whose
+    error(cfg) (a relative error against the reference) is within tol; one the kernel refuses, or that gives
+    another answer, is printed and left out."""
+    import tiledsl
+    fns, names = [], []
+    for c in configs:
+        cfg = config_of(c)
+        try:
+            err = error(cfg)
+        except tiledsl.TiledslError as e:
+            print(f"  {c}: refused: {str(e).splitlines()[0][:150]}", flush=True)
+            continue
+        if err > tol:
+            print(f"  {c}: relative error {err:.1e}: left out", flush=True)
+            continue
+        fns.append(call(cfg))
+        names.append(c)
+    return fns, names
+
+
 def counts(torch, E, rows, skew, seed=SEED):
     g = torch.Generator().manual_seed(seed)
     w = torch.ones(E) if not skew else 1.0 / torch.arange(1, E + 1).float() ** 1.2

@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from gemm import side_by_side  # noqa: E402
-from moe import counts, rel  # noqa: E402
+from moe import checked_configs, counts, rel  # noqa: E402
 
 # (experts, K (x's columns), N (dy's columns), routed rows): moe.py's routings
 SPECS = [(8, 4096, 14336, 16384), (8, 14336, 4096, 16384), (256, 7168, 2048, 32768), (256, 2048, 7168, 32768),
@@ -28,13 +28,6 @@ def parse(text):
     return [tuple(int(v) for v in part.split(",")) for part in text.split(";") if part.strip()] if text else None
 
 
-def config_of(c):
-    cfg = dict(stages=c[0], consumers=c[1], bn=c[2], group_m=c[3])
-    if len(c) > 4:
-        cfg["tma_store"] = bool(c[4])
-    return cfg
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--specs", help="E,K,N,rows;... (default: moe.py's five routings)")
@@ -43,7 +36,6 @@ def main(argv=None):
     opts = p.parse_args(argv)
     import torch
 
-    import tiledsl
     import tiledsl.ops as ops
     specs = parse(opts.specs) or SPECS
     configs = parse(opts.configs) or CONFIGS
@@ -65,19 +57,9 @@ def main(argv=None):
                 s0 = end
             return dw
         ref = loop(dy, x, torch.empty_like(dw))
-        fns, names = [], []
-        for c in configs:
-            cfg = config_of(c)
-            try:
-                err = rel(ops.grouped_mm_weight_grad(dy, x, off, out=dw, config=cfg), ref)
-            except tiledsl.TiledslError as e:
-                print(f"  {c}: refused: {str(e).splitlines()[0][:150]}", flush=True)
-                continue
-            if err > 1e-2:
-                print(f"  {c}: relative error {err:.1e}: left out", flush=True)
-                continue
-            fns.append(lambda dy, x, dw, cfg=cfg: ops.grouped_mm_weight_grad(dy, x, off, out=dw, config=cfg))
-            names.append(c)
+        fns, names = checked_configs(
+            configs, lambda cfg: lambda dy, x, dw: ops.grouped_mm_weight_grad(dy, x, off, out=dw, config=cfg),
+            lambda cfg: rel(ops.grouped_mm_weight_grad(dy, x, off, out=dw, config=cfg), ref), 1e-2)
         peers = [loop]
         if gmm:
             peers.append(lambda dy, x, dw: gmm(dy.t(), x, offs=off))

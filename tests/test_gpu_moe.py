@@ -248,14 +248,9 @@ def test_w_kn_layout_against_torch(K, N):
     assert _rel(out, _loop(x, w.transpose(1, 2), off)) <= 1e-2
 
 
-@pytest.mark.parametrize("Tn,N,K", [(1001, 512, 384), (4096, 2048, 7168), (999, 100, 200)],
-                         ids=["token-major-odd-t", "token-major-deepseek", "transposed-copies"])
-@own_process
-def test_weight_gradient_against_the_loop(Tn, N, K):
-    """The K-grouped kernel: ragged experts (one of 0 tokens), T odd; dY and X read as stored (N, K multiples of
-    8) or through transposed copies; f32 and bf16 out."""
-    from tiledsl.ops import grouped_mm_weight_grad
-    E = 8
+def _weight_grad_problem(Tn, N, K, E=8):
+    """Skewed offsets over E experts (one of 0 tokens), integer-valued bf16 x (T, K) and dy (T, N), and the f32
+    reference dW (E, N, K) (exact: the sums of these eighths are exact in f32)."""
     off = _offsets(_counts(E, Tn, True, seed=Tn))
     x = (torch.randint(-8, 9, (Tn, K), device="cuda") / 8).to(torch.bfloat16)
     dy = (torch.randint(-8, 9, (Tn, N), device="cuda") / 8).to(torch.bfloat16)
@@ -264,6 +259,18 @@ def test_weight_gradient_against_the_loop(Tn, N, K):
     for e, end in enumerate(off.tolist()):
         ref[e] = dy[s:end].float().T @ x[s:end].float()
         s = end
+    return off, x, dy, ref
+
+
+@pytest.mark.parametrize("Tn,N,K", [(1001, 512, 384), (4096, 2048, 7168), (999, 100, 200)],
+                         ids=["token-major-odd-t", "token-major-deepseek", "transposed-copies"])
+@own_process
+def test_weight_gradient_against_the_loop(Tn, N, K):
+    """The K-grouped kernel: ragged experts (one of 0 tokens), T odd; dY and X read as stored (N, K multiples of
+    8) or through transposed copies; f32 and bf16 out."""
+    from tiledsl.ops import grouped_mm_weight_grad
+    off, x, dy, ref = _weight_grad_problem(Tn, N, K)
+    E = ref.shape[0]
     out = torch.empty(E, N, K, device="cuda")
     grouped_mm_weight_grad(dy, x, off, out=out)
     torch.testing.assert_close(out, ref, rtol=0, atol=0)              # integer-valued: the f32 sums are exact
@@ -281,15 +288,8 @@ def test_weight_gradient_through_the_tma_store(Tn, N, K, bn):
     ragged experts (one of 0 tokens: zeros), N not a multiple of the tile (the 3-D map clips each expert's rows)
     and K not a multiple of 64 (clipped columns); dW's poison (NaN) is gone everywhere."""
     from tiledsl.ops import grouped_mm_weight_grad
-    E = 8
-    off = _offsets(_counts(E, Tn, True, seed=Tn))
-    x = (torch.randint(-8, 9, (Tn, K), device="cuda") / 8).to(torch.bfloat16)
-    dy = (torch.randint(-8, 9, (Tn, N), device="cuda") / 8).to(torch.bfloat16)
-    ref = torch.zeros(E, N, K, device="cuda")
-    s = 0
-    for e, end in enumerate(off.tolist()):
-        ref[e] = dy[s:end].float().T @ x[s:end].float()
-        s = end
+    off, x, dy, ref = _weight_grad_problem(Tn, N, K)
+    E = ref.shape[0]
     out = torch.full((E, N, K), float("nan"), device="cuda", dtype=torch.bfloat16)
     grouped_mm_weight_grad(dy, x, off, out=out, config=dict(tma_store=True, bn=bn, stages=4 if bn == 128 else 3))
     torch.testing.assert_close(out, ref.to(torch.bfloat16), rtol=0, atol=0)

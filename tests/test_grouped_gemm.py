@@ -161,16 +161,12 @@ def test_transposed_weights_compile_without_spills():
     assert ck.metadata.get("spill_stores", 0) == 0 and ck.metadata.get("spill_loads", 0) == 0
 
 
-@pytest.mark.parametrize("counts,cfg", [([50, 0, 70, 21], (2, 1, 64)), ([0, 77, 60], (3, 2, 128))],
-                         ids=["bn64-zero-middle", "bn128-two-consumers-zero-first"])
-def test_token_major_weight_gradient_on_the_interpreter(counts, cfg):
-    """dW[e] = dY_eᵀ X_e with dY (T, M) and X (T, N) read as stored (wgmma's transposed A and B, 64-column boxes):
-    the next group's tokens are rows of A's boxes, zeroed before the wgmma; T odd (no padding needed)."""
-    pytest.importorskip("tiledsl.interpreter.fibers")
-    rng = np.random.default_rng(cfg[2])
+def _token_major_problem(counts, M, N, seed):
+    """The weight gradient's operands token-major: offsets, dY (T, M) and X (T, N) of small exact values (k/8), and
+    the per-expert reference dW (E, M, N) in float64."""
+    rng = np.random.default_rng(seed)
     off = np.cumsum(counts).astype(np.int32)
     Tn, E = int(off[-1]), len(counts)
-    M, N = 64 * cfg[1] + 8, 72
     dy = rng.integers(-8, 9, (Tn, M)) / 8
     x = rng.integers(-8, 9, (Tn, N)) / 8
     ref = np.zeros((E, M, N))
@@ -178,6 +174,17 @@ def test_token_major_weight_gradient_on_the_interpreter(counts, cfg):
     for e in range(E):
         ref[e] = dy[s:off[e]].T @ x[s:off[e]]
         s = off[e]
+    return off, dy, x, ref
+
+
+@pytest.mark.parametrize("counts,cfg", [([50, 0, 70, 21], (2, 1, 64)), ([0, 77, 60], (3, 2, 128))],
+                         ids=["bn64-zero-middle", "bn128-two-consumers-zero-first"])
+def test_token_major_weight_gradient_on_the_interpreter(counts, cfg):
+    """dW[e] = dY_eᵀ X_e with dY (T, M) and X (T, N) read as stored (wgmma's transposed A and B, 64-column boxes):
+    the next group's tokens are rows of A's boxes, zeroed before the wgmma; T odd (no padding needed)."""
+    pytest.importorskip("tiledsl.interpreter.fibers")
+    off, dy, x, ref = _token_major_problem(counts, 64 * cfg[1] + 8, 72, seed=cfg[2])
+    E, M, N = ref.shape
     c = np.full((E * M, N), -1.0, np.float32)
     k = GK.build("float16", "float32", cfg[0], cfg[1], cfg[2], 2, 2, True, False, kgrouped=True, max_groups=16,
                  trans_w=True)
@@ -206,17 +213,8 @@ def test_weight_gradient_through_the_tma_store(counts, cfg):
     tile's 56 rows past M are the next expert's), the columns at N, and an expert of no tokens gets zeros. f16 out:
     the f32 sums of these eighths are exact, so dW is the reference rounded once."""
     pytest.importorskip("tiledsl.interpreter.fibers")
-    rng = np.random.default_rng(cfg[2])
-    off = np.cumsum(counts).astype(np.int32)
-    Tn, E = int(off[-1]), len(counts)
-    M, N = 64 * cfg[1] + 8, 72
-    dy = rng.integers(-8, 9, (Tn, M)) / 8
-    x = rng.integers(-8, 9, (Tn, N)) / 8
-    ref = np.zeros((E, M, N))
-    s = 0
-    for e in range(E):
-        ref[e] = dy[s:off[e]].T @ x[s:off[e]]
-        s = off[e]
+    off, dy, x, ref = _token_major_problem(counts, 64 * cfg[1] + 8, 72, seed=cfg[2])
+    E, M, N = ref.shape
     c = np.full((E, M, N), -1.0, np.float16)
     k = GK.build("float16", "float16", cfg[0], cfg[1], cfg[2], 2, 2, True, False, kgrouped=True, max_groups=16,
                  trans_w=True, tma_store=True)
