@@ -24,7 +24,7 @@ GATED = {
 # Session 36 (2026-12-06), on an H200: tests/test_gpu_moe.py 42 passed (the halved promotion's tests with it), and
 # benchmarks/fp8_blockwise_sweep.py: 128 x 256 halved 1018-1020 TFLOP/s against the pipelined 128 x 128's 940-951.
 # Session 37 (2026-12-06), on an H100: tests/test_gpu_moe.py -k weight_gradient 8 passed (the TMA-store weight
-# gradient's 5 cases bit-exact), benchmarks/moe_dw_sweep.py: 290-296 TFLOP/s against the register stores' 98-100 at
+# gradient's 5 cases bit-exact), benchmarks/moe_sweep.py: 290-296 TFLOP/s against the register stores' 98-100 at
 # 256 experts x 128 tokens; then TILEDSL_ENABLE=grouped_tma_store tests/test_gpu_moe.py 55 passed (the forward's
 # and dx's TMA store: 8 cases exact, out's poison past the last offset intact), benchmarks/moe.py --only grouped
 # --gates grouped_tma_store,grouped_dw_tma_store: forward / dx 593-650 -> 620-678 TFLOP/s Mixtral-like.

@@ -82,7 +82,7 @@ def weight_grad_config(t, out_dtype, tokens: int, experts: int, config) -> dict:
     less per product), else 128 x 128 (a few K tiles per tile: the output's stores dominate, and more tiles keep
     the SMs even), 4 stages; config= over it (keys stages, consumers, bn, group_m, tma_store). The choice reads the
     average only (the counts stay on the device). H100, bf16 dW, TFLOP/s against the faster of torch._grouped_mm
-    and the per-expert loop (benchmarks/moe_dw_sweep.py, session 37): 8 experts x 2048 tokens 4096 <-> 14336 at
+    and the per-expert loop (benchmarks/moe_sweep.py, session 37): 8 experts x 2048 tokens 4096 <-> 14336 at
     128 x 256 688-720 (1.04-1.05x; 128 x 128: 613-636); 256 x 128 tokens 7168 <-> 2048 at 128 x 128 290-296
     (1.08-1.13x; 128 x 256: 253-268); 64 x 128 tokens 2048 -> 1408: 271 (1.30x). The register-store epilogue:
     98-106 at 128 tokens an expert, 517-538 at 2048."""
