@@ -462,3 +462,21 @@ def test_weight_gradient_configuration_follows_the_tokens_per_expert():
     assert cfg["bn"] == 128 and cfg["tma_store"] is False
     assert weight_grad_config(x, torch.float16, 16384, 8, dict(bn=128, tma_store=False)) == dict(
         stages=4, consumers=2, bn=128, group_m=GK.GROUP_M, tma_store=False)
+
+
+def test_an_explicit_tma_store_that_cannot_be_honoured_is_refused():
+    """config tma_store=True is never dropped silently: an f32 out, N not a multiple of 8, BN not a multiple of 64 or
+    an out 8 bytes off a 16-byte boundary are LaunchErrors naming the need; without the request the register stores
+    serve them."""
+    torch = pytest.importorskip("torch")
+    from tiledsl.ops.gemm.grouped import row_tma_store
+    x = torch.empty(0)
+    cases = [(torch.empty(4, 64), 64, 128, "float16/bfloat16"),
+             (torch.empty(4, 60, dtype=torch.bfloat16), 60, 128, "multiple of 8"),
+             (torch.empty(4, 64, dtype=torch.bfloat16), 64, 96, "BN a multiple of 64"),
+             (torch.empty(4 * 64 + 4, dtype=torch.bfloat16)[4:].view(4, 64), 64, 128, "16-byte-aligned")]
+    for out, N, bn, need in cases:
+        with pytest.raises(tiledsl.LaunchError, match=need):
+            row_tma_store(x, out, N, dict(bn=bn, tma_store=True))
+        assert row_tma_store(x, out, N, dict(bn=bn)) is False
+    assert row_tma_store(x, torch.empty(4, 64, dtype=torch.bfloat16), 64, dict(bn=128)) is True

@@ -70,9 +70,22 @@ def row_tma_store(x, out, N: int, cfg: dict, gate: str = ROW_TMA_STORE) -> bool:
     wholly inside their group through the TMA unit, the part crossing a group's end through masked register
     stores): a 16-bit out whose rows are 16-byte multiples (N % 8 == 0) from a 16-byte-aligned address, BN a
     multiple of 64, and config's `tma_store` (default: the gated path `gate` open for x; the dense blockwise FP8
-    GEMM asks BLOCKWISE_TMA_STORE)."""
-    able = str(out.dtype) in HALF_OUT and N % 8 == 0 and cfg["bn"] % 64 == 0 and out.data_ptr() % 16 == 0
-    return bool(able and cfg.get("tma_store", gates.allows(gate, x)))
+    GEMM asks BLOCKWISE_TMA_STORE). config tma_store=True where one of these fails is a LaunchError naming it
+    (an explicit request is never dropped silently)."""
+    why = ("a float16/bfloat16 out" if str(out.dtype) not in HALF_OUT else
+           "N a multiple of 8 (16-byte rows)" if N % 8 else
+           "BN a multiple of 64" if cfg["bn"] % 64 else
+           "out at a 16-byte-aligned address" if out.data_ptr() % 16 else None)
+    return _tma_request(cfg, why, out, gates.allows(gate, x))
+
+
+def _tma_request(cfg: dict, why, out, default: bool) -> bool:
+    """config's tma_store (else `default`) where nothing stands in the way (why is None); an explicit
+    tma_store=True that `why` refuses is a LaunchError."""
+    if cfg.get("tma_store") and why:
+        raise tiledsl.LaunchError(f"config tma_store=True needs {why}; out is {out.dtype} {tuple(out.shape)}, "
+                                  f"BN = {cfg['bn']}")
+    return bool(why is None and cfg.get("tma_store", default))
 
 
 def weight_grad_config(t, out_dtype, tokens: int, experts: int, config) -> dict:
@@ -251,7 +264,7 @@ def grouped_mm_weight_grad(grad_out, x, offsets, out=None, *, config=None):
         return out
     if N % 8 == 0 and K % 8 == 0 and Tn > 0:
         cfg = weight_grad_config(x, out.dtype, Tn, E, config)
-        tma = bool(cfg["tma_store"]) and str(out.dtype) in HALF_OUT
+        tma = _tma_request(cfg, None if str(out.dtype) in HALF_OUT else "a float16/bfloat16 dW", out, False)
         k = _kernel(DTYPES[str(x.dtype)], DTYPES[str(out.dtype)], cfg["stages"], cfg["consumers"], cfg["bn"],
                     sm_count(x), cfg["group_m"], True, False, True, E=E, trans_w=True, tma_store=tma)
         k(grad_out.contiguous(), x.contiguous(), out if tma else out.view(E * N, K), offsets)
