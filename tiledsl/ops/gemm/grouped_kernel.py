@@ -40,7 +40,8 @@ from tiledsl import T
 from ...lib.producer import consumer_registers, elect_one
 from tiledsl.layout import S, TileLayout
 
-from .hopper_kernel import CONSUMER_REGS, FP8, HALF, PRODUCER_REGS, ROW_BYTES, SMEM_LIMIT, SW128, k_tile, layouts
+from .hopper_kernel import (CONSUMER_REGS, FP8, HALF, PRODUCER_REGS, ROW_BYTES, SMEM_LIMIT, SW128,
+                            epilogue_columns, k_tile, layouts)
 from .schedule import tile_origin
 from .staged_store import STMX4, make_staged_store, stm_layouts
 
@@ -267,15 +268,13 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
     TX = (BM + BNT) * ROW_BYTES
     NACC = BNT // 2
     GMAX = int(max_groups) if grouped else 0
-    RING = STG * (BM + BNT) * ROW_BYTES + 4 * GMAX + 1024
-    if RING > SMEM_LIMIT:
+    if STG * (BM + BNT) * ROW_BYTES + 4 * GMAX + 1024 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"grouped gemm: {stages} stages of {BM} + {bn} rows exceed the shared memory")
     if TMA_ST:
-        # the staging buffer: all BN columns where it fits beside the ring, else parts of BN / 2, BN / 4 (whole boxes)
-        EPI = BNT
-        while RING + CONS * 64 * EPI * 2 > SMEM_LIMIT and EPI % 128 == 0:
-            EPI //= 2
-        if RING + CONS * 64 * EPI * 2 > SMEM_LIMIT:
+        # the staging buffer: all BN columns where it fits beside the ring and the staged offsets, else parts of
+        # BN / 2, BN / 4, ... (stmatrix and the TMA boxes take whole 64-column boxes)
+        EPI = epilogue_columns(BM, BNT, STG, CONS, ab, out, reserved=4 * GMAX)
+        if EPI % 64:
             raise tiledsl.LaunchError(f"grouped gemm: {stages} stages of {BM} + {bn} rows leave no room for the "
                                       f"TMA-store epilogue's staging buffer; use fewer stages")
         EH = BNT // EPI                 # parts of a consumer's 64 x BN tile
@@ -709,6 +708,8 @@ def build(ab: str, out: str, stages: int, consumers: int, bn: int, num_sms: int,
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
                 it0 = it0 + nkt
                 if TMA_ST:
+                    # (nested, not one condition: the K-grouped C is a tensor map, which the register stores below
+                    # cannot take, so their branch must not exist there)
                     if kgrouped:
                         put_staged(CM, acc, epi, epw, free, done, c, w, tid, nst, e, row0, col0, nkt > 0)
                         nst = nst + 1

@@ -80,10 +80,11 @@ def _major(major, name: str) -> int:
     return int(major == "mn")
 
 
-def epilogue_columns(bm: int, bn: int, stages: int, consumers: int, ab: str, out: str) -> int:
+def epilogue_columns(bm: int, bn: int, stages: int, consumers: int, ab: str, out: str, reserved: int = 0) -> int:
     """The columns of C that the TMA-store epilogue stages at a time: all BN where the staging buffer fits beside
-    the ring, else BN halved until it does (BN = 256 with 4 stages stages 128 columns twice), at least 8."""
-    ring = stages * (bm + bn) * ROW_BYTES
+    the ring (and `reserved` bytes of other shared memory), else BN halved until it does (BN = 256 with 4 stages
+    stages 128 columns twice), at least 8."""
+    ring = stages * (bm + bn) * ROW_BYTES + reserved
     size = {"float16": 2, "bfloat16": 2, "float32": 4}[out]
     cols = bn
     while ring + consumers * 64 * cols * size + 1024 > SMEM_LIMIT and cols % 16 == 0 and cols > 8:
