@@ -17,17 +17,19 @@ autograd), D 64 / 128 only, gradients of the longest sequence checked (relative 
 times fa2.CANDIDATES' configurations beside the default (varlen.default_config), in the row's notes.
 
 --decode: 32 query / 8 kv heads, D = 128, one new query per sequence, every sequence at the full context (torch
-needs no mask), batch x context in (1, 32k), (16, 8k), (64, 4k), (256, 2k); contiguous (B, S, H_kv, D) and paged
-(pages of 64, a shuffled block table) caches. GB/s count the K and V bytes read; 'vs copy' divides by the device
-copy bandwidth (a 1 GiB torch copy: 2 bytes moved per byte copied). torch SDPA (each backend, enable_gqa; the best
-shown) runs on the cache made contiguous as (B, H_kv, S, D) outside the timing (paged: gathered first, outside the
-timing); flash-attn's flash_attn_with_kvcache where installed (on the same cache layout as ours). Checked: O of the
-first and last sequence against float32. Then e4m3 (FP8) cache rows at (1, 32k) and (64, 4k): the cache quantised
-per kv head (attention_decode's k_scale / v_scale), bf16 queries; GB/s count the e4m3 bytes; torch's columns run
-the dequantised bf16 cache (twice the bytes), so 'vs best torch' is a time ratio.
+needs no mask), batch x context in (1, 32k), (1, 128k), (16, 8k), (64, 4k), (256, 2k); contiguous (B, S, H_kv, D)
+and paged (pages of 64, a shuffled block table) caches. GB/s count the K and V bytes read; 'vs copy' divides by the
+device copy bandwidth (a 1 GiB torch copy: 2 bytes moved per byte copied). torch SDPA (each backend, enable_gqa; the
+best shown) runs on the cache made contiguous as (B, H_kv, S, D) outside the timing (paged: gathered first, outside
+the timing); flash-attn's flash_attn_with_kvcache where installed (on the same cache layout as ours). Checked: O of
+the first and last sequence against float32. Then e4m3 (FP8) cache rows at (1, 32k), (16, 8k) and (64, 4k): the
+cache quantised per kv head (attention_decode's k_scale / v_scale), bf16 queries; GB/s count the e4m3 bytes; torch's
+columns run the dequantised bf16 cache (twice the bytes), so 'vs best torch' is a time ratio.
 
-Times are medians of CUDA events, the columns timed side by side (attention_rows.side_by_side). Both tables (the
-default bf16 rows) take about a minute each on an H200; --varlen --backward about a minute more.
+Times are medians of CUDA events, the columns timed side by side (varlen: attention_rows.side_by_side; decode:
+gemm.side_by_side, call by call, L2 evicted and a spin kernel queued before each call, so that the events time the
+device's work; 'host us' is the host time of one of our calls queued back to back, which CUDA graphs remove). Both
+tables (the default bf16 rows) take about a minute each on an H200; --varlen --backward about a minute more.
 """
 import math
 
@@ -38,10 +40,12 @@ from kernels import bench
 
 BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
 SHORT = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn", "EFFICIENT_ATTENTION": "eff"}
-DECODE_SHAPES = ((1, 32768), (16, 8192), (64, 4096), (256, 2048))
+DECODE_SHAPES = ((1, 32768), (1, 131072), (16, 8192), (64, 4096), (256, 2048))
+DECODE_BUSY_US = 400                 # a spin kernel queued before each timed decode call (after the L2 flush): the
+                                     # events time the device's work, not the host's launch path (column 'host us')
 DECODE_PAGE = 64
 FP8_ROWS = True                      # --decode adds e4m3-cache rows at FP8_SHAPES
-FP8_SHAPES = ((1, 32768), (64, 4096))
+FP8_SHAPES = ((1, 32768), (16, 8192), (64, 4096))
 VARLEN_MEANS = (1024, 4096)
 TOKENS = 16384
 
@@ -307,18 +311,43 @@ def run_decode_row(torch, ops, dtype, B, ctx, paged, quick, copy_gbs, D=128):
     if fa is not None and hasattr(fa, "flash_attn_with_kvcache") and not kv8:
         _try(row, fns, "flash-attn", lambda: (lambda: fa.flash_attn_with_kvcache(
             q, kc, vc, cache_seqlens=lens, block_table=bt)))
-    _, reps = timing(1.0, quick)
-    ms = side_by_side(fns, torch, bench, reps)
+    ms = dict(zip(fns, flushed_side_by_side(list(fns.values()), torch, [()], reps=10 if quick else 30,
+                                            busy_us=DECODE_BUSY_US)))
     row.update({name: nbytes / (t * 1e-3) / 1e9 for name, t in ms.items()})
     row["us"] = ms["tiledsl"] * 1e3
+    row["host"] = host_us(call, torch)
     row["copy"] = copy_gbs
     return row
 
 
+def flushed_side_by_side(*args, **kw):
+    """benchmarks/gemm.py's side_by_side (L2 evicted and a spin kernel queued before each call), loaded by path:
+    examples/gemm.py takes the name `gemm` on the benchmarks' import path."""
+    import importlib.util
+    import os
+    spec = importlib.util.spec_from_file_location("bench_gemm", os.path.join(os.path.dirname(__file__), "gemm.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.side_by_side(*args, **kw)
+
+
+def host_us(call, torch, n=200):
+    """Microseconds of host time a call takes queued back to back (the eager launch path's cost; CUDA graphs
+    remove it), the device left to drain after."""
+    import time
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    t = (time.perf_counter() - t0) / n * 1e6
+    torch.cuda.synchronize()
+    return t
+
+
 def decode_header():
     return ("| dtype | batch | context | cache | tiledsl us | tiledsl GB/s | vs copy | cuDNN | flash | efficient | "
-            "flash-attn | vs best torch | err O |\n| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: "
-            "| ---: | ---: | --- |")
+            "flash-attn | vs best torch | err O | host us |\n| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | "
+            "---: | ---: | ---: | ---: | --- | ---: |")
 
 
 def decode_line(r):
@@ -328,7 +357,8 @@ def decode_line(r):
     us = f"{r['us']:.0f}" if r.get("us") else "n/a"
     return (f"| {r['dtype']} | {r['B']} | {r['ctx']} | {'paged ' + str(DECODE_PAGE) if r['paged'] else 'contiguous'} "
             f"| {us} | {_cell(r, 'tiledsl')} | {vc} | {_cell(r, 'cudnn')} | {_cell(r, 'flash')} | "
-            f"{_cell(r, 'eff')} | {_cell(r, 'flash-attn')} | {vs} | {r.get('err', 'ERROR')}{notes(r)} |")
+            f"{_cell(r, 'eff')} | {_cell(r, 'flash-attn')} | {vs} | {r.get('err', 'ERROR')}{notes(r)} | "
+            f"{r.get('host', 0):.0f} |")
 
 
 def main_ragged(torch, which, dtypes, dims, quick, backward=False, all_configs=False):

@@ -9,6 +9,7 @@ import pytest
 
 import tiledsl
 from tiledsl.ops.flash import decode as DC
+from tiledsl.ops.flash import decode_kernel as DK
 from tiledsl.ops.flash import ragged as R
 from helpers import ptxas
 
@@ -35,14 +36,16 @@ def _paged(rng, B, P, pages_each, HK, D, spare=2):
     (True, 3, (4, 1), [0, 70, 200], 4),          # split-KV: splits past a sequence's end are empty
     (False, 2, (2, 2), [64, 129, 5], 3),         # split boundaries on and off the tile edges
 ])
-def test_decode_contiguous_on_the_interpreter(causal, lq, heads, lens, splits):
+@pytest.mark.parametrize("kernel", ["ragged", "split"])
+def test_decode_contiguous_on_the_interpreter(causal, lq, heads, lens, splits, kernel):
     rng = np.random.default_rng(sum(lens) + lq)
     H, HK = heads
     B, S, D = len(lens), 256, 64
     q = rng.standard_normal((B, lq, H, D)).astype(np.float16)
     kc, vc = (rng.standard_normal((B, S, HK, D)).astype(np.float16) for _ in range(2))
     lens = np.array(lens, np.int32)
-    o, lse = DC.attention_decode(q, kc, vc, lens, scale=0.3, causal=causal, splits=splits, return_lse=True)
+    o, lse = DC.attention_decode(q, kc, vc, lens, scale=0.3, causal=causal, splits=splits, return_lse=True,
+                                 kernel=kernel)
     assert o.shape == q.shape and o.dtype == np.float16 and lse.shape == (B, lq, H)
     ro, rl = DC.reference_decode(q, kc, vc, lens, scale=0.3, causal=causal)
     _check(o, lse, ro, rl)
@@ -53,7 +56,8 @@ def test_decode_contiguous_on_the_interpreter(causal, lq, heads, lens, splits):
     (16, False, 1, [0, 100, 7], 2),              # split over pages, an empty sequence
     (32, True, 4, [96, 4, 50], 1),               # 4 queries, a sequence shorter than Lq... and one of Lq
 ])
-def test_decode_paged_on_the_interpreter(P, causal, lq, lens, splits):
+@pytest.mark.parametrize("kernel", ["ragged", "split"])
+def test_decode_paged_on_the_interpreter(P, causal, lq, lens, splits, kernel):
     rng = np.random.default_rng(P + sum(lens))
     B, H, HK, D = len(lens), 4, 2, 64
     pages_each = -(-128 // P)
@@ -61,9 +65,29 @@ def test_decode_paged_on_the_interpreter(P, causal, lq, lens, splits):
     q = rng.standard_normal((B, lq, H, D)).astype(np.float16)
     lens = np.array(lens, np.int32)
     o, lse = DC.attention_decode(q, kp, vp, lens, block_table=bt, scale=0.3, causal=causal, splits=splits,
-                                 return_lse=True)
+                                 return_lse=True, kernel=kernel)
     ro, rl = DC.reference_decode(q, kp, vp, lens, block_table=bt, scale=0.3, causal=causal)
     _check(o, lse, ro, rl)
+
+
+@pytest.mark.parametrize("lq, causal, splits", [(1, False, 1), (3, True, 2)])
+def test_decode_split_kernel_head_dim_128_on_the_interpreter(lq, causal, splits):
+    # decode_kernel.py at D = 128 with 8 query heads a kv head: at lq 3, 24 rows in two 16-row query blocks
+    rng = np.random.default_rng(40 + lq)
+    B, H, HK, D, S = 2, 16, 2, 128, 320
+    q = rng.standard_normal((B, lq, H, D)).astype(np.float16)
+    kc, vc = (rng.standard_normal((B, S, HK, D)).astype(np.float16) for _ in range(2))
+    lens = np.array([S, 130], np.int32)
+    o, lse = DC.attention_decode(q, kc, vc, lens, causal=causal, splits=splits, return_lse=True, kernel="split")
+    ro, rl = DC.reference_decode(q, kc, vc, lens, causal=causal)
+    _check(o, lse, ro, rl)
+
+
+def test_decode_kernel_choice_refused_when_unknown():
+    q = np.zeros((1, 1, 2, 64), np.float16)
+    c = np.zeros((1, 64, 1, 64), np.float16)
+    with pytest.raises(tiledsl.LaunchError, match="kernel must be 'split'"):
+        DC.attention_decode(q, c, c, np.array([3], np.int32), kernel="fast")
 
 
 def test_decode_default_scale_and_splits_chosen_from_shapes():
@@ -145,6 +169,29 @@ def test_decode_kernels_pass_ptxas_without_spills(D, causal, lq, page, splits):
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("D, causal, lq, page, splits, dtype, kv8", [
+    (128, False, 1, 0, 1, "bfloat16", False), (128, True, 16, 64, 8, "float16", False),
+    (64, False, 1, 16, 4, "bfloat16", False), (128, False, 1, 0, 1, "bfloat16", True),
+    (128, False, 1, 64, 8, "float16", True), (64, True, 4, 16, 1, "float16", True),
+])
+def test_split_decode_kernels_pass_ptxas_without_spills(D, causal, lq, page, splits, dtype, kv8):
+    torch = pytest.importorskip("torch")
+    H, HK, B = 32, 8, 2
+    kern = DK.make_decode(dtype, D, causal, H, HK, D ** -0.5, lq=lq, page=page, splits=splits,
+                          kps=1024 if splits > 1 else 0, kv8=kv8)
+    q = torch.empty((B, lq, H, D), dtype=getattr(torch, dtype))
+    kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=torch.uint8 if kv8 else q.dtype)
+    o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
+    lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
+    lens = torch.zeros((B,), dtype=torch.int32)
+    x2 = torch.zeros((B, 20), dtype=torch.int32) if page else lens
+    sc = (torch.empty((HK,)), torch.empty((HK,))) if kv8 else ()
+    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, *sc, target="sm_90").asm["ptx"]
+    r = ptxas(ptx, "sm_90", verbose=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+
+
 def e4m3_values():
     """The 256 e4m3 (float8_e4m3fn) bytes' values, NaN at 0x7F and 0xFF."""
     b = np.arange(256)
@@ -154,20 +201,21 @@ def e4m3_values():
     return np.where(s == 1, -v, v)
 
 
-@pytest.mark.parametrize("paged, splits", [(False, 1), (True, 2)])
-def test_decode_fp8_cache_on_the_interpreter(paged, splits):
+@pytest.mark.parametrize("paged, splits, S", [(False, 1, 192), (True, 2, 192), (False, 1, 640), (True, 1, 576)])
+def test_decode_fp8_cache_on_the_interpreter(paged, splits, S):
+    # S = 576 / 640: 9 / 10 key tiles, more than the KV8_STAGES staging stages (each stage refilled)
     # e4m3 bytes over the whole range (subnormals, both signs, 448; no NaN) with per-kv-head descales: the kernel
-    # widens them by shifts and masks (times 2^-8) and the host puts k_scale on q and v_scale (x 2^8) on O
+    # widens them by shifts and masks (times 2^-8); k_scale goes into the scores' scale and v_scale (x 2^8) onto O
     tab = e4m3_values()
     rng = np.random.default_rng(8 + paged)
-    B, LQ, H, HK, D, S = 2, 2, 4, 2, 64, 192
+    B, LQ, H, HK, D = 2, 2, 4, 2, 64
 
     def rand8(shape):
         x = rng.integers(0, 256, shape).astype(np.uint8)
         return np.where(np.isnan(tab[x]), 0, x).astype(np.uint8)
     ks, vs = np.array([0.01, 0.02], np.float32), np.array([0.5, 0.03], np.float32)
     q = rng.standard_normal((B, LQ, H, D)).astype(np.float16)
-    lens = np.array([100, 192], np.int32)
+    lens = np.array([100, S], np.int32)
     if paged:
         k8, v8 = rand8((2 * S // 16 + 1, 16, HK, D)), rand8((2 * S // 16 + 1, 16, HK, D))
         bt = rng.permutation(2 * S // 16 + 1)[:2 * S // 16].reshape(B, S // 16).astype(np.int32)
@@ -180,7 +228,7 @@ def test_decode_fp8_cache_on_the_interpreter(paged, splits):
     ro, rl = DC.reference_decode(q, kf, vf, lens, block_table=bt, causal=True)
     assert o.dtype == np.float16
     assert np.abs(o - ro).max() <= 2e-3 * np.abs(ro).max()          # O's f16 rounding, relative to its range
-    assert np.abs(lse - rl).max() <= 1e-3                           # q * k_scale rounded to f16
+    assert np.abs(lse - rl).max() <= 1e-3                           # the products of f16 q
 
 
 class _OnTheInterpreter:
@@ -248,19 +296,21 @@ def test_decode_fp8_refusals():
         DC.attention_decode(np.zeros((1, 1, 2, 256), np.float16), c256, c256, lens, k_scale=1.0, v_scale=1.0)
 
 
-@pytest.mark.parametrize("D, page, splits", [(128, 0, 1), (128, 64, 8), (64, 16, 1)])
-def test_decode_fp8_kernels_pass_ptxas_without_spills(D, page, splits):
+@pytest.mark.parametrize("D, page, splits, qdtype", [(128, 0, 1, "float16"), (128, 64, 8, "bfloat16"),
+                                                     (64, 16, 1, "float16"), (128, 0, 1, "bfloat16")])
+def test_decode_fp8_kernels_pass_ptxas_without_spills(D, page, splits, qdtype):
     torch = pytest.importorskip("torch")
     H, HK, B, lq = 32, 8, 2, 1
-    kern = R.make_ragged("decode", "float16", D, False, H, HK, D ** -0.5, lq=lq, page=page, splits=splits,
+    kern = R.make_ragged("decode", qdtype, D, False, H, HK, D ** -0.5, lq=lq, page=page, splits=splits,
                          kps=1024 if splits > 1 else 0, kv8=True)
-    q = torch.empty((B, lq, H, D), dtype=torch.float16)
+    q = torch.empty((B, lq, H, D), dtype=getattr(torch, qdtype))
     kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=torch.uint8)
     o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
     lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
     lens = torch.zeros((B,), dtype=torch.int32)
     x2 = torch.zeros((B, 20), dtype=torch.int32) if page else lens
-    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, target="sm_90").asm["ptx"]
+    sc = torch.empty((HK,))
+    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, sc, sc, target="sm_90").asm["ptx"]
     r = ptxas(ptx, "sm_90", verbose=True)
     assert r.returncode == 0, r.stderr
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr

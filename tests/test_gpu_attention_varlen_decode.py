@@ -132,8 +132,10 @@ DECODE_CASES = [  # (B, context, page, Lq, causal, dtype, D)
 ]
 
 
+@pytest.mark.parametrize("kernel", ["ragged", "split"])
 @pytest.mark.parametrize("B, ctx, page, lq, causal, dtype, D", DECODE_CASES)
-def test_decode_matches_sdpa_on_the_gathered_cache(B, ctx, page, lq, causal, dtype, D):
+def test_decode_matches_sdpa_on_the_gathered_cache(B, ctx, page, lq, causal, dtype, D, kernel):
+    # both decode kernels: ragged.py's (a 64-key tile per warp) and decode_kernel.py's (the tile split over 4 warps)
     torch = pytest.importorskip("torch")
     dt = getattr(torch, dtype)
     H, HK = 32, 8
@@ -146,7 +148,8 @@ def test_decode_matches_sdpa_on_the_gathered_cache(B, ctx, page, lq, causal, dty
     if B > 1:
         lens[1] = 1
     scale = 1.0 / math.sqrt(D)
-    o, lse = ops.attention_decode(q, kc, vc, lens, block_table=bt, causal=causal, return_lse=True, validate=True)
+    o, lse = ops.attention_decode(q, kc, vc, lens, block_table=bt, causal=causal, return_lse=True, validate=True,
+                                  kernel=kernel)
     assert o.shape == q.shape and o.dtype == dt and lse.shape == (B, lq, H)
     for b in range(B):
         n = int(lens[b])
@@ -156,8 +159,9 @@ def test_decode_matches_sdpa_on_the_gathered_cache(B, ctx, page, lq, causal, dty
         assert (lse[b][live] - rl[live]).abs().max().item() <= 1e-3, b
 
 
+@pytest.mark.parametrize("kernel", ["ragged", "split"])
 @pytest.mark.parametrize("splits", [1, 3, 16])
-def test_decode_forced_splits_agree(splits):
+def test_decode_forced_splits_agree(splits, kernel):
     # the same call split 1, 3 and 16 ways: the combine reproduces the unsplit result within float rounding
     torch = pytest.importorskip("torch")
     B, ctx, H, HK, D = 2, 5000, 32, 8, 128
@@ -165,7 +169,7 @@ def test_decode_forced_splits_agree(splits):
     torch.manual_seed(5)
     q = torch.randn(B, 1, H, D, device="cuda", dtype=torch.float16)
     lens = torch.tensor([5000, 3333], dtype=torch.int32, device="cuda")
-    o = ops.attention_decode(q, kc, vc, lens, block_table=bt, splits=splits)
+    o = ops.attention_decode(q, kc, vc, lens, block_table=bt, splits=splits, kernel=kernel)
     for b in range(B):
         n = int(lens[b])
         ro, _, _ = _attend(torch, q[b], kg[b, :n], vg[b, :n], False, 1.0 / math.sqrt(D))
@@ -227,9 +231,10 @@ def test_varlen_backward_matches_autograd(D, causal, heads):
             assert err <= _grad_bound(ref), (b, name, lens[b], err, ref.norm().item())
 
 
+@pytest.mark.parametrize("kernel", ["ragged", "split"])
 @pytest.mark.parametrize("B, ctx, page, qdtype", [(1, 32768, 0, "bfloat16"), (16, 4096, 64, "float16"),
-                                                  (4, 8192, 16, "bfloat16")])
-def test_decode_fp8_cache(B, ctx, page, qdtype):
+                                                  (4, 8192, 16, "bfloat16"), (3, 3000, 0, "float16")])
+def test_decode_fp8_cache(B, ctx, page, qdtype, kernel):
     # an e4m3 cache quantised per kv head (amax -> 448): O against float32 attention on the dequantised cache
     torch = pytest.importorskip("torch")
     dt = getattr(torch, qdtype)
@@ -248,7 +253,7 @@ def test_decode_fp8_cache(B, ctx, page, qdtype):
     q = torch.randn(B, 1, H, D, device="cuda", dtype=dt)
     lens = torch.randint(1, ctx + 1, (B,), device="cuda", dtype=torch.int32)
     lens[0] = ctx
-    o = ops.attention_decode(q, k8, v8, lens, block_table=bt, k_scale=ks, v_scale=vs, validate=True)
+    o = ops.attention_decode(q, k8, v8, lens, block_table=bt, k_scale=ks, v_scale=vs, validate=True, kernel=kernel)
     assert o.dtype == dt and o.shape == q.shape
     for b in range(B):
         n = int(lens[b])

@@ -21,7 +21,9 @@ import tiledsl
 from tiledsl import T
 
 from .common import LOG2E, NEG
+from .decode_kernel import make_decode
 from .ragged import BN, make_ragged
+from .. import gates
 from .varlen import _dtype_of, _host_ints, attend_reference, interpreted
 from ..device import sm_count
 from .common import softmax_scale
@@ -30,20 +32,21 @@ MAX_SPLITS = 64
 MIN_SPLIT_TILES = 4      # a split reads at least this many 64-key tiles (its prologue and partial write amortised)
 WAVES = 2                # blocks the splits aim for, per SM (the D = 128 kernel holds 80 KiB of shared memory and
                          # 231 registers x 128 threads: two blocks an SM)
+WARP_SPLIT = {True: True, False: False}    # whether an e4m3 (True) / f16-bf16 (False) cache runs decode_kernel.py
 FILL = 0.85              # the share of the last wave's slots the splits must fill
 
 _COMBINE = {}
 
 
 @functools.lru_cache(maxsize=1024)
-def choose_splits(B, HK, nqb, max_ctx, sms):
+def choose_splits(B, HK, nqb, max_ctx, sms, waves=WAVES):
     """(NS, KPS): the KV splits and the keys each reads, from shapes only. No split where B * H_kv * query blocks
-    already fill the SMs or the context is short; else the fewest splits whose blocks fill the device's WAVES * sms
-    slots to at least FILL of their last wave (blocks / (waves * slots)), each split at least MIN_SPLIT_TILES tiles,
-    at most MAX_SPLITS; the best filling one if none reaches FILL."""
+    already fill the SMs or the context is short; else the fewest splits whose blocks fill the device's waves * sms
+    slots (waves: the blocks an SM holds) to at least FILL of their last wave, each split at least MIN_SPLIT_TILES
+    tiles, at most MAX_SPLITS; the best filling one if none reaches FILL."""
     tiles = max(1, -(-max_ctx // BN))
     base = B * HK * nqb
-    slots = WAVES * sms
+    slots = waves * sms
     ns = 1
     if base < sms:
         most = max(1, min(tiles // MIN_SPLIT_TILES, MAX_SPLITS))
@@ -99,7 +102,8 @@ def make_combine(dtype, D, lq, H, NS):
 
 
 def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_size=None, scale=None, causal=False,
-                     splits=None, return_lse=False, validate=None, lazy=None, k_scale=None, v_scale=None):
+                     splits=None, return_lse=False, validate=None, lazy=None, k_scale=None, v_scale=None,
+                     kernel=None):
     """softmax(scale * q k^T [causal]) v of q's Lq new tokens per sequence against the first cache_seqlens[b] keys of
     sequence b's cache (module docstring for the layouts).
 
@@ -114,9 +118,9 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
 
     An FP8 cache: k_cache and v_cache of torch.float8_e4m3fn (numpy: uint8 e4m3 bytes) with k_scale and v_scale,
     float32 (H_kv,) per-head descales (the cache holds K / k_scale, V / v_scale), on q's device (or Python floats
-    for one scale). q (f16 or bf16) is multiplied by its kv head's k_scale into f16 on the host, the kernel widens
-    the e4m3 tiles to f16 in shared memory (ragged.py's kv8), and O is multiplied by v_scale (two small elementwise
-    ops on q's and O's tensors, beside a cache read of half the bytes)."""
+    for one scale). The kernel widens the e4m3 tiles to f16 in shared memory and applies both descales itself
+    (ragged.py's kv8: k_scale in the scores' scale, v_scale on O; q (f16 or bf16, |q| <= 65504) is made f16 in
+    shared memory): no elementwise pass on the host."""
     if q.ndim != 4 or k_cache.ndim != 4 or v_cache.ndim != 4:
         raise tiledsl.LaunchError(f"q must be (B, Lq, H, D) and the caches 4-D; got {tuple(q.shape)}, "
                                   f"{tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
@@ -137,12 +141,11 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         if k_scale is None or v_scale is None:
             raise tiledsl.LaunchError("an e4m3 KV cache needs k_scale and v_scale (float32 (H_kv,) descales)")
         dt = _dtype_of(q, q, q)
-        q, ks, vs = _fp8_scales(q, k_scale, v_scale, H, HK, numpy)
+        ks, vs = _fp8_scales(q, k_scale, v_scale, HK, numpy)
     elif k_scale is not None or v_scale is not None:
         raise tiledsl.LaunchError("k_scale and v_scale apply to an e4m3 (float8_e4m3fn) KV cache only")
     else:
         dt = _dtype_of(q, k_cache, v_cache)
-    kdt = "float16" if kv8 else dt
     scale = softmax_scale(scale, D)
     if tuple(cache_seqlens.shape) != (B,) or str(cache_seqlens.dtype) not in ("int32", "torch.int32"):
         raise tiledsl.LaunchError(f"cache_seqlens must be int32 ({B},), got {tuple(cache_seqlens.shape)} "
@@ -173,15 +176,24 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
             used = np.arange(bt.shape[1])[None, :] < -(-lens // page)[:, None]
             if ((bt < 0) | (bt >= k_cache.shape[0]))[used].any():
                 raise tiledsl.LaunchError(f"block_table points past the cache's {k_cache.shape[0]} pages")
-    nqb = make_ragged("decode", kdt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy, kv8=kv8).nqb
+    if kernel is None:
+        kernel = "split" if WARP_SPLIT[kv8] and gates.allows("decode_warp_split", q) else "ragged"
+    if kernel not in ("split", "ragged"):
+        raise tiledsl.LaunchError(f"kernel must be 'split' (decode_kernel.py) or 'ragged' (ragged.py), got {kernel!r}")
+    if kernel == "split" and D == 256:
+        kernel = "ragged"
+    make = (lambda **kw: make_decode(dt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy, kv8=kv8, **kw)) \
+        if kernel == "split" else \
+        (lambda **kw: make_ragged("decode", dt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy, kv8=kv8, **kw))
+    probe = make()
+    nqb = probe.nqb
     if splits is None:
-        ns, kps = choose_splits(B, HK, nqb, capacity, sm_count(q))
+        ns, kps = choose_splits(B, HK, nqb, capacity, sm_count(q), probe.per_sm)
     else:
         ns = max(1, int(splits))
         kps = -(-max(1, -(-capacity // BN)) // ns) * BN
         ns = max(1, -(-capacity // kps))
-    kern = make_ragged("decode", kdt, D, causal, H, HK, scale, lq=LQ, page=page, splits=ns,
-                       kps=kps if ns > 1 else 0, lazy=lazy, kv8=kv8)
+    kern = make(splits=ns, kps=kps if ns > 1 else 0)
     grid = (ns * nqb, HK, B)
     if numpy:
         z = np.zeros
@@ -213,42 +225,36 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         seqlens = seqlens.contiguous()
     if x2 is None:
         x2 = seqlens            # a contiguous cache: the kernel's block-table argument is unused
+    scales = (ks, vs) if kv8 else ()
     if ns == 1:
-        run(kern, grid, kern.threads, q, k_cache, v_cache, out, lse, seqlens, x2)
+        run(kern, grid, kern.threads, q, k_cache, v_cache, out, lse, seqlens, x2, *scales)
     else:
         op = mk((ns, B, LQ, H, D), np.float32)
         lp = mk((ns, B, LQ, H), np.float32)
-        run(kern, grid, kern.threads, q, k_cache, v_cache, op, lp, seqlens, x2)
-        comb = make_combine(kdt, D, LQ, H, ns)
+        run(kern, grid, kern.threads, q, k_cache, v_cache, op, lp, seqlens, x2, *scales)
+        comb = make_combine(dt, D, LQ, H, ns)
         run(comb, (-(-B * LQ * H // 4),), 128, op, lp, out, lse)
-    if kv8:                      # O in the widened V's units (value * 2^-8 / v_scale): back to V's
-        if numpy:
-            out = (out.astype(np.float32) * vs[:, None]).astype(np.float16)
-        else:
-            out = (out.float() * vs[:, None]).to(getattr(torch, dt))     # dt is a name: .to(str) takes a device
     return (out, lse) if return_lse else out
 
 
-def _fp8_scales(q, k_scale, v_scale, H, HK, numpy):
-    """(q * its kv head's k_scale in f16, the per-query-head k and v factors (v's times 2^8: the widened V's unit))
-    for an e4m3 cache."""
-    g = H // HK
+def _fp8_scales(q, k_scale, v_scale, HK, numpy):
+    """k_scale and v_scale as float32 (H_kv,) on q's device (one float broadcast to every kv head)."""
     if numpy:
-        ks, vs = (np.broadcast_to(np.asarray(x, np.float32), (HK,)).repeat(g) for x in (k_scale, v_scale))
         if q.dtype != np.float16:
             raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, got {q.dtype}")
-        return (q.astype(np.float32) * ks[:, None]).astype(np.float16), ks, vs * 256.0
+        return tuple(np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), (HK,))) for x in (k_scale, v_scale))
     import torch
 
     def per_head(x, name):
+        if isinstance(x, (int, float)):      # a fill kernel: as_tensor of a Python float copies from the host
+            return torch.full((HK,), float(x), dtype=torch.float32, device=q.device)
         x = torch.as_tensor(x, dtype=torch.float32, device=q.device)
         if x.ndim == 0:
             x = x.expand(HK)
         if tuple(x.shape) != (HK,):
             raise tiledsl.LaunchError(f"{name} must be float32 (H_kv={HK},) or one float, got {tuple(x.shape)}")
-        return x.repeat_interleave(g)
-    ks, vs = per_head(k_scale, "k_scale"), per_head(v_scale, "v_scale")
-    return (q.float() * ks[:, None]).half(), ks, vs * 256.0
+        return x.contiguous()
+    return per_head(k_scale, "k_scale"), per_head(v_scale, "v_scale")
 
 
 def reference_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, scale=None, causal=False):

@@ -37,13 +37,13 @@ BN = 64                 # key/value rows per tile
 LAZY = True
 
 
-def layouts(D, warps, mi):
+def layouts(D, warps, mi, bn=BN, stages=2):
     """Shared (b32 words, XOR-swizzled 16-byte chunks) and register layouts for head dim D, `warps` warps and
-    `mi` m16 tiles (16 query rows each) per warp."""
+    `mi` m16 tiles (16 query rows each) per warp, key tiles of `bn` rows in `stages` stages."""
     W = D // 2                      # words per shared row
     KD = D // 16                    # k16 steps of Q K^T
-    NI = BN // 8                    # n8 tiles of S
-    KT = BN // 16                   # k16 steps of P V
+    NI = bn // 8                    # n8 tiles of S
+    KT = bn // 16                   # k16 steps of P V
     DN = D // 8                     # n8 tiles of O
     cpr = D // 8                    # 16-byte chunks per row
     # chunk index XOR row bits: the 8 rows one ldmatrix reads land in 8 different bank groups
@@ -52,13 +52,13 @@ def layouts(D, warps, mi):
     lane4 = (4 @ laneid, 1 @ laneid)
     L = {}
     L["cp_q"] = TileLayout(S[(bm, cpr, 4) : (W, 4, 1)], swizzle=sw)
-    L["cp_kv"] = TileLayout(S[(2, BN, cpr, 4) : (BN * W, W, 4, 1)], swizzle=sw)
+    L["cp_kv"] = TileLayout(S[(stages, bn, cpr, 4) : (bn * W, W, 4, 1)], swizzle=sw)
     # Q as A: (warp, m tile, k step, matrix = (k half, row half), row, word)
     L["ld_q"] = TileLayout(S[(warps, mi, KD, 2, 2, 8, 4) : (16 * mi * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
     # K as B (N x K rows): (stage, n-tile pair, k step, matrix = (n tile, k half), row, word)
-    L["ld_k"] = TileLayout(S[(2, NI // 2, KD, 2, 2, 8, 4) : (BN * W, 16 * W, 8, 8 * W, 4, W, 1)], swizzle=sw)
+    L["ld_k"] = TileLayout(S[(stages, NI // 2, KD, 2, 2, 8, 4) : (bn * W, 16 * W, 8, 8 * W, 4, W, 1)], swizzle=sw)
     # V as B through .trans (K x N rows): (stage, k step, d-tile pair, matrix = (d tile, key half), row, word)
-    L["ld_v"] = TileLayout(S[(2, KT, DN // 2, 2, 2, 8, 4) : (BN * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
+    L["ld_v"] = TileLayout(S[(stages, KT, DN // 2, 2, 2, 8, 4) : (bn * W, 16 * W, 8, 4, 8 * W, W, 1)], swizzle=sw)
     # registers: ldmatrix matrix i -> register i of each group of 4
     L["r_q"] = TileLayout(S[(mi, KD, 4, 8, 4) : (KD * 4, 4, 1, *lane4)])        # all of Q's fragments
     L["r_q1"] = TileLayout(S[(mi, 4, 8, 4) : (4, 1, *lane4)])                  # one k step's

@@ -25,9 +25,10 @@ class TileParts(NamedTuple):
     row_sums: InlineFunction
 
 
-def tile_parts(dtype, D, BN, config, LY):
+def tile_parts(dtype, D, BN, config, LY, q_pending=1):
     """The helpers of a forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, key tiles of BN rows,
-    config = (warps, mi, qreg) and fa2.layouts(D, warps, mi) as LY."""
+    config = (warps, mi, qreg) and fa2.layouts(D, warps, mi) as LY. q_pending: the cp.async groups committed after
+    the one that holds Q (q_fragments waits until at most that many are pending)."""
     warps, MI, QREG = config
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
@@ -90,7 +91,7 @@ def tile_parts(dtype, D, BN, config, LY):
     def q_fragments(ld_q, warp):
         """Once Q has landed (the prologue's first group): the warp's Q fragments, all of them in registers
         (QREG) or one k16 step's staging words reloaded per step; qk_tile's `q`."""
-        T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+        T.cuda.tile.apply(T.ptx["cp.async.wait_group"], q_pending)
         T.cuda.syncthreads()
         if QREG:
             rq = T.alloc_local((MI * KD * 4,), "uint32")

@@ -30,6 +30,9 @@ from .fa2 import CONFIGS, LAZY, layouts
 from .forward_tile import tile_parts
 
 BN = 64                 # key/value rows per tile (fa2.py's)
+KV8_STAGES = 2          # kv8: staging stages of e4m3 tiles per block (112 KiB at D = 128: two blocks an SM; six
+                        # stages, one block an SM, ran at half the speed on an H100: the block's one computing warp,
+                        # not the bytes in flight, bounds it; decode_kernel.py splits that work over 4 warps)
 # Tensors whose extents are read at call time are viewed with this static row count: element offsets of Q, O and
 # LSE are int32 (up to 2^31 32-bit words, 8 GiB, each), so any row of a real tensor is within it; K and V rows are
 # taken to 64 bits (a KV cache may be larger)
@@ -50,20 +53,22 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
     sequence, page the page size (0: a contiguous cache), splits the number of KV splits NS and kps the keys each
     reads (a multiple of 64; splits > 1 writes float32 partials for decode.py's combine kernel).
 
-    kv8 (decode, dtype float16): K and V are uint8 e4m3 bytes. Each thread's cp.async brings its 16-byte chunks of a
-    tile into a staging buffer, and after its cp.async.wait_group (its own copies complete and visible to it) it
+    kv8 (decode): K and V are uint8 e4m3 bytes, and the kernel takes two more arguments, KSC and VSC: float32 (H_kv,)
+    descales (the cache holds K / k_scale, V / v_scale). The products run in f16 whatever q's dtype: bfloat16 Q is
+    made f16 in shared memory by the threads that copied it (|q| <= 65504). Each thread's cp.async brings its 16-byte
+    chunks of a tile into a staging buffer, and after its cp.async.wait_group (its own copies complete and visible to it) it
     widens them into the f16 tile before the barrier that publishes the tile (no barrier added): e4m3 s.eeee.mmm to
     f16 bits s.0eeee.mmm0000000 by shifts and masks, which is the value times 2^-8 for normal and subnormal e4m3
-    alike (f16's bias 15 against e4m3's 7; the e4m3fn NaN bytes become finite). The 2^8 returns in the softmax scale
-    (compile time) and, with the per-head descales, on the host (decode.py: q times k_scale, O times v_scale)."""
+    alike (f16's bias 15 against e4m3's 7; the e4m3fn NaN bytes become finite). The 2^8 and k_scale[kv head] return
+    in the scores' scale (one scalar a block: a block serves one kv head), 2^8 and v_scale[kv head] in O's epilogue
+    (before the float32 partials of a split: the combine is linear), so the host adds no elementwise pass."""
     if D not in (64, 128, 256):
         raise tiledsl.LaunchError(f"attention supports head dims 64, 128 and 256, got {D}")
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, not {dtype}")
-    if kv8 and (mode != "decode" or dtype != "float16" or D == 256):
+    if kv8 and (mode != "decode" or D == 256):
         # D = 256: the staging stages take shared memory to 224 KiB and the widening spills (ptxas -v sm_90)
-        raise tiledsl.LaunchError(f"an e4m3 KV cache is a decode cache of head dim 64 or 128 read with float16 "
-                                  f"queries (got {mode}, {dtype}, D={D})")
+        raise tiledsl.LaunchError(f"an e4m3 KV cache is a decode cache of head dim 64 or 128 (got {mode}, D={D})")
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
     varlen = mode == "varlen"
@@ -76,9 +81,12 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
     if key in _KERNELS:
         return _KERNELS[key]
     warps, MI, QREG = config
-    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    MDT = "float16" if kv8 else dtype         # the products' type (kv8: the cache widens to f16)
+    t = {"float16": "f16", "bfloat16": "bf16"}[MDT]
     COPY = "cp.async.cg.shared.global"
-    CVT = f"cvt.rn.{t}x2.f32"
+    CVT = f"cvt.rn.{t}x2.f32"                 # P's words
+    OCVT = f"cvt.rn.{'bf16' if dtype == 'bfloat16' else 'f16'}x2.f32"      # O's words, in q's dtype
+    QCONV = kv8 and dtype == "bfloat16"
     THREADS = 32 * warps
     WR = 16 * MI
     BM = WR * warps
@@ -90,6 +98,8 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
     KCPR = D // 16 if kv8 else CPR            # 16-byte chunks of a K/V row in memory
     CPT_Q = BM * CPR // THREADS
     CPT_KV = BN * KCPR // THREADS
+    NST8 = KV8_STAGES if kv8 else 2           # staging stages (kv8)
+    PEND = 2 * NST8 - 1 if kv8 else 1         # cp.async groups left pending when a tile is waited for
     if warps not in (1, 2, 4, 8, 16) or MI not in (1, 2) or QREG not in (0, 1) or (BN * CPR) % THREADS:
         raise tiledsl.LaunchError(f"attention configuration {config}: warps in 1..16 (a power of two), mi 1 or 2, "
                                   f"qreg 0 or 1")
@@ -116,8 +126,8 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             OS, LS, ODT = (splits, "B", lq, H, D), (splits, "B", lq, H), "float32"
         else:
             OS, LS, ODT = ("B", lq, H, D), ("B", lq, H), dtype
-    shared, registers, q_fragments, qk_tile, pv_tile, row_sums = tile_parts(dtype, D, BN, config,
-                                                                        layouts(D, warps, MI))
+    shared, registers, q_fragments, qk_tile, pv_tile, row_sums = tile_parts(MDT, D, BN, config,
+                                                                        layouts(D, warps, MI), PEND)
 
     @tiledsl.inline
     def qrow(r, q0, h, b, kvh):
@@ -141,15 +151,15 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                               chunk_bytes=16)
 
     @tiledsl.inline
-    def widen(cp, c8, stage, tid):
-        """kv8: the e4m3 chunks this thread copied into staging stage `stage` as f16 (times 2^-8) in the tile:
-        a word of 4 bytes becomes 2 f16x2 words (byte 0, the first element, in the low half)."""
+    def widen(cp, c8, stage, s8, tid):
+        """kv8: the e4m3 chunks this thread copied into staging stage `s8` as f16 (times 2^-8) in the tile's
+        stage `stage`: a word of 4 bytes becomes 2 f16x2 words (byte 0, the first element, in the low half)."""
         for j in T.unroll(CPT_KV):
             c = tid + THREADS * j
             r = c // KCPR
             fc = c % KCPR
             for i in T.unroll(4):
-                w = c8[stage, r, fc, i]
+                w = c8[s8, r, fc, i]
                 t0 = (w & T.uint32(0xFF)) | ((w & T.uint32(0xFF00)) << 8)
                 t1 = ((w >> 16) & T.uint32(0xFF)) | ((w >> 8) & T.uint32(0xFF0000))
                 cp[stage, r, 2 * fc + i // 2, 2 * (i % 2)] = (((t0 & T.uint32(0x007F007F)) << 7)
@@ -157,11 +167,24 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                 cp[stage, r, 2 * fc + i // 2, 2 * (i % 2) + 1] = (((t1 & T.uint32(0x007F007F)) << 7)
                                                                   | ((t1 & T.uint32(0x00800080)) << 8))
 
-    @tiledsl.jit
-    def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
-                   LSE: T.Tensor(LS, "float32"), X1: T.Tensor(X1S, "int32"), X2: T.Tensor(X2S, "int32")):
-        # the grid here is a placeholder: the host sizes it from max_seqlen / the splits (kernel[grid, threads])
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=THREADS))
+    @tiledsl.inline
+    def q_to_f16(cp_q, r, ch):
+        """A 16-byte chunk of bfloat16 Q (row r, chunk ch of the shared tile) as f16, in place: each bf16 is the
+        top half of its float32, then cvt.rn.f16x2.f32 (exact for |q| up to 65504)."""
+        w = T.alloc_local((4, 2), "uint32")
+        for i in T.unroll(4):
+            x = cp_q[r, ch, i]
+            w[i, 0] = x << 16
+            w[i, 1] = x & T.uint32(0xFFFF0000)
+        f = w.view(dtype="float32")
+        hw = T.alloc_local((4, 1), "uint32")
+        T.cuda.tile.apply(T.ptx["cvt.rn.f16x2.f32"], hw, f[:, 1:2], f[:, 0:1])
+        for i in T.unroll(4):
+            cp_q[r, ch, i] = hw[i, 0]
+
+    @tiledsl.inline
+    def body(Q, K, V, O, LSE, X1, X2, KSC, VSC):
+        """The kernel (KSC, VSC: kv8's float32 (H_kv,) descales, else None)."""
         tid = T.cuda.thread_id()
         warp = T.cuda.warp_id()
         lane = T.cuda.lane_id()
@@ -173,9 +196,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             b = T.cuda.block_id(2)
             kvh = h // GROUP
             q0 = X1[b]
-            nrows = X1[b + 1] - q0
-            if qb * BM >= nrows:
-                return
+            nrows = X1[b + 1] - q0           # the entry returned for a block past its sequence
             kb = X2[b]
             k_lo = 0
             k_hi = X2[b + 1] - kb
@@ -194,22 +215,26 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             off = seqlen - lq
             if paged:
                 kb = 0
-                last_page = NP - 1
+                last_page = K.shape[0] - 1
             else:
-                kb = b * S
+                kb = b * K.shape[1]
                 last_page = 0
             k_lo = sp * kps if split else 0
             k_hi = T.min(seqlen, k_lo + kps) if split else seqlen
+        if kv8:
+            cs = C * KSC[kvh]                # the scores' log2-domain scale: this block's kv head's k_scale in it
+        else:
+            cs = C
         gQ = Q.view(dtype="uint32").view(ROWQ, CPR, 4)
         gK = K.view(dtype="uint32").view(ROWK, KCPR, 4)
         gV = V.view(dtype="uint32").view(ROWK, KCPR, 4)
 
         cp_q, cp_k, cp_v, ld_q, ld_k, ld_v = shared()
         if kv8:                              # the e4m3 tiles' staging stages: copies land here, widen() reads them
-            sk8 = T.alloc_shared((2 * BN * KCPR * 4,), "uint32")
-            sv8 = T.alloc_shared((2 * BN * KCPR * 4,), "uint32")
-            ck = sk8.view(2, BN, KCPR, 4)
-            cv = sv8.view(2, BN, KCPR, 4)
+            sk8 = T.alloc_shared((NST8 * BN * KCPR * 4,), "uint32")
+            sv8 = T.alloc_shared((NST8 * BN * KCPR * 4,), "uint32")
+            ck = sk8.view(NST8, BN, KCPR, 4)
+            cv = sv8.view(NST8, BN, KCPR, 4)
         else:
             ck = cp_k
             cv = cp_v
@@ -232,7 +257,20 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         if ntiles > 0:
             copy_kv(cv, gV, 0, 0, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+        if kv8:                              # tiles 1 .. NST8 - 1 in flight too, a group each for K and V
+            for s8 in T.unroll(1, NST8):
+                if s8 < ntiles:
+                    copy_kv(ck, gK, s8, s8, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+                T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+                if s8 < ntiles:
+                    copy_kv(cv, gV, s8, s8, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+                T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
+        if QCONV:                            # bfloat16 Q: each thread makes the chunks it copied f16 in place
+            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], PEND)
+            for j in T.unroll(CPT_Q):
+                c = tid + THREADS * j
+                q_to_f16(cp_q, c // CPR, c % CPR)
         s, pk, o, m, sh, al, lsum, rk_ld, rk_mma, rv_ld, rv_mma, s_v, p_mma, o_v = registers()
 
         qfr = q_fragments(ld_q, warp)
@@ -242,12 +280,16 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         for jt in range(ntiles):
             st = jt % 2
             kt0 = k_lo + jt * BN                 # the tile's first key
-            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
-            if kv8:
-                widen(cp_k, ck, st, tid)
-            T.cuda.syncthreads()
-            if jt + 1 < ntiles:
-                copy_kv(ck, gK, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], PEND)
+            if kv8:                          # tile jt from staging stage jt % NST8, which then takes tile jt + NST8
+                widen(cp_k, ck, st, jt % NST8, tid)
+                T.cuda.syncthreads()
+                if jt + NST8 < ntiles:
+                    copy_kv(ck, gK, jt % NST8, jt + NST8, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+            else:
+                T.cuda.syncthreads()
+                if jt + 1 < ntiles:
+                    copy_kv(ck, gK, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
             # a warp whose rows all lie past the sequence (or, causal, before the tile's first key) skips the
@@ -272,25 +314,33 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                         else:
                             s[i] = NEG if col >= k_hi else s[i]
 
-                online_softmax(s, m, sh, al, lsum, o, pk, MI, NI, DN, C, lazy, CVT)
+                online_softmax(s, m, sh, al, lsum, o, pk, MI, NI, DN, cs, lazy, CVT)
 
-            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 1)
+            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], PEND)
             if kv8:
-                widen(cp_v, cv, st, tid)
-            T.cuda.syncthreads()
-            if jt + 1 < ntiles:
-                copy_kv(cv, gV, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+                widen(cp_v, cv, st, jt % NST8, tid)
+                T.cuda.syncthreads()
+                if jt + NST8 < ntiles:
+                    copy_kv(cv, gV, jt % NST8, jt + NST8, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+            else:
+                T.cuda.syncthreads()
+                if jt + 1 < ntiles:
+                    copy_kv(cv, gV, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
             if act:
                 pv_tile(o_v, p_mma, rv_ld, rv_mma, ld_v, st)
 
         # epilogue: the full row sums, O / l (0 for a row with no key), LSE (-inf for one)
         row_sums(o, sh, al, lsum, True)
+        if kv8:                              # O in V's units: the widening's 2^-8 and this kv head's v_scale
+            vsc = VSC[kvh] * 256.0
+            for i in T.unroll(MI * DN * 4):
+                o[i] = o[i] * vsc
         if split:
             # float32 partials: split sp's rows follow the (B, Lq, H) rows of the splits before it
             gOf = O.view(ROWF, D)
             gLf = LSE.view(_BIG)
-            prow = sp * (B * lq * H)
+            prow = sp * (Q.shape[0] * lq * H)
             for x in T.unroll(MI * 2):
                 mi, r = x // 2, x % 2
                 row = row0 + 16 * mi + 8 * r
@@ -300,11 +350,11 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                         for e in T.unroll(2):
                             gOf[orow, n * 8 + 2 * (lane % 4) + e] = o[(mi * DN + n) * 4 + 2 * r + e]
                     if lane % 4 == 0:
-                        gLf[orow] = (m[x, 0] * C + al[x, 0]) * LN2 if lsum[x, 0] > 0.0 else NEG
+                        gLf[orow] = (m[x, 0] * cs + al[x, 0]) * LN2 if lsum[x, 0] > 0.0 else NEG
         else:
             gO = O.view(dtype="uint32").view(ROWW, W)
             ow = T.alloc_local((MI * DN * 2, 1), "uint32")
-            T.cuda.tile.apply(T.ptx[CVT], ow, o.view(MI * DN * 2, 2)[:, 1:2], o.view(MI * DN * 2, 2)[:, 0:1])
+            T.cuda.tile.apply(T.ptx[OCVT], ow, o.view(MI * DN * 2, 2)[:, 1:2], o.view(MI * DN * 2, 2)[:, 0:1])
             for x in T.unroll(MI * 2):
                 mi, r = x // 2, x % 2
                 row = row0 + 16 * mi + 8 * r
@@ -313,13 +363,38 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                     for n in T.unroll(DN):
                         gO[orow, n * 4 + lane % 4] = ow[(mi * DN + n) * 2 + r, 0]
                     if lane % 4 == 0:
-                        lse = (m[x, 0] * C + al[x, 0]) * LN2 if lsum[x, 0] > 0.0 else NEG
+                        lse = (m[x, 0] * cs + al[x, 0]) * LN2 if lsum[x, 0] > 0.0 else NEG
                         if varlen:
                             LSE[h, q0 + row] = lse
                         else:
                             LSE.view(_BIG)[orow] = lse
 
+    # the grid in the entries is a placeholder: the host sizes it from max_seqlen / the splits (kernel[grid, threads])
+    if kv8:
+        @tiledsl.jit
+        def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
+                       LSE: T.Tensor(LS, "float32"), X1: T.Tensor(X1S, "int32"), X2: T.Tensor(X2S, "int32"),
+                       KSC: T.Tensor((HK,), "float32"), VSC: T.Tensor((HK,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=THREADS))
+            body(Q, K, V, O, LSE, X1, X2, KSC, VSC)
+    else:
+        @tiledsl.jit
+        def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
+                       LSE: T.Tensor(LS, "float32"), X1: T.Tensor(X1S, "int32"), X2: T.Tensor(X2S, "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=THREADS))
+            if varlen:                   # a block past its sequence's length (a helper returns at its end only)
+                qb = T.cuda.block_id(0)
+                if causal:
+                    qb = T.cuda.grid_dim(0) - 1 - qb
+                b = T.cuda.block_id(2)
+                if qb * BM >= X1[b + 1] - X1[b]:
+                    return
+            body(Q, K, V, O, LSE, X1, X2, None, None)
+
     ragged_fwd.threads = THREADS
+    # blocks an SM holds (shared memory: Q, two K and V stages, kv8's staging; the registers allow two)
+    smem = (BM + 4 * BN) * D * 2 + (2 * NST8 * BN * D if kv8 else 0)
+    ragged_fwd.per_sm = 2 if 2 * (smem + 1024) <= 228 * 1024 else 1
     ragged_fwd.bm = BM
     ragged_fwd.nqb = NQBD
     _KERNELS[key] = ragged_fwd
