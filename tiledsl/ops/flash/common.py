@@ -155,3 +155,30 @@ def cast_row8(X, src, Y, i, dtype):
     for j in T.unroll(8):
         h[0, j] = T.cast(ff[j // 4, j % 4], dtype)
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Y.view(dtype="uint32")[i, 0:4], r[0])
+
+
+@tiledsl.inline
+def e4m3x4_to_f16(w):
+    """Four e4m3 bytes (a uint32 word, byte 0 first) as two f16x2 words (byte 0 in the first word's low half), each
+    value times 2^-8: s.eeee.mmm becomes the f16 bits s.0eeee.mmm0000000 by shifts and masks, exact for normal and
+    subnormal e4m3 alike (f16's exponent bias 15 against e4m3's 7); the e4m3fn NaN bytes become finite values."""
+    t0 = (w & T.uint32(0xFF)) | ((w & T.uint32(0xFF00)) << 8)
+    t1 = ((w >> 16) & T.uint32(0xFF)) | ((w >> 8) & T.uint32(0xFF0000))
+    return (((t0 & T.uint32(0x007F007F)) << 7) | ((t0 & T.uint32(0x00800080)) << 8),
+            ((t1 & T.uint32(0x007F007F)) << 7) | ((t1 & T.uint32(0x00800080)) << 8))
+
+
+@tiledsl.inline
+def bf16_chunk_to_f16(cp_q, r, ch):
+    """A 16-byte chunk (4 words: row r, chunk ch of a shared tile view) of bfloat16 values as f16, in place: each
+    bf16 is the top half of its float32, then cvt.rn.f16x2.f32 (exact in range; |x| > 65504 overflows)."""
+    w = T.alloc_local((4, 2), "uint32")
+    for i in T.unroll(4):
+        x = cp_q[r, ch, i]
+        w[i, 0] = x << 16
+        w[i, 1] = x & T.uint32(0xFFFF0000)
+    f = w.view(dtype="float32")
+    hw = T.alloc_local((4, 1), "uint32")
+    T.cuda.tile.apply(T.ptx["cvt.rn.f16x2.f32"], hw, f[:, 1:2], f[:, 0:1])
+    for i in T.unroll(4):
+        cp_q[r, ch, i] = hw[i, 0]

@@ -17,7 +17,7 @@ f16 tile (ragged.py's shifts: the value times 2^-8; the 2^8 and the descales ret
 import tiledsl
 from tiledsl import T
 
-from .common import LN2, LOG2E, NEG, online_softmax
+from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, e4m3x4_to_f16, online_softmax
 from .fa2 import LAZY, layouts
 from .forward_tile import tile_parts
 
@@ -115,28 +115,11 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
             T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], src, c8[s * WARPS + warp, r, staged(r, fc)])
             dst = T.alloc_local((2, 4), "uint32")
             for i in T.unroll(4):
-                w = src[i]
-                t0 = (w & T.uint32(0xFF)) | ((w & T.uint32(0xFF00)) << 8)
-                t1 = ((w >> 16) & T.uint32(0xFF)) | ((w >> 8) & T.uint32(0xFF0000))
-                dst[i // 2, 2 * (i % 2)] = ((t0 & T.uint32(0x007F007F)) << 7) | ((t0 & T.uint32(0x00800080)) << 8)
-                dst[i // 2, 2 * (i % 2) + 1] = (((t1 & T.uint32(0x007F007F)) << 7)
-                                                | ((t1 & T.uint32(0x00800080)) << 8))
+                lo, hi = e4m3x4_to_f16(src[i])
+                dst[i // 2, 2 * (i % 2)] = lo
+                dst[i // 2, 2 * (i % 2) + 1] = hi
             for h in T.unroll(2):             # one 16-byte store a chunk of the f16 tile
                 T.cuda.tile.apply(T.ptx["st.shared.v4.b32"], cf[warp, r, 2 * fc + h], dst[h])
-
-    @tiledsl.inline
-    def q_to_f16(cp_q, r, ch):
-        """A 16-byte chunk of bfloat16 Q as f16, in place (each bf16 the top half of its float32; |q| <= 65504)."""
-        w = T.alloc_local((4, 2), "uint32")
-        for i in T.unroll(4):
-            x = cp_q[r, ch, i]
-            w[i, 0] = x << 16
-            w[i, 1] = x & T.uint32(0xFFFF0000)
-        f = w.view(dtype="float32")
-        hw = T.alloc_local((4, 1), "uint32")
-        T.cuda.tile.apply(T.ptx["cvt.rn.f16x2.f32"], hw, f[:, 1:2], f[:, 0:1])
-        for i in T.unroll(4):
-            cp_q[r, ch, i] = hw[i, 0]
 
     @tiledsl.inline
     def body(Q, K, V, O, LSE, X1, X2, KSC, VSC):
@@ -202,7 +185,7 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], NST - 1)
             for j in T.unroll(CPT_Q):
                 c = tid + 32 * WARPS * j
-                q_to_f16(cp_q, c // CPR, c % CPR)
+                bf16_chunk_to_f16(cp_q, c // CPR, c % CPR)
         s_, pk, o, m, sh, al, lsum, rk_ld, rk_mma, rv_ld, rv_mma, s_v, p_mma, o_v = registers()
         qfr = q_fragments(ld_q, 0)
 

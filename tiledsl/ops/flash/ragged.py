@@ -25,7 +25,7 @@ A row that sees no key (len_k = 0, or causal with len_q > len_k) gets O = 0 and 
 import tiledsl
 from tiledsl import T
 
-from .common import LN2, LOG2E, NEG, online_softmax
+from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, e4m3x4_to_f16, online_softmax
 from .fa2 import CONFIGS, LAZY, layouts
 from .forward_tile import tile_parts
 
@@ -159,28 +159,9 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             r = c // KCPR
             fc = c % KCPR
             for i in T.unroll(4):
-                w = c8[s8, r, fc, i]
-                t0 = (w & T.uint32(0xFF)) | ((w & T.uint32(0xFF00)) << 8)
-                t1 = ((w >> 16) & T.uint32(0xFF)) | ((w >> 8) & T.uint32(0xFF0000))
-                cp[stage, r, 2 * fc + i // 2, 2 * (i % 2)] = (((t0 & T.uint32(0x007F007F)) << 7)
-                                                              | ((t0 & T.uint32(0x00800080)) << 8))
-                cp[stage, r, 2 * fc + i // 2, 2 * (i % 2) + 1] = (((t1 & T.uint32(0x007F007F)) << 7)
-                                                                  | ((t1 & T.uint32(0x00800080)) << 8))
-
-    @tiledsl.inline
-    def q_to_f16(cp_q, r, ch):
-        """A 16-byte chunk of bfloat16 Q (row r, chunk ch of the shared tile) as f16, in place: each bf16 is the
-        top half of its float32, then cvt.rn.f16x2.f32 (exact for |q| up to 65504)."""
-        w = T.alloc_local((4, 2), "uint32")
-        for i in T.unroll(4):
-            x = cp_q[r, ch, i]
-            w[i, 0] = x << 16
-            w[i, 1] = x & T.uint32(0xFFFF0000)
-        f = w.view(dtype="float32")
-        hw = T.alloc_local((4, 1), "uint32")
-        T.cuda.tile.apply(T.ptx["cvt.rn.f16x2.f32"], hw, f[:, 1:2], f[:, 0:1])
-        for i in T.unroll(4):
-            cp_q[r, ch, i] = hw[i, 0]
+                lo, hi = e4m3x4_to_f16(c8[s8, r, fc, i])
+                cp[stage, r, 2 * fc + i // 2, 2 * (i % 2)] = lo
+                cp[stage, r, 2 * fc + i // 2, 2 * (i % 2) + 1] = hi
 
     @tiledsl.inline
     def body(Q, K, V, O, LSE, X1, X2, KSC, VSC):
@@ -270,7 +251,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], PEND)
             for j in T.unroll(CPT_Q):
                 c = tid + THREADS * j
-                q_to_f16(cp_q, c // CPR, c % CPR)
+                bf16_chunk_to_f16(cp_q, c // CPR, c % CPR)
         s, pk, o, m, sh, al, lsum, rk_ld, rk_mma, rv_ld, rv_mma, s_v, p_mma, o_v = registers()
 
         qfr = q_fragments(ld_q, warp)
