@@ -231,10 +231,15 @@ def test_varlen_backward_matches_autograd(D, causal, heads):
             assert err <= _grad_bound(ref), (b, name, lens[b], err, ref.norm().item())
 
 
-@pytest.mark.parametrize("kernel", ["ragged", "split"])
+@pytest.mark.parametrize("kernel", ["ragged", "split", "split2"])
 @pytest.mark.parametrize("B, ctx, page, qdtype", [(1, 32768, 0, "bfloat16"), (16, 4096, 64, "float16"),
                                                   (4, 8192, 16, "bfloat16"), (3, 3000, 0, "float16")])
-def test_decode_fp8_cache(B, ctx, page, qdtype, kernel):
+def test_decode_fp8_cache(B, ctx, page, qdtype, kernel, monkeypatch):
+    # split2: decode_kernel.py with 2 e4m3 staging stages (three blocks an SM) instead of its default
+    if kernel == "split2":
+        from tiledsl.ops.flash import decode_kernel as DK
+        monkeypatch.setitem(DK.STAGES, True, 2)
+        kernel = "split"
     # an e4m3 cache quantised per kv head (amax -> 448): O against float32 attention on the dequantised cache
     torch = pytest.importorskip("torch")
     dt = getattr(torch, qdtype)

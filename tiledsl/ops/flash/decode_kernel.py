@@ -162,10 +162,10 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
         ld_k = sk.view(FST * WARPS, 1, D // 16, 4, 8, 4, layout=L_LD_K)
         ld_v = sv.view(FST * WARPS, 1, DN // 2, 4, 8, 4, layout=L_LD_V)
         if kv8:
-            sk8 = T.alloc_shared((NST * WARPS * SUB * KCPR * 4,), "uint32")
-            sv8 = T.alloc_shared((NST * WARPS * SUB * KCPR * 4,), "uint32")
-            ck = sk8.view(NST * WARPS, SUB, KCPR, 4)
-            cv = sv8.view(NST * WARPS, SUB, KCPR, 4)
+            s8 = T.alloc_shared((2 * NST * WARPS * SUB * KCPR * 4,), "uint32")     # K's stages, then V's
+            c8 = s8.view(2, NST * WARPS, SUB, KCPR, 4)
+            ck = c8[0]
+            cv = c8[1]
         else:
             ck = cp_k
             cv = cp_v
@@ -231,7 +231,7 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
         row_sums(o, sh, al, lsum, True)
         T.cuda.tile.apply(T.ptx["cp.async.wait_group"], 0)
         T.cuda.syncthreads()
-        so = (sk8 if kv8 else sk).view(WARPS, 16, D, dtype="float32")     # the copies are over: their stages
+        so = (s8 if kv8 else sk).view(WARPS, 16, D, dtype="float32")      # the copies are over: their stages
         for x in T.unroll(2):
             for n in T.unroll(DN):
                 for e in T.unroll(2):
