@@ -182,3 +182,18 @@ def bf16_chunk_to_f16(cp_q, r, ch):
     T.cuda.tile.apply(T.ptx["cvt.rn.f16x2.f32"], hw, f[:, 1:2], f[:, 0:1])
     for i in T.unroll(4):
         cp_q[r, ch, i] = hw[i, 0]
+
+
+@tiledsl.inline
+def decode_keys(K, b, sp, seqlen, paged, split, kps):
+    """A decode block's keys: (kb, the first cache row of sequence b (contiguous cache; 0 when paged), last_page,
+    the last page index (paged), k_lo, k_hi: split sp's keys [sp * kps, ...) within the sequence's seqlen)."""
+    if paged:
+        kb = 0
+        last_page = K.shape[0] - 1
+    else:
+        kb = b * K.shape[1]
+        last_page = 0
+    k_lo = sp * kps if split else 0
+    k_hi = T.min(seqlen, k_lo + kps) if split else seqlen
+    return (kb, last_page, k_lo, k_hi)

@@ -17,7 +17,7 @@ f16 tile (ragged.py's shifts: the value times 2^-8; the 2^8 and the descales ret
 import tiledsl
 from tiledsl import T
 
-from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, e4m3x4_to_f16, online_softmax
+from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, decode_keys, e4m3x4_to_f16, online_softmax
 from .fa2 import LAZY, layouts
 from .forward_tile import tile_parts
 
@@ -132,14 +132,7 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
         b = T.cuda.block_id(2)
         seqlen = X1[b]
         off = seqlen - lq                    # bottom-right causal: row r sees keys <= r // GROUP + off
-        if paged:
-            kb = 0
-            last_page = K.shape[0] - 1
-        else:
-            kb = b * K.shape[1]
-            last_page = 0
-        k_lo = sp * kps if split else 0
-        k_hi = T.min(seqlen, k_lo + kps) if split else seqlen
+        kb, last_page, k_lo, k_hi = decode_keys(K, b, sp, seqlen, paged, split, kps)
         if kv8:
             cs = C * KSC[kvh]
         else:

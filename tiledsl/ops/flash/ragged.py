@@ -25,7 +25,7 @@ A row that sees no key (len_k = 0, or causal with len_q > len_k) gets O = 0 and 
 import tiledsl
 from tiledsl import T
 
-from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, e4m3x4_to_f16, online_softmax
+from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, decode_keys, e4m3x4_to_f16, online_softmax
 from .fa2 import CONFIGS, LAZY, layouts
 from .forward_tile import tile_parts
 
@@ -164,6 +164,22 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                 cp[stage, r, 2 * fc + i // 2, 2 * (i % 2) + 1] = hi
 
     @tiledsl.inline
+    def land(cp, c, g, jt, st, ntiles, kb, k_lo, k_hi, b, kvh, X2, last_page, tid):
+        """Tile jt of K (or V) into the f16 tile's stage st for the whole block (kv8: widened from staging stage
+        jt % NST8, which then takes tile jt + NST8), and the copy of the tile after it in flight."""
+        T.cuda.tile.apply(T.ptx["cp.async.wait_group"], PEND)
+        if kv8:
+            widen(cp, c, st, jt % NST8, tid)
+            T.cuda.syncthreads()
+            if jt + NST8 < ntiles:
+                copy_kv(c, g, jt % NST8, jt + NST8, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+        else:
+            T.cuda.syncthreads()
+            if jt + 1 < ntiles:
+                copy_kv(c, g, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
+        T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+
+    @tiledsl.inline
     def body(Q, K, V, O, LSE, X1, X2, KSC, VSC):
         """The kernel (KSC, VSC: kv8's float32 (H_kv,) descales, else None)."""
         tid = T.cuda.thread_id()
@@ -194,14 +210,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
             nrows = NROWS_D
             seqlen = X1[b]
             off = seqlen - lq
-            if paged:
-                kb = 0
-                last_page = K.shape[0] - 1
-            else:
-                kb = b * K.shape[1]
-                last_page = 0
-            k_lo = sp * kps if split else 0
-            k_hi = T.min(seqlen, k_lo + kps) if split else seqlen
+            kb, last_page, k_lo, k_hi = decode_keys(K, b, sp, seqlen, paged, split, kps)
         if kv8:
             cs = C * KSC[kvh]                # the scores' log2-domain scale: this block's kv head's k_scale in it
         else:
@@ -261,17 +270,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         for jt in range(ntiles):
             st = jt % 2
             kt0 = k_lo + jt * BN                 # the tile's first key
-            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], PEND)
-            if kv8:                          # tile jt from staging stage jt % NST8, which then takes tile jt + NST8
-                widen(cp_k, ck, st, jt % NST8, tid)
-                T.cuda.syncthreads()
-                if jt + NST8 < ntiles:
-                    copy_kv(ck, gK, jt % NST8, jt + NST8, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
-            else:
-                T.cuda.syncthreads()
-                if jt + 1 < ntiles:
-                    copy_kv(ck, gK, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
-            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+            land(cp_k, ck, gK, jt, st, ntiles, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
 
             # a warp whose rows all lie past the sequence (or, causal, before the tile's first key) skips the
             # arithmetic: its rows are not stored, or the tile would add exact zeros to them
@@ -297,17 +296,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
 
                 online_softmax(s, m, sh, al, lsum, o, pk, MI, NI, DN, cs, lazy, CVT)
 
-            T.cuda.tile.apply(T.ptx["cp.async.wait_group"], PEND)
-            if kv8:
-                widen(cp_v, cv, st, jt % NST8, tid)
-                T.cuda.syncthreads()
-                if jt + NST8 < ntiles:
-                    copy_kv(cv, gV, jt % NST8, jt + NST8, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
-            else:
-                T.cuda.syncthreads()
-                if jt + 1 < ntiles:
-                    copy_kv(cv, gV, 1 - st, jt + 1, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
-            T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
+            land(cp_v, cv, gV, jt, st, ntiles, kb, k_lo, k_hi, b, kvh, X2, last_page, tid)
             if act:
                 pv_tile(o_v, p_mma, rv_ld, rv_mma, ld_v, st)
 
