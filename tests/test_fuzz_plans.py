@@ -430,10 +430,10 @@ def test_decode_split_plan(causal, lq, heads, lens, page, D, sms, kv8, monkeypat
         kc, vc = (np.where(np.isnan(tab[x]), 0, x).astype(np.uint8) for x in
                   (rng.integers(0, 256, kc.shape), rng.integers(0, 256, vc.shape)))
         kw["k_scale"], kw["v_scale"] = (rng.uniform(0.005, 0.05, HK).astype(np.float32) for _ in range(2))
-        # the reference takes q * k_scale rounded to f16 as the host does (decode._fp8_scales), so LSE is held
-        # to the f16 cache's bounds; V's descale is exact
-        q_ref = (q.astype(np.float32) * kw["k_scale"].repeat(H // HK)[:, None]).astype(np.float16)
-        rk, rv = tab[kc], tab[vc] * kw["v_scale"][:, None]
+        # both descales are applied in the kernel (k_scale in the scores' float32 scale), so the reference takes
+        # q as given and the dequantised cache
+        q_ref = q
+        rk, rv = tab[kc] * kw["k_scale"][:, None], tab[vc] * kw["v_scale"][:, None]
     o, lse = DC.attention_decode(q, kc, vc, cache_lens, scale=0.3, causal=causal, return_lse=True, **kw)
     what = (f"decode B={B} lq={lq} H={H} HK={HK} D={D} lens={lens} page={page} causal={causal} sms={sms} "
             f"kv8={kv8} (splits, keys each)={chosen}")
