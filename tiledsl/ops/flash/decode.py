@@ -179,14 +179,13 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
             if ((bt < 0) | (bt >= k_cache.shape[0]))[used].any():
                 raise tiledsl.LaunchError(f"block_table points past the cache's {k_cache.shape[0]} pages")
     if kernel is None:
-        kernel = "split" if WARP_SPLIT[kv8] and gates.allows("decode_warp_split", q) else "ragged"
+        # decode_kernel.py takes head dims 64 and 128; an explicit kernel="split" at 256 is refused by make_decode
+        split = WARP_SPLIT[kv8] and D != 256 and gates.allows("decode_warp_split", q)
+        kernel = "split" if split else "ragged"
     if kernel not in ("split", "ragged"):
         raise tiledsl.LaunchError(f"kernel must be 'split' (decode_kernel.py) or 'ragged' (ragged.py), got {kernel!r}")
-    if kernel == "split" and D == 256:
-        kernel = "ragged"
-    make = (lambda **kw: make_decode(dt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy, kv8=kv8, **kw)) \
-        if kernel == "split" else \
-        (lambda **kw: make_ragged("decode", dt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy, kv8=kv8, **kw))
+    maker = make_decode if kernel == "split" else functools.partial(make_ragged, "decode")
+    make = functools.partial(maker, dt, D, causal, H, HK, scale, lq=LQ, page=page, lazy=lazy, kv8=kv8)
     probe = make()
     nqb = probe.nqb
     if splits is None:
@@ -244,7 +243,8 @@ def _fp8_scales(q, k_scale, v_scale, HK, numpy):
     if numpy:
         if q.dtype != np.float16:
             raise tiledsl.LaunchError(f"attention supports float16 and bfloat16, got {q.dtype}")
-        return tuple(np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), (HK,))) for x in (k_scale, v_scale))
+        return tuple(np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float32), (HK,)))
+                     for x in (k_scale, v_scale))
     import torch
 
     def per_head(x, name):
