@@ -32,13 +32,16 @@ def side_by_side(fns, torch, sets, reps=20, busy_us=0):
     round r times each once, starting with a different one each round, so that every peer sees the same clock
     and temperature (a GEMM here runs at the 700 W cap: whoever ran first after an idle spell had cooler silicon).
 
-    Before each timed call a 256 MB write evicts L2 (as triton.testing.do_bench does), so inputs come from device
-    memory, and it keeps the GPU busy while the host enqueues the call: the events then time the kernel, not the
-    host's dispatch (torch's or ours), which for a 4096^3 product would otherwise add an idle gap of several
-    percent to every peer. busy_us: a spin kernel of about that long queued after the flush, for calls whose host
+    Before each timed call a 256 MB read evicts L2, so inputs come from device memory, and it keeps the GPU busy
+    while the host enqueues the call. A read, not the write triton.testing.do_bench uses: a write leaves L2 full of
+    dirty lines whose write-back (up to the L2's 50-60 MB) then lands inside the timed call, 10-13 us on an H100
+    (session 39: a decode reading 134 MB took 64 us after a write, 54 us after a read and 54 us back to back,
+    cuDNN alike); the read writes back the previous call's outputs itself and leaves clean lines. With the flush
+    ahead, the events time the kernel, not the host's dispatch (torch's or ours), which for a 4096^3 product would
+    otherwise add an idle gap of several percent to every peer. busy_us: a spin kernel of about that long queued after the flush, for calls whose host
     path is longer than the flush (an autograd forward + backward: benchmarks/host_path.py times those paths on
     their own), so the events still time the device's work alone."""
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    flush = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")
     spin = int(busy_us * 1980)          # torch.cuda._sleep counts SM cycles: the H200's 1980 MHz boost clock
     for fn in fns:
         for i in range(3):
@@ -50,7 +53,7 @@ def side_by_side(fns, torch, sets, reps=20, busy_us=0):
         for j in range(len(fns)):
             f = (r + j) % len(fns)
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            flush.zero_()
+            flush.sum()
             if spin:
                 torch.cuda._sleep(spin)
             s.record()

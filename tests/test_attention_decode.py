@@ -4,6 +4,8 @@ without a GPU: contiguous and paged caches (pages of 16 and 32, a shuffled block
 match a float64 gather-then-attend reference on the interpreter; the split heuristic; bad inputs refused naming the
 argument; the GPU configurations compile through ptxas without spills. tests/test_gpu_attention_varlen_decode.py
 runs them on the GPU."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,16 @@ from tiledsl.ops.flash import decode as DC
 from tiledsl.ops.flash import decode_kernel as DK
 from tiledsl.ops.flash import ragged as R
 from helpers import ptxas
+
+
+def _outputs(torch, kern, q, splits, HK):
+    """A decode kernel's O and LSE, and with splits its trailing workspace (partials and the groups' counters)."""
+    B, lq, H, D = q.shape
+    lse = torch.empty((B, lq, H))
+    if splits == 1:
+        return q, lse, ()
+    return q, lse, (torch.empty((splits, B, lq, H, D)), torch.empty((splits, B, lq, H)),
+                    torch.zeros((B * HK * kern.nqb,), dtype=torch.int32))
 
 
 def _check(o, lse, ro, rl):
@@ -152,10 +164,10 @@ def _decode_ptx(D, causal, lq, page, splits, arch, dtype="float16"):
                          kps=1024 if splits > 1 else 0)
     q = torch.empty((B, lq, H, D), dtype=dt)
     kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=dt)
-    o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
-    lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
+    o, lse, work = _outputs(torch, kern, q, splits, HK)
     x2 = torch.zeros((B, 20), dtype=torch.int32) if page else torch.zeros((B,), dtype=torch.int32)
-    return kern.compile(q, kv, kv, o, lse, torch.zeros((B,), dtype=torch.int32), x2, target=arch).asm["ptx"]
+    return kern.compile(q, kv, kv, o, lse, torch.zeros((B,), dtype=torch.int32), x2, *work,
+                       target=arch).asm["ptx"]
 
 
 @pytest.mark.parametrize("D, causal, lq, page, splits", [
@@ -181,12 +193,11 @@ def test_split_decode_kernels_pass_ptxas_without_spills(D, causal, lq, page, spl
                           kps=1024 if splits > 1 else 0, kv8=kv8)
     q = torch.empty((B, lq, H, D), dtype=getattr(torch, dtype))
     kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=torch.uint8 if kv8 else q.dtype)
-    o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
-    lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
+    o, lse, work = _outputs(torch, kern, q, splits, HK)
     lens = torch.zeros((B,), dtype=torch.int32)
     x2 = torch.zeros((B, 20), dtype=torch.int32) if page else lens
     sc = (torch.empty((HK,)), torch.empty((HK,))) if kv8 else ()
-    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, *sc, target="sm_90").asm["ptx"]
+    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, *sc, *work, target="sm_90").asm["ptx"]
     r = ptxas(ptx, "sm_90", verbose=True)
     assert r.returncode == 0, r.stderr
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
@@ -255,8 +266,6 @@ def test_decode_fp8_cache_torch_host_path(monkeypatch, qdtype, paged, splits):
     # reference on the dequantised cache, for bf16 and f16 q, contiguous and paged, split and not
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(DC, "make_ragged", lambda *a, **kw: _OnTheInterpreter(R.make_ragged(*a, **kw)))
-    real_combine = DC.make_combine
-    monkeypatch.setattr(DC, "make_combine", lambda *a: _OnTheInterpreter(real_combine(*a)))
     tab = e4m3_values()
     rng = np.random.default_rng(31 + splits)
     B, LQ, H, HK, D, S = 2, 1, 4, 2, 64, 192
@@ -305,25 +314,34 @@ def test_decode_fp8_kernels_pass_ptxas_without_spills(D, page, splits, qdtype):
                          kps=1024 if splits > 1 else 0, kv8=True)
     q = torch.empty((B, lq, H, D), dtype=getattr(torch, qdtype))
     kv = torch.empty((40, page, HK, D) if page else (B, 2048, HK, D), dtype=torch.uint8)
-    o = torch.empty((splits, B, lq, H, D)) if splits > 1 else q
-    lse = torch.empty((splits, B, lq, H)) if splits > 1 else torch.empty((B, lq, H))
+    o, lse, work = _outputs(torch, kern, q, splits, HK)
     lens = torch.zeros((B,), dtype=torch.int32)
     x2 = torch.zeros((B, 20), dtype=torch.int32) if page else lens
     sc = torch.empty((HK,))
-    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, sc, sc, target="sm_90").asm["ptx"]
+    ptx = kern.compile(q, kv, kv, o, lse, lens, x2, sc, sc, *work, target="sm_90").asm["ptx"]
     r = ptxas(ptx, "sm_90", verbose=True)
     assert r.returncode == 0, r.stderr
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("D, lq, NS", [(128, 1, 33), (64, 4, 8), (256, 16, 2)])
-def test_combine_kernel_passes_ptxas(D, lq, NS):
+@pytest.mark.parametrize("kernel, D, lq, NS, kv8", [("ragged", 128, 1, 33, False), ("ragged", 64, 4, 8, False),
+                                                   ("ragged", 256, 16, 2, False), ("split", 128, 1, 27, True),
+                                                   ("split", 64, 4, 8, False)])
+def test_split_kernels_with_their_combine_pass_ptxas(kernel, D, lq, NS, kv8):
+    # the split kernels carry the combine (split_combine.py): its unrolled loads over NS partials must not spill
     torch = pytest.importorskip("torch")
-    comb = DC.make_combine("bfloat16", D, lq, 32, NS)
-    ck = comb.compile(torch.empty((NS, 2, lq, 32, D)), torch.empty((NS, 2, lq, 32)),
-                      torch.empty((2, lq, 32, D), dtype=torch.bfloat16), torch.empty((2, lq, 32)), target="sm_90")
+    H, HK, B = 32, 8, 2
+    make = DC.make_decode if kernel == "split" else functools.partial(R.make_ragged, "decode")
+    kern = make("bfloat16", D, False, H, HK, D ** -0.5, lq=lq, splits=NS, kps=1024, kv8=kv8)
+    q = torch.empty((B, lq, H, D), dtype=torch.bfloat16)
+    kv = torch.empty((B, 2048 * NS, HK, D), dtype=torch.uint8 if kv8 else torch.bfloat16)
+    lens = torch.zeros((B,), dtype=torch.int32)
+    sc = (torch.empty((HK,)), torch.empty((HK,))) if kv8 else ()
+    o, lse, work = _outputs(torch, kern, q, NS, HK)
+    ck = kern.compile(q, kv, kv, o, lse, lens, lens, *sc, *work, target="sm_90")
     r = ptxas(ck.asm["ptx"], "sm_90", verbose=True)
     assert r.returncode == 0 and "0 bytes spill stores" in r.stderr, r.stderr
+    assert "atom.acq_rel.gpu.global.inc.u32" in ck.asm["ptx"]
 
 
 def test_decode_head_dim_128_paged_split_on_the_interpreter():

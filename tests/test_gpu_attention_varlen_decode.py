@@ -176,6 +176,42 @@ def test_decode_forced_splits_agree(splits, kernel):
         assert (o[b].float() - ro).abs().max().item() <= 2e-3
 
 
+@pytest.mark.parametrize("kernel", ["ragged", "split"])
+def test_decode_split_combine_repeats_and_replays_in_a_graph(kernel):
+    # the split's combine runs in the kernel (split_combine.py): a group's counter must be back at zero after every
+    # launch, or the next call's last arriver is misjudged. 20 calls back to back, then a CUDA graph's replays
+    # (its own counters, zero-filled in the graph), give the first call's bits (the combine's order is fixed)
+    torch = pytest.importorskip("torch")
+    B, ctx, H, HK, D = 3, 9000, 32, 8, 128
+    kc, vc, bt, kg, vg = _cache(torch, B, ctx, HK, D, torch.bfloat16, 64, 7)
+    torch.manual_seed(7)
+    q = torch.randn(B, 1, H, D, device="cuda", dtype=torch.bfloat16)
+    lens = torch.tensor([9000, 1, 4097], dtype=torch.int32, device="cuda")
+    call = (lambda: ops.attention_decode(q, kc, vc, lens, block_table=bt, splits=13, kernel=kernel,
+                                         return_lse=True))
+    o0, l0 = call()
+    for _ in range(20):
+        o, lse = call()
+        assert torch.equal(o, o0) and torch.equal(lse, l0)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        og, lg = call()
+    for _ in range(5):
+        og.zero_()
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(og, o0) and torch.equal(lg, l0)
+    for b in range(B):
+        n = int(lens[b])
+        ro, _, _ = _attend(torch, q[b], kg[b, :n], vg[b, :n], False, 1.0 / math.sqrt(D))
+        assert (o0[b].float() - ro).abs().max().item() <= _tol(torch, ro, torch.bfloat16), b
+
+
 def _grads_reference(torch, q, k, v, do, causal, scale):
     """float32 (dq, dk, dv) of one sequence by torch autograd through SDPA (the math backend: float32 throughout)
     with the bottom-right causal mask; rows that see no key (len_q > len_k) contribute 0."""

@@ -1,6 +1,7 @@
 """attention_decode: a few new queries per sequence against a KV cache, contiguous or paged (ragged.py's kernel in
-mode "decode"), the KV read split across blocks with a combine kernel (make_combine) when the batch alone cannot fill
-the SMs; `reference_decode`, its float64 numpy twin.
+mode "decode", or decode_kernel.py's), the KV read split across blocks when the batch alone cannot fill the SMs
+(the group's last arriving split combines the partials in the same launch: split_combine.py); `reference_decode`,
+its float64 numpy twin.
 
 Layouts: q (B, Lq, H, D) (Lq = 1..16 new tokens, already appended to the cache); a contiguous cache k_cache,
 v_cache (B, S_max, H_kv, D), or a paged one (num_pages, page_size, H_kv, D) with block_table (B, max_pages) int32
@@ -9,8 +10,8 @@ keys each sequence has (the Lq new ones included), read by the kernel.
 
 One block serves the GROUP = H / H_kv query heads of one kv head for all Lq queries (GROUP * Lq rows of the mma
 tiles): each K/V tile is read once for the whole group. Split-KV: split s of NS reads keys [s * KPS, (s + 1) * KPS);
-each writes its normalised float32 partial O and its LSE, and the combine kernel (one warp per (b, i, h) row)
-weighs them by exp(LSE_s - max). NS comes from shapes only (choose_splits): no host synchronisation.
+each writes its normalised float32 partial O and its LSE, and the last of a group's splits to finish weighs them by
+exp(LSE_s - max) (split_combine.py). NS comes from shapes only (choose_splits): no host synchronisation.
 """
 import functools
 import math
@@ -18,14 +19,12 @@ import math
 import numpy as np
 
 import tiledsl
-from tiledsl import T
 
-from .common import LOG2E, NEG
 from .decode_kernel import make_decode
 from .ragged import BN, make_ragged
 from .. import gates
 from .varlen import _dtype_of, _host_ints, attend_reference, interpreted
-from ..device import sm_count
+from ..device import sm_count, stream_buffers
 from .common import softmax_scale
 
 MAX_SPLITS = 64
@@ -36,9 +35,6 @@ WAVES = 2                # blocks the splits aim for, per SM (the D = 128 kernel
 # e4m3 B 64 x 4k 376 -> 219 us, B 1 x 32k 59 -> 39; bf16 B 64 x 4k 340 (ragged) against 373-385 (split)
 WARP_SPLIT = {True: True, False: False}
 FILL = 0.85              # the share of the last wave's slots the splits must fill
-
-_COMBINE = {}
-
 
 @functools.lru_cache(maxsize=1024)
 def choose_splits(B, HK, nqb, max_ctx, sms, waves=WAVES):
@@ -57,50 +53,6 @@ def choose_splits(B, HK, nqb, max_ctx, sms, waves=WAVES):
         ns = good[0] if good else 1 + max(range(most), key=lambda i: fill[i])
     kps = -(-tiles // ns) * BN
     return -(-tiles * BN // kps), kps
-
-
-def make_combine(dtype, D, lq, H, NS):
-    """The combine kernel: O (B, Lq, H, D) in `dtype` and LSE (B, Lq, H) from NS float32 partials (NS, B, Lq, H, D)
-    and their LSEs; a warp per row, D / 32 values a lane. Launch: grid ceil(B * Lq * H / 4), 128 threads."""
-    key = (dtype, D, lq, H, NS)
-    if key in _COMBINE:
-        return _COMBINE[key]
-    EPL = D // 32
-    BIG = 2 ** 31 - 1
-
-    @tiledsl.jit
-    def combine(OP: T.Tensor((NS, "B", lq, H, D), "float32"), LP: T.Tensor((NS, "B", lq, H), "float32"),
-                O: T.Tensor(("B", lq, H, D), dtype), LSE: T.Tensor(("B", lq, H), "float32")):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))      # the grid: the host's
-        lane = T.cuda.lane_id()
-        row = T.cuda.block_id() * 4 + T.cuda.warp_id()
-        R = B * lq * H
-        if row >= R:
-            return
-        gP = OP.view(BIG // D, D)
-        gL = LP.view(BIG)
-        gO = O.view(BIG // D, D)
-        mx = gL[row]
-        for sp in T.unroll(1, NS):
-            mx = T.max(mx, gL[sp * R + row])
-        acc = T.alloc_local((EPL,), "float32")
-        for e in T.unroll(EPL):
-            acc[e] = 0.0
-        den = 0.0
-        for sp in T.unroll(NS):
-            ls = gL[sp * R + row]
-            w = T.exp2((ls - mx) * LOG2E, approx=True) if ls != NEG else 0.0     # an empty split (all -inf) weighs 0
-            den = den + w
-            for e in T.unroll(EPL):
-                acc[e] = acc[e] + w * gP[sp * R + row, lane * EPL + e]
-        inv = 1.0 / den if den > 0.0 else 0.0
-        for e in T.unroll(EPL):
-            gO[row, lane * EPL + e] = T.cast(acc[e] * inv, dtype)
-        if lane == 0:
-            LSE.view(BIG)[row] = mx + T.log(den, approx=True) if den > 0.0 else NEG
-
-    _COMBINE[key] = combine
-    return combine
 
 
 def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_size=None, scale=None, causal=False,
@@ -205,6 +157,7 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
             return (out, lse) if return_lse else out
         run = (lambda kk, g, t, *a: interpreted(kk)[g, t](*a))
         mk = z
+        counters = (lambda n: z((n,), np.int32))
     else:
         import torch
         dev = q.device
@@ -221,20 +174,21 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_
         else:
             run = (lambda kk, g, t, *a: kk[g, t](*a))
         mk = (lambda shape, dtype: torch.empty(shape, dtype=torch.float32, device=dev))
+        if dev.type == "cpu":
+            counters = (lambda n: torch.zeros((n,), dtype=torch.int32))
+        else:        # every launch leaves the counters at zero: made once per (device, stream, count)
+            counters = (lambda n: stream_buffers(q, ("decode counters", n), lambda torch, device: torch.zeros(
+                (n,), dtype=torch.int32, device=device)))
     seqlens = cache_seqlens if not numpy else np.ascontiguousarray(cache_seqlens)
     if not numpy:
         seqlens = seqlens.contiguous()
     if x2 is None:
         x2 = seqlens            # a contiguous cache: the kernel's block-table argument is unused
     scales = (ks, vs) if kv8 else ()
-    if ns == 1:
-        run(kern, grid, kern.threads, q, k_cache, v_cache, out, lse, seqlens, x2, *scales)
-    else:
-        op = mk((ns, B, LQ, H, D), np.float32)
-        lp = mk((ns, B, LQ, H), np.float32)
-        run(kern, grid, kern.threads, q, k_cache, v_cache, op, lp, seqlens, x2, *scales)
-        comb = make_combine(dt, D, LQ, H, ns)
-        run(comb, (-(-B * LQ * H // 4),), 128, op, lp, out, lse)
+    work = ()
+    if ns > 1:       # the splits' float32 partials and the groups' arrival counters (split_combine.py)
+        work = (mk((ns, B, LQ, H, D), np.float32), mk((ns, B, LQ, H), np.float32), counters(B * HK * nqb))
+    run(kern, grid, kern.threads, q, k_cache, v_cache, out, lse, seqlens, x2, *scales, *work)
     return (out, lse) if return_lse else out
 
 

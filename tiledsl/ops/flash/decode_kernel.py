@@ -10,7 +10,8 @@ tensor cores, and need no block barrier inside the loop (a warp waits for its ow
 barrier), so a warp is never held up by another's copies.
 
 Arguments and grid as ragged.py's decode mode (Q, K, V, O, LSE, X1 = cache_seqlens, X2 = block table or unused;
-kv8: KSC, VSC), with query blocks of 16 rows: grid (NS * ceil(GROUP * Lq / 16), H_kv, B), 128 threads.
+kv8: KSC, VSC; split: WO, WL, F, the partials and counters of split_combine.py), with query blocks of 16 rows:
+grid (NS * ceil(GROUP * Lq / 16), H_kv, B), 128 threads.
 kv8: e4m3 K and V bytes land in per-warp staging stages and each lane widens the chunks it copied into the warp's
 f16 tile (ragged.py's shifts: the value times 2^-8; the 2^8 and the descales return in the scores' scale and on O).
 """
@@ -20,6 +21,7 @@ from tiledsl import T
 from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, decode_keys, e4m3x4_to_f16, online_softmax
 from .fa2 import LAZY, layouts
 from .forward_tile import tile_parts
+from .split_combine import arrived_last, combine_row
 
 WARPS = 4
 SUB = 16                 # keys a warp takes of each step
@@ -64,10 +66,8 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
     QS = ("B", lq, H, D)
     KS = ("NP", page, HK, D) if paged else ("B", "S", HK, D)
     X2S = ("B", "MP") if paged else ("B",)
-    if split:
-        OS, LS, ODT = (splits, "B", lq, H, D), (splits, "B", lq, H), "float32"
-    else:
-        OS, LS, ODT = ("B", lq, H, D), ("B", lq, H), dtype
+    OS, LS = ("B", lq, H, D), ("B", lq, H)
+    WOS, WLS = (splits, "B", lq, H, D), (splits, "B", lq, H)      # split: the float32 partials
     # fa2's layouts for one warp's m16 tile against 16-key tiles, the K and V tiles' stage axis over (stage, warp):
     # FST * WARPS sub-tiles of 16 rows, stacked as fa2's 64-row tiles are
     LY = layouts(D, 1, 1, bn=SUB, stages=FST * WARPS)
@@ -122,7 +122,8 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
                 T.cuda.tile.apply(T.ptx["st.shared.v4.b32"], cf[warp, r, 2 * fc + h], dst[h])
 
     @tiledsl.inline
-    def body(Q, K, V, O, LSE, X1, X2, KSC, VSC):
+    def body(Q, K, V, O, LSE, X1, X2, KSC, VSC, WO, WL, F):
+        """The kernel (KSC, VSC: kv8's descales, else None; WO, WL, F: a split's partials and counters, else None)."""
         tid = T.cuda.thread_id()
         warp = T.cuda.warp_id()
         lane = T.cuda.lane_id()
@@ -255,32 +256,55 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
             lse = (mx + T.log2(den, approx=True)) * LN2 if den > 0.0 else NEG
             if split:
                 prow = sp * (Q.shape[0] * lq * H)
-                gOf = O.view(ROWF, D)
+                gOf = WO.view(ROWF, D)
                 for e in T.unroll(COLS):
                     gOf[prow + orow, c0 + e] = acc[e] * inv
                 if tid % 8 == 0:
-                    LSE.view(_BIG)[prow + orow] = lse
+                    WL.view(_BIG)[prow + orow] = lse
             else:
                 gO = O.view(ROWF, D)
                 for e in T.unroll(COLS):
                     gO[orow, c0 + e] = T.cast(acc[e] * inv, dtype)
                 if tid % 8 == 0:
                     LSE.view(_BIG)[orow] = lse
+        if split:
+            # the group's last arriving split combines the NS partials of the block's 16 rows, a warp a row
+            flag = T.alloc_shared((1,), "int32")
+            if arrived_last(F, (b * HK + kvh) * NQB + qb, splits, tid, flag) == 1:
+                for j in range(16 // WARPS):
+                    row = qb * 16 + j * WARPS + warp
+                    if row < NROWS:
+                        combine_row(WO, WL, O, LSE, qrow(row, b, kvh), Q.shape[0] * lq * H, splits, lane, D, dtype)
 
     # the grid in the entries is a placeholder: the host sizes it (kernel[grid, threads])
-    if kv8:
+    if kv8 and split:
         @tiledsl.jit
-        def decode_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
+        def decode_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, dtype),
+                       LSE: T.Tensor(LS, "float32"), X1: T.Tensor(("B",), "int32"), X2: T.Tensor(X2S, "int32"),
+                       KSC: T.Tensor((HK,), "float32"), VSC: T.Tensor((HK,), "float32"),
+                       WO: T.Tensor(WOS, "float32"), WL: T.Tensor(WLS, "float32"), F: T.Tensor(("NC",), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32 * WARPS))
+            body(Q, K, V, O, LSE, X1, X2, KSC, VSC, WO, WL, F)
+    elif kv8:
+        @tiledsl.jit
+        def decode_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, dtype),
                        LSE: T.Tensor(LS, "float32"), X1: T.Tensor(("B",), "int32"), X2: T.Tensor(X2S, "int32"),
                        KSC: T.Tensor((HK,), "float32"), VSC: T.Tensor((HK,), "float32")):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32 * WARPS))
-            body(Q, K, V, O, LSE, X1, X2, KSC, VSC)
+            body(Q, K, V, O, LSE, X1, X2, KSC, VSC, None, None, None)
+    elif split:
+        @tiledsl.jit
+        def decode_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, dtype),
+                       LSE: T.Tensor(LS, "float32"), X1: T.Tensor(("B",), "int32"), X2: T.Tensor(X2S, "int32"),
+                       WO: T.Tensor(WOS, "float32"), WL: T.Tensor(WLS, "float32"), F: T.Tensor(("NC",), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32 * WARPS))
+            body(Q, K, V, O, LSE, X1, X2, None, None, WO, WL, F)
     else:
         @tiledsl.jit
-        def decode_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
+        def decode_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, dtype),
                        LSE: T.Tensor(LS, "float32"), X1: T.Tensor(("B",), "int32"), X2: T.Tensor(X2S, "int32")):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32 * WARPS))
-            body(Q, K, V, O, LSE, X1, X2, None, None)
+            body(Q, K, V, O, LSE, X1, X2, None, None, None, None, None)
 
     decode_fwd.threads = 32 * WARPS
     decode_fwd.nqb = NQB

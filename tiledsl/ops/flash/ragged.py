@@ -4,13 +4,14 @@ attention_varlen) and new queries against a KV cache, contiguous or paged, split
 attention_decode).
 
 make_ragged builds one kernel per (mode, dtype, D, causal, heads, scale, configuration, ...). Its seven arguments are
-Q, K, V, O, LSE and two int32 tensors X1, X2:
+Q, K, V, O, LSE and two int32 tensors X1, X2 (kv8 adds KSC, VSC; a split decode adds WO, WL, F after them):
 
   mode      Q            K, V                         O                 LSE            X1              X2
   "varlen"  (Tq, H, D)   (Tk, H_kv, D)                (Tq, H, D)        (H, Tq)        cu_seqlens_q    cu_seqlens_k
   "decode"  (B, Lq, H, D) (B, S, H_kv, D) contiguous  (B, Lq, H, D)     (B, Lq, H)     cache_seqlens   (B,) unused
                           (pages, P, H_kv, D) paged                                                    block_table
-  splits>1                                            (NS, B, Lq, H, D) (NS, B, Lq, H)   float32 partials per split
+  splits>1  WO (NS, B, Lq, H, D), WL (NS, B, Lq, H): float32 partials per split; F: int32 (B * H_kv * query blocks)
+            arrival counters, zero before the launch and after it (split_combine.py: the last split combines)
 
 The grid is sized on the host from shapes and max_seqlen only (no read of the lengths):
   varlen: (query blocks of max_seqlen_q, H, B); a block past its sequence's length returns at once.
@@ -28,6 +29,7 @@ from tiledsl import T
 from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, decode_keys, e4m3x4_to_f16, online_softmax
 from .fa2 import CONFIGS, LAZY, layouts
 from .forward_tile import tile_parts
+from .split_combine import arrived_last, combine_row
 
 BN = 64                 # key/value rows per tile (fa2.py's)
 KV8_STAGES = 2          # kv8: staging stages of e4m3 tiles per block (112 KiB at D = 128: two blocks an SM; six
@@ -51,7 +53,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                 kv8=False):
     """The ragged forward kernel (module docstring). mode "varlen" or "decode"; for decode lq query tokens per
     sequence, page the page size (0: a contiguous cache), splits the number of KV splits NS and kps the keys each
-    reads (a multiple of 64; splits > 1 writes float32 partials for decode.py's combine kernel).
+    reads (a multiple of 64; splits > 1 writes float32 partials, and a group's last split combines them).
 
     kv8 (decode): K and V are uint8 e4m3 bytes, and the kernel takes two more arguments, KSC and VSC: float32 (H_kv,)
     descales (the cache holds K / k_scale, V / v_scale). The products run in f16 whatever q's dtype: bfloat16 Q is
@@ -122,10 +124,8 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         QS = ("B", lq, H, D)
         KS = ("NP", page, HK, D) if paged else ("B", "S", HK, D)
         X1S, X2S = ("B",), (("B", "MP") if paged else ("B",))      # contiguous: X2 unused (cache_seqlens again)
-        if split:
-            OS, LS, ODT = (splits, "B", lq, H, D), (splits, "B", lq, H), "float32"
-        else:
-            OS, LS, ODT = ("B", lq, H, D), ("B", lq, H), dtype
+        OS, LS, ODT = ("B", lq, H, D), ("B", lq, H), dtype
+        WOS, WLS = (splits, "B", lq, H, D), (splits, "B", lq, H)      # split: the float32 partials
     shared, registers, q_fragments, qk_tile, pv_tile, row_sums = tile_parts(MDT, D, BN, config,
                                                                         layouts(D, warps, MI), PEND)
 
@@ -180,8 +180,9 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
         T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
     @tiledsl.inline
-    def body(Q, K, V, O, LSE, X1, X2, KSC, VSC):
-        """The kernel (KSC, VSC: kv8's float32 (H_kv,) descales, else None)."""
+    def body(Q, K, V, O, LSE, X1, X2, KSC, VSC, WO, WL, F):
+        """The kernel (KSC, VSC: kv8's float32 (H_kv,) descales, else None; WO, WL, F: a split's float32 partials
+        and the groups' arrival counters, else None)."""
         tid = T.cuda.thread_id()
         warp = T.cuda.warp_id()
         lane = T.cuda.lane_id()
@@ -308,9 +309,11 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                 o[i] = o[i] * vsc
         if split:
             # float32 partials: split sp's rows follow the (B, Lq, H) rows of the splits before it
-            gOf = O.view(ROWF, D)
-            gLf = LSE.view(_BIG)
-            prow = sp * (Q.shape[0] * lq * H)
+            gOf = WO.view(ROWF, D)
+            gLf = WL.view(_BIG)
+            R = Q.shape[0] * lq * H
+            prow = sp * R
+            flag = T.alloc_shared((1,), "int32")
             for x in T.unroll(MI * 2):
                 mi, r = x // 2, x % 2
                 row = row0 + 16 * mi + 8 * r
@@ -321,6 +324,12 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                             gOf[orow, n * 8 + 2 * (lane % 4) + e] = o[(mi * DN + n) * 4 + 2 * r + e]
                     if lane % 4 == 0:
                         gLf[orow] = (m[x, 0] * cs + al[x, 0]) * LN2 if lsum[x, 0] > 0.0 else NEG
+            # the group's last arriving split combines the NS partials of the block's rows, a warp a row
+            if arrived_last(F, (b * HK + kvh) * NQBD + qb, splits, tid, flag) == 1:
+                for j in range(BM // warps):
+                    row = qb * BM + j * warps + warp
+                    if row < nrows:
+                        combine_row(WO, WL, O, LSE, qrow(row, q0, h, b, kvh), R, splits, lane, D, dtype)
         else:
             gO = O.view(dtype="uint32").view(ROWW, W)
             ow = T.alloc_local((MI * DN * 2, 1), "uint32")
@@ -340,13 +349,28 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                             LSE.view(_BIG)[orow] = lse
 
     # the grid in the entries is a placeholder: the host sizes it from max_seqlen / the splits (kernel[grid, threads])
-    if kv8:
+    if kv8 and split:
+        @tiledsl.jit
+        def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
+                       LSE: T.Tensor(LS, "float32"), X1: T.Tensor(X1S, "int32"), X2: T.Tensor(X2S, "int32"),
+                       KSC: T.Tensor((HK,), "float32"), VSC: T.Tensor((HK,), "float32"),
+                       WO: T.Tensor(WOS, "float32"), WL: T.Tensor(WLS, "float32"), F: T.Tensor(("NC",), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=THREADS))
+            body(Q, K, V, O, LSE, X1, X2, KSC, VSC, WO, WL, F)
+    elif kv8:
         @tiledsl.jit
         def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
                        LSE: T.Tensor(LS, "float32"), X1: T.Tensor(X1S, "int32"), X2: T.Tensor(X2S, "int32"),
                        KSC: T.Tensor((HK,), "float32"), VSC: T.Tensor((HK,), "float32")):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=THREADS))
-            body(Q, K, V, O, LSE, X1, X2, KSC, VSC)
+            body(Q, K, V, O, LSE, X1, X2, KSC, VSC, None, None, None)
+    elif split:
+        @tiledsl.jit
+        def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
+                       LSE: T.Tensor(LS, "float32"), X1: T.Tensor(X1S, "int32"), X2: T.Tensor(X2S, "int32"),
+                       WO: T.Tensor(WOS, "float32"), WL: T.Tensor(WLS, "float32"), F: T.Tensor(("NC",), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=THREADS))
+            body(Q, K, V, O, LSE, X1, X2, None, None, WO, WL, F)
     else:
         @tiledsl.jit
         def ragged_fwd(Q: T.Tensor(QS, dtype), K: T.Tensor(KS, KDT), V: T.Tensor(KS, KDT), O: T.Tensor(OS, ODT),
@@ -359,7 +383,7 @@ def make_ragged(mode, dtype, D, causal, H, HK, scale, config=None, lq=1, page=0,
                 b = T.cuda.block_id(2)
                 if qb * BM >= X1[b + 1] - X1[b]:
                     return
-            body(Q, K, V, O, LSE, X1, X2, None, None)
+            body(Q, K, V, O, LSE, X1, X2, None, None, None, None, None)
 
     ragged_fwd.threads = THREADS
     # blocks an SM holds (shared memory: Q, two K and V stages, kv8's staging; the registers allow two)
