@@ -119,6 +119,8 @@ def test_choose_splits():
     assert DC.choose_splits(64, 8, 1, 4096, 132) == (1, 4096)            # the batch fills the SMs: no split
     assert DC.choose_splits(1, 8, 1, 32768, 132) == (29, 1152)           # 8 blocks x 29 fill 232 of 264 slots
     assert DC.choose_splits(16, 8, 1, 8192, 132) == (2, 4096)            # 256 of 264 slots (3 would be 1.45 waves)
+    # 128 tiles: 26 splits asked are 5 tiles each, 26 run (208 of 264 slots); judged on the splits that run, 32
+    assert DC.choose_splits(1, 8, 1, 8192, 132) == (32, 256)
     ns, kps = DC.choose_splits(1, 8, 1, 1024, 132)
     assert ns == 4 and kps == 256                                          # at least MIN_SPLIT_TILES tiles a split
     assert DC.choose_splits(1, 1, 1, 10 ** 6, 132)[0] == DC.MAX_SPLITS
@@ -212,14 +214,18 @@ def e4m3_values():
     return np.where(s == 1, -v, v)
 
 
-@pytest.mark.parametrize("paged, splits, S", [(False, 1, 192), (True, 2, 192), (False, 1, 640), (True, 1, 576)])
-def test_decode_fp8_cache_on_the_interpreter(paged, splits, S):
+@pytest.mark.parametrize("paged, splits, S, D, kernel", [
+    (False, 1, 192, 64, None), (True, 2, 192, 64, None), (False, 1, 640, 64, None), (True, 1, 576, 64, None),
+    (False, 2, 320, 128, "split"), (True, 1, 320, 128, "ragged")])
+def test_decode_fp8_cache_on_the_interpreter(paged, splits, S, D, kernel):
     # S = 576 / 640: 9 / 10 key tiles, more than the KV8_STAGES staging stages (each stage refilled)
     # e4m3 bytes over the whole range (subnormals, both signs, 448; no NaN) with per-kv-head descales: the kernel
-    # widens them by shifts and masks (times 2^-8); k_scale goes into the scores' scale and v_scale (x 2^8) onto O
+    # widens them by shifts and masks (times 2^-8); k_scale goes into the scores' scale and v_scale (x 2^8) onto O.
+    # D = 128 on the split kernel: K's fragments read from the staging in two 16-byte chunk groups per key (the
+    # contraction order permuted in Q's fragments to match) and the staging swizzle of 128-byte rows
     tab = e4m3_values()
     rng = np.random.default_rng(8 + paged)
-    B, LQ, H, HK, D = 2, 2, 4, 2, 64
+    B, LQ, H, HK = 2, 2, 4, 2
 
     def rand8(shape):
         x = rng.integers(0, 256, shape).astype(np.uint8)
@@ -235,7 +241,7 @@ def test_decode_fp8_cache_on_the_interpreter(paged, splits, S):
         bt = None
     kf, vf = tab[k8] * ks[:, None], tab[v8] * vs[:, None]
     o, lse = DC.attention_decode(q, k8, v8, lens, block_table=bt, k_scale=ks, v_scale=vs, causal=True,
-                                 splits=splits, return_lse=True)
+                                 splits=splits, return_lse=True, kernel=kernel)
     ro, rl = DC.reference_decode(q, kf, vf, lens, block_table=bt, causal=True)
     assert o.dtype == np.float16
     assert np.abs(o - ro).max() <= 2e-3 * np.abs(ro).max()          # O's f16 rounding, relative to its range

@@ -45,12 +45,15 @@ def choose_splits(B, HK, nqb, max_ctx, sms, waves=WAVES):
     tiles = max(1, -(-max_ctx // BN))
     base = B * HK * nqb
     slots = waves * sms
-    ns = 1
-    if base < sms:
-        most = max(1, min(tiles // MIN_SPLIT_TILES, MAX_SPLITS))
-        fill = [(n * base) / (-(-(n * base) // slots) * slots) for n in range(1, most + 1)]
-        good = [n for n in range(1, most + 1) if fill[n - 1] >= FILL]
-        ns = good[0] if good else 1 + max(range(most), key=lambda i: fill[i])
+    if base >= sms:
+        return 1, tiles * BN
+    most = max(1, min(tiles // MIN_SPLIT_TILES, MAX_SPLITS))
+    # n splits of ceil(tiles / n) tiles each are only ceil(tiles / that) splits once rounded (n = 28 of 512 tiles:
+    # 19 tiles each, 27 splits): the fill is judged on the splits that run
+    runs = sorted({-(-tiles // -(-tiles // n)) for n in range(1, most + 1)})
+    fill = {n: (n * base) / (-(-(n * base) // slots) * slots) for n in runs}
+    good = [n for n in runs if fill[n] >= FILL]
+    ns = good[0] if good else max(runs, key=lambda n: (fill[n], -n))
     kps = -(-tiles // ns) * BN
     return -(-tiles * BN // kps), kps
 

@@ -27,6 +27,10 @@ WARPS = 4
 SUB = 16                 # keys a warp takes of each step
 STEP = WARPS * SUB       # keys a step: ragged.BN, so split sizes (multiples of 64 keys) serve both kernels
 STAGES = {False: 3, True: 4}       # cp.async stages a warp keeps in flight (kv8: of e4m3 bytes)
+# kv8: K's mma fragments made in registers from the e4m3 bytes (one 16-byte shared load per n8 tile and 4 k16 steps,
+# widened by shifts), the k16 steps' contraction order permuted to match in Q's fragments; False: K widened into
+# an f16 tile and read back by ldmatrix as V still is (two more shared-memory passes over K's bytes, doubled)
+KREG = True
 _BIG = 2 ** 31 - 1
 
 _KERNELS = {}
@@ -38,7 +42,8 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
         raise tiledsl.LaunchError(f"the warp-split decode kernel takes head dims 64 and 128, got {D}")
     lazy = LAZY if lazy is None else bool(lazy)
     kv8 = bool(kv8)
-    key = (dtype, D, bool(causal), H, HK, float(scale), lq, page, splits, kps, lazy, kv8, STAGES[kv8])
+    kreg = kv8 and KREG
+    key = (dtype, D, bool(causal), H, HK, float(scale), lq, page, splits, kps, lazy, kv8, STAGES[kv8], kreg)
     if key in _KERNELS:
         return _KERNELS[key]
     MDT = "float16" if kv8 else dtype
@@ -73,6 +78,9 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
     LY = layouts(D, 1, 1, bn=SUB, stages=FST * WARPS)
     L_CP_Q, L_CP_KV, L_LD_Q, L_LD_K, L_LD_V = (LY[n] for n in ("cp_q", "cp_kv", "ld_q", "ld_k", "ld_v"))
     _, registers, q_fragments, qk_tile, pv_tile, row_sums = tile_parts(MDT, D, SUB, (1, 1, 1), LY, NST - 1)
+    L_M_Q, L_M_K = LY["m_q"], LY["m_k"]
+    KD = D // 16
+    MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
     @tiledsl.inline
     def qrow(r, b, kvh):
@@ -87,13 +95,54 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
         return lane % 8 + 8 * (j % 2), lane // 8 + 4 * (j // 2)
 
     @tiledsl.inline
-    def staged(row, fc):
+    def staged(row, fc, kfr):
         """kv8: where chunk fc of row `row` sits in an e4m3 staging stage (unit = row * KCPR + this; the XOR
-        spreads 8 rows' same chunk over the 8 bank groups)."""
-        return fc ^ (row % 8) if KCPR == 8 else fc ^ ((row // 2) % 4)
+        spreads 8 rows' same chunk over the 8 bank groups). kfr (K read into fragments, D = 128): also rows 2q and
+        2q + 1 on opposite halves (XOR 4 on odd rows), since a quarter warp's fragment loads read chunks 4j..4j+3
+        of both (at D = 64 two rows fill the 32 banks and never collide)."""
+        return fc ^ ((row % 8) ^ (4 * (row % 2)) if kfr else row % 8) if KCPR == 8 else fc ^ ((row // 2) % 4)
 
     @tiledsl.inline
-    def copy_sub(cp, g, s, step, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page):
+    def q_fragments8(cp_q):
+        """kv8 with K in registers: Q's A fragments with the contraction permuted as k_fragments reads K: k16
+        step kd, lane quad c, k half h take d = 64 (kd // 4) + 16 c + 4 (kd % 4) + 2 h (and + 1), so that a
+        lane's 4 e4m3 bytes of a key for step kd are one word of its 16-byte chunk 4 (kd // 4) + c. The sum over d
+        is the same. After the prologue's Q group has landed (and, bf16 q, been made f16)."""
+        T.cuda.tile.apply(T.ptx["cp.async.wait_group"], NST - 1)
+        T.cuda.syncthreads()
+        lane = T.cuda.lane_id()
+        rq = T.alloc_local((KD * 4,), "uint32")
+        for kd in T.unroll(KD):
+            for x in T.unroll(4):
+                d = 64 * (kd // 4) + 16 * (lane % 4) + 4 * (kd % 4) + 2 * (x // 2)
+                rq[4 * kd + x] = cp_q[lane // 4 + 8 * (x % 2), d // 8, (d % 8) // 2]
+        return rq.view(KD, 1, 1, 16, 8, layout=L_M_Q)
+
+    @tiledsl.inline
+    def qk_tile8(s_v, q_mma, c8, s, warp, lane):
+        """kv8 with K in registers: S = Q K^T over this warp's 16 keys in staging stage s. Lane (n, c) loads
+        chunk 4 j + c of key rows n and 8 + n (one 16-byte load each) and widens word kk into K's B fragment of
+        k16 step 4 j + kk (q_fragments8's order)."""
+        rk = T.alloc_local((4,), "uint32")
+        rk_mma = rk.view(2, 1, 8, 8, layout=L_M_K)
+        for j in T.unroll(KD // 4):
+            w = T.alloc_local((2, 4), "uint32")
+            for t in T.unroll(2):
+                r = 8 * t + lane // 4
+                T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], w[t], c8[s * WARPS + warp, r,
+                                                                     staged(r, 4 * j + lane % 4, True)])
+            for kk in T.unroll(4):
+                for t in T.unroll(2):
+                    lo, hi = e4m3x4_to_f16(w[t, kk])
+                    rk[2 * t] = lo
+                    rk[2 * t + 1] = hi
+                if j == 0 and kk == 0:
+                    T.cuda.tile.apply(T.ptx[MMA], s_v[0], q_mma[0], rk_mma, 0.0, scope="warp")
+                else:
+                    T.cuda.tile.apply(T.ptx[MMA], s_v[0], q_mma[4 * j + kk], rk_mma, s_v[0], scope="warp")
+
+    @tiledsl.inline
+    def copy_sub(cp, g, s, step, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page, kfr):
         """cp.async of this warp's 16 keys of step `step` (keys clamped to k_hi - 1) into its stage s."""
         for j in T.unroll(CPL):
             r, fc = chunk_of(lane, j)
@@ -102,7 +151,7 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
                 row = (T.min(X2[b, key // page], last_page) * page + key % page) * HK + kvh
             else:
                 row = (kb + key) * HK + kvh
-            dst = staged(r, fc) if kv8 else fc
+            dst = staged(r, fc, kfr) if kv8 else fc
             T.cuda.tile.apply(T.ptx[COPY], cp[s * WARPS + warp, r, dst], g[T.cast(row, "int64"), fc, :],
                               chunk_bytes=16)
 
@@ -112,7 +161,7 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
         for j in T.unroll(CPL):
             r, fc = chunk_of(lane, j)
             src = T.alloc_local((4,), "uint32")
-            T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], src, c8[s * WARPS + warp, r, staged(r, fc)])
+            T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], src, c8[s * WARPS + warp, r, staged(r, fc, False)])
             dst = T.alloc_local((2, 4), "uint32")
             for i in T.unroll(4):
                 lo, hi = e4m3x4_to_f16(src[i])
@@ -149,11 +198,16 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
         sq = T.alloc_shared((16 * W,), "uint32")
         cp_q = sq.view(16, CPR, 4, layout=L_CP_Q)
         ld_q = sq.view(1, 1, D // 16, 4, 8, 4, layout=L_LD_Q)
-        sk = T.alloc_shared((FST * WARPS * SUB * W,), "uint32")
+        if kreg:                             # K's fragments come from the e4m3 staging: no f16 tile for K
+            sk = None
+            cp_k = None
+            ld_k = None
+        else:
+            sk = T.alloc_shared((FST * WARPS * SUB * W,), "uint32")
+            cp_k = sk.view(FST * WARPS, SUB, CPR, 4, layout=L_CP_KV)
+            ld_k = sk.view(FST * WARPS, 1, D // 16, 4, 8, 4, layout=L_LD_K)
         sv = T.alloc_shared((FST * WARPS * SUB * W,), "uint32")
-        cp_k = sk.view(FST * WARPS, SUB, CPR, 4, layout=L_CP_KV)
         cp_v = sv.view(FST * WARPS, SUB, CPR, 4, layout=L_CP_KV)
-        ld_k = sk.view(FST * WARPS, 1, D // 16, 4, 8, 4, layout=L_LD_K)
         ld_v = sv.view(FST * WARPS, 1, DN // 2, 4, 8, 4, layout=L_LD_V)
         if kv8:
             s8 = T.alloc_shared((2 * NST * WARPS * SUB * KCPR * 4,), "uint32")     # K's stages, then V's
@@ -172,8 +226,8 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
             T.cuda.tile.apply(T.ptx[COPY], cp_q[c // CPR, c % CPR], gQ[qrow(r, b, kvh), c % CPR, :], chunk_bytes=16)
         for s in T.unroll(NST):
             if s < nsteps:
-                copy_sub(ck, gK, s, s, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page)
-                copy_sub(cv, gV, s, s, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page)
+                copy_sub(ck, gK, s, s, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page, kreg)
+                copy_sub(cv, gV, s, s, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page, False)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
         if QCONV:
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], NST - 1)
@@ -181,14 +235,18 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
                 c = tid + 32 * WARPS * j
                 bf16_chunk_to_f16(cp_q, c // CPR, c % CPR)
         s_, pk, o, m, sh, al, lsum, rk_ld, rk_mma, rv_ld, rv_mma, s_v, p_mma, o_v = registers()
-        qfr = q_fragments(ld_q, 0)
+        if kreg:
+            qfr = q_fragments8(cp_q)
+        else:
+            qfr = q_fragments(ld_q, 0)
 
         row0 = qb * 16 + lane // 4           # this lane's rows: row0 and row0 + 8
         for i in range(nsteps):
             st = i % NST
             T.cuda.tile.apply(T.ptx["cp.async.wait_group"], NST - 1)
             if kv8:
-                widen(cp_k, ck, st, warp, lane)
+                if not kreg:
+                    widen(cp_k, ck, st, warp, lane)
                 widen(cp_v, cv, st, warp, lane)
                 fs = warp
             else:
@@ -199,7 +257,10 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
             if causal:
                 act = act and kt0 <= (T.min(qb * 16 + 15, NROWS - 1)) // GROUP + off
             if act:
-                qk_tile(s_v, qfr, rk_ld, rk_mma, ld_k, fs)
+                if kreg:
+                    qk_tile8(s_v, qfr, ck, st, warp, lane)
+                else:
+                    qk_tile(s_v, qfr, rk_ld, rk_mma, ld_k, fs)
                 col0 = kt0 + 2 * (lane % 4)
                 need = kt0 + SUB > k_hi
                 if causal:
@@ -216,8 +277,8 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
                 pv_tile(o_v, p_mma, rv_ld, rv_mma, ld_v, fs)
             T.cuda.tile.apply(T.ptx["bar.sync"], 1 + warp, 32)     # done reading the stage: refill it
             if i + NST < nsteps:
-                copy_sub(ck, gK, st, i + NST, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page)
-                copy_sub(cv, gV, st, i + NST, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page)
+                copy_sub(ck, gK, st, i + NST, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page, kreg)
+                copy_sub(cv, gV, st, i + NST, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page, False)
             T.cuda.tile.apply(T.ptx["cp.async.commit_group"])
 
         # merge the warps: each its normalised O and log2-domain LSE into shared memory (over K's tiles), then a
@@ -308,7 +369,7 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
 
     decode_fwd.threads = 32 * WARPS
     decode_fwd.nqb = NQB
-    smem = 16 * D * 2 + 2 * FST * STEP * D * 2 + (2 * NST * STEP * D if kv8 else 0) + WARPS * 64
+    smem = 16 * D * 2 + (1 if kreg else 2) * FST * STEP * D * 2 + (2 * NST * STEP * D if kv8 else 0) + WARPS * 64
     decode_fwd.per_sm = max(1, min(4, 228 * 1024 // (smem + 1024)))
     _KERNELS[key] = decode_fwd
     return decode_fwd
