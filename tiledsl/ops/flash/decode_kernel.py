@@ -17,6 +17,7 @@ f16 tile (ragged.py's shifts: the value times 2^-8; the 2^8 and the descales ret
 """
 import tiledsl
 from tiledsl import T
+from tiledsl.layout import S, TileLayout
 
 from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, decode_keys, e4m3x4_to_f16, online_softmax
 from .fa2 import LAZY, layouts
@@ -31,6 +32,10 @@ STAGES = {False: 3, True: 4}       # cp.async stages a warp keeps in flight (kv8
 # widened by shifts), the k16 steps' contraction order permuted to match in Q's fragments; False: K widened into
 # an f16 tile and read back by ldmatrix as V still is (two more shared-memory passes over K's bytes, doubled)
 KREG = True
+# kv8: V's mma fragments too, by ldmatrix .trans of byte pairs straight from the staging (keys 2c, 2c+1 of a
+# d pair in one word: one AND and one shift split it into the even and odd d's B words), O's columns permuted to
+# match (undone where the merge stores them); with KREG no f16 tile remains
+VREG = True
 _BIG = 2 ** 31 - 1
 
 _KERNELS = {}
@@ -43,7 +48,8 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
     lazy = LAZY if lazy is None else bool(lazy)
     kv8 = bool(kv8)
     kreg = kv8 and KREG
-    key = (dtype, D, bool(causal), H, HK, float(scale), lq, page, splits, kps, lazy, kv8, STAGES[kv8], kreg)
+    vreg = kv8 and VREG
+    key = (dtype, D, bool(causal), H, HK, float(scale), lq, page, splits, kps, lazy, kv8, STAGES[kv8], kreg, vreg)
     if key in _KERNELS:
         return _KERNELS[key]
     MDT = "float16" if kv8 else dtype
@@ -78,7 +84,13 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
     LY = layouts(D, 1, 1, bn=SUB, stages=FST * WARPS)
     L_CP_Q, L_CP_KV, L_LD_Q, L_LD_K, L_LD_V = (LY[n] for n in ("cp_q", "cp_kv", "ld_q", "ld_k", "ld_v"))
     _, registers, q_fragments, qk_tile, pv_tile, row_sums = tile_parts(MDT, D, SUB, (1, 1, 1), LY, NST - 1)
-    L_M_Q, L_M_K = LY["m_q"], LY["m_k"]
+    L_M_Q, L_M_K, L_R_V, L_M_V = LY["m_q"], LY["m_k"], LY["r_v"], LY["m_v"]
+    LDMT = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+    # vreg: the e4m3 staging (K's stages then V's, rows of KCPR 16-byte chunks, staged()'s swizzle) as ldmatrix
+    # reads it: (stage, chunk pair, matrix = (chunk, key half), row, word)
+    L_LD_V8 = TileLayout(S[(2 * NST * WARPS, KCPR // 2, 2, 2, 8, 4) : (SUB * KCPR * 4, 8, 4, 8 * KCPR * 4,
+                                                                          KCPR * 4, 1)],
+                         swizzle=(3, 2, 3) if KCPR == 8 else (2, 2, 3))
     KD = D // 16
     MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
@@ -140,6 +152,27 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
                     T.cuda.tile.apply(T.ptx[MMA], s_v[0], q_mma[0], rk_mma, 0.0, scope="warp")
                 else:
                     T.cuda.tile.apply(T.ptx[MMA], s_v[0], q_mma[4 * j + kk], rk_mma, s_v[0], scope="warp")
+
+    @tiledsl.inline
+    def pv_tile8(o_v, p_mma, ld_v8, s, warp):
+        """kv8 with V in registers: O += P V over this warp's 16 keys in staging stage s. Per pair of 16-byte
+        chunks one ldmatrix .trans (b16: d pairs) gives each lane, per (chunk, key half), a word of keys 2c, 2c+1
+        (+ 8) at d = 2n, 2n + 1 (n = lane // 4): bytes 0 and 2 are the B word of d 2n, bytes 1 and 3 of 2n + 1.
+        O's n8 tile 2 X holds chunk X's even d's, tile 2 X + 1 its odd ones."""
+        rv = T.alloc_local((4,), "uint32")
+        rv_ld = rv.view(4, 8, 4, layout=L_R_V)
+        rb = T.alloc_local((4,), "uint32")
+        rb_mma = rb.view(2, 1, 8, 8, layout=L_M_V)
+        for cp in T.unroll(KCPR // 2):
+            T.cuda.tile.apply(T.ptx[LDMT], rv_ld, ld_v8[NST * WARPS + s * WARPS + warp, cp], scope="warp")
+            for ci in T.unroll(2):
+                for kh in T.unroll(2):
+                    w = rv[2 * ci + kh]
+                    t0 = w & T.uint32(0x00FF00FF)
+                    t1 = (w >> 8) & T.uint32(0x00FF00FF)
+                    rb[kh] = ((t0 & T.uint32(0x007F007F)) << 7) | ((t0 & T.uint32(0x00800080)) << 8)
+                    rb[2 + kh] = ((t1 & T.uint32(0x007F007F)) << 7) | ((t1 & T.uint32(0x00800080)) << 8)
+                T.cuda.tile.apply(T.ptx[MMA], o_v[2 * cp + ci], p_mma[0], rb_mma, o_v[2 * cp + ci], scope="warp")
 
     @tiledsl.inline
     def copy_sub(cp, g, s, step, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page, kfr):
@@ -206,12 +239,17 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
             sk = T.alloc_shared((FST * WARPS * SUB * W,), "uint32")
             cp_k = sk.view(FST * WARPS, SUB, CPR, 4, layout=L_CP_KV)
             ld_k = sk.view(FST * WARPS, 1, D // 16, 4, 8, 4, layout=L_LD_K)
-        sv = T.alloc_shared((FST * WARPS * SUB * W,), "uint32")
-        cp_v = sv.view(FST * WARPS, SUB, CPR, 4, layout=L_CP_KV)
-        ld_v = sv.view(FST * WARPS, 1, DN // 2, 4, 8, 4, layout=L_LD_V)
+        if vreg:                             # V's fragments come from the e4m3 staging too
+            cp_v = None
+            ld_v = None
+        else:
+            sv = T.alloc_shared((FST * WARPS * SUB * W,), "uint32")
+            cp_v = sv.view(FST * WARPS, SUB, CPR, 4, layout=L_CP_KV)
+            ld_v = sv.view(FST * WARPS, 1, DN // 2, 4, 8, 4, layout=L_LD_V)
         if kv8:
             s8 = T.alloc_shared((2 * NST * WARPS * SUB * KCPR * 4,), "uint32")     # K's stages, then V's
             c8 = s8.view(2, NST * WARPS, SUB, KCPR, 4)
+            ld_v8 = s8.view(2 * NST * WARPS, KCPR // 2, 4, 8, 4, layout=L_LD_V8)
             ck = c8[0]
             cv = c8[1]
         else:
@@ -247,7 +285,8 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
             if kv8:
                 if not kreg:
                     widen(cp_k, ck, st, warp, lane)
-                widen(cp_v, cv, st, warp, lane)
+                if not vreg:
+                    widen(cp_v, cv, st, warp, lane)
                 fs = warp
             else:
                 fs = st * WARPS + warp
@@ -274,7 +313,10 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
                         else:
                             s_[x] = NEG if col >= k_hi else s_[x]
                 online_softmax(s_, m, sh, al, lsum, o, pk, 1, 2, DN, cs, lazy, CVT)
-                pv_tile(o_v, p_mma, rv_ld, rv_mma, ld_v, fs)
+                if vreg:
+                    pv_tile8(o_v, p_mma, ld_v8, st, warp)
+                else:
+                    pv_tile(o_v, p_mma, rv_ld, rv_mma, ld_v, fs)
             T.cuda.tile.apply(T.ptx["bar.sync"], 1 + warp, 32)     # done reading the stage: refill it
             if i + NST < nsteps:
                 copy_sub(ck, gK, st, i + NST, warp, lane, kb, k_lo, k_hi, b, kvh, X2, last_page, kreg)
@@ -290,7 +332,9 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
         for x in T.unroll(2):
             for n in T.unroll(DN):
                 for e in T.unroll(2):
-                    so[warp, lane // 4 + 8 * x, n * 8 + 2 * (lane % 4) + e] = o[n * 4 + 2 * x + e]
+                    # vreg: O's tile n holds the even (n even) or odd d's of chunk n // 2
+                    col = (16 * (n // 2) + 2 * (2 * (lane % 4) + e) + n % 2) if vreg else n * 8 + 2 * (lane % 4) + e
+                    so[warp, lane // 4 + 8 * x, col] = o[n * 4 + 2 * x + e]
             if lane % 4 == 0:
                 sl[warp * 16 + lane // 4 + 8 * x] = m[x, 0] * cs + al[x, 0] if lsum[x, 0] > 0.0 else NEG
         T.cuda.syncthreads()
@@ -369,7 +413,7 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
 
     decode_fwd.threads = 32 * WARPS
     decode_fwd.nqb = NQB
-    smem = 16 * D * 2 + (1 if kreg else 2) * FST * STEP * D * 2 + (2 * NST * STEP * D if kv8 else 0) + WARPS * 64
+    smem = 16 * D * 2 + (2 - kreg - vreg) * FST * STEP * D * 2 + (2 * NST * STEP * D if kv8 else 0) + WARPS * 64
     decode_fwd.per_sm = max(1, min(4, 228 * 1024 // (smem + 1024)))
     _KERNELS[key] = decode_fwd
     return decode_fwd
