@@ -34,19 +34,23 @@ WAVES = 2                # blocks the splits aim for, per SM (the D = 128 kernel
 # whether an e4m3 (True) / f16-bf16 (False) cache runs decode_kernel.py by default. H100, session 38, kernel times:
 # e4m3 B 64 x 4k 376 -> 219 us, B 1 x 32k 59 -> 39; bf16 B 64 x 4k 340 (ragged) against 373-385 (split)
 WARP_SPLIT = {True: True, False: False}
-FILL = 0.85              # the share of the last wave's slots the splits must fill
+FILL = 0.85              # the share of their slot-waves the splits' blocks must use
 
 @functools.lru_cache(maxsize=1024)
 def choose_splits(B, HK, nqb, max_ctx, sms, waves=WAVES):
-    """(NS, KPS): the KV splits and the keys each reads, from shapes only. No split where B * H_kv * query blocks
-    already fill the SMs or the context is short; else the fewest splits whose blocks fill the device's waves * sms
-    slots (waves: the blocks an SM holds) to at least FILL of their last wave, each split at least MIN_SPLIT_TILES
-    tiles, at most MAX_SPLITS; the best filling one if none reaches FILL."""
+    """(NS, KPS): the KV splits and the keys each reads, from shapes only: the fewest splits (1 included) whose
+    blocks use at least FILL of the slot-waves they take (slots: the device's waves * sms, waves the blocks an SM
+    holds), each split at least MIN_SPLIT_TILES tiles, at most MAX_SPLITS; the best one if none reaches FILL. A
+    batch that fills its waves is not split; one that would leave most of a last wave idle is, whatever its size
+    (64 x 8 blocks at three an SM: 1.29 waves unsplit; 2 splits take 2.59 of 3, 86%)."""
     tiles = max(1, -(-max_ctx // BN))
     base = B * HK * nqb
+    if base < sms:
+        # splitting for parallelism aims at WAVES blocks an SM at most: the e4m3 kernel holds three, but at batch 1
+        # x 32k 43 splits of 12 tiles (three an SM) took 49 us against 40 for 32 of 16 (two an SM; H100, session
+        # 39): a split's prologue and partials are paid per block
+        waves = min(waves, WAVES)
     slots = waves * sms
-    if base >= sms:
-        return 1, tiles * BN
     most = max(1, min(tiles // MIN_SPLIT_TILES, MAX_SPLITS))
     # n splits of ceil(tiles / n) tiles each are only ceil(tiles / that) splits once rounded (n = 28 of 512 tiles:
     # 19 tiles each, 27 splits): the fill is judged on the splits that run
