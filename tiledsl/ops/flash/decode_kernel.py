@@ -12,8 +12,11 @@ barrier), so a warp is never held up by another's copies.
 Arguments and grid as ragged.py's decode mode (Q, K, V, O, LSE, X1 = cache_seqlens, X2 = block table or unused;
 kv8: KSC, VSC; split: WO, WL, F, the partials and counters of split_combine.py), with query blocks of 16 rows:
 grid (NS * ceil(GROUP * Lq / 16), H_kv, B), 128 threads.
-kv8: e4m3 K and V bytes land in per-warp staging stages and each lane widens the chunks it copied into the warp's
-f16 tile (ragged.py's shifts: the value times 2^-8; the 2^8 and the descales return in the scores' scale and on O).
+kv8: e4m3 K and V bytes land in per-warp staging stages, from which the mma fragments are made in registers
+(KREG, VREG: qk_tile8 and pv_tile8; the contraction over d permuted in Q's fragments, O's columns permuted and
+put back at the merge), each byte widened by ragged.py's shifts (the value times 2^-8; the 2^8 and the descales
+return in the scores' scale and on O). With KREG or VREG off, that operand is widened into an f16 tile and read
+by ldmatrix as f16 / bf16 caches are.
 """
 import tiledsl
 from tiledsl import T
