@@ -121,11 +121,8 @@ def test_choose_splits():
     assert DC.choose_splits(16, 8, 1, 8192, 132) == (2, 4096)            # 256 of 264 slots (3 would be 1.45 waves)
     # 128 tiles: 26 splits asked are 5 tiles each, 26 run (208 of 264 slots); judged on the splits that run, 32
     assert DC.choose_splits(1, 8, 1, 8192, 132) == (32, 256)
-    # a batch that fills the SMs is split where its blocks would leave most of a last wave idle: 64 x 8 blocks at
-    # three an SM are 1.29 waves, two splits 2.59 of 3 (86%); at two an SM 1.94 waves, no split
-    assert DC.choose_splits(64, 8, 1, 4096, 132, 3) == (2, 2048)
-    assert DC.choose_splits(64, 8, 1, 4096, 132, 2) == (1, 4096)
-    # splitting for parallelism aims at two blocks an SM even where the kernel holds three
+    # past two blocks an SM (three: the e4m3 kernel) only where the splits stay 16 tiles long
+    assert DC.choose_splits(16, 8, 1, 8192, 132, 3) == (3, 2752)          # 3 splits of 43 tiles: 384 of 396 slots
     assert DC.choose_splits(1, 8, 1, 32768, 132, 3) == DC.choose_splits(1, 8, 1, 32768, 132, 2)
     ns, kps = DC.choose_splits(1, 8, 1, 1024, 132)
     assert ns == 4 and kps == 256                                          # at least MIN_SPLIT_TILES tiles a split

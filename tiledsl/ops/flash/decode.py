@@ -34,32 +34,38 @@ WAVES = 2                # blocks the splits aim for, per SM (the D = 128 kernel
 # whether an e4m3 (True) / f16-bf16 (False) cache runs decode_kernel.py by default. H100, session 38, kernel times:
 # e4m3 B 64 x 4k 376 -> 219 us, B 1 x 32k 59 -> 39; bf16 B 64 x 4k 340 (ragged) against 373-385 (split)
 WARP_SPLIT = {True: True, False: False}
-FILL = 0.85              # the share of their slot-waves the splits' blocks must use
+FILL = 0.85              # the share of the last wave's slots the splits must fill
+LONG_SPLIT = 16          # tiles a split keeps where the splits aim past WAVES blocks an SM (choose_splits)
 
 @functools.lru_cache(maxsize=1024)
 def choose_splits(B, HK, nqb, max_ctx, sms, waves=WAVES):
-    """(NS, KPS): the KV splits and the keys each reads, from shapes only: the fewest splits (1 included) whose
-    blocks use at least FILL of the slot-waves they take (slots: the device's waves * sms, waves the blocks an SM
-    holds), each split at least MIN_SPLIT_TILES tiles, at most MAX_SPLITS; the best one if none reaches FILL. A
-    batch that fills its waves is not split; one that would leave most of a last wave idle is, whatever its size
-    (64 x 8 blocks at three an SM: 1.29 waves unsplit; 2 splits take 2.59 of 3, 86%)."""
+    """(NS, KPS): the KV splits and the keys each reads, from shapes only. No split where B * H_kv * query blocks
+    already fill the SMs or the context is short; else the fewest splits whose blocks fill the device's waves * sms
+    slots (waves: the blocks an SM holds) to at least FILL of their last wave, judged on the splits that run once
+    the keys per split are rounded to whole tiles, each split at least MIN_SPLIT_TILES tiles, at most MAX_SPLITS;
+    the best filling one if none reaches FILL. Aiming past WAVES blocks an SM (the e4m3 kernel holds three) is kept
+    only where the splits stay LONG_SPLIT tiles long: a block's prologue, merge and partials are paid per split
+    (H100, session 39, e4m3: 16 x 8k, 3 splits of 43 tiles at three an SM 114 us against 123 at two; 1 x 32k, 43
+    splits of 12 tiles at three an SM 49 us against 41 for 29 splits at two)."""
     tiles = max(1, -(-max_ctx // BN))
     base = B * HK * nqb
-    if base < sms:
-        # splitting for parallelism aims at WAVES blocks an SM at most: the e4m3 kernel holds three, but at batch 1
-        # x 32k 43 splits of 12 tiles (three an SM) took 49 us against 40 for 32 of 16 (two an SM; H100, session
-        # 39): a split's prologue and partials are paid per block
-        waves = min(waves, WAVES)
-    slots = waves * sms
+    if base >= sms:
+        return 1, tiles * BN
+    ns = _fewest_filling(tiles, base, waves * sms)
+    if waves > WAVES and -(-tiles // ns) < LONG_SPLIT:
+        ns = _fewest_filling(tiles, base, WAVES * sms)
+    kps = -(-tiles // ns) * BN
+    return -(-tiles * BN // kps), kps
+
+
+def _fewest_filling(tiles, base, slots):
+    """choose_splits' count for `slots` block slots: n splits of ceil(tiles / n) tiles are ceil(tiles / that)
+    splits once rounded (n = 28 of 512 tiles: 19 tiles each, 27 splits), so the fill is judged on those."""
     most = max(1, min(tiles // MIN_SPLIT_TILES, MAX_SPLITS))
-    # n splits of ceil(tiles / n) tiles each are only ceil(tiles / that) splits once rounded (n = 28 of 512 tiles:
-    # 19 tiles each, 27 splits): the fill is judged on the splits that run
     runs = sorted({-(-tiles // -(-tiles // n)) for n in range(1, most + 1)})
     fill = {n: (n * base) / (-(-(n * base) // slots) * slots) for n in runs}
     good = [n for n in runs if fill[n] >= FILL]
-    ns = good[0] if good else max(runs, key=lambda n: (fill[n], -n))
-    kps = -(-tiles // ns) * BN
-    return -(-tiles * BN // kps), kps
+    return good[0] if good else max(runs, key=lambda n: (fill[n], -n))
 
 
 def attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, page_size=None, scale=None, causal=False,
