@@ -45,8 +45,8 @@ def choose_splits(B, HK, nqb, max_ctx, sms, waves=WAVES):
     the keys per split are rounded to whole tiles, each split at least MIN_SPLIT_TILES tiles, at most MAX_SPLITS;
     the best filling one if none reaches FILL. Aiming past WAVES blocks an SM (the e4m3 kernel holds three) is kept
     only where the splits stay LONG_SPLIT tiles long: a block's prologue, merge and partials are paid per split
-    (H100, session 39, e4m3: 16 x 8k, 3 splits of 43 tiles at three an SM 114 us against 123 at two; 1 x 32k, 43
-    splits of 12 tiles at three an SM 49 us against 41 for 29 splits at two)."""
+    (H100, session 39, e4m3: 16 x 8k, 3 splits of 43 tiles at three an SM 114 us against 123 for 2 splits at two,
+    K alone in registers; 1 x 32k, 43 splits of 12 tiles at three an SM 49 us against 41 for 29 splits at two)."""
     tiles = max(1, -(-max_ctx // BN))
     base = B * HK * nqb
     if base >= sms:
