@@ -38,9 +38,9 @@ def side_by_side(fns, torch, sets, reps=20, busy_us=0):
     (session 39: a decode reading 134 MB took 64 us after a write, 54 us after a read and 54 us back to back,
     cuDNN alike); the read writes back the previous call's outputs itself and leaves clean lines. With the flush
     ahead, the events time the kernel, not the host's dispatch (torch's or ours), which for a 4096^3 product would
-    otherwise add an idle gap of several percent to every peer. busy_us: a spin kernel of about that long queued after the flush, for calls whose host
-    path is longer than the flush (an autograd forward + backward: benchmarks/host_path.py times those paths on
-    their own), so the events still time the device's work alone."""
+    otherwise add an idle gap of several percent to every peer. busy_us: a spin kernel of about that long queued
+    after the flush, for calls whose host path is longer than the flush (an autograd forward + backward:
+    benchmarks/host_path.py times those paths on their own), so the events still time the device's work alone."""
     flush = torch.zeros(64 << 20, dtype=torch.float32, device="cuda")
     spin = int(busy_us * 1980)          # torch.cuda._sleep counts SM cycles: the H200's 1980 MHz boost clock
     for fn in fns:

@@ -158,14 +158,20 @@ def cast_row8(X, src, Y, i, dtype):
 
 
 @tiledsl.inline
+def e4m3_halves_to_f16(t):
+    """A word whose two halves each hold an e4m3 byte in their low byte, as an f16x2 word of those values times
+    2^-8: s.eeee.mmm becomes the f16 bits s.0eeee.mmm0000000 by shifts and masks, exact for normal and subnormal
+    e4m3 alike (f16's exponent bias 15 against e4m3's 7); the e4m3fn NaN bytes become finite values."""
+    return ((t & T.uint32(0x007F007F)) << 7) | ((t & T.uint32(0x00800080)) << 8)
+
+
+@tiledsl.inline
 def e4m3x4_to_f16(w):
     """Four e4m3 bytes (a uint32 word, byte 0 first) as two f16x2 words (byte 0 in the first word's low half), each
-    value times 2^-8: s.eeee.mmm becomes the f16 bits s.0eeee.mmm0000000 by shifts and masks, exact for normal and
-    subnormal e4m3 alike (f16's exponent bias 15 against e4m3's 7); the e4m3fn NaN bytes become finite values."""
+    value times 2^-8 (e4m3_halves_to_f16)."""
     t0 = (w & T.uint32(0xFF)) | ((w & T.uint32(0xFF00)) << 8)
     t1 = ((w >> 16) & T.uint32(0xFF)) | ((w >> 8) & T.uint32(0xFF0000))
-    return (((t0 & T.uint32(0x007F007F)) << 7) | ((t0 & T.uint32(0x00800080)) << 8),
-            ((t1 & T.uint32(0x007F007F)) << 7) | ((t1 & T.uint32(0x00800080)) << 8))
+    return (e4m3_halves_to_f16(t0), e4m3_halves_to_f16(t1))
 
 
 @tiledsl.inline

@@ -22,7 +22,8 @@ import tiledsl
 from tiledsl import T
 from tiledsl.layout import S, TileLayout
 
-from .common import LN2, LOG2E, NEG, bf16_chunk_to_f16, decode_keys, e4m3x4_to_f16, online_softmax
+from .common import (LN2, LOG2E, NEG, bf16_chunk_to_f16, decode_keys, e4m3_halves_to_f16, e4m3x4_to_f16,
+                     online_softmax)
 from .fa2 import LAZY, layouts
 from .forward_tile import tile_parts
 from .split_combine import arrived_last, combine_row
@@ -173,8 +174,8 @@ def make_decode(dtype, D, causal, H, HK, scale, lq=1, page=0, splits=1, kps=0, l
                     w = rv[2 * ci + kh]
                     t0 = w & T.uint32(0x00FF00FF)
                     t1 = (w >> 8) & T.uint32(0x00FF00FF)
-                    rb[kh] = ((t0 & T.uint32(0x007F007F)) << 7) | ((t0 & T.uint32(0x00800080)) << 8)
-                    rb[2 + kh] = ((t1 & T.uint32(0x007F007F)) << 7) | ((t1 & T.uint32(0x00800080)) << 8)
+                    rb[kh] = e4m3_halves_to_f16(t0)
+                    rb[2 + kh] = e4m3_halves_to_f16(t1)
                 T.cuda.tile.apply(T.ptx[MMA], o_v[2 * cp + ci], p_mma[0], rb_mma, o_v[2 * cp + ci], scope="warp")
 
     @tiledsl.inline
