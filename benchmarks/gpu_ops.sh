@@ -2,7 +2,7 @@
 # Issue 32's GPU checks in one device call: the torch ops' GPU tests (GEMM, row-wise, attention, the compiled
 # layer), the install test and the stream-K GEMM tests, as parallel processes each under a timeout (logs in $OUT),
 # then, unless NO_BENCH=1, benchmarks/ops.py and launch.py's op rows. Usage (GPU machine, repo root):
-#   [OUT=dir] [T=420] [NO_BENCH=1] [ONLY="files"] bash benchmarks/gpu_ops.sh
+#   [OUT=dir] [T=420] [BENCH_T=420] [NO_BENCH=1] [ONLY="files"] bash benchmarks/gpu_ops.sh
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/tiledsl-out}; mkdir -p "$OUT"
@@ -29,7 +29,7 @@ else
 fi
 for f in "$OUT"/*.log; do grep -E "^(FAILED|ERROR)" "$f" | head -8; done
 if [ -z "${NO_BENCH:-}" ]; then
-  timeout 240 python3 benchmarks/ops.py ${BENCH_ARGS:-} --json "$OUT/ops.json" >"$OUT/bench_ops.log" 2>&1
+  timeout "${BENCH_T:-420}" python3 benchmarks/ops.py ${BENCH_ARGS:-} --json "$OUT/ops.json" >"$OUT/bench_ops.log" 2>&1
   echo "bench ops rc=$?"; grep -E "^\|" "$OUT/bench_ops.log"
   timeout 120 python3 benchmarks/launch.py >"$OUT/launch.log" 2>&1; echo "launch rc=$?"; grep -iE "linear|\|" "$OUT/launch.log" | head -30
 fi

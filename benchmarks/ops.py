@@ -2,11 +2,13 @@
 against torch's own ops, side by side in one run (issue 32: the figures of issues 17 and 18 must hold through the
 op layer):
 
-- `ops.linear(x, w)` against `F.linear` (cuBLAS): f16 and bf16 at 4096^3, 8192^3 and two LLM projections; and
-  `ops.linear(x, w, b, activation="gelu")` (fused epilogue) against `F.gelu(F.linear(x, w, b))`;
+- `ops.linear(x, w)` against `F.linear` (cuBLAS) and Triton's matmul (benchmarks/gemm.py's): f16 and bf16 at
+  issue 17's shapes (1024^3 .. 8192^3 and two LLM projections); and `ops.linear(x, w, b, activation="gelu")` (fused
+  epilogue) against `F.gelu(F.linear(x, w, b))`;
 - `ops.matmul_fp8` against `torch._scaled_mm` (e4m3, per-tensor scales, bf16 out);
-- `ops.scaled_dot_product_attention` forward, and forward + backward (a training step's attention), against
-  torch's fastest SDPA backend (cuDNN, flash) at D = 128, N = 4096 and 16384, causal and not.
+- `ops.scaled_dot_product_attention` at issue 18's shapes: the forward at D = 64, 128 and 256, N = 4096 and 16384,
+  causal and not, against each of torch's SDPA backends (cuDNN, flash); at D = 128 also the backward alone (a
+  retained graph's `autograd.grad`) and forward + backward (a training step's attention), against the fastest.
 
 gemm.py's side_by_side times every row: medians of CUDA-event timings after warm-up, the candidates interleaved
 call by call, L2 evicted before each call; the attention rows also queue a ~2 ms spin kernel before each call
@@ -23,9 +25,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gemm import side_by_side  # noqa: E402
 
-LINEAR = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096), (4096, 14336, 4096)]
+LINEAR = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096), (4096, 14336, 4096), (2048, 2048, 2048),
+          (1024, 1024, 1024)]
 FP8 = [(4096, 4096, 4096), (8192, 8192, 8192)]
-ATTN = [(4, 16, 4096, 128), (1, 16, 16384, 128)]
+# issue 18's (B, H, N, D): B x H x N x D constant per D; the backward rows at D = 128 only (BACKWARD_D)
+ATTN = [(4, 16, 4096, 128), (1, 16, 16384, 128), (4, 32, 4096, 64), (1, 32, 16384, 64), (4, 8, 4096, 256),
+        (1, 8, 16384, 256)]
+BACKWARD_D = (128,)
 BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION")
 BUSY_US = 2000
 
@@ -34,20 +40,37 @@ def rel(x, ref):
     return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
+def _row(op, dtype, shape, flops, ms, names, err):
+    """A table row: TFLOP/s of ours (ms[0]) and of each peer (ms[1:], named), the fastest peer's name."""
+    peers = {n: flops / t / 1e9 for n, t in zip(names, ms[1:])}
+    row = dict(op=op, dtype=dtype, shape=shape, ours=flops / ms[0] / 1e9, peers=peers,
+               peer_name=max(peers, key=peers.get), err=err)
+    row["peer"] = peers[row["peer_name"]]
+    print(row, flush=True)
+    return row
+
+
 def linear_rows(torch, ops, shapes, dtypes):
+    from gemm import triton_matmul
     F = torch.nn.functional
+    tri = triton_matmul()
     rows = []
     for dt in dtypes:
         for (M, N, K) in shapes:
             sets = [(torch.randn(M, K, device="cuda", dtype=dt), torch.randn(N, K, device="cuda", dtype=dt))
-                    for _ in range(2)]
+                    for _ in range(2 if M * K >= 2**24 else 3)]
             x, w = sets[0]
             err = rel(ops.linear(x, w), x.float() @ w.float().T)
             assert err <= 1e-2, f"linear {M}x{N}x{K}: relative error {err}"
-            t, t_ref = side_by_side([ops.linear, F.linear], torch, sets)
-            rows.append(dict(op="linear", dtype=str(dt)[6:], shape=f"{M}x{N}x{K}", ours=2 * M * N * K / t / 1e9,
-                             peer=2 * M * N * K / t_ref / 1e9, peer_name="F.linear", err=err))
-            print(rows[-1], flush=True)
+            fns, names = [ops.linear, F.linear], ["F.linear"]
+            if tri is not None:
+                c = torch.empty(M, N, device="cuda", dtype=dt)
+                tri(x, w, c)
+                assert rel(c, x.float() @ w.float().T) <= 1e-2, "triton's product is wrong"
+                fns.append(lambda x, w, c=c: tri(x, w, c))
+                names.append("Triton")
+            rows.append(_row("linear", str(dt)[6:], f"{M}x{N}x{K}", 2 * M * N * K, side_by_side(fns, torch, sets),
+                             names, err))
             del sets
     M = N = K = 4096
     dt = torch.float16
@@ -56,11 +79,10 @@ def linear_rows(torch, ops, shapes, dtypes):
     x, w = sets[0]
     err = rel(ops.linear(x, w, bias, "gelu"), F.gelu(x.float() @ w.float().T + bias.float()))
     assert err <= 1e-2, f"linear + bias + gelu: relative error {err}"
-    t, t_ref = side_by_side([lambda x, w: ops.linear(x, w, bias, "gelu"),
-                             lambda x, w: F.gelu(F.linear(x, w, bias))], torch, sets)
-    rows.append(dict(op="linear + bias + gelu", dtype="float16", shape=f"{M}x{N}x{K}", ours=2 * M * N * K / t / 1e9,
-                     peer=2 * M * N * K / t_ref / 1e9, peer_name="F.gelu(F.linear)", err=err))
-    print(rows[-1], flush=True)
+    ms = side_by_side([lambda x, w: ops.linear(x, w, bias, "gelu"), lambda x, w: F.gelu(F.linear(x, w, bias))],
+                      torch, sets)
+    rows.append(_row("linear + bias + gelu", "float16", f"{M}x{N}x{K}", 2 * M * N * K, ms, ["F.gelu(F.linear)"],
+                     err))
     return rows
 
 
@@ -75,12 +97,10 @@ def fp8_rows(torch, ops, shapes):
         a, b = sets[0]
         err = rel(ops.matmul_fp8(a, b, sa, sb, torch.bfloat16), (a.float() @ b.float().T) * (sa * sb))
         assert err <= 5e-2, f"fp8 {M}x{N}x{K}: relative error {err}"
-        t, t_ref = side_by_side([lambda a, b: ops.matmul_fp8(a, b, sa, sb, torch.bfloat16),
-                                 lambda a, b: torch._scaled_mm(a, b.T, scale_a=sa, scale_b=sb,
-                                                               out_dtype=torch.bfloat16)], torch, sets)
-        rows.append(dict(op="matmul_fp8", dtype="e4m3", shape=f"{M}x{N}x{K}", ours=2 * M * N * K / t / 1e9,
-                         peer=2 * M * N * K / t_ref / 1e9, peer_name="torch._scaled_mm", err=err))
-        print(rows[-1], flush=True)
+        ms = side_by_side([lambda a, b: ops.matmul_fp8(a, b, sa, sb, torch.bfloat16),
+                           lambda a, b: torch._scaled_mm(a, b.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)],
+                          torch, sets)
+        rows.append(_row("matmul_fp8", "e4m3", f"{M}x{N}x{K}", 2 * M * N * K, ms, ["torch._scaled_mm"], err))
         del sets
     return rows
 
@@ -101,6 +121,7 @@ def attention_rows(torch, ops, shapes, dtypes):
         for (B, H, N, D) in shapes:
             for causal in (False, True):
                 flops = 4 * B * H * N * N * D / (2 if causal else 1)
+                shape = f"{B}x{H}x{N}x{D}" + (" causal" if causal else "")
                 mk = lambda: torch.randn(B, H, N, D, device="cuda", dtype=dt)  # noqa: E731
                 sets = [(mk(), mk(), mk(), mk()) for _ in range(2)]
                 q, k, v, do = sets[0]
@@ -114,42 +135,58 @@ def attention_rows(torch, ops, shapes, dtypes):
                         continue
                 o = ops.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 err = rel(o, ref)
-                assert err <= 1e-2, f"sdpa {B}x{H}x{N}x{D} causal={causal}: relative error {err}"
+                assert err <= 1e-2, f"sdpa {shape}: relative error {err}"
                 fns = [lambda q, k, v, do: ops.scaled_dot_product_attention(q, k, v, is_causal=causal)]
                 fns += [lambda q, k, v, do, f=f: f(q, k, v, causal) for f in peers.values()]
-                ms = side_by_side(fns, torch, sets, busy_us=BUSY_US)
-                best = min(range(1, len(ms)), key=lambda i: ms[i])
-                rows.append(dict(op="sdpa forward", dtype=str(dt)[6:], shape=f"{B}x{H}x{N}x{D}" +
-                                 (" causal" if causal else ""), ours=flops / ms[0] / 1e9, peer=flops / ms[best] / 1e9,
-                                 peer_name=list(peers)[best - 1], err=err))
-                print(rows[-1], flush=True)
-
-                def step(sdpa):
-                    def run(q, k, v, do):
-                        qq, kk, vv = (x.detach().requires_grad_() for x in (q, k, v))
-                        return torch.autograd.grad(sdpa(qq, kk, vv), (qq, kk, vv), do)
-                    return run
-                ours = step(lambda q, k, v: ops.scaled_dot_product_attention(q, k, v, is_causal=causal))
-                theirs = {be: step(lambda q, k, v, f=f: f(q, k, v, causal)) for be, f in peers.items()}
-                got, want = ours(q, k, v, do), next(iter(theirs.values()))(q, k, v, do)
-                gerr = max(rel(g, w) for g, w in zip(got, want))
-                assert gerr <= 2e-2, f"sdpa backward {B}x{H}x{N}x{D} causal={causal}: relative error {gerr}"
-                ms = side_by_side([ours] + list(theirs.values()), torch, sets, busy_us=BUSY_US)
-                best = min(range(1, len(ms)), key=lambda i: ms[i])
-                rows.append(dict(op="sdpa forward + backward", dtype=str(dt)[6:], shape=rows[-1]["shape"],
-                                 ours=3.5 * flops / ms[0] / 1e9, peer=3.5 * flops / ms[best] / 1e9,
-                                 peer_name=list(theirs)[best - 1], err=gerr))
-                print(rows[-1], flush=True)
+                rows.append(_row("sdpa forward", str(dt)[6:], shape, flops,
+                                 side_by_side(fns, torch, sets, busy_us=BUSY_US), list(peers), err))
+                if D in BACKWARD_D:
+                    rows += _backward_rows(torch, ops, sets, peers, causal, str(dt)[6:], shape, flops)
                 del sets
     return rows
 
 
+def _backward_rows(torch, ops, sets, peers, causal, dtype, shape, flops):
+    """The backward alone (autograd.grad through a retained graph, 2.5x the forward's flops) and forward +
+    backward (3.5x), ours against each SDPA backend, gradients checked against the first backend's."""
+    def step(sdpa):
+        def run(q, k, v, do):
+            qq, kk, vv = (x.detach().requires_grad_() for x in (q, k, v))
+            return torch.autograd.grad(sdpa(qq, kk, vv), (qq, kk, vv), do)
+        return run
+
+    def backward(sdpa):
+        graphs = {}
+
+        def run(q, k, v, do):
+            if id(q) not in graphs:     # one forward per input set, outside the timing
+                qq, kk, vv = (x.detach().requires_grad_() for x in (q, k, v))
+                graphs[id(q)] = (sdpa(qq, kk, vv), (qq, kk, vv))
+            o, inputs = graphs[id(q)]
+            return torch.autograd.grad(o, inputs, do, retain_graph=True)
+        return run
+    mine = lambda q, k, v: ops.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+    theirs = {be: (lambda q, k, v, f=f: f(q, k, v, causal)) for be, f in peers.items()}
+    q, k, v, do = sets[0]
+    got, want = step(mine)(q, k, v, do), step(next(iter(theirs.values())))(q, k, v, do)
+    gerr = max(rel(g, w) for g, w in zip(got, want))
+    assert gerr <= 2e-2, f"sdpa backward {shape}: relative error {gerr}"
+    rows = []
+    for name, wrap, mult in (("sdpa backward", backward, 2.5), ("sdpa forward + backward", step, 3.5)):
+        fns = [wrap(mine)] + [wrap(f) for f in theirs.values()]
+        rows.append(_row(name, dtype, shape, mult * flops, side_by_side(fns, torch, sets, busy_us=BUSY_US),
+                         list(theirs), gerr))
+    return rows
+
+
 def table(rows):
-    out = ["| op | dtype | shape | tiledsl.ops TFLOP/s | peer | peer TFLOP/s | ratio | rel err |",
-           "| --- | --- | --- | ---: | --- | ---: | ---: | ---: |"]
+    out = ["| op | dtype | shape | tiledsl.ops TFLOP/s | peers TFLOP/s | vs fastest peer | vs each peer | rel err |",
+           "| --- | --- | --- | ---: | --- | ---: | --- | ---: |"]
     for r in rows:
-        out.append(f"| {r['op']} | {r['dtype']} | {r['shape']} | {r['ours']:.0f} | {r['peer_name']} | "
-                   f"{r['peer']:.0f} | {r['ours'] / r['peer']:.2f} | {r['err']:.1e} |")
+        peers = ", ".join(f"{n} {t:.0f}" for n, t in r["peers"].items())
+        each = " / ".join(f"{r['ours'] / t:.2f}" for t in r["peers"].values())
+        out.append(f"| {r['op']} | {r['dtype']} | {r['shape']} | {r['ours']:.0f} | {peers} | "
+                   f"{r['ours'] / r['peer']:.2f} | {each} | {r['err']:.1e} |")
     return "\n".join(out)
 
 
