@@ -7,7 +7,7 @@ op layer):
   epilogue) against `F.gelu(F.linear(x, w, b))`;
 - `ops.matmul_fp8` against `torch._scaled_mm` (e4m3, per-tensor scales, bf16 out);
 - `ops.scaled_dot_product_attention` at issue 18's shapes: the forward at D = 64, 128 and 256, N = 4096 and 16384,
-  causal and not, against each of torch's SDPA backends (cuDNN, flash); at D = 128 also the backward alone (a
+  causal and not, against each of torch's SDPA backends (cuDNN, flash); at D = 64 and 128 also the backward alone (a
   retained graph's `autograd.grad`) and forward + backward (a training step's attention), against the fastest.
 
 gemm.py's side_by_side times every row: medians of CUDA-event timings after warm-up, the candidates interleaved
@@ -28,10 +28,10 @@ from gemm import side_by_side  # noqa: E402
 LINEAR = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096), (4096, 14336, 4096), (2048, 2048, 2048),
           (1024, 1024, 1024)]
 FP8 = [(4096, 4096, 4096), (8192, 8192, 8192)]
-# issue 18's (B, H, N, D): B x H x N x D constant per D; the backward rows at D = 128 only (BACKWARD_D)
+# issue 18's (B, H, N, D): B x H x N x D constant per D; the backward rows at BACKWARD_D (issue 18: 128; issue 35: 64)
 ATTN = [(4, 16, 4096, 128), (1, 16, 16384, 128), (4, 32, 4096, 64), (1, 32, 16384, 64), (4, 8, 4096, 256),
         (1, 8, 16384, 256)]
-BACKWARD_D = (128,)
+BACKWARD_D = (64, 128)
 BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION")
 BUSY_US = 2000
 

@@ -103,6 +103,28 @@ def test_on_the_interpreter_against_the_reference(causal, heads):
     _case(*heads, 130, 130, causal, 0.3, seed=heads[0] + causal)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, n, nk", [((1, 1), 130, 130), ((2, 1), 192, 100), ((2, 2), 150, 300)],
+                         ids=["ragged", "gqa", "more_keys"])
+def test_head_dim_64_on_the_interpreter_against_the_reference(causal, heads, n, nk):
+    # D = 64: each consumer's dQ is a partial over its own 64 keys, both added into the same accumulator block
+    _case(*heads, n, nk, causal, 0.3, seed=n + nk + causal, D=64)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
+    ptx, meta = kernel_ptx(dtype, causal, (4, 32, 32, 4096, 4096), D=64)
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    assert f"wgmma.mma_async.sync.aligned.m64n64k16.f32.{t}.{t}" in ptx and "m64n128k16" not in ptx
+    # dQ: no barrier of both consumers inside the loop (each reads its own dS^T), one bulk reduction a consumer
+    assert "bar.sync 1, 256" not in ptx and "bar.sync 2, 128" in ptx and "bar.sync 3, 128" in ptx
+    assert ptx.count("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") == 1
+    assert "__local_depot" not in ptx
+    assert meta["dynamic_shared"] <= ABH.SMEM_LIMIT
+    check_assembles(ptx)
+
+
 @pytest.mark.parametrize("causal, heads, n, nk", [
     (False, (1, 1), 64, 64),       # one query tile, half a key block
     (True, (2, 2), 192, 192),      # three query tiles through two stages: the ring turns over
@@ -116,10 +138,10 @@ def test_ring_and_lengths_on_the_interpreter(causal, heads, n, nk):
 
 def test_bad_calls_are_refused():
     rng = np.random.default_rng(0)
+    with pytest.raises(tiledsl.LaunchError, match="head dims 64, 128, got 256"):
+        ABH.make_attention_backward_hopper("float16", 256, False, (1, 1, 1, 64, 64), 0.1)
     q = rng.standard_normal((1, 1, 64, 64)).astype(np.float16)
     o, lse = FWD.attention(q, q, q, config=(4, 1, 1))
-    with pytest.raises(tiledsl.LaunchError, match="head dims 128"):
-        BWD.attention_backward(q, q, q, o, lse, q, path="fa3")
     with pytest.raises(tiledsl.LaunchError, match="path"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa4")
     with pytest.raises(tiledsl.LaunchError, match="warps"):
@@ -175,6 +197,7 @@ SPLIT_CASES = {
     "causal": ((2, 2, 320, 320, True, 4), (4, 2, 4, 4)),
     # causal, 18 tiles over 7 blocks: block 3 ends item 1, runs item 2 whole and starts item 3 (three pieces)
     "causal-3-pieces": ((2, 2, 320, 320, True, 7), (0, 6, 18, 7)),
+    "causal-3-pieces-d64": ((2, 2, 320, 320, True, 7), (0, 6, 18, 7)),
     # GQA: the pieces add into the float32 accumulators
     "gqa": ((2, 1, 320, 256, False, 3), (3, 1, 5, 3)),
     "gqa-causal": ((4, 2, 320, 320, True, 7), (7, 5, 13, 7)),
@@ -195,7 +218,7 @@ def test_tail_split_on_the_interpreter_against_the_reference(name):
     it: a split item's dK and dV are sums of partial sums) and are the same on a second run."""
     (H, HK, N, NK, causal, sms), plan = SPLIT_CASES[name]
     assert ABH.tail_plan(causal, (1, H, HK, N, NK), sms) == plan
-    q, k, v, o, lse, do = _split_inputs(H, HK, N, NK, causal, seed=N + sms)
+    q, k, v, o, lse, do = _split_inputs(H, HK, N, NK, causal, seed=N + sms, D=64 if name.endswith("d64") else 128)
     run = lambda: BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.3, path="fa3",  # noqa: E731
                                          tail_split=True, sms=sms)
     got = run()
@@ -259,14 +282,15 @@ def test_tail_split_is_taken_where_the_model_says_it_shortens_the_grid():
     assert ABH.makespan([2, 1, 1], 1) == 4 and ABH.makespan([2, 1, 1], 2) == 2
 
 
-@pytest.mark.parametrize("causal, n, nk", [(False, 200, 200), (True, 200, 200), (False, 130, 190), (True, 190, 130)])
-def test_tma_kv_on_the_interpreter_is_bit_for_bit(causal, n, nk):
+@pytest.mark.parametrize("causal, n, nk, D", [(False, 200, 200, 128), (True, 200, 200, 128), (False, 130, 190, 128),
+                                               (True, 190, 130, 128), (True, 190, 130, 64)])
+def test_tma_kv_on_the_interpreter_is_bit_for_bit(causal, n, nk, D):
     # tma_kv: dK and dV staged in K's and V's buffers (once both consumers are past their last dQ) and stored by
     # the TMA unit, which drops the key rows past N_kv (190 and 130: a ragged second key block): the same numbers
     # as the st.global epilogue, to the bit
     rng = np.random.default_rng(n + nk + causal)
-    q, do = (rng.standard_normal((1, 2, n, 128)).astype(np.float16) for _ in range(2))
-    k, v = (rng.standard_normal((1, 2, nk, 128)).astype(np.float16) for _ in range(2))
+    q, do = (rng.standard_normal((1, 2, n, D)).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal((1, 2, nk, D)).astype(np.float16) for _ in range(2))
     o, lse = FWD.attention(q, k, v, causal=causal, scale=0.1, config=(4, 1, 1))
     g0 = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.1, path="fa3", tma_kv=False)
     g1 = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.1, path="fa3", tma_kv=True)

@@ -1,4 +1,4 @@
-"""The attention backward on the GPU (the FA2-style kernel, and the FA3-style one of path="fa3" at D = 128): dq, dk,
+"""The attention backward on the GPU (the FA2-style kernel, and the FA3-style one of path="fa3" at D = 64, 128): dq, dk,
 dv against torch autograd through SDPA computed in float32 (relative error ||d - ref|| / ||ref|| <= 1e-2) over N in
 {1000, 1024}, D 64/128, f16/bf16, causal or not, and grouped-query attention; the FlashAttention autograd Function
 trains a small loss to the same gradients; the interpreter agrees with the GPU on a small case; the SASS is
@@ -92,29 +92,35 @@ def test_backward_benchmark_shape():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N", [1000, 1024, 64, 130])
-def test_fa3_backward_matches_torch_autograd(dtype, causal, N):
+@pytest.mark.parametrize("D", [64, 128])
+def test_fa3_backward_matches_torch_autograd(dtype, causal, N, D):
     # the FA3-style kernel (tiledsl/ops/flash/fa3_backward.py: TMA + wgmma): whole and ragged tiles
-    _check(dtype, 2, 4, 4, N, N, 128, causal, seed=N + 1, path="fa3")
+    _check(dtype, 2, 4, 4, N, N, D, causal, seed=N + 1, path="fa3")
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads", [(8, 2), (8, 1)])
-def test_fa3_backward_grouped_query(dtype, causal, heads):
-    _check(dtype, 2, *heads, 1000, 1000, 128, causal, scale=0.05, seed=8, path="fa3")
+@pytest.mark.parametrize("D", [64, 128])
+def test_fa3_backward_grouped_query(dtype, causal, heads, D):
+    _check(dtype, 2, *heads, 1000, 1000, D, causal, scale=0.05, seed=8, path="fa3")
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("n, nk", [(300, 1234), (1234, 300)])
-def test_fa3_backward_unequal_lengths(causal, n, nk):
+@pytest.mark.parametrize("D", [64, 128])
+def test_fa3_backward_unequal_lengths(causal, n, nk, D):
     # causal top-left aligned: key blocks past the last query walk no query tile and store zero dK, dV
-    _check("float16", 1, 4, 2, n, nk, 128, causal, seed=4, path="fa3")
+    _check("float16", 1, 4, 2, n, nk, D, causal, seed=4, path="fa3")
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_fa3_backward_benchmark_shape(causal):
-    # the plain grid (tail_split=False: one block per item)
-    _check("bfloat16", 4, 16, 16, 4096, 4096, 128, causal, seed=12, path="fa3", tail_split=False)
+@pytest.mark.parametrize("D, H", [(64, 32), (128, 16)])
+def test_fa3_backward_benchmark_shape(causal, D, H):
+    # the plain grid (tail_split=False: one block per item); and with tma_kv at D = 64
+    _check("bfloat16", 4, H, H, 4096, 4096, D, causal, seed=12, path="fa3", tail_split=False)
+    if D == 64:
+        _check("bfloat16", 4, H, H, 4096, 4096, D, causal, seed=12, path="fa3", tail_split=False, tma_kv=True)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -151,11 +157,11 @@ def test_fa3_tail_split_dk_dv_are_deterministic():
         assert torch.equal(first[1], again[1]) and torch.equal(first[2], again[2])
 
 
-def test_backward_path_none_takes_fa3_at_d128():
-    # path=None on the H200: fa3 for D = 128 (the same gradients as path="fa3"), fa2 for D = 64
+def test_backward_path_none_takes_fa3_at_d64_and_d128():
+    # path=None on the H200: fa3 for D = 64 and 128 (the same gradients as path="fa3")
     torch = pytest.importorskip("torch")
     torch.manual_seed(1)
-    for D, want in ((128, "fa3"), (64, "fa2")):
+    for D, want in ((128, "fa3"), (64, "fa3")):
         q, k, v, do = (torch.randn(1, 2, 256, D, device="cuda", dtype=torch.float16) for _ in range(4))
         o, lse = FWD.attention(q, k, v)
         got = BWD.attention_backward(q, k, v, o, lse, do)

@@ -78,7 +78,7 @@ CONS = 2                    # consumer warpgroups: 64 key rows each
 BK = 64 * CONS              # key rows a block
 BM = 64                     # query rows a tile: one 128-byte swizzle row of dS^T
 STAGES = 2
-SUPPORTED_D = (128,)
+SUPPORTED_D = (64, 128)
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
 
@@ -100,14 +100,22 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
     # Q and dO as B over queries (MN-major, trans_b): (stage, N rep, query step, D = (box, 64 columns), 16 queries)
     L["bt_qo"] = TileLayout(S[(stages, 1, BM // 16, dh, 64, 16) : (dh * BM * 64, 1, 16 * 64, BM * 64, 1, 64)],
                             swizzle=SW128)
-    # K as B over keys for dQ (MN-major, trans_b): (box = consumer's column half, N rep, key step, 64 columns, 16 keys)
-    L["bt_k"] = TileLayout(S[(dh, 1, BK // 16, 64, 16) : (BK * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
+    # K as B over keys for dQ (MN-major, trans_b): (box = consumer's column half, N rep, key step, 64 columns, 16 keys);
+    # D = 64: (consumer's key half, N rep, key step, 64 columns, 16 keys)
+    if dh == 2:
+        L["bt_k"] = TileLayout(S[(dh, 1, BK // 16, 64, 16) : (BK * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
+    else:
+        L["bt_k"] = TileLayout(S[(CONS, 1, 4, 64, 16) : (64 * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
     # dS (queries x keys) as A read transposed (trans_a) from dS^T, without a swizzle: 8 keys x 8 queries core
     # matrices of 128 contiguous bytes (k%8 rows of 16 bytes, m%8 within), the 8 query blocks 128 bytes apart, the
     # two 8-key halves of a key step 1 KB apart. Unswizzled, every word a lane stores is its base plus a
     # compile-time offset (a swizzle's XOR made them 16 per-lane addresses, hoisted out of the loop: 16 registers)
     # (buffer, M rep, key step, BM queries = (block, m%8), 16 keys = (half, k%8))
     L["at_ds"] = TileLayout(S[(2, 1, BK // 16, BM // 8, 8, 2, 8) : (BK * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
+    # D = 64: each consumer's dQ is over its own 64 keys (a partial sum: both add theirs into the same block), so
+    # its key steps are a view of their own, (buffer, consumer, M rep, key step, BM queries, 16 keys)
+    L["at_ds_c"] = TileLayout(S[(2, CONS, 1, 4, BM // 8, 8, 2, 8) :
+                                (BK * BM, 64 * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
     # dS^T as the consumers store it, in words of two queries: (buffer, key row = (step, half, k%8), word =
     # (query block, pair))
     L["st_ds"] = TileLayout(S[(2, BK // 16, 2, 8, BM // 8, 4) : (BK * BM // 2, 8 * BM, 4 * BM, 4, 32, 1)])
@@ -306,6 +314,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     L_TMAKV, L_TMAQO, L_AKV, L_BQO, L_BTQO, L_BTK = (LY[n] for n in ("tma_kv", "tma_qo", "a_kv", "b_qo", "bt_qo",
                                                                    "bt_k"))
     L_ATDS, L_STDS, L_ACCS, L_ACCD, L_ACCQ, L_P = (LY[n] for n in ("at_ds", "st_ds", "acc_s", "acc_d", "acc_q", "p"))
+    L_ATDSC = LY["at_ds_c"]
+    DQB = D // 64                       # dQ's 64-column blocks: a consumer's own at D = 128, both consumers' at 64
     STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
     acc_t = dtype if GROUP == 1 else "float32"
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
@@ -377,9 +387,14 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     @tiledsl.inline
     def staged(c):
         """Consumer c's writes to shared memory made visible to the TMA unit (generic to async proxy), then its
-        warpgroup meets on its own barrier (the id a compile-time immediate: a run-time one makes ptxas reserve
-        all 16 barriers)."""
+        warpgroup meets on its own barrier."""
         T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
+        own_barrier(c)
+
+    @tiledsl.inline
+    def own_barrier(c):
+        """Consumer c's warpgroup meets on its own named barrier (the id a compile-time immediate: a run-time one
+        makes ptxas reserve all 16 barriers)."""
         if c == 0:
             T.cuda.tile.apply(T.ptx["bar.sync"], STAGED_BAR, 128)
         else:
@@ -494,8 +509,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         bo = so.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
         btq = sq.view(STG, 1, BM // 16, D, 16, layout=L_BTQO)
         bto = so.view(STG, 1, BM // 16, D, 16, layout=L_BTQO)
-        btk = sk.view(DH, 1, BK // 16, 64, 16, layout=L_BTK)
-        ads = sds.view(2, 1, BK // 16, BM, 16, layout=L_ATDS)
+        if DQB == 2:
+            btk = sk.view(DH, 1, BK // 16, 64, 16, layout=L_BTK)
+            ads = sds.view(2, 1, BK // 16, BM, 16, layout=L_ATDS)
+        else:
+            btk = sk.view(CONS, 1, 4, 64, 16, layout=L_BTK)
+            ads = sds.view(2, CONS, 1, 4, BM, 16, layout=L_ATDSC)
         stds = sds.view(dtype="uint32").view(2, BK, BM // 2, layout=L_STDS)
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], kvbar, 1)
@@ -605,7 +624,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
             krow = 64 * c + 16 * w + lane // 4        # this lane's first key row in the block; the other is + 8
             key0 = kb * BK + krow
             tq = tid % 128
-            gdq = dQ.view(B * H * NQT * CONS, BM * 64)      # the tiled accumulator: one block a (bh, tile, consumer)
+            gdq = dQ.view(B * H * NQT * DQB, BM * 64)       # the tiled accumulator: one block a (bh, tile, column block)
             sdqp = sdq.view(CONS, NQ // 2, 128, 2)          # (consumer, register pair, warpgroup thread, 2)
             if SPLIT:
                 got = T.alloc_local((1,), "int32")          # thread 128's count of the item's pieces done before
@@ -695,11 +714,19 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
                 if tq == 0:
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
-                T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
-                # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
-                T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
-                                  trans_b=1)
+                if DQB == 2:
+                    T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+                    # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
+                    T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
+                                      trans_b=1)
+                else:
+                    # D = 64: this consumer's share of dQ = dS[:, its keys] K[its keys, :], which reads only what its
+                    # own warpgroup wrote: its own barrier (the other consumer runs on)
+                    own_barrier(c)
+                    T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf, c], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
+                                      trans_b=1)
                 T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
                 T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
                 # the warp's wgmmas have read stage st: release it (one arrive per warp)
@@ -711,7 +738,10 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sdqp[c, :, tq], sacc.view(NQ // 2, 2))
                 staged(c)
                 if tq == 0:
-                    T.cuda.tile.apply(T.ptx[REDUCE], gdq[(bh * NQT + qt) * CONS + c], sdq[c], copy_bytes=DQ_BYTES)
+                    if DQB == 2:
+                        T.cuda.tile.apply(T.ptx[REDUCE], gdq[(bh * NQT + qt) * CONS + c], sdq[c], copy_bytes=DQ_BYTES)
+                    else:
+                        T.cuda.tile.apply(T.ptx[REDUCE], gdq[bh * NQT + qt], sdq[c], copy_bytes=DQ_BYTES)
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
                 if SPLIT:
                     if qt == NQT - 1 or j == ntiles - 1:
@@ -790,6 +820,7 @@ def make_cast_dq(dtype, BH, N, D=128):
     if key in _KERNELS:
         return _KERNELS[key]
     NQT = -(-N // BM)
+    DQB = D // 64                       # 64-column blocks a tile
     G = D // 8                          # 8-column groups a row
     n8 = BH * N * G
     NB = -(-n8 // 256)
@@ -806,7 +837,7 @@ def make_cast_dq(dtype, BH, N, D=128):
             m = n % BM                  # the row in its query tile: warp m // 16, lanes 4 (m % 8) .. + 3
             p = 2 * (g % 8) + (m % 16) // 8
             t0 = 32 * (m // 16) + 4 * (m % 8)
-            src = ((bh * NQT + n // BM) * CONS + g // 8) * (BM * 64 // 8) + (128 * p + t0) // 4
+            src = ((bh * NQT + n // BM) * DQB + g // 8) * (BM * 64 // 8) + (128 * p + t0) // 4
             cast_row8(X, src, Y, i, dtype)
 
     _KERNELS[key] = attention_bwd_cast_dq
