@@ -46,7 +46,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     kernels on the CPU interpreter. dq has
     q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype.
     path: "fa2" (fa2_backward.py's mma.sync kernel), "fa3" (fa3_backward.py's: TMA + wgmma, sm_90a,
-    D = 128) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports, else fa2.
+    D = 64 or 128) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports, else fa2.
     warps: the fa2 kernel's warps a block, 4 or 8 (default WARPS). tail_split (fa3): spread the query tiles of the
     items past the whole waves of `sms` blocks (default: the device's SMs; 132 on the interpreter) over every
     block (make_attention_backward_hopper); None: where fa3_backward.TAIL_SPLIT (off: measured

@@ -4,7 +4,8 @@ mbarrier ring + warp specialisation (the idioms of tiledsl/ops/flash/fa3.py's fo
 make_attention_backward_hopper(...) builds the main kernel of backward.py's attention_backward contract on this
 path (attention_backward(..., path="fa3") runs it after that module's preprocessing, Delta = rowsum(dO * O) and
 LSE * log2 e, then make_cast_dq, this module's float32 -> q-dtype cast of the tiled dQ accumulator). D = 128
-(two consumer warpgroups split dQ's columns in two 64-column halves, one per 128-byte swizzle box), f16 and bf16,
+(two consumer warpgroups split dQ's columns in two 64-column halves, one per 128-byte swizzle box) or D = 64 (each
+consumer's dQ a partial sum over its own 64 keys, both added into the tile's one 64-column block), f16 and bf16,
 causal or not, any N, grouped-query attention.
 
 One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
@@ -26,7 +27,9 @@ One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
                                      transposed from it (trans_a) and B = K MN-major (trans_b): each consumer owns
                                      half of dQ's columns over all 128 keys, stages it in shared memory and one
                                      thread adds the 16 KB into the float32 dQ accumulator with one bulk reduction
-                                     (cp.reduce.async.bulk ... .add.f32: the TMA unit adds it in L2)
+                                     (cp.reduce.async.bulk ... .add.f32: the TMA unit adds it in L2). D = 64:
+                                     dQ = dS[:, 64c..] K[64c.., :] after the consumer's own barrier (it reads only
+                                     the dS^T rows its warpgroup wrote), both consumers' reductions to one block
     dS^T has two shared buffers (tile j's and tile j + 1's): a consumer writing tile j + 2's has passed tile
     j + 1's barrier, so the other has finished reading tile j's. Each consumer has one dQ staging buffer, written
     in fragment order (register pair (2p, 2p + 1) of warpgroup thread t at floats 2 (128 p + t): a warp's
