@@ -13,9 +13,10 @@ op layer):
 gemm.py's side_by_side times every row: medians of CUDA-event timings after warm-up, the candidates interleaved
 call by call, L2 evicted before each call; the attention rows also queue a ~2 ms spin kernel before each call
 (BUSY_US), so that an autograd forward + backward's host path (longer than the flush; timed on its own by
-benchmarks/host_path.py and benchmarks/profile_ops.py) does not leave the GPU idle inside the events. Every row's result is checked (GEMM: relative Frobenius error against
-the fp32 product; attention: against torch's output and gradients). Prints a markdown table; `--quick` keeps one
-shape per family. `python benchmarks/ops.py [--quick] [--json FILE]`
+benchmarks/host_path.py and benchmarks/profile_ops.py) does not leave the GPU idle inside the events. Every row's
+result is checked (GEMM: relative Frobenius error against the fp32 product; attention: against torch's output and
+gradients). Prints a markdown table; `--quick` keeps one shape per family.
+`python benchmarks/ops.py [--quick] [--only linear,fp8,attention] [--dims 64,128,256] [--reps 20] [--json FILE]`
 """
 import argparse
 import json
@@ -34,6 +35,7 @@ ATTN = [(4, 16, 4096, 128), (1, 16, 16384, 128), (4, 32, 4096, 64), (1, 32, 1638
 BACKWARD_D = (64, 128)
 BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION")
 BUSY_US = 2000
+REPS = 20
 
 
 def rel(x, ref):
@@ -69,8 +71,8 @@ def linear_rows(torch, ops, shapes, dtypes):
                 assert rel(c, x.float() @ w.float().T) <= 1e-2, "triton's product is wrong"
                 fns.append(lambda x, w, c=c: tri(x, w, c))
                 names.append("Triton")
-            rows.append(_row("linear", str(dt)[6:], f"{M}x{N}x{K}", 2 * M * N * K, side_by_side(fns, torch, sets),
-                             names, err))
+            ms = side_by_side(fns, torch, sets, reps=REPS)
+            rows.append(_row("linear", str(dt)[6:], f"{M}x{N}x{K}", 2 * M * N * K, ms, names, err))
             del sets
     M = N = K = 4096
     dt = torch.float16
@@ -80,7 +82,7 @@ def linear_rows(torch, ops, shapes, dtypes):
     err = rel(ops.linear(x, w, bias, "gelu"), F.gelu(x.float() @ w.float().T + bias.float()))
     assert err <= 1e-2, f"linear + bias + gelu: relative error {err}"
     ms = side_by_side([lambda x, w: ops.linear(x, w, bias, "gelu"), lambda x, w: F.gelu(F.linear(x, w, bias))],
-                      torch, sets)
+                      torch, sets, reps=REPS)
     rows.append(_row("linear + bias + gelu", "float16", f"{M}x{N}x{K}", 2 * M * N * K, ms, ["F.gelu(F.linear)"],
                      err))
     return rows
@@ -99,7 +101,7 @@ def fp8_rows(torch, ops, shapes):
         assert err <= 5e-2, f"fp8 {M}x{N}x{K}: relative error {err}"
         ms = side_by_side([lambda a, b: ops.matmul_fp8(a, b, sa, sb, torch.bfloat16),
                            lambda a, b: torch._scaled_mm(a, b.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)],
-                          torch, sets)
+                          torch, sets, reps=REPS)
         rows.append(_row("matmul_fp8", "e4m3", f"{M}x{N}x{K}", 2 * M * N * K, ms, ["torch._scaled_mm"], err))
         del sets
     return rows
@@ -139,7 +141,7 @@ def attention_rows(torch, ops, shapes, dtypes):
                 fns = [lambda q, k, v, do: ops.scaled_dot_product_attention(q, k, v, is_causal=causal)]
                 fns += [lambda q, k, v, do, f=f: f(q, k, v, causal) for f in peers.values()]
                 rows.append(_row("sdpa forward", str(dt)[6:], shape, flops,
-                                 side_by_side(fns, torch, sets, busy_us=BUSY_US), list(peers), err))
+                                 side_by_side(fns, torch, sets, busy_us=BUSY_US, reps=REPS), list(peers), err))
                 if D in BACKWARD_D:
                     rows += _backward_rows(torch, ops, sets, peers, causal, str(dt)[6:], shape, flops)
                 del sets
@@ -174,8 +176,8 @@ def _backward_rows(torch, ops, sets, peers, causal, dtype, shape, flops):
     rows = []
     for name, wrap, mult in (("sdpa backward", backward, 2.5), ("sdpa forward + backward", step, 3.5)):
         fns = [wrap(mine)] + [wrap(f) for f in theirs.values()]
-        rows.append(_row(name, dtype, shape, mult * flops, side_by_side(fns, torch, sets, busy_us=BUSY_US),
-                         list(theirs), gerr))
+        ms = side_by_side(fns, torch, sets, busy_us=BUSY_US, reps=REPS)
+        rows.append(_row(name, dtype, shape, mult * flops, ms, list(theirs), gerr))
     return rows
 
 
@@ -194,9 +196,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="one shape per family")
     p.add_argument("--only", default="linear,fp8,attention", help="comma-separated families")
+    p.add_argument("--dims", default="64,128,256", help="attention head dims (comma-separated)")
+    p.add_argument("--reps", type=int, default=20, help="timed calls of each candidate a row (side_by_side)")
     p.add_argument("--json", help="write the rows to this file")
     opts = p.parse_args(argv)
     import torch
+    global REPS
+    REPS = opts.reps
 
     import tiledsl.ops as ops
     if not torch.cuda.is_available():
@@ -210,7 +216,8 @@ def main(argv=None):
     if "fp8" in only and torch.cuda.get_device_capability() == (9, 0):
         rows += fp8_rows(torch, ops, FP8[:1] if opts.quick else FP8)
     if "attention" in only:
-        rows += attention_rows(torch, ops, ATTN[:1] if opts.quick else ATTN, dtypes)
+        dims = {int(d) for d in opts.dims.split(",")}
+        rows += attention_rows(torch, ops, [s for s in (ATTN[:1] if opts.quick else ATTN) if s[3] in dims], dtypes)
     print(table(rows))
     if opts.json:
         with open(opts.json, "w") as f:
