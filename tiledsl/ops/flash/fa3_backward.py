@@ -630,7 +630,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
             krow = 64 * c + 16 * w + lane // 4        # this lane's first key row in the block; the other is + 8
             key0 = kb * BK + krow
             tq = tid % 128
-            gdq = dQ.view(B * H * NQT * DQB, BM * 64)       # the tiled accumulator: one block a (bh, tile, column block)
+            gdq = dQ.view(B * H * NQT * DQB, BM * 64)       # the tiled accumulator: a block a (bh, tile, 64 columns)
             sdqp = sdq.view(CONS, NQ // 2, 128, 2)          # (consumer, register pair, warpgroup thread, 2)
             if SPLIT:
                 got = T.alloc_local((1,), "int32")          # thread 128's count of the item's pieces done before
