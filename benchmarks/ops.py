@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemm import side_by_side  # noqa: E402
+from gemm import side_by_side, triton_matmul  # noqa: E402
 
 LINEAR = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096), (4096, 14336, 4096), (2048, 2048, 2048),
           (1024, 1024, 1024)]
@@ -35,7 +35,6 @@ ATTN = [(4, 16, 4096, 128), (1, 16, 16384, 128), (4, 32, 4096, 64), (1, 32, 1638
 BACKWARD_D = (64, 128)
 BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION")
 BUSY_US = 2000
-REPS = 20
 
 
 def rel(x, ref):
@@ -52,8 +51,7 @@ def _row(op, dtype, shape, flops, ms, names, err):
     return row
 
 
-def linear_rows(torch, ops, shapes, dtypes):
-    from gemm import triton_matmul
+def linear_rows(torch, ops, shapes, dtypes, reps):
     F = torch.nn.functional
     tri = triton_matmul()
     rows = []
@@ -71,7 +69,7 @@ def linear_rows(torch, ops, shapes, dtypes):
                 assert rel(c, x.float() @ w.float().T) <= 1e-2, "triton's product is wrong"
                 fns.append(lambda x, w, c=c: tri(x, w, c))
                 names.append("Triton")
-            ms = side_by_side(fns, torch, sets, reps=REPS)
+            ms = side_by_side(fns, torch, sets, reps=reps)
             rows.append(_row("linear", str(dt)[6:], f"{M}x{N}x{K}", 2 * M * N * K, ms, names, err))
             del sets
     M = N = K = 4096
@@ -82,13 +80,13 @@ def linear_rows(torch, ops, shapes, dtypes):
     err = rel(ops.linear(x, w, bias, "gelu"), F.gelu(x.float() @ w.float().T + bias.float()))
     assert err <= 1e-2, f"linear + bias + gelu: relative error {err}"
     ms = side_by_side([lambda x, w: ops.linear(x, w, bias, "gelu"), lambda x, w: F.gelu(F.linear(x, w, bias))],
-                      torch, sets, reps=REPS)
+                      torch, sets, reps=reps)
     rows.append(_row("linear + bias + gelu", "float16", f"{M}x{N}x{K}", 2 * M * N * K, ms, ["F.gelu(F.linear)"],
                      err))
     return rows
 
 
-def fp8_rows(torch, ops, shapes):
+def fp8_rows(torch, ops, shapes, reps):
     rows = []
     e4m3 = torch.float8_e4m3fn
     sa = torch.tensor(0.75, device="cuda")
@@ -101,7 +99,7 @@ def fp8_rows(torch, ops, shapes):
         assert err <= 5e-2, f"fp8 {M}x{N}x{K}: relative error {err}"
         ms = side_by_side([lambda a, b: ops.matmul_fp8(a, b, sa, sb, torch.bfloat16),
                            lambda a, b: torch._scaled_mm(a, b.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)],
-                          torch, sets, reps=REPS)
+                          torch, sets, reps=reps)
         rows.append(_row("matmul_fp8", "e4m3", f"{M}x{N}x{K}", 2 * M * N * K, ms, ["torch._scaled_mm"], err))
         del sets
     return rows
@@ -117,7 +115,7 @@ def _sdpa_with(torch, backend):
     return f
 
 
-def attention_rows(torch, ops, shapes, dtypes):
+def attention_rows(torch, ops, shapes, dtypes, reps):
     rows = []
     for dt in dtypes:
         for (B, H, N, D) in shapes:
@@ -141,14 +139,14 @@ def attention_rows(torch, ops, shapes, dtypes):
                 fns = [lambda q, k, v, do: ops.scaled_dot_product_attention(q, k, v, is_causal=causal)]
                 fns += [lambda q, k, v, do, f=f: f(q, k, v, causal) for f in peers.values()]
                 rows.append(_row("sdpa forward", str(dt)[6:], shape, flops,
-                                 side_by_side(fns, torch, sets, busy_us=BUSY_US, reps=REPS), list(peers), err))
+                                 side_by_side(fns, torch, sets, busy_us=BUSY_US, reps=reps), list(peers), err))
                 if D in BACKWARD_D:
-                    rows += _backward_rows(torch, ops, sets, peers, causal, str(dt)[6:], shape, flops)
+                    rows += _backward_rows(torch, ops, sets, peers, causal, str(dt)[6:], shape, flops, reps)
                 del sets
     return rows
 
 
-def _backward_rows(torch, ops, sets, peers, causal, dtype, shape, flops):
+def _backward_rows(torch, ops, sets, peers, causal, dtype, shape, flops, reps):
     """The backward alone (autograd.grad through a retained graph, 2.5x the forward's flops) and forward +
     backward (3.5x), ours against each SDPA backend, gradients checked against the first backend's."""
     def step(sdpa):
@@ -176,7 +174,7 @@ def _backward_rows(torch, ops, sets, peers, causal, dtype, shape, flops):
     rows = []
     for name, wrap, mult in (("sdpa backward", backward, 2.5), ("sdpa forward + backward", step, 3.5)):
         fns = [wrap(mine)] + [wrap(f) for f in theirs.values()]
-        ms = side_by_side(fns, torch, sets, busy_us=BUSY_US, reps=REPS)
+        ms = side_by_side(fns, torch, sets, busy_us=BUSY_US, reps=reps)
         rows.append(_row(name, dtype, shape, mult * flops, ms, list(theirs), gerr))
     return rows
 
@@ -201,8 +199,6 @@ def main(argv=None):
     p.add_argument("--json", help="write the rows to this file")
     opts = p.parse_args(argv)
     import torch
-    global REPS
-    REPS = opts.reps
 
     import tiledsl.ops as ops
     if not torch.cuda.is_available():
@@ -212,12 +208,13 @@ def main(argv=None):
     dtypes = [torch.float16] if opts.quick else [torch.float16, torch.bfloat16]
     rows = []
     if "linear" in only:
-        rows += linear_rows(torch, ops, LINEAR[:1] if opts.quick else LINEAR, dtypes)
+        rows += linear_rows(torch, ops, LINEAR[:1] if opts.quick else LINEAR, dtypes, opts.reps)
     if "fp8" in only and torch.cuda.get_device_capability() == (9, 0):
-        rows += fp8_rows(torch, ops, FP8[:1] if opts.quick else FP8)
+        rows += fp8_rows(torch, ops, FP8[:1] if opts.quick else FP8, opts.reps)
     if "attention" in only:
         dims = {int(d) for d in opts.dims.split(",")}
-        rows += attention_rows(torch, ops, [s for s in (ATTN[:1] if opts.quick else ATTN) if s[3] in dims], dtypes)
+        shapes = [s for s in (ATTN[:1] if opts.quick else ATTN) if s[3] in dims]
+        rows += attention_rows(torch, ops, shapes, dtypes, opts.reps)
     print(table(rows))
     if opts.json:
         with open(opts.json, "w") as f:

@@ -106,22 +106,23 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
     # Q and dO as B over queries (MN-major, trans_b): (stage, N rep, query step, D = (box, 64 columns), 16 queries)
     L["bt_qo"] = TileLayout(S[(stages, 1, BM // 16, dh, 64, 16) : (dh * BM * 64, 1, 16 * 64, BM * 64, 1, 64)],
                             swizzle=SW128)
-    # K as B over keys for dQ (MN-major, trans_b): (box = consumer's column half, N rep, key step, 64 columns, 16 keys);
-    # D = 64: (consumer's key half, N rep, key step, 64 columns, 16 keys)
-    if dh == 2:
-        L["bt_k"] = TileLayout(S[(dh, 1, BK // 16, 64, 16) : (BK * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
-    else:
-        L["bt_k"] = TileLayout(S[(CONS, 1, 4, 64, 16) : (64 * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
     # dS (queries x keys) as A read transposed (trans_a) from dS^T, without a swizzle: 8 keys x 8 queries core
     # matrices of 128 contiguous bytes (k%8 rows of 16 bytes, m%8 within), the 8 query blocks 128 bytes apart, the
     # two 8-key halves of a key step 1 KB apart. Unswizzled, every word a lane stores is its base plus a
     # compile-time offset (a swizzle's XOR made them 16 per-lane addresses, hoisted out of the loop: 16 registers)
     # (buffer, M rep, key step, BM queries = (block, m%8), 16 keys = (half, k%8))
     L["at_ds"] = TileLayout(S[(2, 1, BK // 16, BM // 8, 8, 2, 8) : (BK * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
-    # D = 64: each consumer's dQ is over its own 64 keys (a partial sum: both add theirs into the same block), so
-    # its key steps are a view of their own, (buffer, consumer, M rep, key step, BM queries, 16 keys)
-    L["at_ds_c"] = TileLayout(S[(2, CONS, 1, 4, BM // 8, 8, 2, 8) :
-                                (BK * BM, 64 * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
+    if dh == 2:
+        # K as B over keys for dQ (MN-major, trans_b): (box = consumer's column half, N rep, key step, 64 columns,
+        # 16 keys)
+        L["bt_k"] = TileLayout(S[(dh, 1, BK // 16, 64, 16) : (BK * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
+    else:
+        # D = 64: each consumer's dQ is over its own 64 keys (a partial sum: both add theirs into the same block), so
+        # K and dS are read over its key steps only: K (consumer's key half, N rep, key step, 64 columns, 16 keys),
+        # dS (buffer, consumer, M rep, key step, BM queries, 16 keys)
+        L["bt_k"] = TileLayout(S[(CONS, 1, 4, 64, 16) : (64 * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
+        L["at_ds"] = TileLayout(S[(2, CONS, 1, 4, BM // 8, 8, 2, 8) :
+                                  (BK * BM, 64 * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
     # dS^T as the consumers store it, in words of two queries: (buffer, key row = (step, half, k%8), word =
     # (query block, pair))
     L["st_ds"] = TileLayout(S[(2, BK // 16, 2, 8, BM // 8, 4) : (BK * BM // 2, 8 * BM, 4 * BM, 4, 32, 1)])
@@ -320,7 +321,6 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     L_TMAKV, L_TMAQO, L_AKV, L_BQO, L_BTQO, L_BTK = (LY[n] for n in ("tma_kv", "tma_qo", "a_kv", "b_qo", "bt_qo",
                                                                    "bt_k"))
     L_ATDS, L_STDS, L_ACCS, L_ACCD, L_ACCQ, L_P = (LY[n] for n in ("at_ds", "st_ds", "acc_s", "acc_d", "acc_q", "p"))
-    L_ATDSC = LY["at_ds_c"]
     DQB = D // 64                       # dQ's 64-column blocks: a consumer's own at D = 128, both consumers' at 64
     STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
     acc_t = dtype if GROUP == 1 else "float32"
@@ -520,7 +520,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
             ads = sds.view(2, 1, BK // 16, BM, 16, layout=L_ATDS)
         else:
             btk = sk.view(CONS, 1, 4, 64, 16, layout=L_BTK)
-            ads = sds.view(2, CONS, 1, 4, BM, 16, layout=L_ATDSC)
+            ads = sds.view(2, CONS, 1, 4, BM, 16, layout=L_ATDS)
         stds = sds.view(dtype="uint32").view(2, BK, BM // 2, layout=L_STDS)
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], kvbar, 1)
