@@ -19,13 +19,17 @@ def packed_words(D: int) -> TileLayout:
     return TileLayout(S[(D // 16, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
 
 
-def staging_layouts(consumers: int, boxes: int, rows: int) -> tuple:
+def staging_layouts(consumers: int, boxes: int, rows: int, buffers: int = 1) -> tuple:
     """(words, boxes) views of a (boxes, rows, 64) swizzled buffer of 16-bit elements, consumer c in rows 64c..:
     words, viewed (consumers, 4 warps, 64 * boxes / 16, 4, 8, 4), is where stmatrix.x4 of warp w writes its
     16-column blocks (row 16w + 8(i % 2) + j, word 8b + 4(i // 2) + x of the box's 32-word rows); boxes, viewed
     (consumers, boxes, 1, 64, 64), is what the TMA store of consumer c reads (a 3-d tensor map's (1, 64, 64) box
-    each)."""
-    words = TileLayout(S[(consumers, 4, boxes, 4, 2, 2, 8, 4) :
-                         (2048, 512, rows * 32, 8, 4, 256, 32, 1)], swizzle=SW128_WORDS)
-    tma = TileLayout(S[(consumers, boxes, 1, 64, 64) : (64 * 64, rows * 64, 64 * 64, 64, 1)], swizzle=SW128)
+    each). buffers > 1: that many such buffers one after another, each view with a leading buffer index."""
+    shape_w, stride_w = (consumers, 4, boxes, 4, 2, 2, 8, 4), (2048, 512, rows * 32, 8, 4, 256, 32, 1)
+    shape_t, stride_t = (consumers, boxes, 1, 64, 64), (64 * 64, rows * 64, 64 * 64, 64, 1)
+    if buffers > 1:
+        shape_w, stride_w = (buffers,) + shape_w, (boxes * rows * 32,) + stride_w
+        shape_t, stride_t = (buffers,) + shape_t, (boxes * rows * 64,) + stride_t
+    words = TileLayout(S[shape_w : stride_w], swizzle=SW128_WORDS)
+    tma = TileLayout(S[shape_t : stride_t], swizzle=SW128)
     return words, tma

@@ -142,7 +142,7 @@ def default_config(D: int, causal: bool, N: int | None = None) -> tuple:
     where its align and tma_o would store from below row 0 for N queries (stores_straddle_row_0), align only."""
     config = (CAUSAL_CONFIGS if causal else CONFIGS)[D]
     if N is not None and stores_straddle_row_0(config, N):
-        config = config[:10] + (0,)
+        config = config[:10] + (0,) + config[11:]
     return config
 
 
@@ -206,16 +206,21 @@ EARLY_K_CANDIDATES = {
 _KERNELS = {}
 
 
-def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -> dict:
+def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str, qbufs: int = 1) -> dict:
     """Shared memory as the TMA unit writes it and as wgmma reads it (the same bytes), and the register
     fragments (S's and O's accumulators: fa3_parts.acc_layout). Q is (D/64 boxes, BM rows, 64 columns); K
-    and V are (stage, D/64 boxes, BN rows, 64 columns)."""
+    and V are (stage, D/64 boxes, BN rows, 64 columns). qbufs = 2: two Q buffers, one after the other, each view
+    of Q's (tma_q, wg_q and the O staging views) with a leading buffer index."""
     dh, kr = D // 64, bn // 16
     L = {}
-    L["tma_q"] = T.tma_layout((dh, 1, bm, 64), dtype, 128)
+    L["tma_q"] = T.tma_layout((dh, 1, bm, 64), dtype, 128) if qbufs == 1 else \
+        T.tma_layout((qbufs, dh, 1, bm, 64), dtype, 128)
     L["tma_kv"] = T.tma_layout((stages, dh, 1, bn, 64), dtype, 128)
     # Q as A (ss, K-major): (box, consumer, M rep, K step, 64 rows, 16 k)
-    L["wg_q"] = TileLayout(S[(dh, consumers, 1, 4, 64, 16) : (bm * 64, 64 * 64, 1, 16, 64, 1)], swizzle=SW128)
+    wg_q = ((dh, consumers, 1, 4, 64, 16), (bm * 64, 64 * 64, 1, 16, 64, 1))
+    if qbufs > 1:
+        wg_q = ((qbufs,) + wg_q[0], (dh * bm * 64,) + wg_q[1])
+    L["wg_q"] = TileLayout(S[wg_q[0] : wg_q[1]], swizzle=SW128)
     # K as B (K-major): (stage, box, N rep, K step, BN keys, 16 k)
     L["wg_k"] = TileLayout(S[(stages, dh, 1, 4, bn, 16) : (dh * bn * 64, bn * 64, 1, 16, 64, 1)], swizzle=SW128)
     # V as B (MN-major, trans_b): (stage, N rep, key step, D = (box, 64 columns), 16 keys)
@@ -225,18 +230,20 @@ def layouts(D: int, bm: int, bn: int, stages: int, consumers: int, dtype: str) -
     # S's register pair (2p, 2p + 1) for p = 4 kk + r
     L["p"] = TileLayout(S[(1, kr, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
     # O staged in Q's buffer (tma_o), consumer c in rows 64c.. of every box (tiledsl/lib/staging.py)
-    L["o_words"], L["o_boxes"] = staging_layouts(consumers, dh, bm)
+    L["o_words"], L["o_boxes"] = staging_layouts(consumers, dh, bm, qbufs)
     return L
 
 
 FIELDS = ("consumers", "BN", "stages", "overlap", "pingpong", "poly", "persistent", "early_k", "lazy", "align",
-          "tma_o")
-FORM = "(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[, tma_o]]]]]]])"
+          "tma_o", "double_q")
+FORM = ("(consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[, tma_o[, "
+        "double_q]]]]]]]]])")
 # the on / off fields and what 0 and 1 mean (make_attention_hopper's errors say so)
 SWITCHES = {"early_k": ("a stage's K released with its V", "once the S that read it has retired"),
             "lazy": ("O rescaled on every tile", "only when a row's max moves by more than 2^8"),
             "align": ("the first query block starts at row 0", "the last one ends at row N"),
-            "tma_o": ("O stored from registers", "through shared memory and the TMA store")}
+            "tma_o": ("O stored from registers", "through shared memory and the TMA store"),
+            "double_q": ("one Q buffer", "two, the next item's Q loaded while this one runs (persistent 1 or 2)")}
 
 
 def full_config(config) -> tuple:
@@ -247,9 +254,9 @@ def full_config(config) -> tuple:
     return config + (0,) * (len(FIELDS) - len(config)) if 4 <= len(config) < len(FIELDS) else config
 
 
-def smem_bytes(D: int, consumers: int, bn: int, stages: int) -> int:
-    """Shared memory of the Q tile and the K/V ring (the barriers and alignment add under 2 KB)."""
-    return 2 * (64 * consumers * D + 2 * stages * bn * D)
+def smem_bytes(D: int, consumers: int, bn: int, stages: int, qbufs: int = 1) -> int:
+    """Shared memory of the Q tile(s) and the K/V ring (the barriers and alignment add under 2 KB)."""
+    return 2 * (qbufs * 64 * consumers * D + 2 * stages * bn * D)
 
 
 def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=NUM_SMS):
@@ -289,15 +296,17 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         raise tiledsl.LaunchError(f"attention_hopper supports float16 and bfloat16, not {dtype}")
     if len(config) != len(FIELDS):
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: {FORM}")
-    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K, LAZY, ALIGN, TMA_O = config
+    CONS, BN, STG, OVERLAP, PINGPONG, POLY, PERSIST, EARLY_K, LAZY, ALIGN, TMA_O, DOUBLE_Q = config
     B, H, HK, N, NK = shape
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
     if CONS not in (1, 2, 3) or BN % 16 or not 16 <= BN <= 256 or STG < 2 or OVERLAP not in (0, 1) or \
-            PINGPONG not in (0, 1) or (PINGPONG and CONS < 2) or smem_bytes(D, CONS, BN, STG) + 2048 > SMEM_LIMIT:
+            PINGPONG not in (0, 1) or (PINGPONG and CONS < 2) or \
+            smem_bytes(D, CONS, BN, STG, 1 + (DOUBLE_Q == 1)) + 2048 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: 1 to 3 consumers, BN a multiple of "
                                   f"16 up to 256, at least 2 stages, overlap 0 or 1, pingpong 0 or 1 (1 takes at "
-                                  f"least 2 consumers), within {SMEM_LIMIT} bytes of shared memory")
+                                  f"least 2 consumers), within {SMEM_LIMIT} bytes of shared memory (Q's tile twice "
+                                  f"with double_q)")
     if not isinstance(POLY, int) or POLY < 0 or POLY > BN // 2 or POLY % POLY_UNIT:
         raise tiledsl.LaunchError(f"attention_hopper configuration {config}: poly = {POLY!r} (the exponentials of "
                                   f"a thread's BN / 2 = {BN // 2} per tile computed by the FMA-pipe polynomial) "
@@ -311,6 +320,10 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         if config[FIELDS.index(name)] not in (0, 1):
             raise tiledsl.LaunchError(f"attention_hopper configuration {config}: {name} = "
                                       f"{config[FIELDS.index(name)]!r} must be 0 ({zero}) or 1 ({one})")
+    if DOUBLE_Q and not PERSIST:
+        raise tiledsl.LaunchError(f"attention_hopper configuration {config}: double_q takes the persistent walk "
+                                  f"(persistent 1 or 2): one block per item loads one Q")
+    QBUFS = 2 if DOUBLE_Q else 1
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{t}.{t}"
     MMA_O = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"
@@ -338,7 +351,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     # registers, which leaves two consumers 232 (240 with 24; three consumers 160 either way)
     PREGS = 32 if PERSIST == 2 else PRODUCER_REGS
     CREGS = consumer_registers(THREADS, CAP, CONS, PREGS, CONSUMER_REGS)
-    LY = layouts(D, BM, BN, STG, CONS, dtype)
+    LY = layouts(D, BM, BN, STG, CONS, dtype, QBUFS)
     L_TQ, L_TKV, L_WQ, L_WK, L_WV = LY["tma_q"], LY["tma_kv"], LY["wg_q"], LY["wg_k"], LY["wg_v"]
     L_P, L_OW, L_OB = LY["p"], LY["o_words"], LY["o_boxes"]
     STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
@@ -358,11 +371,12 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                           causal=causal, mma_s=MMA_S, mma_o=MMA_O, trans_v=True, cvt_o=CVT, overlap=OVERLAP,
                           pingpong=PINGPONG, p_regs=p_regs, to_p=to_p,
                           producer_regs=PREGS, poly=POLY, grid=GRID, early_k=EARLY_K,
-                          dynamic=int(PERSIST == 2), lazy=LAZY, qoff=QOFF, tma_o=TMA_O)
+                          dynamic=int(PERSIST == 2), lazy=LAZY, qoff=QOFF, tma_o=TMA_O, qbufs=QBUFS)
     ring_barriers, produce, consume, store = parts.ring_barriers, parts.produce, parts.consume, parts.store
     work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
     turns_open, turns_close = parts.turns_open, parts.turns_close
     dynamic_item, produce_dynamic, block_row = parts.dynamic_item, parts.produce_dynamic, parts.block_row
+    q_bar, q_view, q_phase = parts.q_bar, parts.q_view, parts.q_phase
     # O: the (B, H, N, D) tensor st.global writes, or with tma_o a tensor map of its (B * H, N, D) view whose
     # boxes are a consumer's 64 rows by 64 columns
     O_ANN = T.TensorMap((B * H, N, D), dtype, box=(1, 64, 64), swizzle=128) if TMA_O else T.Tensor((B, H, N, D),
@@ -382,19 +396,27 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     def tiles():
         """Q, and the ring's K and V stages, in shared memory (allocated before the barriers): as the TMA unit
         writes them (tq, tk, tv) and as wgmma reads them (wq, wk, wv)."""
-        sq = T.alloc_shared((DH * BM * 64,), dtype)
+        sq = T.alloc_shared((QBUFS * DH * BM * 64,), dtype)
         sk = T.alloc_shared((STG * DH * BN * 64,), dtype)
         sv_ = T.alloc_shared((STG * DH * BN * 64,), dtype)
-        tq = sq.view(DH, 1, BM, 64, layout=L_TQ)
+        tq = sq.view(DH, 1, BM, 64, layout=L_TQ) if QBUFS == 1 else sq.view(QBUFS, DH, 1, BM, 64, layout=L_TQ)
         tk = sk.view(STG, DH, 1, BN, 64, layout=L_TKV)
         tv = sv_.view(STG, DH, 1, BN, 64, layout=L_TKV)
-        wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ)
+        wq = sq.view(DH, CONS, 1, 4, 64, 16, layout=L_WQ) if QBUFS == 1 else \
+            sq.view(QBUFS, DH, CONS, 1, 4, 64, 16, layout=L_WQ)
         wk = sk.view(STG, DH, 1, 4, BN, 16, layout=L_WK)
         wv = sv_.view(STG, 1, KR, D, 16, layout=L_WV)
         # Q's buffer as the consumers' O staging (tma_o): b32 words as stmatrix.x4 writes them, and each
         # consumer's (D / 64 boxes, 1, 64 rows, 64 columns) as the TMA unit reads them
-        osw = sq.view(dtype="uint32").view(CONS, 4, D // 16, 4, 8, 4, layout=L_OW) if TMA_O else None
-        oso = sq.view(CONS, DH, 1, 64, 64, layout=L_OB) if TMA_O else None
+        osw = None
+        oso = None
+        if TMA_O:
+            if QBUFS == 1:
+                osw = sq.view(dtype="uint32").view(CONS, 4, D // 16, 4, 8, 4, layout=L_OW)
+                oso = sq.view(CONS, DH, 1, 64, 64, layout=L_OB)
+            else:
+                osw = sq.view(dtype="uint32").view(QBUFS, CONS, 4, D // 16, 4, 8, 4, layout=L_OW)
+                oso = sq.view(QBUFS, CONS, DH, 1, 64, 64, layout=L_OB)
         return tq, tk, tv, wq, wk, wv, osw, oso
 
     @tiledsl.jit
@@ -457,7 +479,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                 oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
                                             tb, k, qfree)
                 # the epilogue runs while the producer loads the next item's Q and first tiles
-                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree)
+                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb,
+                         q_view(osw, k) if TMA_O else osw, q_view(oso, k) if TMA_O else oso, q_bar(qfree, k))
                 tb = tb + ntiles
             turns_close(c)
 
@@ -475,7 +498,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
         pid = T.cuda.block_id()
         tq, tk, tv, wq, wk, wv, osw, oso = tiles()
         qbar, fullk, fullv, empty, qfree = ring_barriers(tid)
-        nxt = T.alloc_shared((1,), "int32")
+        nxt = T.alloc_shared((QBUFS,), "int32")
         if wg == 0:
             produce_dynamic(Q, K, V, tq, tk, tv, qbar, qfree, fullk, fullv, empty, pid, nxt, CTR)
         else:
@@ -487,15 +510,16 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
             tb = 0
             k = 0
             while True:
-                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], qbar, k % 2)
-                item = nxt[0]
+                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], q_bar(qbar, k), q_phase(k))
+                item = nxt[k % 2] if QBUFS == 2 else nxt[0]
                 if item >= ITEMS:
                     break
                 bh, qb, b, h, hk, ntiles = dynamic_item(item)
                 row0 = block_row(qb) + 64 * c + 16 * w + lane // 4
                 oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
                                             tb, k, qfree)
-                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree)
+                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb,
+                         q_view(osw, k) if TMA_O else osw, q_view(oso, k) if TMA_O else oso, q_bar(qfree, k))
                 tb = tb + ntiles
                 k = k + 1
             turns_close(c)

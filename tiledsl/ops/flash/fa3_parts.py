@@ -56,11 +56,14 @@ class ForwardParts(NamedTuple):
     dynamic_item: InlineFunction
     produce_dynamic: InlineFunction
     block_row: InlineFunction
+    q_bar: InlineFunction
+    q_view: InlineFunction
+    q_phase: InlineFunction
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
                   cvt_o, overlap, pingpong, p_regs, to_p, producer_regs, poly=0, grid=0, early_k=0,
-                  dynamic=0, lazy=0, qoff=0, tma_o=0) -> ForwardParts:
+                  dynamic=0, lazy=0, qoff=0, tma_o=0, qbufs=1) -> ForwardParts:
     """The helpers for a forward kernel of shape (B, H, H_kv, N, N_kv), head dim D, BN keys per tile, STG stages,
     CONS consumer warpgroups, causal or not; boxes: the TMA boxes a row of Q and K is loaded as (one S = Q K^T
     wgmma call each), `step` apart in the TMA coordinates; tx_q, tx_kv: the bytes a Q tile and a K (or V) tile pay
@@ -89,7 +92,11 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     the ragged block is the first one (its rows below 0 arrive as the TMA unit's zero fill and are not stored)
     and the last block ends at row N: causal, the ragged block is then the cheapest of a head, not the dearest;
     tma_o: the epilogue (store) writes O through shared memory (stmatrix into the consumer's own rows of Q, which
-    its last S has finished reading, then the TMA store), not by st.global from registers."""
+    its last S has finished reading, then the TMA store), not by st.global from registers; qbufs (with grid): Q's
+    buffers (1 or 2). With 2, item k of the walk has buffer k % 2 with its own Q and Q-free barriers (and, dynamic,
+    its own slot of the item number), so the producer loads the next item's Q while this one runs, and an item
+    starts on a Q already there instead of on a load issued once the last item's S had retired (the short items of
+    short sequences pay that wait once each); the helpers take Q's views and barriers of item k by q_view / q_bar."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -116,13 +123,42 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         return qb * BM - qoff if qoff else qb * BM
 
     @tiledsl.inline
+    def q_bar(bar, k):
+        """Item k's Q (or Q-free) barrier: its buffer's with two Q buffers, else the one."""
+        return bar[k % 2:k % 2 + 1] if qbufs == 2 else bar
+
+    @tiledsl.inline
+    def q_view(view, k):
+        """Item k's Q buffer in a view of Q's buffers (tq, wq, the O staging views): with two, its buffer's."""
+        return view[k % 2] if qbufs == 2 else view
+
+    @tiledsl.inline
+    def q_phase(k):
+        """The parity of item k's phase of its Q barrier (with two buffers a buffer's barriers serve every
+        other item)."""
+        return (k // 2) % 2 if qbufs == 2 else k % 2
+
+    @tiledsl.inline
+    def q_free_phase(k):
+        """The parity the producer waits for on item k's Q-free barrier before loading its Q: the phase of the
+        item that last used the buffer (k - 1, or k - 2 with two buffers); for the first items parity 1, which
+        passes at once (no phase has completed)."""
+        return (k // 2 + 1) % 2 if qbufs == 2 else (k + 1) % 2
+
+    @tiledsl.inline
     def init_barriers(tid, qbar, fullk, fullv, empty, qfree=None):
         """Thread 0 sets up the Q barrier(s) and the ring's full (K, V) and empty barriers (4 warps per consumer
         release a stage, and, persistent, Q); the block meets before any thread uses them."""
         if tid == 0:
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
-            if persistent:
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qfree, CONS if tma_o else 4 * CONS)
+            if qbufs == 2:
+                for i in T.unroll(2):
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar[i:i + 1], 1)
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qfree[i:i + 1],
+                                      CONS if tma_o else 4 * CONS)
+            else:
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
+                if persistent:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qfree, CONS if tma_o else 4 * CONS)
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
@@ -139,11 +175,11 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         meets. qbar: Q has landed; fullk[s]: stage s holds K of its tile (phase u: the u-th fill); fullv[s]: ... and
         V (V^T); empty[s]: every consumer warp is done with stage s. Persistent: qbar's phase k is the walk's k-th
         item, and a fifth, qfree: every consumer warp's last S = Q K^T of the k-th item has read Q (phase k)."""
-        qbar = T.alloc_shared((1,), "uint64")
+        qbar = T.alloc_shared((qbufs,), "uint64")
         fullk = T.alloc_shared((STG,), "uint64")
         fullv = T.alloc_shared((STG,), "uint64")
         empty = T.alloc_shared((NE,), "uint64")
-        qfree = T.alloc_shared((1,), "uint64") if persistent else None
+        qfree = T.alloc_shared((qbufs,), "uint64") if persistent else None
         init_barriers(tid, qbar, fullk, fullv, empty, qfree)
         return (qbar, fullk, fullv, empty, qfree) if persistent else (qbar, fullk, fullv, empty)
 
@@ -161,12 +197,16 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         walk, after tb tiles; its Q waits until the previous item's last S = Q K^T has read the old one. Dynamic:
         the item's number goes to the consumers in nxt, published by Q's barrier (its arrival releases the store)."""
         if persistent:
-            # phase k - 1 of qfree; for k = 0 the wait for parity 1 passes at once (no phase has completed)
-            T.cuda.tile.apply(T.ptx[WAIT], qfree, (k + 1) % 2)
+            # the buffer's last item's phase of qfree (q_free_phase)
+            T.cuda.tile.apply(T.ptx[WAIT], q_bar(qfree, k), q_free_phase(k))
             if dynamic:
-                nxt[0] = item
-        T.cuda.tile.apply(T.ptx[EXPECT], qbar, tx_q)
-        T.cuda.tile.apply(T.ptx[LOAD], tq, Q, qbar, coords=(bh, block_row(qb), 0), coord_steps=step)
+                if qbufs == 2:
+                    nxt[k % 2] = item
+                else:
+                    nxt[0] = item
+        T.cuda.tile.apply(T.ptx[EXPECT], q_bar(qbar, k), tx_q)
+        T.cuda.tile.apply(T.ptx[LOAD], q_view(tq, k), Q, q_bar(qbar, k), coords=(bh, block_row(qb), 0),
+                          coord_steps=step)
         for j in range(ntiles):
             s = ring(tb, j) % STG
             if ring(tb, j) >= STG:
@@ -278,9 +318,12 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     # and the count does not stay live through the loads)
                     T.cuda.tile.apply(T.ptx["atom.relaxed.gpu.global.add.s32"], got, ctr[0:1], 1)
                     item = G + got[0]
-                T.cuda.tile.apply(T.ptx[WAIT], qfree, (k + 1) % 2)
-                nxt[0] = ITEMS
-                T.cuda.tile.apply(T.ptx[ARRIVE], qbar)
+                T.cuda.tile.apply(T.ptx[WAIT], q_bar(qfree, k), q_free_phase(k))
+                if qbufs == 2:
+                    nxt[k % 2] = ITEMS
+                else:
+                    nxt[0] = ITEMS
+                T.cuda.tile.apply(T.ptx[ARRIVE], q_bar(qbar, k))
                 T.cuda.tile.apply(T.ptx["atom.acq_rel.gpu.global.add.s32"], got, ctr[1:2], 1)
                 if got[0] == G - 1:
                     ctr[0] = 0
@@ -481,6 +524,8 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         (oacc, lsum, m, al) for store(). row0: this lane's first row (the other is row0 + 8); cs: the log2-domain
         scale of the raw scores. Persistent: the k-th item of the walk, after tb tiles (its registers start afresh
         here); once its last S has retired each warp arrives on qfree, and it releases the last tile's stage."""
+        if qbufs == 2:
+            wq = q_view(wq, k)
         sacc = T.alloc_local((NS,), "float32")
         oacc = T.alloc_local((NO,), "float32")
         pk, hp, pv = p_regs()
@@ -499,7 +544,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         if not persistent:
             turns_open(c)
         # prologue: S of tile 0 and its softmax, so the loop always holds P of the tile it multiplies by V
-        T.cuda.tile.apply(T.ptx[WAIT], qbar, k % 2 if persistent else 0)
+        T.cuda.tile.apply(T.ptx[WAIT], q_bar(qbar, k), q_phase(k) if persistent else 0)
         if persistent:
             s0 = ring(tb, 0) % STG
             T.cuda.tile.apply(T.ptx[WAIT], fullk[s0:s0 + 1], (ring(tb, 0) // STG) % 2)
@@ -559,7 +604,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
             # every S of the item has retired (the loop waited for each): the producer may load the next Q (with
             # tma_o once the epilogue's store has read O from Q's rows: store)
             if lane == 0:
-                T.cuda.tile.apply(T.ptx[ARRIVE], qfree)
+                T.cuda.tile.apply(T.ptx[ARRIVE], q_bar(qfree, k))
         turn_begin(c)
         issue_pv(oacc, ov, pv, wv, al, fullv, ring(tb, last) % STG, ring(tb, last))
         turn_end(c, True)
@@ -574,4 +619,4 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
 
     return ForwardParts(ring_barriers, init_barriers, load_ring, produce, issue_s, issue_pv, softmax, row_sums, store,
                         consume, work_item, walk_length, produce_walk, turns_open, turns_close, dynamic_item,
-                        produce_dynamic, block_row)
+                        produce_dynamic, block_row, q_bar, q_view, q_phase)

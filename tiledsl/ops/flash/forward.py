@@ -23,13 +23,13 @@ def attention(q, k, v, causal=False, scale=None, config=None, path=None, target=
 
     path: "fa2" (fa2.py's kernel), "fa3" (fa3.py's: TMA + wgmma, sm_90a) or None: fa3
     for CUDA tensors on an sm_90 device with D in its supported set, or where config is an fa3 configuration
-    (4 to 11 entries: fa3.FIELDS), else fa2. target: the fa2 kernel compiled for this target instead of
+    (4 to 12 entries: fa3.FIELDS), else fa2. target: the fa2 kernel compiled for this target instead of
     the device's (on a GPU of a newer architecture the driver compiles its PTX for the device: target="sm_80"
     runs the sm_80 kernel on an H200). lazy (fa2): the lazy rescale (make_attention's; None: fa2.LAZY; fa3 takes it as
     config[8])."""
     if path is None:
         if config is not None:
-            path = "fa3" if isinstance(config, (tuple, list)) and 4 <= len(config) <= 11 else "fa2"
+            path = "fa3" if isinstance(config, (tuple, list)) and 4 <= len(config) <= 12 else "fa2"
         else:
             path = "fa3" if _fa3_fits(q, k, v) else "fa2"
     if path == "fa3":
