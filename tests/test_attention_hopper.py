@@ -531,3 +531,53 @@ def test_every_persistent_and_early_k_candidate_assembles(D, which):
 def test_bad_persistent_values_are_refused(config, sms, what):
     with pytest.raises(tiledsl.LaunchError, match=re.escape(what)):
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, config, sms)
+
+
+@pytest.mark.parametrize("causal, heads, n, nk, config, sms", [
+    # the dynamic walk, causal, long items first: item k's Q in buffer k % 2, its number in nxt[k % 2]
+    (True, (2, 1), 300, 300, (2, 64, 2, 1, 1, 0, 2, 0, 0, 0, 0, 1), 2),
+    # one block takes every item: each buffer's barriers turn every other item
+    (False, (2, 1), 300, 260, (2, 64, 2, 1, 1, 0, 2, 0, 0, 0, 0, 1), 1),
+    # the static walk, three consumers, lazy
+    (True, (2, 1), 300, 300, (3, 64, 2, 1, 1, 0, 1, 0, 1, 0, 0, 1), 2),
+    # serial, no ping-pong, 3 stages, one key tile an item on some blocks
+    (False, (2, 1), 130, 200, (2, 64, 3, 1, 0, 0, 1, 0, 0, 0, 0, 1), 3),
+    # align and tma_o: O staged in the item's own Q buffer
+    (True, (2, 1), 320, 320, (2, 64, 2, 1, 1, 0, 2, 0, 1, 1, 1, 1), 2),
+    (False, (2, 1), 320, 320, (2, 64, 2, 1, 1, 0, 1, 0, 1, 0, 1, 1), 2),
+])
+def test_double_q_on_the_interpreter(causal, heads, n, nk, config, sms):
+    """config[11] = double_q: two Q buffers on the persistent walks: exactly the numbers of one buffer (only when
+    Q lands moves), within the reference's bounds."""
+    H, HK = heads
+    q, k, v = _inputs(H, HK, n, nk, seed=n + nk + sms + 11)
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
+    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:11], num_sms=sms)
+    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
+@pytest.mark.parametrize("D, causal, config", [
+    (64, False, (3, 128, 4, 1, 1, 0, 1, 0, 1, 0, 0, 1)),
+    (64, True, (2, 128, 4, 1, 1, 0, 2, 0, 1, 0, 0, 1)),
+    (64, True, (3, 128, 4, 1, 1, 0, 2, 0, 1, 1, 1, 1)),
+    (128, True, (2, 128, 2, 1, 1, 0, 2, 0, 1, 0, 1, 1)),
+])
+def test_the_double_q_configuration_assembles(D, causal, config):
+    # two more mbarriers (the second buffer's Q and Q free), the same wgmma, Q's tile twice in shared memory
+    shape = (32, 2048 // D, 2048 // D, 512, 512)
+    ptx, plain = twin_assembles(D, causal, shape, config, config[:11], 2)
+    _, meta = kernel_ptx("float16", D, causal, shape, config=config)
+    _, meta1 = kernel_ptx("float16", D, causal, shape, config=config[:11])
+    assert meta["dynamic_shared"] - meta1["dynamic_shared"] >= 2 * 64 * config[0] * D
+
+
+@pytest.mark.parametrize("config, what", [((2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0, 1), "double_q takes the persistent"),
+                                          ((2, 64, 2, 1, 1, 0, 1, 0, 0, 0, 0, 2), "double_q = 2"),
+                                          ((2, 128, 3, 1, 1, 0, 1, 0, 0, 0, 0, 1), "Q's tile twice")])
+def test_bad_double_q_values_are_refused(config, what):
+    D = 128 if config[1] == 128 else 64
+    with pytest.raises(tiledsl.LaunchError, match=re.escape(what)):
+        AH.make_attention_hopper("float16", D, False, (1, 1, 1, 64, 64), 0.1, config, 132)
