@@ -110,7 +110,8 @@ def test_every_ping_pong_candidate_assembles(D):
 def test_ping_pong_configurations_are_checked():
     assert AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1)) is \
         AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, (2, 64, 2, 1, 0))
-    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0), (2, 64, 2, 1, 1, 0, 0, 2)]:
+    for bad in [(1, 64, 2, 1, 1), (2, 64, 2, 1, 2), (2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                (2, 64, 2, 1, 1, 0, 0, 2)]:
         with pytest.raises(tiledsl.LaunchError, match="configuration"):
             AH.make_attention_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, bad)
 
@@ -200,15 +201,18 @@ def test_an_fa3_configuration_picks_fa3():
     o, lse = FWD.attention(q, k, v, causal=True, config=(1, 64, 2, 1))
     ro, rl = FWD.reference(q, k, v, causal=True)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
+    assert AH._KERNELS and any(key[-1] == (1, 64, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = FWD.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1))            # and a 5-entry one (ping-pong)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0) for key in AH._KERNELS)
     o, lse = FWD.attention(q, k, v, causal=True, config=(1, 64, 2, 1, 0, 8))         # and a 6-entry one (poly)
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    o, lse = FWD.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1))   # and the full form
+    o, lse = FWD.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1))   # an 11-entry one
     assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
-    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1) for key in AH._KERNELS)
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1, 0) for key in AH._KERNELS)
+    o, lse = FWD.attention(q, k, v, causal=True, config=(2, 64, 2, 1, 1, 0, 1, 0, 1, 0, 1, 1))   # and the full form
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3 and np.abs(lse - rl).max() <= 1e-4
+    assert any(key[-1] == (2, 64, 2, 1, 1, 0, 1, 0, 1, 0, 1, 1) for key in AH._KERNELS)
 
 
 @pytest.mark.parametrize("causal", [False, True])

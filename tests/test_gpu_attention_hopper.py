@@ -372,6 +372,33 @@ def test_fa3_align_and_tma_o_are_bit_for_bit(dtype, D, causal, walk):
     assert torch.equal(o, o0) and torch.equal(lse, l0), (base + (1, 1), (o.float() - o0.float()).abs().max())
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("walk", [1, 2], ids=["persistent", "dynamic"])
+def test_fa3_double_q_is_bit_for_bit(dtype, D, causal, walk):
+    # config[11] = double_q: item k's Q in buffer k % 2 (loaded while item k - 1 runs): only when Q lands moves, so
+    # O and LSE equal one buffer's to the bit; on the ragged grouped-query shape with the full grid and with 7
+    # blocks (9 or 10 items each: both buffers turn many times), and with align + tma_o (O staged in the item's
+    # own buffer) at N = 1024; D = 128 with 2 stages (3 and two Q tiles exceed shared memory)
+    torch = _sm90()
+    B, H, HK, N, NK = GQA_SHAPES[0]
+    dflt = AH.full_config(AH.default_config(D, causal))
+    stages = 2 if D == 128 else dflt[2]
+    base = dflt[:2] + (stages,) + dflt[3:6] + (walk,) + dflt[7:9]
+    for n, extra in ((N, (0, 0)), (1024, (1, 1))):
+        q, k, v = _qkv(torch, D + causal + walk + 51, (B, H, n, D), (B, HK, n, D), dtype=dtype)
+        for sms in (None, 7):
+            o0, l0 = AH.attention_hopper(q, k, v, causal=causal, scale=GQA_SCALE, config=base + extra + (0,),
+                                         num_sms=sms)
+            o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=GQA_SCALE, config=base + extra + (1,),
+                                         num_sms=sms)
+            torch.cuda.synchronize()
+            assert torch.equal(o, o0) and torch.equal(lse, l0), (base + extra, sms)
+        ro, rl = _reference(q, k, v, causal, GQA_SCALE)
+        assert (o.float() - ro).abs().max().item() <= _tolerance(ro, getattr(torch, dtype), dtype)
+
+
 def test_fa3_tma_o_interpreter_agrees_with_gpu():
     torch = _sm90()
     _check_interpreter_agrees(torch, 47, (2, 64, 2, 1, 1, 0, 0, 0, 1, 0, 1))
