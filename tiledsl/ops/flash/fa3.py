@@ -264,9 +264,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
     config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[,
-    tma_o]]]]]]]): consumer warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S of the next
-    tile is issued before the softmax of this one, whether the consumers take turns on the tensor cores (0 when left
-    out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial
+    tma_o[, double_q]]]]]]]]): consumer warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S
+    of the next tile is issued before the softmax of this one, whether the consumers take turns on the tensor cores
+    (0 when left out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial
     computes instead of MUFU's ex2.approx (tiledsl/lib/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and
     whether a grid of min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or one block
     runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once,
@@ -280,8 +280,10 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     0 (0 when left out); and whether O leaves through shared memory (1: each consumer writes its rows by stmatrix
     into its own 64 rows of Q, which its last S has finished reading, and one thread's TMA store writes them out
     whole; the block may end as soon as the unit has read them) or by st.global from registers (0 when left out; 8
-    rows of 16 bytes an instruction); align with tma_o needs N a multiple of 64. Default: default_config(D, causal,
-    N).
+    rows of 16 bytes an instruction); align with tma_o needs N a multiple of 64; and whether Q has two buffers on
+    the persistent walks (double_q 1: item k's Q in buffer k % 2, each with its own Q and Q-free barriers, so the
+    producer loads the next item's Q while this one runs; 0 when left out: the next Q waits for this item's last
+    S, and with tma_o for its O store, to leave the one buffer). Default: default_config(D, causal, N).
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D) (with tma_o a tensor map of its (B * H, N, D) view: o_arg), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
