@@ -266,8 +266,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[,
     tma_o[, double_q]]]]]]]]): consumer warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S
     of the next tile is issued before the softmax of this one, whether the consumers take turns on the tensor cores
-    (0 when left out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial
-    computes instead of MUFU's ex2.approx (tiledsl/lib/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and
+    (0 when left out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe
+    polynomial computes instead of MUFU's ex2.approx (tiledsl/lib/exp2_fma.py; a multiple of POLY_UNIT, 0 when left
+    out), and
     whether a grid of min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or one block
     runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once,
     and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K is released as
