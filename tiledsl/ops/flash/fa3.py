@@ -137,10 +137,28 @@ def stores_straddle_row_0(config, N: int) -> bool:
     return config[9:11] == (1, 1) and N % 64 != 0
 
 
+# Short sequences: (up to N queries, configuration), the first that holds N wins, else CONFIGS / CAUSAL_CONFIGS.
+# An item (a head's query block) of N <= 2048 walks at most 16 key tiles, so what a block pays once per item (Q's
+# load, the first S before any P V, the epilogue) weighs up to 8x what it does at 16384; and causal items of
+# 1-16 tiles leave the one-block grid's last waves ragged. H100, bf16, benchmarks/attention.py --quick --ns
+# 512,1024,1536,2048 with each configuration side by side with cuDNN (TFLOP/s at N = 512 / 1024 / 1536 / 2048):
+#   D = 64, non-causal: the persistent walk 362 / 438 / 456 / 480 against 319 / 381 / 443 / 455 one block per
+#     item (cuDNN 361 / 409 / 424 / 437); align + tma_o one block per item 342 / 405 / 461 / 494;
+#   D = 64, causal: the dynamic walk with two consumers (BM = 128: no ragged block at these N, and a block's
+#     diagonal crosses one key tile, not two) 229 / 302 / 344 / 351, three 206 / 273 / 353 / 369, against the
+#     default's 200 / 285 / 347 / 368 (cuDNN 253 / 321 / 356 / 382);
+#   D = 128: within 2% of the defaults either way (the persistent walk is already the non-causal default).
+SHORT_CONFIGS = {(64, False): ((1536, (3, 128, 4, 1, 1, 0, 1, 0, 1)), (2048, (3, 128, 4, 1, 1, 0, 0, 0, 1, 1, 1))),
+                 (64, True): ((1024, (2, 128, 4, 1, 1, 0, 2, 0, 1)), (2048, (3, 128, 4, 1, 1, 0, 2, 0, 1)))}
+
+
 def default_config(D: int, causal: bool, N: int | None = None) -> tuple:
-    """The configuration attention_hopper runs with when none is given: CONFIGS[D], or CAUSAL_CONFIGS[D] causal;
-    where its align and tma_o would store from below row 0 for N queries (stores_straddle_row_0), align only."""
+    """The configuration attention_hopper runs with when none is given: for N queries the first of
+    SHORT_CONFIGS[D, causal] that holds N, else CONFIGS[D], or CAUSAL_CONFIGS[D] causal; where its align and tma_o
+    would store from below row 0 for N queries (stores_straddle_row_0), align only."""
     config = (CAUSAL_CONFIGS if causal else CONFIGS)[D]
+    if N is not None:
+        config = next((c for most, c in SHORT_CONFIGS.get((D, bool(causal)), ()) if N <= most), config)
     if N is not None and stores_straddle_row_0(config, N):
         config = config[:10] + (0,) + config[11:]
     return config
