@@ -2,7 +2,7 @@
 each of its backends (flash = FA2, cuDNN, memory-efficient), in one run on the GPU.
 
     python benchmarks/attention.py [--quick] [--dtypes float16,bfloat16]
-                                   [--configs default|all|fa3|fa3all|fa3pp|fa3poly|fa3persist|fa3early|fa3lazy|both
+                                   [--configs default|all|fa3|fa3all|fa3pp|fa3poly|fa3persist|fa3early|fa3lazy|fa3short|both
                                               |8.1.1,8.2.0]
                                    [--backward [--backward-only] [--bwd-warps 4,8] [--bwd-paths fa3,fa2]]
                                    [--plot FILE.png]
@@ -51,6 +51,21 @@ from kernels import bench  # noqa: E402
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
 # --configs fa3epi: (align, tma_o) of the twins timed beside the FA3 default (its own first)
 EPILOGUE_TWINS = ((0, 0), (1, 0), (0, 1))      # not both: a ragged N refuses them (attention_hopper)
+
+
+def short_candidates(AH, D, causal, N) -> list:
+    """--configs fa3short: the default for N, the long sequences' default, and each walk (persistent, dynamic) with
+    two and three consumers (D = 64) or the default's (D = 128, 256), each with one Q buffer and with two (double_q,
+    where shared memory holds it): what SHORT_CONFIGS (fa3.py) is chosen from."""
+    long = AH.full_config(AH.default_config(D, causal, None if N < 4096 else N))
+    epilogue = long[9:11] if not AH.stores_straddle_row_0(long, N) else (long[9], 0)
+    out = [AH.full_config(AH.default_config(D, causal, N)), long[:9] + epilogue + long[11:]]
+    for cons in ((2, 3) if D == 64 else (long[0],)):
+        for walk in (1, 2):
+            out.append((cons,) + long[1:6] + (walk,) + long[7:9] + epilogue + (0,))
+            if AH.smem_bytes(D, cons, long[1], long[2], 2) + 2048 <= AH.SMEM_LIMIT:
+                out.append(out[-1][:11] + (1,))
+    return list(dict.fromkeys(out))
 SHORT = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn", "EFFICIENT_ATTENTION": "eff"}
 
 
@@ -360,7 +375,7 @@ def main(argv=None):
                         elif opts.configs == "all":
                             configs = fa2.CANDIDATES[D]
                         elif opts.configs in ("fa3", "fa3all", "fa3pp", "fa3poly", "fa3persist", "fa3early",
-                                              "fa3lazy", "fa3epi", "both"):
+                                              "fa3lazy", "fa3epi", "fa3short", "both"):
                             from tiledsl.ops.flash import fa3 as AH    # 4-11 entries: fa3
                             pp, poly = AH.PINGPONG_CANDIDATES[D], AH.POLY_CANDIDATES[D]
                             pers, early = AH.PERSISTENT_CANDIDATES[D], AH.EARLY_K_CANDIDATES[D]
@@ -373,6 +388,7 @@ def main(argv=None):
                                        "fa3early": [dflt] + early,
                                        "fa3lazy": [dflt, AH.full_config(dflt[:8])],
                                        "fa3epi": [AH.full_config(dflt)[:9] + e for e in EPILOGUE_TWINS],
+                                       "fa3short": short_candidates(AH, D, causal, N),
                                        "both": [fa2.default_config(D, (1, 1, 1, N, N)), dflt]}[opts.configs]
                         else:
                             configs = explicit_configs(opts.configs)
