@@ -124,6 +124,18 @@ def _inputs(H, HK, n, nk, seed, D=64):
     return q, k, v
 
 
+def _twin_agrees(q, k, v, causal, scale, config, twin, sms=None):
+    """config's O and LSE equal its twin's (the same but for a field that moves only when or where work happens) to
+    the bit, and lie within the forward's bounds of the reference."""
+    kw = {"num_sms": sms} if sms else {}
+    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config, **kw)
+    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=twin, **kw)
+    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
+    ro, rl = FWD.reference(q, k, v, causal=causal, scale=scale)
+    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
+    assert np.abs(lse - rl).max() <= 1e-4
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads", [(1, 1), (2, 1)], ids=["mha", "gqa"])
 def test_on_the_interpreter_against_the_reference(causal, heads):
@@ -300,12 +312,7 @@ def test_persistent_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D + sms, D=D)
     scale = 0.3 * 8 / D ** 0.5
-    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config, num_sms=sms)
-    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config[:6])
-    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = FWD.reference(q, k, v, causal=causal, scale=scale)
-    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
-    assert np.abs(lse - rl).max() <= 1e-4
+    _twin_agrees(q, k, v, causal, scale, config, config[:6], sms)
 
 
 @pytest.mark.parametrize("causal, heads, n, nk, config, D, sms", [
@@ -327,13 +334,7 @@ def test_early_k_on_the_interpreter(causal, heads, n, nk, config, D, sms):
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + D + 7, D=D)
     scale = 0.3 * 8 / D ** 0.5
-    kw = {"num_sms": sms} if sms else {}
-    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config, **kw)
-    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=scale, config=config[:7], **kw)
-    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = FWD.reference(q, k, v, causal=causal, scale=scale)
-    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
-    assert np.abs(lse - rl).max() <= 1e-4
+    _twin_agrees(q, k, v, causal, scale, config, config[:7], sms)
 
 
 @pytest.mark.parametrize("causal, heads, n, nk, config, sms", [
@@ -351,12 +352,7 @@ def test_dynamic_on_the_interpreter(causal, heads, n, nk, config, sms):
     item, within the reference's bounds."""
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + sms + 5)
-    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
-    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:6] + (0,) + config[7:])
-    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
-    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
-    assert np.abs(lse - rl).max() <= 1e-4
+    _twin_agrees(q, k, v, causal, 0.3, config, config[:6] + (0,) + config[7:], sms)
 
 
 @pytest.mark.parametrize("causal, n, nk, config, sms", [
@@ -394,12 +390,7 @@ def test_align_on_the_interpreter(causal, heads, n, nk, config, sms):
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + 13)
     aligned = config + (1,) if len(config) == 9 else config
-    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=aligned, num_sms=sms)
-    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:9], num_sms=sms)
-    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
-    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
-    assert np.abs(lse - rl).max() <= 1e-4
+    _twin_agrees(q, k, v, causal, 0.3, aligned, config[:9], sms)
 
 
 def test_align_saves_causal_key_tiles():
@@ -556,12 +547,7 @@ def test_double_q_on_the_interpreter(causal, heads, n, nk, config, sms):
     Q lands moves), within the reference's bounds."""
     H, HK = heads
     q, k, v = _inputs(H, HK, n, nk, seed=n + nk + sms + 11)
-    o, lse = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config, num_sms=sms)
-    o1, l1 = AH.attention_hopper(q, k, v, causal=causal, scale=0.3, config=config[:11], num_sms=sms)
-    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
-    ro, rl = FWD.reference(q, k, v, causal=causal, scale=0.3)
-    assert np.abs(o.astype(np.float64) - ro).max() <= 2e-3
-    assert np.abs(lse - rl).max() <= 1e-4
+    _twin_agrees(q, k, v, causal, 0.3, config, config[:11], sms)
 
 
 @pytest.mark.parametrize("D, causal, config", [
