@@ -2,7 +2,8 @@
 # Issue 35's short sequences in one device call: the forward's GPU tests of the walks the short defaults take
 # (persistent, dynamic, double_q bit for bit), then the fa3short candidates side by side with cuDNN at N = 512-2048
 # (benchmarks/attention.py --configs fa3short: what fa3.SHORT_CONFIGS is chosen from), then the defaults alone.
-# Usage (GPU machine, repo root): [OUT=dir] [T=240] [NS=512,1024,1536,2048] [DTYPES=bfloat16] bash benchmarks/gpu_short.sh
+# Usage (GPU machine, repo root):
+#   [OUT=dir] [T=240] [NS=512,1024,1536,2048] [DTYPES=bfloat16] bash benchmarks/gpu_short.sh
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/tiledsl-out}; mkdir -p "$OUT"
