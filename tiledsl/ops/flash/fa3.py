@@ -286,12 +286,11 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     of the next tile is issued before the softmax of this one, whether the consumers take turns on the tensor cores
     (0 when left out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe
     polynomial computes instead of MUFU's ex2.approx (tiledsl/lib/exp2_fma.py; a multiple of POLY_UNIT, 0 when left
-    out), and
-    whether a grid of min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or one block
-    runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once,
-    and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K is released as
-    soon as the S that read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out),
-    so the producer refills K a tile sooner; and whether a row's running max moves only when a tile passes it by
+    out), and whether a grid of min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or
+    one block runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up,
+    setmaxnreg) once, and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K
+    is released as soon as the S that read it has retired (1; its own mbarrier) rather than with V once P V has (0
+    when left out), so the producer refills K a tile sooner; and whether a row's running max moves only when a tile passes it by
     more than 2^8 (1: O is rescaled only on the tiles where one of a thread's rows moved; common.LAZY_BITS) or on
     every tile (0 when left out); and whether the last query block ends at row N, the ragged one being the first (1:
     its rows below 0 are zeros, computed and not stored; causal, the ragged block is then a head's cheapest, with
