@@ -290,9 +290,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     one block runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up,
     setmaxnreg) once, and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K
     is released as soon as the S that read it has retired (1; its own mbarrier) rather than with V once P V has (0
-    when left out), so the producer refills K a tile sooner; and whether a row's running max moves only when a tile passes it by
-    more than 2^8 (1: O is rescaled only on the tiles where one of a thread's rows moved; common.LAZY_BITS) or on
-    every tile (0 when left out); and whether the last query block ends at row N, the ragged one being the first (1:
+    when left out), so the producer refills K a tile sooner; and whether a row's running max moves only when a tile
+    passes it by more than 2^8 (1: O is rescaled only on the tiles where one of a thread's rows moved;
+    common.LAZY_BITS) or on every tile (0 when left out); and whether the last query block ends at row N, the ragged one being the first (1:
     its rows below 0 are zeros, computed and not stored; causal, the ragged block is then a head's cheapest, with
     the fewest key tiles, where at 0 it is the dearest, every key tile for its few rows) or the first starts at row
     0 (0 when left out); and whether O leaves through shared memory (1: each consumer writes its rows by stmatrix
