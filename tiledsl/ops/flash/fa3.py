@@ -281,18 +281,18 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     """The FA3-style forward kernel for `dtype` ("float16"/"bfloat16"), head dim D, causal or not, shape =
     (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only (wgmma, setmaxnreg).
 
-    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[,
-    tma_o[, double_q]]]]]]]]): consumer warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S
-    of the next tile is issued before the softmax of this one, whether the consumers take turns on the tensor cores
-    (0 when left out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe
-    polynomial computes instead of MUFU's ex2.approx (tiledsl/lib/exp2_fma.py; a multiple of POLY_UNIT, 0 when left
-    out), and whether a grid of min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or
-    one block runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up,
-    setmaxnreg) once, and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K
-    is released as soon as the S that read it has retired (1; its own mbarrier) rather than with V once P V has (0
-    when left out), so the producer refills K a tile sooner; and whether a row's running max moves only when a tile
-    passes it by more than 2^8 (1: O is rescaled only on the tiles where one of a thread's rows moved;
-    common.LAZY_BITS) or on every tile (0 when left out); and whether the last query block ends at row N, the ragged one being the first (1:
+    config = (consumers, BN, stages, overlap[, pingpong[, poly[, persistent[, early_k[, lazy[, align[, tma_o[,
+    double_q]]]]]]]]): consumer warpgroups (BM = 64 each), key/value rows per tile, ring depth, whether S of the
+    next tile is issued before the softmax of this one, whether the consumers take turns on the tensor cores (0 when
+    left out; 1 takes 2 or 3 consumers), how many of a thread's BN / 2 exponentials per tile the FMA-pipe polynomial
+    computes instead of MUFU's ex2.approx (tiledsl/lib/exp2_fma.py; a multiple of POLY_UNIT, 0 when left out), and
+    whether a grid of min(num_sms, work items) blocks walks the (batch * head, query block) items (1) or one block
+    runs each (0 when left out): the persistent walk pays a block's start (launch, barrier set-up, setmaxnreg) once,
+    and overlaps an item's epilogue with the next item's Q and K/V loads; and whether a stage's K is released as
+    soon as the S that read it has retired (1; its own mbarrier) rather than with V once P V has (0 when left out),
+    so the producer refills K a tile sooner; and whether a row's running max moves only when a tile passes it by
+    more than 2^8 (1: O is rescaled only on the tiles where one of a thread's rows moved; common.LAZY_BITS) or on
+    every tile (0 when left out); and whether the last query block ends at row N, the ragged one being the first (1:
     its rows below 0 are zeros, computed and not stored; causal, the ragged block is then a head's cheapest, with
     the fewest key tiles, where at 0 it is the dearest, every key tile for its few rows) or the first starts at row
     0 (0 when left out); and whether O leaves through shared memory (1: each consumer writes its rows by stmatrix
@@ -300,8 +300,8 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     whole; the block may end as soon as the unit has read them) or by st.global from registers (0 when left out; 8
     rows of 16 bytes an instruction); align with tma_o needs N a multiple of 64; and whether Q has two buffers on
     the persistent walks (double_q 1: item k's Q in buffer k % 2, each with its own Q and Q-free barriers, so the
-    producer loads the next item's Q while this one runs; 0 when left out: the next Q waits for this item's last
-    S, and with tma_o for its O store, to leave the one buffer). Default: default_config(D, causal, N).
+    producer loads the next item's Q while this one runs; 0 when left out: the next Q waits for this item's last S,
+    and with tma_o for its O store, to leave the one buffer). Default: default_config(D, causal, N).
     Arguments: Q (B * H, N, D), K and V (B * H_kv, N_kv, D) (tensor maps: the (B, H, N, D) tensors reshaped), O
     (B, H, N, D) (with tma_o a tensor map of its (B * H, N, D) view: o_arg), LSE (B, H, N) float32."""
     if D not in SUPPORTED_D:
