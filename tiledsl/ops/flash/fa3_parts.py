@@ -59,6 +59,7 @@ class ForwardParts(NamedTuple):
     q_bar: InlineFunction
     q_view: InlineFunction
     q_phase: InlineFunction
+    q_free_phase: InlineFunction
 
 
 def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, mma_s, mma_o, trans_v,
@@ -619,4 +620,5 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
 
     return ForwardParts(ring_barriers, init_barriers, load_ring, produce, issue_s, issue_pv, softmax, row_sums, store,
                         consume, work_item, walk_length, produce_walk, turns_open, turns_close, dynamic_item,
-                        produce_dynamic, block_row, q_bar, q_view, q_phase)
+                        produce_dynamic, block_row, q_bar, q_view, q_phase,
+                        q_free_phase)
