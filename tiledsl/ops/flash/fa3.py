@@ -396,7 +396,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
     work_item, walk_length, produce_walk = parts.work_item, parts.walk_length, parts.produce_walk
     turns_open, turns_close = parts.turns_open, parts.turns_close
     dynamic_item, produce_dynamic, block_row = parts.dynamic_item, parts.produce_dynamic, parts.block_row
-    q_bar, q_view, q_phase = parts.q_bar, parts.q_view, parts.q_phase
+    q_slot, q_view, q_phase = parts.q_slot, parts.q_view, parts.q_phase
     # O: the (B, H, N, D) tensor st.global writes, or with tma_o a tensor map of its (B * H, N, D) view whose
     # boxes are a consumer's 64 rows by 64 columns
     O_ANN = T.TensorMap((B * H, N, D), dtype, box=(1, 64, 64), swizzle=128) if TMA_O else T.Tensor((B, H, N, D),
@@ -500,7 +500,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                                             tb, k, qfree)
                 # the epilogue runs while the producer loads the next item's Q and first tiles
                 epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb,
-                         q_view(osw, k) if TMA_O else osw, q_view(oso, k) if TMA_O else oso, q_bar(qfree, k))
+                         q_view(osw, k) if TMA_O else osw, q_view(oso, k) if TMA_O else oso, q_slot(qfree, k))
                 tb = tb + ntiles
             turns_close(c)
 
@@ -530,8 +530,9 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
             tb = 0
             k = 0
             while True:
-                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], q_bar(qbar, k), q_phase(k))
-                item = nxt[k % 2] if QBUFS == 2 else nxt[0]
+                T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], q_slot(qbar, k), q_phase(k))
+                slot = q_slot(nxt, k)
+                item = slot[0]
                 if item >= ITEMS:
                     break
                 bh, qb, b, h, hk, ntiles = dynamic_item(item)
@@ -539,7 +540,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                 oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
                                             tb, k, qfree)
                 epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb,
-                         q_view(osw, k) if TMA_O else osw, q_view(oso, k) if TMA_O else oso, q_bar(qfree, k))
+                         q_view(osw, k) if TMA_O else osw, q_view(oso, k) if TMA_O else oso, q_slot(qfree, k))
                 tb = tb + ntiles
                 k = k + 1
             turns_close(c)

@@ -56,7 +56,7 @@ class ForwardParts(NamedTuple):
     dynamic_item: InlineFunction
     produce_dynamic: InlineFunction
     block_row: InlineFunction
-    q_bar: InlineFunction
+    q_slot: InlineFunction
     q_view: InlineFunction
     q_phase: InlineFunction
     q_free_phase: InlineFunction
@@ -97,7 +97,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
     buffers (1 or 2). With 2, item k of the walk has buffer k % 2 with its own Q and Q-free barriers (and, dynamic,
     its own slot of the item number), so the producer loads the next item's Q while this one runs, and an item
     starts on a Q already there instead of on a load issued once the last item's S had retired (the short items of
-    short sequences pay that wait once each); the helpers take Q's views and barriers of item k by q_view / q_bar."""
+    short sequences pay that wait once each); the helpers take Q's views and barriers of item k by q_view / q_slot."""
     B, H, HK, N, NK = shape
     BM = 64 * CONS
     NS, NO = BN // 2, D // 2            # f32 accumulators per consumer thread: S and O
@@ -124,8 +124,9 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         return qb * BM - qoff if qoff else qb * BM
 
     @tiledsl.inline
-    def q_bar(bar, k):
-        """Item k's Q (or Q-free) barrier: its buffer's with two Q buffers, else the one."""
+    def q_slot(bar, k):
+        """Item k's entry of a per-Q-buffer array (its Q or Q-free barrier, the dynamic walk's item number): its
+        buffer's with two Q buffers, else the one."""
         return bar[k % 2:k % 2 + 1] if qbufs == 2 else bar
 
     @tiledsl.inline
@@ -199,14 +200,12 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         the item's number goes to the consumers in nxt, published by Q's barrier (its arrival releases the store)."""
         if persistent:
             # the buffer's last item's phase of qfree (q_free_phase)
-            T.cuda.tile.apply(T.ptx[WAIT], q_bar(qfree, k), q_free_phase(k))
+            T.cuda.tile.apply(T.ptx[WAIT], q_slot(qfree, k), q_free_phase(k))
             if dynamic:
-                if qbufs == 2:
-                    nxt[k % 2] = item
-                else:
-                    nxt[0] = item
-        T.cuda.tile.apply(T.ptx[EXPECT], q_bar(qbar, k), tx_q)
-        T.cuda.tile.apply(T.ptx[LOAD], q_view(tq, k), Q, q_bar(qbar, k), coords=(bh, block_row(qb), 0),
+                slot = q_slot(nxt, k)
+                slot[0] = item
+        T.cuda.tile.apply(T.ptx[EXPECT], q_slot(qbar, k), tx_q)
+        T.cuda.tile.apply(T.ptx[LOAD], q_view(tq, k), Q, q_slot(qbar, k), coords=(bh, block_row(qb), 0),
                           coord_steps=step)
         for j in range(ntiles):
             s = ring(tb, j) % STG
@@ -319,12 +318,10 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
                     # and the count does not stay live through the loads)
                     T.cuda.tile.apply(T.ptx["atom.relaxed.gpu.global.add.s32"], got, ctr[0:1], 1)
                     item = G + got[0]
-                T.cuda.tile.apply(T.ptx[WAIT], q_bar(qfree, k), q_free_phase(k))
-                if qbufs == 2:
-                    nxt[k % 2] = ITEMS
-                else:
-                    nxt[0] = ITEMS
-                T.cuda.tile.apply(T.ptx[ARRIVE], q_bar(qbar, k))
+                T.cuda.tile.apply(T.ptx[WAIT], q_slot(qfree, k), q_free_phase(k))
+                slot = q_slot(nxt, k)
+                slot[0] = ITEMS
+                T.cuda.tile.apply(T.ptx[ARRIVE], q_slot(qbar, k))
                 T.cuda.tile.apply(T.ptx["atom.acq_rel.gpu.global.add.s32"], got, ctr[1:2], 1)
                 if got[0] == G - 1:
                     ctr[0] = 0
@@ -525,8 +522,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         (oacc, lsum, m, al) for store(). row0: this lane's first row (the other is row0 + 8); cs: the log2-domain
         scale of the raw scores. Persistent: the k-th item of the walk, after tb tiles (its registers start afresh
         here); once its last S has retired each warp arrives on qfree, and it releases the last tile's stage."""
-        if qbufs == 2:
-            wq = q_view(wq, k)
+        wq = q_view(wq, k)
         sacc = T.alloc_local((NS,), "float32")
         oacc = T.alloc_local((NO,), "float32")
         pk, hp, pv = p_regs()
@@ -545,7 +541,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         if not persistent:
             turns_open(c)
         # prologue: S of tile 0 and its softmax, so the loop always holds P of the tile it multiplies by V
-        T.cuda.tile.apply(T.ptx[WAIT], q_bar(qbar, k), q_phase(k) if persistent else 0)
+        T.cuda.tile.apply(T.ptx[WAIT], q_slot(qbar, k), q_phase(k) if persistent else 0)
         if persistent:
             s0 = ring(tb, 0) % STG
             T.cuda.tile.apply(T.ptx[WAIT], fullk[s0:s0 + 1], (ring(tb, 0) // STG) % 2)
@@ -605,7 +601,7 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
             # every S of the item has retired (the loop waited for each): the producer may load the next Q (with
             # tma_o once the epilogue's store has read O from Q's rows: store)
             if lane == 0:
-                T.cuda.tile.apply(T.ptx[ARRIVE], q_bar(qfree, k))
+                T.cuda.tile.apply(T.ptx[ARRIVE], q_slot(qfree, k))
         turn_begin(c)
         issue_pv(oacc, ov, pv, wv, al, fullv, ring(tb, last) % STG, ring(tb, last))
         turn_end(c, True)
@@ -620,5 +616,5 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
 
     return ForwardParts(ring_barriers, init_barriers, load_ring, produce, issue_s, issue_pv, softmax, row_sums, store,
                         consume, work_item, walk_length, produce_walk, turns_open, turns_close, dynamic_item,
-                        produce_dynamic, block_row, q_bar, q_view, q_phase,
+                        produce_dynamic, block_row, q_slot, q_view, q_phase,
                         q_free_phase)
