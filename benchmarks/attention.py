@@ -56,15 +56,18 @@ EPILOGUE_TWINS = ((0, 0), (1, 0), (0, 1))      # not both: a ragged N refuses th
 def short_candidates(AH, D, causal, N) -> list:
     """--configs fa3short: the default for N, the long sequences' default, and each walk (persistent, dynamic) with
     two and three consumers (D = 64) or the default's (D = 128, 256), each with one Q buffer and with two (double_q,
-    where shared memory holds it): what SHORT_CONFIGS (fa3.py) is chosen from."""
+    at 2 stages where the default's do not fit): what SHORT_CONFIGS (fa3.py) is chosen from."""
     long = AH.full_config(AH.default_config(D, causal, None if N < 4096 else N))
     epilogue = long[9:11] if not AH.stores_straddle_row_0(long, N) else (long[9], 0)
     out = [AH.full_config(AH.default_config(D, causal, N)), long[:9] + epilogue + long[11:]]
     for cons in ((2, 3) if D == 64 else (long[0],)):
         for walk in (1, 2):
             out.append((cons,) + long[1:6] + (walk,) + long[7:9] + epilogue + (0,))
-            if AH.smem_bytes(D, cons, long[1], long[2], 2) + 2048 <= AH.SMEM_LIMIT:
-                out.append(out[-1][:11] + (1,))
+            # two Q buffers at the long default's stages, else at 2 (D = 128: 3 stages and two Q buffers overflow)
+            stages = next((s for s in (long[2], 2) if AH.smem_bytes(D, cons, long[1], s, 2) + 2048 <= AH.SMEM_LIMIT),
+                          None)
+            if stages:
+                out.append(out[-1][:2] + (stages,) + out[-1][3:11] + (1,))
     return list(dict.fromkeys(out))
 SHORT = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn", "EFFICIENT_ATTENTION": "eff"}
 

@@ -18,7 +18,8 @@ import tiledsl
 from helpers import check_assembles
 
 # the GPU tests' shapes (B, H, H_kv, N, N_kv) per N; every one is also compiled through ptxas below (slow)
-GPU_SHAPES = {1024: (2, 4, 4, 1024, 1024), 4096: (1, 4, 4, 4096, 4096), 1000: (2, 4, 4, 1000, 1000)}
+GPU_SHAPES = {1024: (2, 4, 4, 1024, 1024), 4096: (1, 4, 4, 4096, 4096), 1000: (2, 4, 4, 1000, 1000),
+              500: (4, 4, 4, 500, 500)}       # 500: the shortest entries of fa3.SHORT_CONFIGS, ragged
 GQA_SHAPES = [(2, 8, 2, 1000, 1000), (2, 8, 1, 1000, 1000)]
 GQA_SCALE = 0.05
 

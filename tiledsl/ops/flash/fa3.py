@@ -140,16 +140,26 @@ def stores_straddle_row_0(config, N: int) -> bool:
 # Short sequences: (up to N queries, configuration), the first that holds N wins, else CONFIGS / CAUSAL_CONFIGS.
 # An item (a head's query block) of N <= 2048 walks at most 16 key tiles, so what a block pays once per item (Q's
 # load, the first S before any P V, the epilogue) weighs up to 8x what it does at 16384; and causal items of
-# 1-16 tiles leave the one-block grid's last waves ragged. H100, bf16, benchmarks/attention.py --quick --ns
-# 512,1024,1536,2048 with each configuration side by side with cuDNN (TFLOP/s at N = 512 / 1024 / 1536 / 2048):
-#   D = 64, non-causal: the persistent walk 362 / 438 / 456 / 480 against 319 / 381 / 443 / 455 one block per
-#     item (cuDNN 361 / 409 / 424 / 437); align + tma_o one block per item 342 / 405 / 461 / 494;
-#   D = 64, causal: the dynamic walk with two consumers (BM = 128: no ragged block at these N, and a block's
-#     diagonal crosses one key tile, not two) 229 / 302 / 344 / 351, three 206 / 273 / 353 / 369, against the
-#     default's 200 / 285 / 347 / 368 (cuDNN 253 / 321 / 356 / 382);
-#   D = 128: within 2% of the defaults either way (the persistent walk is already the non-causal default).
-SHORT_CONFIGS = {(64, False): ((1536, (3, 128, 4, 1, 1, 0, 1, 0, 1)), (2048, (3, 128, 4, 1, 1, 0, 0, 0, 1, 1, 1))),
-                 (64, True): ((1024, (2, 128, 4, 1, 1, 0, 2, 0, 1)), (2048, (3, 128, 4, 1, 1, 0, 2, 0, 1)))}
+# 1-16 tiles leave the one-block grid's last waves ragged. So: a walk over the items (the dynamic one: it takes
+# the next item as a block frees), and two Q buffers (double_q), so the next item's Q loads while this one runs
+# instead of after its last S. H100, bf16, benchmarks/attention.py --quick --configs fa3short, every candidate side
+# by side with cuDNN in one process (TFLOP/s at N = 512 / 1024 / 1536 / 2048, session 42):
+#   D = 64, non-causal: dynamic + double_q, 2 consumers 355 / 407 / 415 / 456, 3 consumers 349 / 413 / 476 / 476;
+#     the persistent walk (one Q buffer) 341 / 385 / 445 / 443; one block an item, align + tma_o 488 at 2048
+#     (cuDNN 362 / 408 / 414 / 422);
+#   D = 64, causal (align + tma_o): dynamic + double_q, 2 consumers (BM = 128: no ragged block at these N, and a
+#     block's diagonal crosses one key tile, not two) 252 / 329 / 351 / 379, 3 consumers 235 / 323 / 364 / 395;
+#     one Q buffer 211-225 / 285-293 / 333-348 / 358-359 (cuDNN 245 / 314 / 348 / 368);
+#   D = 128, N <= 512: dynamic + double_q (2 stages: two Q buffers and 3 stages exceed shared memory) 453
+#     non-causal, 314 causal, against 449-452 and 291 for the 3-stage defaults (cuDNN 423 / 297); from N = 1024
+#     the 3-stage defaults lead (double_q at 2 stages 5-20% behind).
+SHORT_CONFIGS = {(64, False): ((512, (2, 128, 4, 1, 1, 0, 2, 0, 1, 0, 0, 1)),
+                               (1536, (3, 128, 4, 1, 1, 0, 2, 0, 1, 0, 0, 1)),
+                               (2048, (3, 128, 4, 1, 1, 0, 0, 0, 1, 1, 1))),
+                 (64, True): ((1024, (2, 128, 4, 1, 1, 0, 2, 0, 1, 1, 1, 1)),
+                              (2048, (3, 128, 4, 1, 1, 0, 2, 0, 1, 1, 1, 1))),
+                 (128, False): ((512, (2, 128, 2, 1, 1, 0, 2, 0, 1, 0, 1, 1)),),
+                 (128, True): ((512, (2, 128, 2, 1, 1, 0, 2, 0, 1, 0, 1, 1)),)}
 
 
 def default_config(D: int, causal: bool, N: int | None = None) -> tuple:
