@@ -545,6 +545,8 @@ def test_bad_persistent_values_are_refused(config, sms, what):
     # align and tma_o: O staged in the item's own Q buffer
     (True, (2, 1), 320, 320, (2, 64, 2, 1, 1, 0, 2, 0, 1, 1, 1, 1), 2),
     (False, (2, 1), 320, 320, (2, 64, 2, 1, 1, 0, 1, 0, 1, 0, 1, 1), 2),
+    # tma_o without align on the dynamic walk (D = 128's short default)
+    (True, (2, 1), 320, 320, (2, 64, 2, 1, 1, 0, 2, 0, 1, 0, 1, 1), 3),
 ])
 def test_double_q_on_the_interpreter(causal, heads, n, nk, config, sms):
     """config[11] = double_q: two Q buffers on the persistent walks: exactly the numbers of one buffer (only when
