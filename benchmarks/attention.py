@@ -56,7 +56,8 @@ EPILOGUE_TWINS = ((0, 0), (1, 0), (0, 1))      # not both: a ragged N refuses th
 def short_candidates(AH, D, causal, N) -> list:
     """--configs fa3short: the default for N, the long sequences' default, and each walk (persistent, dynamic) with
     two and three consumers (D = 64) or the default's (D = 128, 256), each with one Q buffer and with two (double_q,
-    at 2 stages where the default's do not fit): what SHORT_CONFIGS (fa3.py) is chosen from."""
+    at 2 stages where the default's do not fit; two also with align + tma_o where the long default has neither):
+    what SHORT_CONFIGS (fa3.py) is chosen from."""
     long = AH.full_config(AH.default_config(D, causal, None if N < 4096 else N))
     epilogue = long[9:11] if not AH.stores_straddle_row_0(long, N) else (long[9], 0)
     out = [AH.full_config(AH.default_config(D, causal, N)), long[:9] + epilogue + long[11:]]
@@ -68,7 +69,12 @@ def short_candidates(AH, D, causal, N) -> list:
                           None)
             if stages:
                 out.append(out[-1][:2] + (stages,) + out[-1][3:11] + (1,))
+                # and with align + tma_o (O leaves through the item's Q buffer) where the long default has neither
+                if epilogue == (0, 0) and not AH.stores_straddle_row_0(out[-1][:9] + (1, 1), N):
+                    out.append(out[-1][:9] + (1, 1, 1))
     return list(dict.fromkeys(out))
+
+
 SHORT = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn", "EFFICIENT_ATTENTION": "eff"}
 
 
