@@ -449,6 +449,28 @@ def test_align_with_tma_o_needs_n_a_multiple_of_64(n, refused):
     assert AH.default_config(64, True, n + 4096)[9:] == ((1, 0) if refused else (1, 1))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(AH.SHORT_CONFIGS), ids=lambda k: f"d{k[0]}-{'causal' if k[1] else 'full'}")
+def test_every_short_configuration_is_taken_and_assembles(key):
+    """Each entry of fa3.SHORT_CONFIGS is what default_config gives for the N it holds (from just past the previous
+    entry's bound to its own), and assembles without spills at its bound and at a ragged N below it (where align
+    and tma_o together would straddle row 0, so tma_o is dropped)."""
+    D, causal = key
+    low = 1
+    for most, config in AH.SHORT_CONFIGS[key]:
+        for n in (low, most - 24, most):
+            want = config if not AH.stores_straddle_row_0(AH.full_config(config), n) else \
+                AH.full_config(config)[:10] + (0,) + AH.full_config(config)[11:]
+            assert AH.full_config(AH.default_config(D, causal, n)) == AH.full_config(want), (n, config)
+        for n in (most - 24, most):
+            shape = (max(1, 16384 // most), 2048 // D, 2048 // D, n, n)
+            ptx, meta = kernel_ptx("float16", D, causal, shape, config=AH.default_config(D, causal, n))
+            assert meta["dynamic_shared"] <= AH.SMEM_LIMIT
+            check_assembles(ptx)
+        low = most + 1
+    assert AH.default_config(D, causal, low) != AH.default_config(D, causal, low - 1)
+
+
 @pytest.mark.parametrize("align", [2, -1, 0.5])
 def test_bad_align_values_are_refused(align):
     with pytest.raises(tiledsl.LaunchError, match=re.escape(f"align = {align!r}")):
