@@ -413,12 +413,13 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                                                                                                       dtype)
 
     @tiledsl.inline
-    def epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree=None):
+    def epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree=None, k=0):
         """O / l and LSE of consumer c's rows: through shared memory and the TMA store (tma_o: osw, oso are the
-        staging views tiles() returns), else by st.global."""
+        staging views tiles() returns; persistent, the walk's k-th item stages in its own Q buffer and releases its
+        own Q-free barrier), else by st.global."""
         if TMA_O:
-            store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h, block_row(qb) + 64 * c, c, w, tid, osw, oso,
-                  qfree)
+            store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h, block_row(qb) + 64 * c, c, w, tid,
+                  q_view(osw, k), q_view(oso, k), q_slot(qfree, k))
         else:
             store(O, LSE, oacc, lsum, m, al, 1.0, C, row0, lane, bh, b, h)
 
@@ -509,8 +510,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                 oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
                                             tb, k, qfree)
                 # the epilogue runs while the producer loads the next item's Q and first tiles
-                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb,
-                         q_view(osw, k) if TMA_O else osw, q_view(oso, k) if TMA_O else oso, q_slot(qfree, k))
+                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree, k)
                 tb = tb + ntiles
             turns_close(c)
 
@@ -549,8 +549,7 @@ def make_attention_hopper(dtype, D, causal, shape, scale, config=None, num_sms=N
                 row0 = block_row(qb) + 64 * c + 16 * w + lane // 4
                 oacc, lsum, m, al = consume(c, lane, row0, qb, ntiles, wq, wk, wv, qbar, fullk, fullv, empty, C,
                                             tb, k, qfree)
-                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb,
-                         q_view(osw, k) if TMA_O else osw, q_view(oso, k) if TMA_O else oso, q_slot(qfree, k))
+                epilogue(O, LSE, oacc, lsum, m, al, row0, c, w, lane, tid, bh, b, h, qb, osw, oso, qfree, k)
                 tb = tb + ntiles
                 k = k + 1
             turns_close(c)

@@ -152,15 +152,11 @@ def forward_parts(*, shape, D, BN, STG, CONS, boxes, step, tx_q, tx_kv, causal, 
         """Thread 0 sets up the Q barrier(s) and the ring's full (K, V) and empty barriers (4 warps per consumer
         release a stage, and, persistent, Q); the block meets before any thread uses them."""
         if tid == 0:
-            if qbufs == 2:
-                for i in T.unroll(2):
-                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar[i:i + 1], 1)
-                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qfree[i:i + 1],
-                                      CONS if tma_o else 4 * CONS)
-            else:
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qbar, 1)
+            for i in T.unroll(qbufs):
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_slot(qbar, i), 1)
                 if persistent:
-                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], qfree, CONS if tma_o else 4 * CONS)
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_slot(qfree, i),
+                                      CONS if tma_o else 4 * CONS)
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullk[s:s + 1], 1)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], fullv[s:s + 1], 1)
