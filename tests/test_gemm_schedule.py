@@ -41,7 +41,7 @@ def _old_piece(ti, bid, G_, nk, ndp, lo, hi, SKW):
         (min(hi - t * nk, nk) if sk else nk)
 
 
-def _old_exchange(tile, klo, khi, nk, ntiles, G_, MINK, bid):
+def _old_exchange(tile, klo, khi, nk, ntiles, G_, MINK, bid, SKW=1):
     tdp = ntiles // G_ * G_
     skt = (ntiles - tdp) * nk
     e = (tile - tdp + 1) * nk
@@ -72,7 +72,7 @@ def test_a_wait_for_a_later_block_alone_is_refused():
     walk. Every publisher exists, so only the ticket order can object."""
     k = _kernel(HP.HOPPER_CONFIGS[0], 16, stream_k=True)
 
-    def first_finishes(tile, klo, khi, nk, ntiles, G_, MINK, bid):
+    def first_finishes(tile, klo, khi, nk, ntiles, G_, MINK, bid, SKW=1):
         tdp = ntiles // G_ * G_
         skt = (ntiles - tdp) * nk
         units = max(min(G_, skt // MINK), 1)
@@ -102,19 +102,21 @@ NK_DENSE = tuple(range(1, 41)) + (63, 64, 65, 127, 128, 129, 255, 256, 257, 511,
 G_FAST = (1, 2, 3, 5, 8, 13, 31, 66, 131, 132)
 
 
-def _stream_k_grid(sms_list, nks, config=HP.HOPPER_CONFIGS[0], ragged=True):
+def _stream_k_grid(sms_list, nks, config=HP.HOPPER_CONFIGS[0], ragged=True, stream_k=1):
     """ragged: also K one 8-element step short of nk K tiles (the same nk: the walk's numbers are the same, so the
-    dense grid leaves it out)."""
+    dense grid leaves it out). stream_k=2 (the last whole wave shared too): one and two whole waves before the
+    partial one (with one, every tile is shared)."""
     bad = []
     for sms in sms_list:
-        k = _kernel(config, sms, stream_k=True)
+        k = _kernel(config, sms, stream_k=stream_k)
         BM, BN, KT = k.tile
-        for r in range(sms):
-            for nk in nks:
-                for K in {nk * KT, max(nk * KT - 8, 8) if ragged else nk * KT}:
-                    why = SM.check(k, BM, BN * (sms + r), K)
-                    if why:
-                        bad.append(why)
+        for waves in ((1,) if stream_k == 1 else (1, 2)):
+            for r in range(sms):
+                for nk in nks:
+                    for K in {nk * KT, max(nk * KT - 8, 8) if ragged else nk * KT}:
+                        why = SM.check(k, BM, BN * (waves * sms + r), K)
+                        if why:
+                            bad.append(why)
     return bad
 
 
@@ -122,12 +124,39 @@ def test_stream_k_schedule_over_sm_counts_and_partial_waves():
     assert _stream_k_grid(G_FAST, NK_FAST) == []
 
 
+def test_stream_k_over_the_last_whole_wave_too():
+    """stream_k=2: the last whole wave's K steps join the partial wave's, so a share spans one to two tiles; the
+    same guarantees over SM counts, partial waves and K steps."""
+    k = _kernel(HP.HOPPER_CONFIGS[0], 132, stream_k=2)
+    assert k.walk["SKW"] == 2
+    assert SM.check(k, 4096, 14336, 4096) is None
+    assert _stream_k_grid(G_FAST, NK_FAST, stream_k=2) == []
+
+
+def test_a_partial_sum_written_to_another_blocks_row_is_refused():
+    """The kernel writes a published partial to workspace row ticket + ti - ndp (its first stream-K piece is the one
+    that publishes, so the row is its own) and raises its own flag. A walk that runs a share's tiles first tile
+    first publishes at a later piece: the partial would land in the next block's row. Every wait still points to a
+    lower ticket, so only the row check can object."""
+    k = _kernel(HP.HOPPER_CONFIGS[0], 16, stream_k=2)
+
+    def first_tile_first(ti, bid, G_, nk, ndp, lo, hi, SKW):
+        t = lo // nk + (ti - ndp)
+        sk = ti >= ndp
+        return (ndp * G_ + t if sk else bid + ti * G_), \
+            (max(lo - t * nk, 0) if sk else 0), (min(hi - t * nk, nk) if sk else nk)
+    why = SM.check(k, 128, 256 * (2 * 16 + 5), 4096, h=dict(SM.HELPERS, piece=first_tile_first))
+    assert why is not None and "workspace row" in why, why
+
+
 @pytest.mark.slow
-def test_stream_k_schedule_dense_grid():
-    """Every SM count 1..132, every partial wave 0..G - 1, 54 K-step counts 1..1024 (about 470,000 replays)."""
+@pytest.mark.parametrize("stream_k", [1, 2])
+def test_stream_k_schedule_dense_grid(stream_k):
+    """Every SM count 1..132, every partial wave 0..G - 1, 54 K-step counts 1..1024 (about 470,000 replays; with
+    stream_k=2 after one and after two whole waves)."""
     with ProcessPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as ex:
         results = ex.map(_stream_k_grid, [[s] for s in range(132, 0, -1)], [NK_DENSE] * 132,
-                         [HP.HOPPER_CONFIGS[0]] * 132, [False] * 132)
+                         [HP.HOPPER_CONFIGS[0]] * 132, [False] * 132, [stream_k] * 132)
         bad = [w for r in results for w in r]
     assert bad == [], bad[:5]
 

@@ -483,8 +483,14 @@ def test_gpu_sass_of_the_half_tma_store_epilogue_shows_stsm(ab, cfg):
     # blocks; M and K ragged
     (50, 256, 1000, "float16", dict(stages=4, bn=128, consumers=1, tma_store=True), 6),
     # M = 20: warps 2 and 3 of the one consumer hold rows past M only, and neither publish nor add partial sums
-    (20, 256, 1000, "float32", dict(stages=4, bn=128, consumers=1, tma_store=False), 6)],
-    ids=["f32-plain", "f16-stmatrix-ragged", "bn256-three-way", "fewer-tiles-than-blocks", "rows-past-m"])
+    (20, 256, 1000, "float32", dict(stages=4, bn=128, consumers=1, tma_store=False), 6),
+    # stream_k=2: the last whole wave shared too. 12 tiles over 5 blocks: tiles 0-4 whole, the K steps of tiles 5-11
+    # (70) in shares of 14, each across one or two tiles; f16 C ragged through the stmatrix epilogue
+    (300, 200, 648, "float16", dict(stages=3, bn=64, tma_store=True, group_m=2, stream_k=2), 5),
+    # 4 tiles over 3 blocks (one whole wave and one tile): all four tiles shared, 16 K steps a share
+    (256, 512, 768, "float16", dict(stages=4, bn=256, tma_store=True, stream_k=2), 3)],
+    ids=["f32-plain", "f16-stmatrix-ragged", "bn256-three-way", "fewer-tiles-than-blocks", "rows-past-m",
+         "last-wave-too-ragged", "last-wave-too-bn256"])
 def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
     """Stream-K: the tiles past the whole waves are split by K steps over the blocks; the blocks that ran a split
     tile's head (or middle) publish partial sums (workspace row + flag), the block that ran its last K step adds
@@ -494,7 +500,7 @@ def test_stream_k_on_the_fibered_interpreter(M, N, K, out, cfg, sms):
     a, b, ref = _inputs(M, N, K, seed=8)
     c = _host_out(M, N, out)
     c[...] = 1
-    k = H.make_hopper_gemm("float16", out, persistent=True, num_sms=sms, stream_k=True, **cfg)
+    k = H.make_hopper_gemm("float16", out, persistent=True, num_sms=sms, **dict(dict(stream_k=True), **cfg))
     W = np.full(k.slots, np.nan, np.float32)
     F = np.zeros(k.flags, np.int32)
     run = tiledsl.jit(k.fn, interpret=True)

@@ -91,7 +91,7 @@ def _get(ab, bt, out, stages, consumers, bn, tma_store, multicast, persistent, n
     if persistent:
         key += ("persistent", int(num_sms), int(group_m))
     if stream_k:
-        key += ("stream_k",)
+        key += ("stream_k",) if int(stream_k) == 1 else ("stream_k", int(stream_k))
     if defer_epilogue:
         key += ("defer_epilogue",)
     if (a_major, b_major) != ("k", "k"):
@@ -154,7 +154,9 @@ def make_hopper_gemm(ab: str = "float16", out: str | None = None, stages: int = 
     stream_k (persistent only; no multicast, split_k, bias or activation): the tiles that do not fill a whole
     wave of num_sms blocks are not left to a few blocks: their K steps are split evenly over up to all of them
     (shares of at least MIN_SHARE K steps), a split tile's partial sums added up by the block that runs its last K
-    step, which waits only for blocks that took their tickets before it (schedule.py). Called
+    step, which waits only for blocks that took their tickets before it (schedule.py). stream_k=2 shares the last
+    whole wave's K steps too (each share one to two tiles: a split tile has at most two contributors, where a partial
+    wave of a few tiles would cut them into many short shares). Called
     as kernel(A, B, C, W, F) with the workspace of `workspace`: W (num_sms, BM * BN) float32, F (num_sms + 1,) int32
     zeros (kernel.slots is W's shape, kernel.flags F's length).
 

@@ -232,7 +232,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
     FUSED = bias is not None or activation is not None or IS_FP8
-    SKW = bool(stream_k)
+    SKW = int(stream_k)                 # 0, 1 (the partial wave's K steps shared) or 2 (and the last whole wave's)
     if SKW and (not persistent or CL > 1 or bias is not None or activation is not None):
         # (fp8 scales are fine: the block finishing a split tile scales the summed f32 partials, once)
         raise tiledsl.LaunchError("hopper gemm: stream_k takes the persistent grid without multicast, split_k, "
@@ -486,7 +486,7 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
                         T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty[last:last + 1])
                 it0 = it0 + khi - klo
                 if SKW:
-                    pub, fixup, store, jlo, jhi = exchange(tile, klo, khi, nk, ntm * ntn, G, MIN_SHARE, tkt[0])
+                    pub, fixup, store, jlo, jhi = exchange(tile, klo, khi, nk, ntm * ntn, G, MIN_SHARE, tkt[0], SKW)
                     if pub == 1:
                         # the head (or a middle) of a split tile: a later block runs its last K step and finishes
                         # it. This block's partial sums go to its workspace row, register i of consumer thread t at

@@ -91,7 +91,7 @@ def hopper_kwargs(config, N: int, out_size: int) -> dict:
                                   f"{', '.join(unknown)}")
     for f in ("persistent", "tma_store", "multicast", "stream_k"):
         if f in kw:
-            kw[f] = bool(kw[f])
+            kw[f] = 2 if f == "stream_k" and kw[f] == 2 else bool(kw[f])   # stream_k 2: the last whole wave too
     if kw.get("split_k", 1) == 1:
         kw.pop("split_k", None)             # the default: the keywords (and plan descriptions) of before
     if not kw.get("stream_k", False):
@@ -109,7 +109,7 @@ def describe_hopper(kw: dict) -> str:
     if kw.get("split_k", 1) > 1:
         parts.append(f"split-K over {kw['split_k']} blocks")
     if kw.get("stream_k"):
-        parts.append("stream-K")
+        parts.append("stream-K over the last whole wave too" if kw["stream_k"] == 2 else "stream-K")
     mn = [x for x, f in (("A", "a_major"), ("B", "b_major")) if kw.get(f) == "mn"]
     if mn:
         parts.append(f"{' and '.join(mn)} MN-major (read as stored)")

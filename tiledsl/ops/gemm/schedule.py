@@ -8,7 +8,9 @@ very arithmetic the GPU executes. Every name below is a pure function of its arg
 The persistent walk: a grid of G blocks, block b taking tiles b, b + G, ... in grouped order (tile_origin).
 
 Stream-K (a persistent grid whose tiles end in a partial wave): the whole waves run as above (ndp tiles a block);
-the K steps of the partial wave's tiles (skt of them) are split into `units` contiguous shares, share b = K steps
+the K steps of the partial wave's tiles (skt of them; with SKW = 2 also the last whole wave's, so that a partial wave
+of a few tiles is not cut into many short shares: each share then spans one to two tiles and a split tile has at
+most two contributors) are split into `units` contiguous shares, share b = K steps
 lo .. hi - 1 of block b (units <= G; each share at least MIN_SHARE K steps, so a split tile's fix-up never costs
 more than the K steps it saves, and no block between two contributors of a tile is left without work). A tile
 split between blocks is finished by the block that runs its LAST K step: the blocks before it publish their
@@ -42,10 +44,13 @@ def stream_k_walk(bid, G, ntiles, nk, SKW, MINK):
     """The walk's numbers for block bid of G over ntiles tiles of nk K steps: (mine, ndp, tdp, skt, units, lo, hi,
     l_t). mine: the pieces the block runs; ndp: its tiles of the whole waves; tdp: the tiles of the whole waves;
     skt: the partial wave's K steps; units: the blocks sharing them; lo .. hi - 1: this block's share (empty for
-    bid >= units); l_t: the partial wave's tile (from tdp) holding the share's last K step. Without stream-K
-    (SKW = 0) only mine counts: the tiles bid, bid + G, ... below ntiles."""
+    bid >= units); l_t: the partial wave's tile (from tdp) holding the share's last K step. SKW = 2: the last whole
+    wave's tiles are shared too (tdp one wave less). Without stream-K (SKW = 0) only mine counts: the tiles bid,
+    bid + G, ... below ntiles."""
     if SKW:
         tdp = ntiles // G * G
+        if SKW == 2:
+            tdp = T.max(tdp - G, 0)         # the last whole wave joins the stream-K part
         ndp = tdp // G
         skt = (ntiles - tdp) * nk
         units = T.max(T.min(G, skt // MINK), 1)
@@ -85,17 +90,20 @@ def piece(ti, bid, G, nk, ndp, lo, hi, SKW):
 
 
 @tiledsl.inline
-def exchange(tile, klo, khi, nk, ntiles, G, MINK, bid):
+def exchange(tile, klo, khi, nk, ntiles, G, MINK, bid, SKW):
     """A piece's part in its tile's fix-up: (pub, fin, store, jlo, jhi). pub = 1: it publishes its partial sums (a
     later block runs the tile's last K step); fin = 1: it finishes a split tile, adding the partial sums of blocks
     jlo .. jhi - 1 first; store = 1: it runs the tile's epilogue. jlo is the lowest block whose share holds the
     tile's first K step t * nk (t: the tile's index in the partial wave): the smallest b with (b + 1) * skt //
     units > t * nk; every block from there to this one's predecessor holds a piece of the tile (no share is empty
-    below units). skt and units are stream_k_walk's, recomputed (fewer registers live through the walk)."""
+    below units). skt and units are stream_k_walk's (SKW its stream-K form), recomputed (fewer registers live
+    through the walk)."""
     pub = 1 if khi < nk else 0
     fin = 1 if klo > 0 and khi == nk else 0
     store = 1 if khi == nk else 0
     tdp = ntiles // G * G
+    if SKW == 2:
+        tdp = T.max(tdp - G, 0)
     skt = (ntiles - tdp) * nk
     units = T.max(T.min(G, skt // MINK), 1)
     jlo = (((tile - tdp) * nk + 1) * units + skt - 1) // T.max(skt, 1) - 1    # (skt = 0: no split tile, unused)

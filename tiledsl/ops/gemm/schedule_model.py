@@ -8,8 +8,9 @@ with the constants the builder chose for the kernel (`kernel.walk`), so it check
 * every output tile inside C is computed over all of its K tiles exactly once (the pieces' K ranges partition it)
   and stored by exactly one block (split-K: each column slice by exactly one rank);
 * every piece runs at least one K step (a piece of none would release a ring stage it never filled);
-* every partial sum a block publishes is added by exactly one finisher, and a finisher waits exactly for the
-  blocks that ran the rest of its tile (a wait for a block that publishes nothing never ends: the hang of issue 31);
+* every partial sum a block publishes goes to its own workspace row and is added by exactly one finisher, and a
+  finisher waits exactly for the blocks that ran the rest of its tile (a wait for a block that publishes nothing
+  never ends: the hang of issue 31);
 * no wait can starve: blocks wait only for blocks of a lower ticket (the kernel's blocks take tickets in dispatch
   order, so those have started), or for blocks of their own cluster (co-scheduled by the hardware); and a replay
   with one block resident at a time, in ticket order (the least concurrency a GPU can give), finishes;
@@ -82,13 +83,16 @@ def blocks(w: dict, M: int, N: int, K: int, h=HELPERS, min_share=MIN_SHARE) -> l
             tile, klo, khi = h["piece"](ti, bid, G, nk, ndp, lo, hi, SKW)
             row0, col0 = h["tile_origin"](tile, ntm, ntn, GM, MC, mrank, BM, BNT)
             blk.pieces.append((row0, col0, k0 + klo, k0 + khi, tile))
-            pub, fin, store, jlo, jhi = h["exchange"](tile, klo, khi, nk, ntm * ntn, G, min_share, bid) if SKW else \
+            pub, fin, store, jlo, jhi = h["exchange"](tile, klo, khi, nk, ntm * ntn, G, min_share, bid,
+                                                      SKW) if SKW else \
                 (0, 0, 1, 0, 0)
             if SK > 1:
                 # every rank stages the others' columns and arrives on each peer's barrier, then waits for its own
                 blk.events.append(("split", bid, rank))
             if pub:
-                blk.events.append(("publish", b, (row0, col0)))
+                # the kernel writes the partial sums to workspace row ticket + ti - ndp (an address kept in the
+                # loop: one base and compile-time offsets) and raises the flag of its ticket
+                blk.events.append(("publish", b, (row0, col0), b + ti - ndp))
             if fin:
                 for j in range(jlo, jhi):
                     blk.events.append(("wait", j, (row0, col0)))
@@ -143,7 +147,7 @@ def check(kernel_or_walk, M: int, N: int, K: int, h=HELPERS, min_share=MIN_SHARE
 
 def _check_waits(bl, where):
     """Each published partial is waited for by exactly one block, for the same tile; each wait has its publisher;
-    every wait points to a lower ticket or into the waiter's cluster."""
+    every wait points to a lower ticket or into the waiter's cluster; each partial goes to its publisher's row."""
     published = {}
     for blk in bl:
         for ev in blk.events:
@@ -167,6 +171,11 @@ def _check_waits(bl, where):
     for j in published:
         if taken.get(j, 0) != 1:
             return f"{where}: block {j}'s partial sums are added {taken.get(j, 0)} times (its flag stays up)"
+    for blk in bl:
+        for ev in blk.events:
+            if ev[0] == "publish" and ev[3] != ev[1]:
+                return f"{where}: block {ev[1]} writes its partial sums to workspace row {ev[3]} (the piece is not " \
+                       f"its first stream-K piece) but raises its own flag"
     return None
 
 
