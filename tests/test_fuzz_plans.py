@@ -95,9 +95,10 @@ def test_matmul_heuristic_plan(M, N, K, ab, od, sms, monkeypatch):
 
 def _forced():
     """Every configuration class the GPU plans can choose: HOPPER_CONFIGS (tiles, persistent, multicast, split-K),
-    the stream-K twins stream_k_helps / the tuner add, and the small-M stream-K ones."""
+    the stream-K twins stream_k_helps / the tuner add (and their stream_k=2 forms), and the small-M stream-K ones."""
     cs = [tuple(c) for c in HP.HOPPER_CONFIGS]
-    cs += [c[:6] + (1, 1) for c in HP.HOPPER_CONFIGS if c[3] and not c[5] and HP.hopper_split(c) == 1]
+    cs += [c[:6] + (1, sk) for sk in (1, 2) for c in HP.HOPPER_CONFIGS
+           if c[3] and not c[5] and HP.hopper_split(c) == 1]
     cs += [tuple(c) for c in HT.SMALL_M_STREAM_K if tuple(c) not in cs]
     return cs
 

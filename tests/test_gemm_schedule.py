@@ -239,6 +239,13 @@ def test_stream_k_candidates_of_the_second_tuning_stage():
     # 128 x 192's 704 (5 waves + 44) too
     assert HT.stream_k_candidates(HP, big, 4096, 4096, 132) == [big, big + (1, 1), (128, 2, 4, 1, 1, 0, 1, 1),
                                                                  (192, 2, 4, 1, 1, 0, 1, 1)]
+    # with the last wave shared too (gated: gemm_stream_k_last_wave), each twin's stream_k=2 form beside it
+    assert HT.stream_k_candidates(HP, big, 4096, 4096, 132, last_wave=True) == [
+        big, big + (1, 1), big + (1, 2), (128, 2, 4, 1, 1, 0, 1, 1), (128, 2, 4, 1, 1, 0, 1, 2),
+        (192, 2, 4, 1, 1, 0, 1, 1), (192, 2, 4, 1, 1, 0, 1, 2)]
+    # under one wave (1536 x 1536: 72 tiles of 128 x 256) the two forms are one walk: no stream_k=2 form
+    assert all(c[7:] != (2,) for c in HT.stream_k_candidates(HP, big, 1536, 1536, 132, last_wave=True)
+               if HP.hopper_tiles(c, 1536, 1536) < 132)
     # a decode-sized M: 32 tiles of 64 x 128 leave 100 SMs idle
     c = HT.stream_k_candidates(HP, (128, 1, 8, 0, 1, 0), 1, 4096, 132)
     assert c[0] == (128, 1, 8, 0, 1, 0) and set(HT.SMALL_M_STREAM_K) <= set(c)

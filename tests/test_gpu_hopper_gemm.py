@@ -463,18 +463,21 @@ def test_split_k_throughput_is_reported():
     (16384, 8192, 1024, dict(bn=256, stages=4)), (2176, 512, 64, dict(bn=256, stages=4, num_sms=8)),
     # fewer tiles than SMs (decode-sized M): every SM's block shares the tiles' K steps
     (1, 4096, 4096, dict(bn=128, consumers=1, stages=8)), (64, 14336, 4096, dict(bn=256, consumers=1, stages=4)),
-    (37, 1000, 3000, dict(bn=128, consumers=1, stages=8))])
+    (37, 1000, 3000, dict(bn=128, consumers=1, stages=8)),
+    # 128 x 160 tiles at 4000^3: 800 tiles, 6 waves + 8 tiles (stream_k=2: 140 tiles over 132 blocks)
+    (4000, 4000, 4000, dict(bn=160, stages=4))])
 @pytest.mark.parametrize("dtype,out", [("float16", None), ("bfloat16", None), ("float16", "float32")])
-def test_stream_k_against_torch(M, N, K, cfg, dtype, out):
-    """The persistent grid with stream-K: right against fp32 at every shape, and the workspace flags left down
-    for the next launch (a second launch gives the same bits)."""
+@pytest.mark.parametrize("sk", [1, 2])
+def test_stream_k_against_torch(M, N, K, cfg, dtype, out, sk):
+    """The persistent grid with stream-K (sk = 2: the last whole wave shared too): right against fp32 at every
+    shape, and the workspace flags left down for the next launch (a second launch gives the same bits)."""
     torch = _hopper()
     dt = getattr(torch, dtype)
     a, b, ref, _ = _operands(torch, M, N, K, dt, M + N + K + 1)
     od = getattr(torch, out) if out else dt
     cfg = dict(cfg)
     k = H.make_hopper_gemm(dtype, out or dtype, persistent=True, tma_store=(N * (4 if out else 2)) % 16 == 0,
-                           stream_k=True, num_sms=cfg.pop("num_sms", 132), **cfg)
+                           stream_k=sk, num_sms=cfg.pop("num_sms", 132), **cfg)
     W, F = H.workspace(k, a)
     first = torch.empty(M, N, device="cuda", dtype=od)
     again = torch.empty(M, N, device="cuda", dtype=od)

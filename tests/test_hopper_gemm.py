@@ -530,6 +530,15 @@ def test_stream_k_workspace_for_host_tensors():
     assert not F.any()                         # the launch leaves its flags and ticket counter at zero
 
 
+def test_stream_k_takes_one_or_two():
+    with pytest.raises(tiledsl.LaunchError, match="stream_k=3"):
+        H.make_hopper_gemm("float16", "float16", 4, 2, 256, True, False, True, 132, 8, stream_k=3)
+    from tiledsl.ops.gemm import hopper_plan as HP
+    kw = HP.hopper_kwargs((256, 2, 4, 1, 1, 0, 1, 2), 14336, 2)
+    assert kw["stream_k"] == 2 and "last whole wave" in HP.describe_hopper(kw)
+    assert HP.hopper_kwargs((256, 2, 4, 1, 1, 0, 1, 1), 14336, 2)["stream_k"] is True
+
+
 def test_stream_k_refuses_what_it_does_not_combine_with():
     for kw in (dict(persistent=False), dict(persistent=True, multicast=True), dict(persistent=True, bias="float16"),
                dict(persistent=True, activation="relu")):

@@ -18,6 +18,7 @@ GATED = {
     "grouped_tma_store": "tests/test_gpu_moe.py",             # the grouped forward's and dx's TMA-store epilogue
     "blockwise_tma_store": "tests/test_gpu_moe.py",           # the blockwise FP8 GEMMs' TMA-store epilogue
     "decode_warp_split": "tests/test_gpu_attention_varlen_decode.py",  # decode's key tiles split over 4 warps
+    "gemm_stream_k_last_wave": "tests/test_gpu_hopper_gemm.py",  # stream_k=2 tuning candidates (the last wave shared)
 }
 # Session 34 (2026-12-05), on an H100 (sm_90; no H200 could be started), `OUT=dir bash benchmarks/gpu_verify_gates.sh`:
 # tests/test_gpu_gemm_layouts.py 52 passed, tests/test_gpu_gemm_skinny.py 178 passed, tests/test_gpu_moe.py 37 passed

@@ -232,7 +232,10 @@ def build(ab: str, bt: str, out: str, stages: int, consumers: int, bn: int, tma_
     SMS = max(int(num_sms) // CL, 1) * CL if persistent else 1 << 30
     GM = int(group_m)
     FUSED = bias is not None or activation is not None or IS_FP8
-    SKW = int(stream_k)                 # 0, 1 (the partial wave's K steps shared) or 2 (and the last whole wave's)
+    if stream_k not in (False, True, 0, 1, 2):
+        raise tiledsl.LaunchError(f"hopper gemm: stream_k={stream_k!r}: False, True (the partial wave's K steps "
+                                  f"shared) or 2 (and the last whole wave's)")
+    SKW = int(stream_k)
     if SKW and (not persistent or CL > 1 or bias is not None or activation is not None):
         # (fp8 scales are fine: the block finishing a split tile scales the summed f32 partials, once)
         raise tiledsl.LaunchError("hopper gemm: stream_k takes the persistent grid without multicast, split_k, "

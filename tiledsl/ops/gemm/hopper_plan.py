@@ -273,7 +273,8 @@ def _stream_k_stage(H, a, b, out, config, sms, ab, od, skinny_ok=False):
             return SKN.make_skinny_gemm(ab, od, *c[1:]), {"skinny": True}
         kw = hopper_kwargs(c, N, size_of(od))
         return H.make_hopper_gemm(ab, od, num_sms=sms, **kw), kw
-    cands = HT.stream_k_candidates(sys.modules[__name__], config, M, N, sms)
+    cands = HT.stream_k_candidates(sys.modules[__name__], config, M, N, sms,
+                                   gates.allows("gemm_stream_k_last_wave", a))
     if skinny_ok and SKN.serves(M, N, K, ab, od, SKN.TUNE_MAX_M):
         cands.append(("skinny",) + SKN.choose_skinny(M, N, K, sms, ab))
     cands = [c for c in cands if SM.check(kernel_of(c)[0], M, N, K) is None] or [tuple(config)]

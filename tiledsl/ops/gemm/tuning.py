@@ -24,16 +24,18 @@ FP8_CONFIGS = [(256, 2, 4, 1, 1, 0), (256, 2, 4, 1, 1, 1), (128, 2, 4, 1, 1, 0),
 VERSION = "1"       # bump when the kernels change what a stored winner meant
 
 
-def stream_k_candidates(G, config, M: int, N: int, sms: int) -> list:
+def stream_k_candidates(G, config, M: int, N: int, sms: int, last_wave: bool = False) -> list:
     """The tuned winner first, then its stream-K twin and BIG_STREAM_K (persistent, no multicast or split-K, where
-    their tiles end in a partial wave), and where the winner's blocks leave SMs idle at a small M,
-    SMALL_M_STREAM_K."""
+    their tiles end in a partial wave; with last_wave, also their stream_k=2 forms where a whole wave precedes
+    the partial one), and where the winner's blocks leave SMs idle at a small M, SMALL_M_STREAM_K."""
     config = tuple(config)
     out = [config]
     for c in [config] + [b[:6] for b in BIG_STREAM_K]:
         if len(c) >= 6 and c[3] and not c[5] and G.hopper_split(c) == 1 and G.hopper_tiles(c, M, N) % sms:
             if c[:6] + (1, 1) not in out:
                 out.append(c[:6] + (1, 1))
+            if last_wave and G.hopper_tiles(c, M, N) > sms and c[:6] + (1, 2) not in out:
+                out.append(c[:6] + (1, 2))
     if G.hopper_tiles(config, M, N) * G.hopper_split(config) < sms and M <= 64 * 4:
         out += [c for c in SMALL_M_STREAM_K if c not in out]
     return out
