@@ -250,6 +250,13 @@ def test_stream_k_candidates_of_the_second_tuning_stage():
     # under one wave (1536 x 1536: 72 tiles of 128 x 256) the two forms are one walk: no stream_k=2 form
     assert all(c[7:] != (2,) for c in HT.stream_k_candidates(HP, big, 1536, 1536, 132, last_wave=True)
                if HP.hopper_tiles(c, 1536, 1536) < 132)
+    # FP8 likewise: BIG_STREAM_K's stream_k=2 forms beside theirs, each sound on the FP8 kernel at 4096 x 14336
+    f8 = HT.fp8_candidates(HP, 4096, 14336, 132, last_wave=True)
+    assert (256, 2, 4, 1, 1, 0, 1, 2) in f8 and (256, 2, 4, 1, 1, 0, 1, 2) not in HT.fp8_candidates(HP, 4096, 14336, 132)
+    for cand in f8:
+        kw = HP.hopper_kwargs(cand, 14336, 2)
+        k8 = H.make_hopper_gemm_fp8("e4m3", None, "bfloat16", num_sms=132, **kw)
+        assert SM.check(k8, 4096, 14336, 4096) is None, cand
     # a decode-sized M: 32 tiles of 64 x 128 leave 100 SMs idle
     c = HT.stream_k_candidates(HP, (128, 1, 8, 0, 1, 0), 1, 4096, 132)
     assert c[0] == (128, 1, 8, 0, 1, 0) and set(HT.SMALL_M_STREAM_K) <= set(c)

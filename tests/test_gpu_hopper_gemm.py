@@ -286,18 +286,21 @@ def test_fp8_ragged_against_fp32(M, N, K, out):
 @pytest.mark.parametrize("M,N,K,cfg", [(1, 4096, 4096, dict(bn=128, consumers=1, stages=8)),
                                        (128, 11008, 4096, dict(bn=256, consumers=1, stages=4)),
                                        (3000, 3000, 3072, dict(bn=256, consumers=2, stages=4)),
-                                       (1536, 1536, 4096, dict(bn=192, consumers=2, stages=4))])
+                                       (1536, 1536, 4096, dict(bn=192, consumers=2, stages=4)),
+                                       (4096, 14336, 4096, dict(bn=256, consumers=2, stages=4))])
 @pytest.mark.parametrize("out", ["bfloat16", "float32"])
-def test_fp8_stream_k_against_fp32(M, N, K, cfg, out):
-    """FP8 with stream-K (every SM's block, the split tiles' partial sums scaled once by their finisher): right
-    against fp32 twice on one workspace, the flags and ticket counter back at zero."""
+@pytest.mark.parametrize("sk", [True, 2])
+def test_fp8_stream_k_against_fp32(M, N, K, cfg, out, sk):
+    """FP8 with stream-K (every SM's block, the split tiles' partial sums scaled once by their finisher; sk = 2: the
+    last whole wave shared too): right against fp32 twice on one workspace, the flags and ticket counter back at
+    zero."""
     torch = _hopper()
     a, b, sa, sb, ref = _fp8_inputs(torch, M, N, K, seed=M + N + 7)
     for _ in range(2):
-        c = H.hopper_matmul_fp8(a, b, sa, sb, out_dtype=getattr(torch, out), persistent=True, stream_k=True, **cfg)
+        c = H.hopper_matmul_fp8(a, b, sa, sb, out_dtype=getattr(torch, out), persistent=True, stream_k=sk, **cfg)
         torch.cuda.synchronize()
         assert _rel_err(torch, c, ref) <= 5e-2
-    k = H.make_hopper_gemm_fp8("e4m3", None, out, persistent=True, stream_k=True, num_sms=H.sm_count(a),
+    k = H.make_hopper_gemm_fp8("e4m3", None, out, persistent=True, stream_k=sk, num_sms=H.sm_count(a),
                                tma_store=(N * (4 if out == "float32" else 2)) % 16 == 0, **cfg)
     assert not H.workspace(k, a)[1].any().item()
 

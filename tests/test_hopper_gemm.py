@@ -419,19 +419,21 @@ def test_fp8_on_the_interpreter_matches_numpy_exactly(at, bt, out):
         np.testing.assert_array_equal(c, _round_bf16(ref))
 
 
-def test_fp8_stream_k_on_the_interpreter_matches_numpy_exactly():
+@pytest.mark.parametrize("M,N,sk", [(40, 128, True), (40, 448, 2)], ids=["partial-wave", "last-wave-too"])
+def test_fp8_stream_k_on_the_interpreter_matches_numpy_exactly(M, N, sk):
     """FP8 with stream-K: 2 tiles of 64 x 64 (one consumer) over 5 blocks, K = 1280 (10 K tiles of 128 bytes, shares
-    of 4: each tile split over 2 or 3 blocks); the finishing block scales the summed f32 partial sums once.
-    Twice on one workspace (flags and ticket counter back at zero)."""
+    of 4: each tile split over 2 or 3 blocks); the finishing block scales the summed f32 partial sums once. With
+    stream_k=2, 7 tiles over 5 blocks: all seven shared, 14 K tiles a share. Twice on one workspace (flags and
+    ticket counter back at zero)."""
     pytest.importorskip("tiledsl.interpreter.fibers")
-    M, N, K = 40, 128, 1280
+    K = 1280
     rng = np.random.default_rng(12)
     a = rng.choice(fp8_codes("e4m3"), (M, K)).astype(np.uint8)
     b = rng.choice(fp8_codes("e4m3"), (N, K)).astype(np.uint8)
     sa, sb = np.array([0.25], np.float32), np.array([2.0], np.float32)
     ref = (decode_fp8(a, "e4m3") @ decode_fp8(b, "e4m3").T) * 0.5
     k = H.make_hopper_gemm_fp8("e4m3", None, "float32", stages=4, bn=64, consumers=1, tma_store=True, num_sms=5,
-                               stream_k=True)
+                               stream_k=sk)
     W, F = np.full(k.slots, np.nan, np.float32), np.zeros(k.flags, np.int32)
     run = tiledsl.jit(k.fn, interpret=True)
     for _ in range(2):

@@ -116,4 +116,5 @@ def _tuned_fp8(fp8, a, b, scale_a, scale_b, out_dtype, bias, params) -> dict:
     key = {"M": str(M), "N": str(N), "K": str(K), "a": str(a.dtype), "b": str(b.dtype), "out": str(out_dtype),
            "bias": str(None if bias is None else bias.dtype), "sms": str(sms),
            "device": torch.cuda.get_device_name(a.device)}
-    return kw_of(HT.pick(HT.fp8_candidates(HP, M, N, sms), run_of, key)[0])
+    cands = HT.fp8_candidates(HP, M, N, sms, gates.allows("gemm_stream_k_last_wave", a))
+    return kw_of(HT.pick(cands, run_of, key)[0])

@@ -70,12 +70,15 @@ def pick(cands: list, run_of, key: dict, bench=None):
     return next(c for c in cands if repr(c) == best), timings
 
 
-def fp8_candidates(G, M: int, N: int, sms: int) -> list:
+def fp8_candidates(G, M: int, N: int, sms: int, last_wave: bool = False) -> list:
     """FP8_CONFIGS kept by the f16 path's pruning rules (enough blocks, split-K only below a wave, ...), then the
     stream-K configurations (BIG_STREAM_K, and SMALL_M_STREAM_K at a small M) whose tiles end in a partial wave:
-    their blocks are every SM's, whatever the tile count."""
+    their blocks are every SM's, whatever the tile count; with last_wave, BIG_STREAM_K's stream_k=2 forms where a
+    whole wave precedes the partial one."""
     out = G.prune_hopper(FP8_CONFIGS, M, N, sms) or FP8_CONFIGS[:1]
     for c in BIG_STREAM_K + (SMALL_M_STREAM_K if M <= 64 * 4 else []):
         if G.hopper_tiles(c, M, N) % sms:
             out.append(c)
+            if last_wave and c in BIG_STREAM_K and G.hopper_tiles(c, M, N) > sms:
+                out.append(c[:7] + (2,))
     return out
