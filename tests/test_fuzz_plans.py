@@ -99,6 +99,7 @@ def _forced():
     cs = [tuple(c) for c in HP.HOPPER_CONFIGS]
     cs += [c[:6] + (1, sk) for sk in (1, 2) for c in HP.HOPPER_CONFIGS
            if c[3] and not c[5] and HP.hopper_split(c) == 1]
+    cs += [c[:6] + (1, sk) for sk in (1, 2) for c in HT.LAST_WAVE_TILES]
     cs += [tuple(c) for c in HT.SMALL_M_STREAM_K if tuple(c) not in cs]
     return cs
 

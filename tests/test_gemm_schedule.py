@@ -246,7 +246,8 @@ def test_stream_k_candidates_of_the_second_tuning_stage():
     # with the last wave shared too (gated: gemm_stream_k_last_wave), each twin's stream_k=2 form beside it
     assert HT.stream_k_candidates(HP, big, 4096, 4096, 132, last_wave=True) == [
         big, big + (1, 1), big + (1, 2), (128, 2, 4, 1, 1, 0, 1, 1), (128, 2, 4, 1, 1, 0, 1, 2),
-        (192, 2, 4, 1, 1, 0, 1, 1), (192, 2, 4, 1, 1, 0, 1, 2)]
+        (192, 2, 4, 1, 1, 0, 1, 1), (192, 2, 4, 1, 1, 0, 1, 2), (160, 2, 4, 1, 1, 0, 1, 1),
+        (160, 2, 4, 1, 1, 0, 1, 2)]
     # under one wave (1536 x 1536: 72 tiles of 128 x 256) the two forms are one walk: no stream_k=2 form
     assert all(c[7:] != (2,) for c in HT.stream_k_candidates(HP, big, 1536, 1536, 132, last_wave=True)
                if HP.hopper_tiles(c, 1536, 1536) < 132)

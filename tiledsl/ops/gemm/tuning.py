@@ -17,6 +17,10 @@ SMALL_M_STREAM_K = [(128, 1, 8, 1, 1, 0, 1, 1), (256, 1, 4, 1, 1, 0, 1, 1)]
 # the persistent 128 x 256 and 128 x 128 tiles with stream-K: timed beside any winner whose shape ends in a partial
 # wave (or has fewer tiles than SMs: 1536 x 1536 x 4104 has 72 tiles of 128 x 256), whatever the winner's tile
 BIG_STREAM_K = [(256, 2, 4, 1, 1, 0, 1, 1), (128, 2, 4, 1, 1, 0, 1, 1), (192, 2, 4, 1, 1, 0, 1, 1)]
+# with the last wave shared (gate gemm_stream_k_last_wave) the tiles whose stream-K forms are timed besides
+# BIG_STREAM_K's: 128 x 160 makes N = 4000 / 8000 / 12000 whole tiles (4000^3: 800 tiles, 6 waves + 8; its
+# stream_k=2 form shares 140 tiles over 132 blocks, a schedule-model estimate 3-4% under the 128 x 256 tiles')
+LAST_WAVE_TILES = [(160, 2, 4, 1, 1, 0)]
 # matmul_fp8's candidates (HOPPER_CONFIGS' fields), besides the stream-K ones of fp8_candidates
 FP8_CONFIGS = [(256, 2, 4, 1, 1, 0), (256, 2, 4, 1, 1, 1), (128, 2, 4, 1, 1, 0), (128, 2, 4, 0, 1, 0),
                (128, 1, 8, 0, 1, 0), (128, 1, 4, 0, 1, 0), (128, 2, 4, 0, 1, 0, 2), (128, 2, 4, 0, 1, 0, 4),
@@ -27,10 +31,11 @@ VERSION = "1"       # bump when the kernels change what a stored winner meant
 def stream_k_candidates(G, config, M: int, N: int, sms: int, last_wave: bool = False) -> list:
     """The tuned winner first, then its stream-K twin and BIG_STREAM_K (persistent, no multicast or split-K, where
     their tiles end in a partial wave; with last_wave, also their stream_k=2 forms where a whole wave precedes
-    the partial one), and where the winner's blocks leave SMs idle at a small M, SMALL_M_STREAM_K."""
+    the partial one, and both forms of LAST_WAVE_TILES), and where the winner's blocks leave SMs idle at a small M,
+    SMALL_M_STREAM_K."""
     config = tuple(config)
     out = [config]
-    for c in [config] + [b[:6] for b in BIG_STREAM_K]:
+    for c in [config] + [b[:6] for b in BIG_STREAM_K] + (LAST_WAVE_TILES if last_wave else []):
         if len(c) >= 6 and c[3] and not c[5] and G.hopper_split(c) == 1 and G.hopper_tiles(c, M, N) % sms:
             if c[:6] + (1, 1) not in out:
                 out.append(c[:6] + (1, 1))
