@@ -71,7 +71,7 @@ def run_shape(G, torch, shape, configs, dtname, reps):
         fns.append(fn)
     times = side_by_side(fns, torch, sets, reps=reps)
     flops = 2 * M * N * K
-    print(f"\n{dtname} {M}x{N}x{K}; matmul picks: {G.plan_of(a, b).describe()}", flush=True)
+    print(f"\n{dtname} {M}x{N}x{K}; matmul picks: {G.plan_of(a, b).describe}", flush=True)
     print("| candidate | TFLOP/s | x cuBLAS |\n| --- | ---: | ---: |")
     for n, t in zip(names, times):
         print(f"| {n} | {flops / t / 1e9:.0f} | {times[0] / t:.3f} |", flush=True)
