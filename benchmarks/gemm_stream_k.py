@@ -19,8 +19,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gemm import side_by_side  # noqa: E402
 
-FIELDS = ("bn", "consumers", "stages", "persistent", "tma_store", "multicast", "split_k", "stream_k")
-FLAGS = ("persistent", "tma_store", "multicast")
 # shape -> candidates (issue 31: 1536 x 1536 x 4104 under one wave, 4000^3 and 3072^3 off the tile grid; issue 32:
 # 4096 x 14336 x 4096, 13.6 waves of 128 x 256)
 DEFAULT = {
@@ -32,15 +30,10 @@ DEFAULT = {
 
 
 def config_of(text: str) -> tuple:
-    """matmul's config= (sorted keyword items) for 'bn,consumers,...[:gN]'."""
+    """matmul's config= (sorted keyword items; hopper_plan.hopper_kwargs reads them) for 'bn,consumers,...[:gN]'."""
+    from tiledsl.ops.gemm.hopper_plan import HOPPER_FIELDS
     body, _, group = text.partition(":g")
-    kw = dict(zip(FIELDS, (int(x) for x in body.split(","))))
-    for f in FLAGS:
-        kw[f] = bool(kw[f])
-    if kw.get("split_k", 1) == 1:
-        kw.pop("split_k", None)
-    if not kw.get("stream_k"):
-        kw.pop("stream_k", None)
+    kw = dict(zip(HOPPER_FIELDS, (int(x) for x in body.split(","))))
     if group:
         kw["group_m"] = int(group)
     return tuple(sorted(kw.items()))
