@@ -21,7 +21,7 @@ the best is reported, with every configuration's figure beside it.
 
 --backward adds a second table: the tiledsl backward (tiledsl/ops/flash/backward.py: delta, the main kernel and the
 dQ cast; the forward excluded; its fa3 path, tiledsl/ops/flash/fa3_backward.py, where it supports D, and its fa2
-path, the best reported and each shown) against torch's backward through SDPA with each backend, at D in {128, 64}
+path, the best reported and each shown) against torch's backward through SDPA with each backend, at D in {128, 64, 256}
 (those of --dims). torch's backward is timed as torch.autograd.grad(out, (q, k, v), do, retain_graph=True) on a
 graph whose forward ran once outside the timing. TFLOP/s count 2.5x the forward's: 10*B*H*N*N*D (halved for
 causal); the ratio is tiledsl / the fastest backend. Every shape's dq, dk, dv are checked against float32 torch
@@ -201,8 +201,9 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
     fa3 path where it supports D, fa3tma likewise (with tma_kv), the fa2 path with each of `warps`) and of torch's
     per backend, and the largest relative gradient error."""
     from tiledsl.ops.flash import fa2_backward, fa3_backward as ABH
-    variants = [(p, w) for p in paths if p == "fa2" or D in ABH.SUPPORTED_D for w in (warps if p == "fa2" else
-                                                                                      (None,))]
+    serves = {"fa2": D in fa2_backward.QTILE, "fa3": D in ABH.SUPPORTED_D,
+              "fa3tma": D in ABH.SUPPORTED_D and D not in ABH.COLUMN_SPLIT_D}
+    variants = [(p, w) for p in paths if serves.get(p, False) for w in (warps if p == "fa2" else (None,))]
     # fa3tma: the fa3 path with dK and dV through the TMA store (attention_backward_hopper's tma_kv)
     opts = {"fa3tma": dict(path="fa3", tma_kv=True)}
     dt = getattr(torch, dtype)
@@ -415,7 +416,7 @@ def main(argv=None):
     brows = []
     if opts.backward:
         from tiledsl.ops.flash import backward as AB
-        dims = [d for d in (128, 64) if str(d) in opts.dims.split(",")]
+        dims = [d for d in (128, 64, 256) if str(d) in opts.dims.split(",")]
         for dtype in opts.dtypes.split(","):
             for D in dims:
                 for N in ns:

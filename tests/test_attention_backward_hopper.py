@@ -125,6 +125,32 @@ def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
     check_assembles(ptx)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, n, nk", [((1, 1), 130, 130), ((2, 1), 192, 100), ((2, 2), 150, 300),
+                                         ((1, 1), 200, 70)], ids=["ragged", "gqa", "more_keys", "fewer_keys"])
+def test_head_dim_256_on_the_interpreter_against_the_reference(causal, heads, n, nk):
+    # D = 256: the consumers share a block's 64 keys and split dK, dV and dQ's columns; each stages its dQ blocks
+    # in its own columns of the stage's Q and dO and releases the stage a tile later (three query tiles and more:
+    # the two-stage ring turns over)
+    _case(*heads, n, nk, causal, 0.3, seed=n + nk + causal, D=256)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dim_256_compiles_for_sm90a_without_spills(dtype, causal):
+    ptx, meta = kernel_ptx(dtype, causal, (4, 8, 8, 4096, 4096), D=256)
+    t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    for form in ("m64n64k16", "m64n128k16"):                  # S^T, dP^T and dQ; dV and dK over 128 columns
+        assert f"wgmma.mma_async.sync.aligned.{form}.f32.{t}.{t}" in ptx, form
+    assert "m64n256k16" not in ptx
+    # the dS^T barrier of both consumers; two 16 KB bulk reductions a consumer and tile, staged in the stage
+    assert "bar.sync 1, 256" in ptx and ", 16384;" in ptx
+    assert ptx.count("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") == 2
+    assert "__local_depot" not in ptx
+    assert meta["dynamic_shared"] <= ABH.SMEM_LIMIT
+    check_assembles(ptx)
+
+
 @pytest.mark.parametrize("causal, heads, n, nk", [
     (False, (1, 1), 64, 64),       # one query tile, half a key block
     (True, (2, 2), 192, 192),      # three query tiles through two stages: the ring turns over
@@ -138,8 +164,14 @@ def test_ring_and_lengths_on_the_interpreter(causal, heads, n, nk):
 
 def test_bad_calls_are_refused():
     rng = np.random.default_rng(0)
-    with pytest.raises(tiledsl.LaunchError, match="head dims 64, 128, got 256"):
-        ABH.make_attention_backward_hopper("float16", 256, False, (1, 1, 1, 64, 64), 0.1)
+    with pytest.raises(tiledsl.LaunchError, match="head dims 64, 128, 256, got 96"):
+        ABH.make_attention_backward_hopper("float16", 96, False, (1, 1, 1, 64, 64), 0.1)
+    for bad in (dict(tail_split=True), dict(tma_kv=True)):
+        with pytest.raises(tiledsl.LaunchError, match="D = 256 .* no tail split and no tma_kv"):
+            ABH.make_attention_backward_hopper("float16", 256, False, (4, 16, 16, 4096, 4096), 0.1, **bad)
+    # D = 256: 3 stages of 64 KB do not fit
+    with pytest.raises(tiledsl.LaunchError, match="stages within 232448 bytes"):
+        ABH.make_attention_backward_hopper("float16", 256, False, (1, 1, 1, 64, 64), 0.1, stages=3)
     q = rng.standard_normal((1, 1, 64, 64)).astype(np.float16)
     o, lse = FWD.attention(q, q, q, config=(4, 1, 1))
     with pytest.raises(tiledsl.LaunchError, match="path"):

@@ -1,4 +1,4 @@
-"""The attention backward on the GPU (the FA2-style kernel, and the FA3-style one of path="fa3" at D = 64, 128): dq, dk,
+"""The attention backward on the GPU (the FA2-style kernel, and the FA3-style one of path="fa3" at D = 64, 128, 256): dq, dk,
 dv against torch autograd through SDPA computed in float32 (relative error ||d - ref|| / ||ref|| <= 1e-2) over N in
 {1000, 1024}, D 64/128, f16/bf16, causal or not, and grouped-query attention; the FlashAttention autograd Function
 trains a small loss to the same gradients; the interpreter agrees with the GPU on a small case; the SASS is
@@ -92,7 +92,7 @@ def test_backward_benchmark_shape():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("N", [1000, 1024, 64, 130])
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_fa3_backward_matches_torch_autograd(dtype, causal, N, D):
     # the FA3-style kernel (tiledsl/ops/flash/fa3_backward.py: TMA + wgmma): whole and ragged tiles
     _check(dtype, 2, 4, 4, N, N, D, causal, seed=N + 1, path="fa3")
@@ -101,21 +101,21 @@ def test_fa3_backward_matches_torch_autograd(dtype, causal, N, D):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads", [(8, 2), (8, 1)])
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_fa3_backward_grouped_query(dtype, causal, heads, D):
     _check(dtype, 2, *heads, 1000, 1000, D, causal, scale=0.05, seed=8, path="fa3")
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("n, nk", [(300, 1234), (1234, 300)])
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 def test_fa3_backward_unequal_lengths(causal, n, nk, D):
     # causal top-left aligned: key blocks past the last query walk no query tile and store zero dK, dV
     _check("float16", 1, 4, 2, n, nk, D, causal, seed=4, path="fa3")
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("D, H", [(64, 32), (128, 16)])
+@pytest.mark.parametrize("D, H", [(64, 32), (128, 16), (256, 8)])
 def test_fa3_backward_benchmark_shape(causal, D, H):
     # the plain grid (tail_split=False: one block per item); and with tma_kv at D = 64
     _check("bfloat16", 4, H, H, 4096, 4096, D, causal, seed=12, path="fa3", tail_split=False)

@@ -130,14 +130,14 @@ def test_lse_is_the_rows_log_sum_exp_and_not_differentiable():
     assert out.requires_grad and not lse.requires_grad
 
 
-def test_head_dim_256_without_gradients():
+def test_head_dim_256_with_gradients():
+    # D = 256's backward is fa3_backward's column split (the interpreter runs it for CPU tensors); bf16, GQA, causal
+    q, k, v = _inputs([(1, 2, 20, 256), (1, 1, 12, 256), (1, 1, 12, 256)], torch.bfloat16, 12)
+    _against_torch(q, k, v, is_causal=True, enable_gqa=True)
     q, k, v = (t.detach() for t in _inputs([(1, 1, 8, 256)] * 3, torch.float16, 12))
     out = ops.scaled_dot_product_attention(q, k, v, is_causal=True)
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
     assert (out.float() - ref).abs().max().item() <= TOL[torch.float16][0]
-    with pytest.raises(UnsupportedArgument, match=r"query.size\(-1\)=256 .* backward kernels support head dims "
-                                                  r"64, 128"):
-        ops.scaled_dot_product_attention(q.requires_grad_(), k, v)
 
 
 def _refusal(match, *shapes, dtype=torch.float16, **kw):
@@ -152,7 +152,7 @@ def test_refusals_name_the_argument_and_what_is_supported():
     _refusal(r"dropout_p=0.1 is not supported; only dropout_p=0.0", s, s, s, dropout_p=0.1)
     _refusal(r"query.dtype=torch.float32 is not supported; supported dtypes: torch.float16, torch.bfloat16",
              s, s, s, dtype=torch.float32)
-    _refusal(r"query.size\(-1\)=32 is not supported; supported head dims: 64, 128 \(and 256 where no gradient",
+    _refusal(r"query.size\(-1\)=32 is not supported; supported head dims with a gradient: 64, 128, 256",
              (1, 2, 8, 32), (1, 2, 8, 32), (1, 2, 8, 32))
     _refusal(r"value.size\(-1\)=128 is not supported; value's head dim must equal query's \(64\)",
              s, s, (1, 2, 8, 128))

@@ -26,10 +26,10 @@ def make(*args):
 
 
 CASES = [
-    Case("head_dim_256", action=call(*(z(1, 2, 16, 256),) * 4, LSE, z(1, 2, 16, 256)), err=tiledsl.LaunchError,
-         words=("head dims 64 and 128", "256")),
+    Case("head_dim_256_on_fa2", action=call(*(z(1, 2, 16, 256),) * 4, LSE, z(1, 2, 16, 256), path="fa2"),
+         err=tiledsl.LaunchError, words=("fa2 backward supports head dims 64, 128", "D = 256", "fa3")),
     Case("head_dim_96", action=call(*(z(1, 2, 16, 96),) * 4, LSE, z(1, 2, 16, 96)), err=tiledsl.LaunchError,
-         words=("head dims",)),
+         words=("head dims 64, 128 and 256", "96")),
     Case("o_wrong_shape", action=call(o=z(1, 2, 8, 64)), err=tiledsl.LaunchError, words=("o (1, 2, 8, 64)",
                                                                                          "q's shape")),
     Case("do_wrong_shape", action=call(do=z(1, 1, 16, 64)), err=tiledsl.LaunchError, words=("do (1, 1, 16, 64)",)),

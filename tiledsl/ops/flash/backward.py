@@ -24,8 +24,8 @@ def _check_grads(q, k, v, o, lse, do):
     if tuple(lse.shape) != (B, H, N) or "float32" not in str(lse.dtype):
         raise tiledsl.LaunchError(f"lse must be float32 (B, H, N) = {(B, H, N)}; got {lse.dtype} "
                                   f"{tuple(lse.shape)}")
-    if D not in (64, 128):
-        raise tiledsl.LaunchError(f"attention_backward supports head dims 64 and 128, got {D}")
+    if D not in (64, 128, 256):
+        raise tiledsl.LaunchError(f"attention_backward supports head dims 64, 128 and 256, got {D}")
     return dt, shape, D
 
 
@@ -46,7 +46,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     kernels on the CPU interpreter. dq has
     q's shape, dk and dv k's (GQA: the gradients of a k/v head summed over its query heads), all in q's dtype.
     path: "fa2" (fa2_backward.py's mma.sync kernel), "fa3" (fa3_backward.py's: TMA + wgmma, sm_90a,
-    D = 64 or 128) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports, else fa2.
+    D = 64, 128 or 256) or None: fa3 for CUDA tensors on an sm_90 device with a head dim it supports (and for D = 256
+    everywhere: fa2 has no D = 256), else fa2.
     warps: the fa2 kernel's warps a block, 4 or 8 (default WARPS). tail_split (fa3): spread the query tiles of the
     items past the whole waves of `sms` blocks (default: the device's SMs; 132 on the interpreter) over every
     block (make_attention_backward_hopper); None: where fa3_backward.TAIL_SPLIT (off: measured
@@ -58,7 +59,12 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     if not scale > 0 or math.isinf(scale):
         raise tiledsl.LaunchError(f"attention_backward needs a positive finite scale, got {scale}")
     if path is None:
-        path = "fa3" if warps is None and _fa3_backward_fits(q, D) else "fa2"
+        # D = 256 has the fa3 kernel only (fa2's dK and dV would need 256 registers a thread): on an sm_90 GPU or
+        # on the interpreter
+        path = "fa3" if warps is None and (_fa3_backward_fits(q, D) or D not in QTILE) else "fa2"
+    if path == "fa2" and D not in QTILE:
+        raise tiledsl.LaunchError(f"the fa2 backward supports head dims {', '.join(map(str, QTILE))}; D = {D} "
+                                  f"runs on the fa3 backward only (an sm_90 GPU, or the interpreter)")
     if path not in ("fa2", "fa3"):
         raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
     if path == "fa3" and warps is not None:
@@ -72,9 +78,9 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         if sms is None:
             sms = sm_count(q)
         if tail_split is None:
-            tail_split = ABH.TAIL_SPLIT and ABH.tail_split_helps(causal, shape, sms)
+            tail_split = ABH.TAIL_SPLIT and D not in ABH.COLUMN_SPLIT_D and ABH.tail_split_helps(causal, shape, sms)
         if tma_kv is None:
-            tma_kv = ABH.TMA_KV and not tail_split and H == HK
+            tma_kv = ABH.TMA_KV and not tail_split and H == HK and D not in ABH.COLUMN_SPLIT_D
         main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms,
                                                   tma_kv=tma_kv)
         NP = -(-N // ABH.BM) * ABH.BM

@@ -83,38 +83,61 @@ BM = 64                     # query rows a tile: one 128-byte swizzle row of dS^
 # the query ring's depth per head dim: D = 64 measured 4 ahead of 2 by 4-7% (bf16 backward, H100, session 40:
 # 4 x 32 x 4096 388 / 405, causal 378 / 394; 1 x 32 x 16384 415 / 444, causal 426 / 450 TFLOP/s); D = 128's
 # third stage does not fit beside the dQ staging
-STAGES = {64: 4, 128: 2}
-SUPPORTED_D = (64, 128)
+STAGES = {64: 4, 128: 2, 256: 2}
+SUPPORTED_D = (64, 128, 256)
+# D = 256: a consumer's dK and dV over all 256 columns would be 256 registers a thread, so the consumers split the
+# columns instead of the keys. A block owns 64 key rows; both consumers compute the same S^T and dP^T over them (the
+# 64 x 64 scores cost a quarter of a tile's products: 7 units of tensor work for 5 useful), and consumer c
+# accumulates dK and dV over columns 128c .. 128c + 127 and computes dQ's columns 128c .. 128c + 127 (two 64-column
+# blocks, in the registers S^T and dP^T held). Shared memory has no room for dQ staging buffers beside two 64 KB
+# query stages, so consumer c stages its two dQ blocks in the stage's own Q and dO columns 128c .. (only its dV and
+# dK read those after the scores, and both consumers' scores are done at the dS^T barrier) and releases the stage
+# one tile later, once the TMA unit has read them
+COLUMN_SPLIT_D = (256,)
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
 
 _KERNELS = {}
 
 
+def block_keys(D: int) -> int:
+    """Key rows a block owns: 64 a consumer, or 64 shared by both where they split the columns (COLUMN_SPLIT_D)."""
+    return 64 if D in COLUMN_SPLIT_D else BK
+
+
 def layouts(D: int, stages: int, dtype: str) -> dict:
     """Shared memory as the TMA unit writes it and as wgmma reads it, and the register fragments. K and V are
     (D/64 boxes, BK rows, 64 columns), Q and dO (stage, D/64 boxes, BM rows, 64 columns), dS^T (buffer, BK key
-    rows, BM queries)."""
+    rows, BM queries); BK is block_keys(D)."""
     dh = D // 64
+    split = D in COLUMN_SPLIT_D
+    BK = block_keys(D)
+    KROWS = 0 if split else 64            # consumer c's first key row (both read the same rows where split)
+    DA = D // CONS if split else D        # dK / dV columns a consumer accumulates
     L = {}
     L["tma_kv"] = T.tma_layout((dh, 1, BK, 64), dtype, 128)
     L["tma_qo"] = T.tma_layout((stages, dh, 1, BM, 64), dtype, 128)
-    # K and V as A (ss, K-major): (box, consumer, M rep, K step, 64 key rows, 16 k)
-    L["a_kv"] = TileLayout(S[(dh, CONS, 1, 4, 64, 16) : (BK * 64, 64 * 64, 1, 16, 64, 1)], swizzle=SW128)
+    # K and V as A (ss, K-major): (box, consumer, M rep, K step, 64 key rows, 16 k); stride 0 over the consumers
+    # where they split the columns (both read the block's 64 key rows)
+    L["a_kv"] = TileLayout(S[(dh, CONS, 1, 4, 64, 16) : (BK * 64, KROWS * 64, 1, 16, 64, 1)], swizzle=SW128)
     # Q and dO as B (K-major over D): (stage, box, N rep, K step, BM query rows, 16 k)
     L["b_qo"] = TileLayout(S[(stages, dh, 1, 4, BM, 16) : (dh * BM * 64, BM * 64, 1, 16, 64, 1)], swizzle=SW128)
     # Q and dO as B over queries (MN-major, trans_b): (stage, N rep, query step, D = (box, 64 columns), 16 queries)
     L["bt_qo"] = TileLayout(S[(stages, 1, BM // 16, dh, 64, 16) : (dh * BM * 64, 1, 16 * 64, BM * 64, 1, 64)],
                             swizzle=SW128)
+    if split:
+        # consumer c's columns only: (stage, consumer, N rep, query step, its DA columns = (box, 64), 16 queries)
+        L["bt_qo"] = TileLayout(S[(stages, CONS, 1, BM // 16, dh // CONS, 64, 16) :
+                                  (dh * BM * 64, dh // CONS * BM * 64, 1, 16 * 64, BM * 64, 1, 64)], swizzle=SW128)
     # dS (queries x keys) as A read transposed (trans_a) from dS^T, without a swizzle: 8 keys x 8 queries core
     # matrices of 128 contiguous bytes (k%8 rows of 16 bytes, m%8 within), the 8 query blocks 128 bytes apart, the
     # two 8-key halves of a key step 1 KB apart. Unswizzled, every word a lane stores is its base plus a
     # compile-time offset (a swizzle's XOR made them 16 per-lane addresses, hoisted out of the loop: 16 registers)
     # (buffer, M rep, key step, BM queries = (block, m%8), 16 keys = (half, k%8))
     L["at_ds"] = TileLayout(S[(2, 1, BK // 16, BM // 8, 8, 2, 8) : (BK * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
-    if dh == 2:
-        # K as B over keys for dQ (MN-major, trans_b): (box = consumer's column half, N rep, key step, 64 columns,
-        # 16 keys)
+    if dh >= 2:
+        # K as B over keys for dQ (MN-major, trans_b): (box = a consumer's 64-column block, N rep, key step, 64
+        # columns, 16 keys)
         L["bt_k"] = TileLayout(S[(dh, 1, BK // 16, 64, 16) : (BK * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
     else:
         # D = 64: each consumer's dQ is over its own 64 keys (a partial sum: both add theirs into the same block), so
@@ -127,7 +150,7 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
     # (query block, pair))
     L["st_ds"] = TileLayout(S[(2, BK // 16, 2, 8, BM // 8, 4) : (BK * BM // 2, 8 * BM, 4 * BM, 4, 32, 1)])
     # f32 accumulators of m64nN: register i -> row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
-    for name, n in (("acc_s", BM), ("acc_d", D), ("acc_q", 64)):
+    for name, n in (("acc_s", BM), ("acc_d", DA), ("acc_q", 64)):
         L[name] = TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) :
                                (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
     # P^T / dS^T as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of query step kk;
@@ -138,9 +161,12 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
 
 def smem_bytes(D: int, stages: int) -> int:
     """K, V, the Q/dO ring, two dS^T buffers, the LSE/Delta ring and the consumers' float32 dQ staging buffers
-    (BM x 64 each; the barriers and alignment add under 2 KB). D = 128: 2 stages 197632 bytes, 3 stages 230912
-    (over the limit with the 2 KB)."""
-    return 2 * (2 * BK * D + 2 * stages * BM * D + 2 * BK * BM) + stages * 2 * BM * 4 + CONS * BM * 64 * 4
+    (BM x 64 each; none where the consumers split the columns: they stage dQ in the stage; the barriers and
+    alignment add under 2 KB). D = 128: 2 stages 197632 bytes, 3 stages 230912 (over the limit with the 2 KB);
+    D = 256: 2 stages 214016."""
+    bk = block_keys(D)
+    staging = 0 if D in COLUMN_SPLIT_D else CONS * BM * 64 * 4
+    return 2 * (2 * bk * D + 2 * stages * BM * D + 2 * bk * BM) + stages * 2 * BM * 4 + staging
 
 
 def item_tiles(causal, shape) -> list:
@@ -272,6 +298,10 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     if not 2 <= STG <= 4 or smem_bytes(D, STG) + 2048 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"the FA3 backward takes 2 to 4 stages within {SMEM_LIMIT} bytes of shared "
                                   f"memory, got {STG} (which needs {smem_bytes(D, STG) + 2048})")
+    SPLITD = D in COLUMN_SPLIT_D
+    if SPLITD and (tail_split or tma_kv):
+        raise tiledsl.LaunchError(f"the FA3 backward at D = {D} (the consumers split the columns) has no tail split "
+                                  f"and no tma_kv")
     plan = tail_plan(causal, shape, sms) if tail_split else None
     if tma_kv not in (False, True, 0, 1):
         raise tiledsl.LaunchError(f"the FA3 backward's tma_kv must be True or False, got {tma_kv!r}")
@@ -291,7 +321,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BM}k16.f32.{t}.{t}"     # S^T, dP^T: 64 keys x BM queries
-    MMA_D = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{t}.{t}"      # dV, dK: 64 keys x D
+    BK = block_keys(D)                  # key rows a block
+    DA = D // CONS if SPLITD else D     # dK and dV columns a consumer accumulates
+    MMA_D = f"wgmma.mma_async.sync.aligned.m64n{DA}k16.f32.{t}.{t}"     # dV, dK: 64 keys x DA
     MMA_Q = f"wgmma.mma_async.sync.aligned.m64n64k16.f32.{t}.{t}"       # dQ: BM queries x 64 columns
     LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
     BULK = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -306,7 +338,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     DQ_BYTES = BM * 64 * 4              # a consumer's dQ block: BM queries x 64 columns of float32
     THREADS = 128 * (1 + CONS)
     DH = D // 64
-    NS, ND, NQ = BM // 2, D // 2, 32    # f32 accumulators a consumer thread: S^T (and dP^T), dK (and dV), dQ
+    NS, ND, NQ = BM // 2, DA // 2, 32   # f32 accumulators a consumer thread: S^T (and dP^T), dK (and dV), dQ
     NKB = -(-NK // BK)                  # key blocks a head
     NQT = -(-N // BM)                   # query tiles
     NP = NQT * BM
@@ -321,7 +353,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     L_TMAKV, L_TMAQO, L_AKV, L_BQO, L_BTQO, L_BTK = (LY[n] for n in ("tma_kv", "tma_qo", "a_kv", "b_qo", "bt_qo",
                                                                    "bt_k"))
     L_ATDS, L_STDS, L_ACCS, L_ACCD, L_ACCQ, L_P = (LY[n] for n in ("at_ds", "st_ds", "acc_s", "acc_d", "acc_q", "p"))
-    DQB = D // 64                       # dQ's 64-column blocks: a consumer's own at D = 128, both consumers' at 64
+    DQB = D // 64                       # dQ's 64-column blocks: a consumer's own at D = 128, both consumers' at 64,
+    #                                     two of a consumer's at 256
+    KROWS = 0 if SPLITD else 64         # consumer c's first key row in the block: KROWS * c
+    # arrivals that release a stage: one a consumer warp once its wgmmas have read it, or where the consumers split
+    # the columns one a consumer once the TMA unit has read the dQ blocks staged in it
+    EMPTY_ARRIVALS = CONS if SPLITD else 4 * CONS
     STEP = ((0, 0, 64),)                # the D / 64 boxes of a tile: 64 columns apart
     acc_t = dtype if GROUP == 1 else "float32"
     kv_shape = (B, HK, NK, D) if GROUP == 1 else (B * HK * NK, D)
@@ -330,8 +367,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     # 64 key rows by 64 columns
     KV_ANN = T.TensorMap((B * HK, NK, D), dtype, box=(1, 64, 64), swizzle=128) if TMA_KV else T.Tensor(kv_shape,
                                                                                                           acc_t)
-    L_PK = packed_words(D)
-    L_SW, L_SB = staging_layouts(CONS, DH, BK)
+    if TMA_KV:
+        L_PK = packed_words(D)
+        L_SW, L_SB = staging_layouts(CONS, DH, BK)
     STORE = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"
     STMX4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
     ragged_k = NK % BK != 0
@@ -361,30 +399,38 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         return ((t + 1) * NSP - 1) // TT
 
     @tiledsl.inline
-    def store_kv(dK, dV, dk, dv, key0, bhk, lane):
-        """This lane's key rows of dK and dV (accumulator register i: row half (i//2)%2, column 8(i//4) + 2(l%4) +
-        i%2): stored in q's dtype, or (GQA) added into the float32 accumulators."""
+    def store_kv(dK, dV, dk, dv, key0, bhk, lane, col0):
+        """This lane's key rows of dK and dV (accumulator register i: row half (i//2)%2, column col0 + 8(i//4) +
+        2(l%4) + i%2; col0 is the consumer's first column where the consumers split the columns, else 0): stored in
+        q's dtype, or (GQA) added into the float32 accumulators."""
         kvrow = bhk * NK
         for r in T.unroll(2):
             key = key0 + 8 * r
             if key < NK:
                 if GROUP == 1:
-                    kw = T.alloc_local((D // 8, 1), "uint32")
-                    vw = T.alloc_local((D // 8, 1), "uint32")
-                    kp = dk.view(D // 8, 2, 2)[:, r]
-                    vp = dv.view(D // 8, 2, 2)[:, r]
+                    kw = T.alloc_local((DA // 8, 1), "uint32")
+                    vw = T.alloc_local((DA // 8, 1), "uint32")
+                    kp = dk.view(DA // 8, 2, 2)[:, r]
+                    vp = dv.view(DA // 8, 2, 2)[:, r]
                     T.cuda.tile.apply(T.ptx[CVT], kw, kp[:, 1:2], kp[:, 0:1])
                     T.cuda.tile.apply(T.ptx[CVT], vw, vp[:, 1:2], vp[:, 0:1])
                     gdk = dK.view(dtype="uint32").view(B * HK * NK, D // 2)
                     gdv = dV.view(dtype="uint32").view(B * HK * NK, D // 2)
-                    for n in T.unroll(D // 8):
-                        gdk[kvrow + key, 4 * n + lane % 4] = kw[n, 0]
-                        gdv[kvrow + key, 4 * n + lane % 4] = vw[n, 0]
+                    if SPLITD:
+                        for n in T.unroll(DA // 8):
+                            gdk[kvrow + key, col0 // 2 + 4 * n + lane % 4] = kw[n, 0]
+                            gdv[kvrow + key, col0 // 2 + 4 * n + lane % 4] = vw[n, 0]
+                    else:
+                        for n in T.unroll(D // 8):
+                            gdk[kvrow + key, 4 * n + lane % 4] = kw[n, 0]
+                            gdv[kvrow + key, 4 * n + lane % 4] = vw[n, 0]
                 else:
                     gdk = dK.view(B * HK * NK * D)
                     gdv = dV.view(B * HK * NK * D)
                     kvbase = (kvrow + key) * D + 2 * (lane % 4)
-                    for n in T.unroll(D // 8):
+                    if SPLITD:
+                        kvbase = kvbase + col0
+                    for n in T.unroll(DA // 8):
                         for e in T.unroll(2):
                             at = kvbase + 8 * n + e
                             T.cuda.tile.apply(T.ptx[RED], gdk[at:at + 1], dk[4 * n + 2 * r + e])
@@ -478,7 +524,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                             dk[i] = dk[i] + wf[src + i * 256]
                             dv[i] = dv[i] + wf[src + (ND + i) * 256]
         if go == 1:
-            store_kv(dK, dV, dk, dv, key0, bhk, lane)
+            store_kv(dK, dV, dk, dv, key0, bhk, lane, 0)
 
     @tiledsl.inline
     def bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, W, F):
@@ -498,7 +544,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         so = T.alloc_shared((STG * DH * BM * 64,), dtype)
         sds = T.alloc_shared((2 * BK * BM,), dtype)
         sl = T.alloc_shared((STG, 2, BM), "float32")  # LSE * log2 e and Delta of the stage's query rows
-        sdq = T.alloc_shared((CONS, BM * 64), "float32")  # each consumer's dQ block, staged for the bulk reduction
+        if not SPLITD:
+            sdq = T.alloc_shared((CONS, BM * 64), "float32")  # each consumer's dQ block, staged for the bulk reduction
         kvbar = T.alloc_shared((1,), "uint64")        # K and V have landed
         full = T.alloc_shared((STG,), "uint64")       # stage s holds its query tile (phase u: the u-th fill)
         empty = T.alloc_shared((STG,), "uint64")      # every consumer warp is done with stage s
@@ -513,9 +560,19 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         av = sv.view(DH, CONS, 1, 4, 64, 16, layout=L_AKV)
         bq = sq.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
         bo = so.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
-        btq = sq.view(STG, 1, BM // 16, D, 16, layout=L_BTQO)
-        bto = so.view(STG, 1, BM // 16, D, 16, layout=L_BTQO)
-        if DQB == 2:
+        if SPLITD:
+            btq = sq.view(STG, CONS, 1, BM // 16, DA, 16, layout=L_BTQO)
+            bto = so.view(STG, CONS, 1, BM // 16, DA, 16, layout=L_BTQO)
+            # a consumer's two dQ blocks staged in its own columns of the stage's Q and of its dO: (stage, consumer,
+            # register pair, warpgroup thread, 2), and as the bulk reduction's sources
+            sqp = sq.view(dtype="float32").view(STG, CONS, NQ // 2, 128, 2)
+            sop = so.view(dtype="float32").view(STG, CONS, NQ // 2, 128, 2)
+            sqb = sq.view(dtype="float32").view(STG, CONS, BM * 64)
+            sob = so.view(dtype="float32").view(STG, CONS, BM * 64)
+        else:
+            btq = sq.view(STG, 1, BM // 16, D, 16, layout=L_BTQO)
+            bto = so.view(STG, 1, BM // 16, D, 16, layout=L_BTQO)
+        if DQB >= 2:
             btk = sk.view(DH, 1, BK // 16, 64, 16, layout=L_BTK)
             ads = sds.view(2, 1, BK // 16, BM, 16, layout=L_ATDS)
         else:
@@ -526,7 +583,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], kvbar, 1)
             for s in T.unroll(STG):
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full[s:s + 1], 1)
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], 4 * CONS)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty[s:s + 1], EMPTY_ARRIVALS)
             if SPLIT:
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], kvfree, 4 * CONS)
             T.cuda.tile.apply(T.ptx["fence.mbarrier_init.release.cluster"])
@@ -620,18 +677,21 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
             sv_ = sacc.view(1, 1, 64, BM, layout=L_ACCS)
             dpv = dpacc.view(1, 1, 64, BM, layout=L_ACCS)
             qv = sacc.view(1, 1, 64, 64, layout=L_ACCQ)
-            dkv = dk.view(1, 1, 64, D, layout=L_ACCD)
-            dvv = dv.view(1, 1, 64, D, layout=L_ACCD)
+            if SPLITD:
+                qv1 = dpacc.view(1, 1, 64, 64, layout=L_ACCQ)  # the consumer's second dQ block
+            dkv = dk.view(1, 1, 64, DA, layout=L_ACCD)
+            dvv = dv.view(1, 1, 64, DA, layout=L_ACCD)
             pv = pk.view(1, BM // 16, 64, 8, layout=L_P)
             dsv = dsk.view(1, BM // 16, 64, 8, layout=L_P)
             for i in T.unroll(ND):
                 dk[i] = 0.0
                 dv[i] = 0.0
-            krow = 64 * c + 16 * w + lane // 4        # this lane's first key row in the block; the other is + 8
+            krow = KROWS * c + 16 * w + lane // 4     # this lane's first key row in the block; the other is + 8
             key0 = kb * BK + krow
             tq = tid % 128
             gdq = dQ.view(B * H * NQT * DQB, BM * 64)       # the tiled accumulator: a block a (bh, tile, 64 columns)
-            sdqp = sdq.view(CONS, NQ // 2, 128, 2)          # (consumer, register pair, warpgroup thread, 2)
+            if not SPLITD:
+                sdqp = sdq.view(CONS, NQ // 2, 128, 2)      # (consumer, register pair, warpgroup thread, 2)
             if SPLIT:
                 got = T.alloc_local((1,), "int32")          # thread 128's count of the item's pieces done before
                 npc = 0                                     # pieces done
@@ -704,23 +764,52 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 T.cuda.tile.apply(T.ptx[CVT], dsk, dpacc.view(NS // 2, 2)[:, 1:2], dpacc.view(NS // 2, 2)[:, 0:1])
                 # dV += P^T dO
                 T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
+                if SPLITD:
+                    T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st, c], scope="warpgroup", trans_b=1)
+                else:
+                    T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
                 T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, scope="warpgroup")
                 # dK += dS^T Q
                 T.cuda.tile.apply(T.ptx[FENCE], dkv, dsv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
+                if SPLITD:
+                    T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st, c], scope="warpgroup", trans_b=1)
+                else:
+                    T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
                 T.cuda.tile.apply(T.ptx[COMMIT], dkv, dsv, scope="warpgroup")
                 # dS^T to shared memory: word 4 kk + r of dsk is key row krow + 8(r%2), word 4(2kk + r//2) + l%4
                 buf = j % 2
-                for x in T.unroll(NS // 2):
-                    stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
+                if SPLITD:
+                    # both consumers hold all of dS^T: each stores half its words (queries 32c .. 32c + 31); the
+                    # register indices stay compile-time constants
+                    if c == 0:
+                        for x in T.unroll(NS // 4):
+                            stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
+                    else:
+                        for x in T.unroll(NS // 4):
+                            stds[buf, krow + 8 * (x % 2), 4 * (x // 2 + NS // 8) + lane % 4] = dsk[x + NS // 4, 0]
+                else:
+                    for x in T.unroll(NS // 2):
+                        stds[buf, krow + 8 * (x % 2), 4 * (x // 2) + lane % 4] = dsk[x, 0]
                 # the wgmma (async proxy) reads what these generic stores wrote; both consumers' halves present.
                 # The barrier also orders this tile's dQ staging (below) after the TMA unit's read of the previous
                 # tile's: the thread that issued that reduction waits for the read first (long done by now)
                 T.cuda.tile.apply(T.ptx["fence.proxy.async.shared::cta"])
                 if tq == 0:
                     T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group.read"], 0)
-                if DQB == 2:
+                    if SPLITD:
+                        # the TMA unit has read the last tile's dQ blocks out of its stage: the stage is free
+                        if j > 0:
+                            T.cuda.tile.apply(T.ptx[ARRIVE], empty[(j + STG - 1) % STG:(j + STG - 1) % STG + 1])
+                if SPLITD:
+                    T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+                    # dQ[:, 128c .. 128c + 127] of this tile = dS K[:, 128c ..] over the block's 64 keys, two blocks:
+                    # the second is issued once dV and dK are done (P^T's and dS^T's fragments free: both blocks
+                    # beside them serialize the wgmmas for want of registers) and runs while the first is staged
+                    T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf], btk[2 * c], scope="warpgroup", scale_d=0,
+                                      trans_a=1, trans_b=1)
+                    T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
+                elif DQB == 2:
                     T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
                     # dQ[:, 64c .. 64c + 63] of this tile = dS K[:, 64c ..] over the block's BK keys
                     T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
@@ -733,18 +822,36 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf, c], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
                                       trans_b=1)
-                T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
-                T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
-                # the warp's wgmmas have read stage st: release it (one arrive per warp)
-                if lane == 0:
-                    T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
+                if SPLITD:
+                    T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[FENCE], qv1, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[MMA_Q], qv1, ads[buf], btk[2 * c + 1], scope="warpgroup", scale_d=0,
+                                      trans_a=1, trans_b=1)
+                    T.cuda.tile.apply(T.ptx[COMMIT], qv1, scope="warpgroup")
+                else:
+                    T.cuda.tile.apply(T.ptx[COMMIT], qv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
+                    # the warp's wgmmas have read stage st: release it (one arrive per warp)
+                    if lane == 0:
+                        T.cuda.tile.apply(T.ptx[ARRIVE], empty[st:st + 1])
                 # dQ (register pair p of thread tq at floats 2 (128 p + tq)) to the staging buffer, visible to the
                 # TMA unit, the warpgroup's 128 threads present; then one thread adds the block into the
                 # accumulator. Rows past N come from zero Q and dO rows: zeros, never read back
-                T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sdqp[c, :, tq], sacc.view(NQ // 2, 2))
+                if SPLITD:
+                    # in the stage's Q and dO columns 128c ..: read by this consumer's dK and dV only since the
+                    # barrier above (both consumers' S^T and dP^T were done before it)
+                    T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sqp[st, c, :, tq], sacc.view(NQ // 2, 2))
+                    T.cuda.tile.apply(T.ptx[WAITG], 0, qv1, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sop[st, c, :, tq], dpacc.view(NQ // 2, 2))
+                else:
+                    T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sdqp[c, :, tq], sacc.view(NQ // 2, 2))
                 staged(c)
                 if tq == 0:
-                    if DQB == 2:
+                    if SPLITD:
+                        at = (bh * NQT + qt) * DQB + 2 * c
+                        T.cuda.tile.apply(T.ptx[REDUCE], gdq[at], sqb[st, c], copy_bytes=DQ_BYTES)
+                        T.cuda.tile.apply(T.ptx[REDUCE], gdq[at + 1], sob[st, c], copy_bytes=DQ_BYTES)
+                    elif DQB == 2:
                         T.cuda.tile.apply(T.ptx[REDUCE], gdq[(bh * NQT + qt) * CONS + c], sdq[c], copy_bytes=DQ_BYTES)
                     else:
                         T.cuda.tile.apply(T.ptx[REDUCE], gdq[bh * NQT + qt], sdq[c], copy_bytes=DQ_BYTES)
@@ -773,7 +880,10 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 if TMA_KV:
                     store_kv_staged(dK, dV, dk, dv, sk, sv, c, w, tq, bhk, kb)
                 else:
-                    store_kv(dK, dV, dk, dv, key0, bhk, lane)
+                    if SPLITD:
+                        store_kv(dK, dV, dk, dv, key0, bhk, lane, DA * c)
+                    else:
+                        store_kv(dK, dV, dk, dv, key0, bhk, lane, 0)
             # the last dQ reduction has completed (its writes made) before the kernel ends
             if tq == 0:
                 T.cuda.tile.apply(T.ptx["cp.async.bulk.wait_group"], 0)

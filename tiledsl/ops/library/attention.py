@@ -27,14 +27,16 @@ from .common import DIRECT, DISPATCH, UnsupportedArgument, call, eager_autograd,
 
 OP = "scaled_dot_product_attention"
 DTYPES = (torch.float16, torch.bfloat16)
-HEAD_DIMS = (64, 128)               # the forward and the backward kernels' (fa2_backward: 64 and 128)
-GRAD_FREE_HEAD_DIMS = (256,)        # the forward kernels' only (fa2, fa3): served where no gradient is wanted
+HEAD_DIMS = (64, 128, 256)          # the forward and the backward kernels' (256: fa3_backward's column split)
+GRAD_FREE_HEAD_DIMS = ()            # the forward kernels' only: served where no gradient is wanted (none now)
+VARLEN_GRAD_HEAD_DIMS = (64, 128)   # the variable-length backward's (nested jagged inputs with a gradient)
 _DEVICES = ("cpu", "cuda")
 
 
-def _supported_dims():
-    return (f"supported head dims: {', '.join(map(str, HEAD_DIMS))} (and "
-            f"{', '.join(map(str, GRAD_FREE_HEAD_DIMS))} where no gradient is wanted)")
+def _supported_dims(grad_dims=HEAD_DIMS):
+    free = [d for d in HEAD_DIMS + GRAD_FREE_HEAD_DIMS if d not in grad_dims]
+    return (f"supported head dims: {', '.join(map(str, grad_dims))}" +
+            (f" (and {', '.join(map(str, free))} where no gradient is wanted)" if free else ""))
 
 
 def _resolve_scale(scale, E):
@@ -65,8 +67,8 @@ def _check(query, key, value, scale, head_dims):
     on_cpu(query, key, value)
     B, H, L, E = query.shape
     if E not in head_dims:
-        refuse(OP, "query.size(-1)", int(E), _supported_dims() if head_dims != HEAD_DIMS else
-               f"supported head dims with a gradient: {', '.join(map(str, HEAD_DIMS))}")
+        refuse(OP, "query.size(-1)", int(E), _supported_dims() if GRAD_FREE_HEAD_DIMS and head_dims != HEAD_DIMS
+               else f"supported head dims with a gradient: {', '.join(map(str, HEAD_DIMS))}")
     if value.shape[-1] != E:
         refuse(OP, "value.size(-1)", int(value.shape[-1]), f"value's head dim must equal query's ({E})")
     if key.shape[-1] != E:
@@ -261,8 +263,8 @@ def _jagged(query, key, value, is_causal, scale, enable_gqa):
         refuse(OP, "key.dtype", key.dtype, f"query, key and value must share one dtype (query's is {query.dtype})")
     E = pq.shape[-1]
     grad = _torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-    if E not in (HEAD_DIMS if grad else HEAD_DIMS + GRAD_FREE_HEAD_DIMS):
-        refuse(OP, "query.size(-1)", int(E), _supported_dims())
+    if E not in (VARLEN_GRAD_HEAD_DIMS if grad else HEAD_DIMS + GRAD_FREE_HEAD_DIMS):
+        refuse(OP, "query.size(-1)", int(E), _supported_dims(VARLEN_GRAD_HEAD_DIMS if grad else HEAD_DIMS))
     if pk.shape[-1] != E or pv.shape != pk.shape:
         raise UnsupportedArgument(f"tiledsl.ops.{OP}: key and value must share the packed shape (tokens, H_kv, "
                                   f"{E}); got {tuple(pk.shape)} and {tuple(pv.shape)}")
