@@ -4,9 +4,10 @@ mbarrier ring + warp specialisation (the idioms of tiledsl/ops/flash/fa3.py's fo
 make_attention_backward_hopper(...) builds the main kernel of backward.py's attention_backward contract on this
 path (attention_backward(..., path="fa3") runs it after that module's preprocessing, Delta = rowsum(dO * O) and
 LSE * log2 e, then make_cast_dq, this module's float32 -> q-dtype cast of the tiled dQ accumulator). D = 128
-(two consumer warpgroups split dQ's columns in two 64-column halves, one per 128-byte swizzle box) or D = 64 (each
-consumer's dQ a partial sum over its own 64 keys, both added into the tile's one 64-column block), f16 and bf16,
-causal or not, any N, grouped-query attention.
+(two consumer warpgroups split dQ's columns in two 64-column halves, one per 128-byte swizzle box), D = 64 (each
+consumer's dQ a partial sum over its own 64 keys, both added into the tile's one 64-column block) or D = 256 (the
+consumers split the columns of dK, dV and dQ instead of the keys: COLUMN_SPLIT_D), f16 and bf16, causal or not, any
+N, grouped-query attention.
 
 One block owns BK = 128 key rows of one (batch, head), with 3 warpgroups:
 
