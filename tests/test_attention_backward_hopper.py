@@ -103,12 +103,16 @@ def test_on_the_interpreter_against_the_reference(causal, heads):
     _case(*heads, 130, 130, causal, 0.3, seed=heads[0] + causal)
 
 
+@pytest.mark.parametrize("D", [64, 256])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("heads, n, nk", [((1, 1), 130, 130), ((2, 1), 192, 100), ((2, 2), 150, 300)],
-                         ids=["ragged", "gqa", "more_keys"])
-def test_head_dim_64_on_the_interpreter_against_the_reference(causal, heads, n, nk):
-    # D = 64: each consumer's dQ is a partial over its own 64 keys, both added into the same accumulator block
-    _case(*heads, n, nk, causal, 0.3, seed=n + nk + causal, D=64)
+@pytest.mark.parametrize("heads, n, nk", [((1, 1), 130, 130), ((2, 1), 192, 100), ((2, 2), 150, 300),
+                                         ((1, 1), 200, 70)], ids=["ragged", "gqa", "more_keys", "fewer_keys"])
+def test_head_dims_64_and_256_on_the_interpreter_against_the_reference(D, causal, heads, n, nk):
+    # D = 64: each consumer's dQ is a partial over its own 64 keys, both added into the same accumulator block.
+    # D = 256: the consumers share a block's 64 keys and split dK, dV and dQ's columns; each stages its dQ blocks
+    # in its own columns of the stage's Q and dO and releases the stage a tile later (three query tiles and more:
+    # the two-stage ring turns over)
+    _case(*heads, n, nk, causal, 0.3, seed=n + nk + causal, D=D)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -123,16 +127,6 @@ def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
     assert "__local_depot" not in ptx
     assert meta["dynamic_shared"] <= ABH.SMEM_LIMIT
     check_assembles(ptx)
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("heads, n, nk", [((1, 1), 130, 130), ((2, 1), 192, 100), ((2, 2), 150, 300),
-                                         ((1, 1), 200, 70)], ids=["ragged", "gqa", "more_keys", "fewer_keys"])
-def test_head_dim_256_on_the_interpreter_against_the_reference(causal, heads, n, nk):
-    # D = 256: the consumers share a block's 64 keys and split dK, dV and dQ's columns; each stages its dQ blocks
-    # in its own columns of the stage's Q and dO and releases the stage a tile later (three query tiles and more:
-    # the two-stage ring turns over)
-    _case(*heads, n, nk, causal, 0.3, seed=n + nk + causal, D=256)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
