@@ -36,6 +36,12 @@ GATED = {
 # Session 38 (2026-12-06), on an H100: TILEDSL_ENABLE=decode_warp_split tests/test_gpu_attention_varlen_decode.py -k
 # "decode or interpreter" 63 passed (both decode kernels on every case, the e4m3 cache with 4 and 2 staging stages);
 # benchmarks/attention.py --decode: e4m3 cache 0.44-0.78 of the copy bandwidth against ragged.py's 0.20-0.26.
+# Session 44 (2026-12-07), on an H100: tests/test_gpu_hopper_gemm.py -k "stream_k_against or hung" 90 passed (stream_k
+# 1 and 2, f16 / bf16 / FP8), so gemm_stream_k_last_wave is correct; it stays closed because it is slower:
+# benchmarks/gemm_stream_k.py, TFLOP/s f16 / bf16, 1536 x 1536 x 4104: 128 x 128 stream_k=2 327 / 322 against
+# stream_k=1 306 / 300, 128 x 192 plain 367 / 364 and matmul's tuned pick 411 / 415; 4000^3: 128 x 160 stream_k=2
+# 619 / 613, 128 x 256 stream_k=2 604 / 626, 128 x 256 plain 696 / 726; 4096 x 14336 x 4096: 658 / 736 against
+# stream_k=1 663 / 748 (cuBLAS 662 / 744)
 VERIFIED = frozenset({"gemm_mn_major", "gemm_skinny", "gemm_fp8_blockwise_pipelined", "gemm_fp8_blockwise_halves",
                       "grouped_dw_tma_store", "grouped_tma_store", "blockwise_tma_store", "decode_warp_split"})
 
