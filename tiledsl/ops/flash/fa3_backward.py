@@ -95,6 +95,7 @@ SUPPORTED_D = (64, 128, 256)
 # dK read those after the scores, and both consumers' scores are done at the dS^T barrier) and releases the stage
 # one tile later, once the TMA unit has read them
 COLUMN_SPLIT_D = (256,)
+DQ_OVERLAP_DEFAULT = True   # experiment (session 44): the second dQ block issued while the first runs
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
 
@@ -311,6 +312,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                                   "split (its pieces add partial sums) nor grouped-query heads (float32 sums added "
                                   "across query heads)")
     key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
+    DQ_OVERLAP = bool(DQ_OVERLAP_DEFAULT)
+    if D in COLUMN_SPLIT_D:
+        key += (DQ_OVERLAP,)
     if plan is not None:
         key += ("tail_split", int(sms))
     if tma_kv:
@@ -825,8 +829,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf, c], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
                                       trans_b=1)
-                if SPLITD:
+                if SPLITD and DQ_OVERLAP:
+                    # dV and dK done (P^T's and dS^T's fragments free), the first dQ block still running
+                    T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, pv, dkv, dsv, scope="warpgroup")
+                if SPLITD and not DQ_OVERLAP:
                     T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
+                if SPLITD:
                     T.cuda.tile.apply(T.ptx[FENCE], qv1, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv1, ads[buf], btk[2 * c + 1], scope="warpgroup", scale_d=0,
                                       trans_a=1, trans_b=1)
@@ -843,6 +851,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 if SPLITD:
                     # in the stage's Q and dO columns 128c ..: read by this consumer's dK and dV only since the
                     # barrier above (both consumers' S^T and dP^T were done before it)
+                    if DQ_OVERLAP:
+                        T.cuda.tile.apply(T.ptx[WAITG], 1, qv, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sqp[st, c, :, tq], sacc.view(NQ // 2, 2))
                     T.cuda.tile.apply(T.ptx[WAITG], 0, qv1, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sop[st, c, :, tq], dpacc.view(NQ // 2, 2))
