@@ -95,7 +95,7 @@ SUPPORTED_D = (64, 128, 256)
 # dK read those after the scores, and both consumers' scores are done at the dS^T barrier) and releases the stage
 # one tile later, once the TMA unit has read them
 COLUMN_SPLIT_D = (256,)
-DQ_OVERLAP_DEFAULT = True   # experiment (session 44): the second dQ block issued while the first runs
+DQ_OVERLAP_DEFAULT = False  # experiment (session 44, not yet run on a GPU): the second dQ block issued while the first runs
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
 
