@@ -14,7 +14,7 @@ import tiledsl
 from helpers import check_assembles
 
 
-def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv=False):
+def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv=False, dq_overlap=None):
     """The main kernel's PTX for (B, H, H_kv, N, N_kv), with numpy stand-ins for its arguments (bfloat16 as its
     uint16 bits; the tail split's workspace too)."""
     B, H, HK, N, NK = shape
@@ -25,7 +25,7 @@ def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv
     stats = np.empty((B * H, NP), np.float32)
     acc = kv.reshape(B, HK, NK, D) if H == HK else np.empty((B * HK * NK, D), np.float32)
     k = ABH.make_attention_backward_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, tail_split=tail_split,
-                                           tma_kv=tma_kv)
+                                           tma_kv=tma_kv, dq_overlap=dq_overlap)
     ws = (np.empty(k.slots, np.float32), np.zeros(k.counters, np.int32)) if k.slots else ()
     acc = ABH.kv_arg(acc, k)
     ck = k.compile(q, kv, kv, q, stats, stats, np.empty((B * H * NP, D), np.float32), acc, acc, *ws)
@@ -115,6 +115,18 @@ def test_head_dims_64_and_256_on_the_interpreter_against_the_reference(D, causal
     _case(*heads, n, nk, causal, 0.3, seed=n + nk + causal, D=D)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dim_256_dq_overlap_on_the_interpreter_is_bit_for_bit(causal):
+    # dq_overlap issues the second dQ block while the first runs: the same products, the same sums
+    rng = np.random.default_rng(5)
+    q, k, v, do = (rng.standard_normal((1, 2, 200, 256)).astype(np.float16) for _ in range(4))
+    o, lse = FWD.attention(q, k, v, causal=causal, config=(4, 1, 1))
+    a = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, path="fa3", dq_overlap=False)
+    b = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, path="fa3", dq_overlap=True)
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
@@ -131,8 +143,9 @@ def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_head_dim_256_compiles_for_sm90a_without_spills(dtype, causal):
-    ptx, meta = kernel_ptx(dtype, causal, (4, 8, 8, 4096, 4096), D=256)
+@pytest.mark.parametrize("dq_overlap", [False, True])
+def test_head_dim_256_compiles_for_sm90a_without_spills(dtype, causal, dq_overlap):
+    ptx, meta = kernel_ptx(dtype, causal, (4, 8, 8, 4096, 4096), D=256, dq_overlap=dq_overlap)
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     for form in ("m64n64k16", "m64n128k16"):                  # S^T, dP^T and dQ; dV and dK over 128 columns
         assert f"wgmma.mma_async.sync.aligned.{form}.f32.{t}.{t}" in ptx, form
@@ -174,8 +187,12 @@ def test_bad_calls_are_refused():
         BWD.attention_backward(q, q, q, o, lse, q, path="fa3", warps=4)
     with pytest.raises(tiledsl.LaunchError, match="tail_split"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa2", tail_split=True)
-    with pytest.raises(tiledsl.LaunchError, match="tma_kv= configure the fa3 backward"):
+    with pytest.raises(tiledsl.LaunchError, match="tma_kv= and dq_overlap= configure the fa3 backward"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa2", tma_kv=True)
+    with pytest.raises(tiledsl.LaunchError, match="dq_overlap applies where the consumers split the columns"):
+        BWD.attention_backward(q, q, q, o, lse, q, path="fa3", dq_overlap=True)
+    with pytest.raises(tiledsl.LaunchError, match="dq_overlap must be True, False or None, got 2"):
+        ABH.make_attention_backward_hopper("float16", 256, False, (1, 1, 1, 64, 64), 0.1, dq_overlap=2)
     for bad in (dict(shape=(1, 2, 1, 64, 64)), dict(shape=(4, 16, 16, 4096, 4096), tail_split=True, sms=132)):
         with pytest.raises(tiledsl.LaunchError, match="tma_kv stores dK and dV whole"):
             ABH.make_attention_backward_hopper("float16", 128, False, bad.pop("shape"), 0.1, tma_kv=True, **bad)

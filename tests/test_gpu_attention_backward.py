@@ -115,6 +115,13 @@ def test_fa3_backward_unequal_lengths(causal, n, nk, D):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 4, 2, 1000, 1000), (1, 4, 4, 4096, 4096), (1, 2, 2, 300, 1234)])
+def test_fa3_backward_d256_dq_overlap(causal, shape):
+    # D = 256 with the second dQ block issued while the first runs (dq_overlap; off by default until this passes)
+    _check("bfloat16", *shape, 256, causal, seed=3, path="fa3", dq_overlap=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D, H", [(64, 32), (128, 16), (256, 8)])
 def test_fa3_backward_benchmark_shape(causal, D, H):
     # the plain grid (tail_split=False: one block per item); and with tma_kv at D = 64

@@ -95,7 +95,9 @@ SUPPORTED_D = (64, 128, 256)
 # dK read those after the scores, and both consumers' scores are done at the dS^T barrier) and releases the stage
 # one tile later, once the TMA unit has read them
 COLUMN_SPLIT_D = (256,)
-DQ_OVERLAP_DEFAULT = False  # experiment (session 44, not yet run on a GPU): the second dQ block issued while the first runs
+# the column split's dq_overlap default: off. On, the second dQ block is issued once dV and dK are done, while the
+# first still runs (built in session 44, correct on the interpreter; not yet timed or run on a GPU)
+DQ_OVERLAP = False
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
 
@@ -275,7 +277,7 @@ def workspace(kernel, a):
 
 
 def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, tail_split=False,
-                                   sms=NUM_SMS, tma_kv=False):
+                                   sms=NUM_SMS, tma_kv=False, dq_overlap=None):
     """The FA3-style main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D (128), causal or not,
     shape = (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only.
 
@@ -312,9 +314,14 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                                   "split (its pieces add partial sums) nor grouped-query heads (float32 sums added "
                                   "across query heads)")
     key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
-    DQ_OVERLAP = bool(DQ_OVERLAP_DEFAULT)
+    if dq_overlap not in (None, False, True, 0, 1):
+        raise tiledsl.LaunchError(f"the FA3 backward's dq_overlap must be True, False or None, got {dq_overlap!r}")
+    if dq_overlap and D not in COLUMN_SPLIT_D:
+        raise tiledsl.LaunchError(f"the FA3 backward's dq_overlap applies where the consumers split the columns (D in "
+                                  f"{COLUMN_SPLIT_D}), not at D = {D}")
+    DQO = bool(DQ_OVERLAP if dq_overlap is None else dq_overlap)
     if D in COLUMN_SPLIT_D:
-        key += (DQ_OVERLAP,)
+        key += (DQO,)
     if plan is not None:
         key += ("tail_split", int(sms))
     if tma_kv:
@@ -829,10 +836,10 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf, c], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
                                       trans_b=1)
-                if SPLITD and DQ_OVERLAP:
+                if SPLITD and DQO:
                     # dV and dK done (P^T's and dS^T's fragments free), the first dQ block still running
                     T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, pv, dkv, dsv, scope="warpgroup")
-                if SPLITD and not DQ_OVERLAP:
+                if SPLITD and not DQO:
                     T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
                 if SPLITD:
                     T.cuda.tile.apply(T.ptx[FENCE], qv1, scope="warpgroup")
@@ -851,7 +858,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 if SPLITD:
                     # in the stage's Q and dO columns 128c ..: read by this consumer's dK and dV only since the
                     # barrier above (both consumers' S^T and dP^T were done before it)
-                    if DQ_OVERLAP:
+                    if DQO:
                         T.cuda.tile.apply(T.ptx[WAITG], 1, qv, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sqp[st, c, :, tq], sacc.view(NQ // 2, 2))
                     T.cuda.tile.apply(T.ptx[WAITG], 0, qv1, scope="warpgroup")
