@@ -836,12 +836,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     T.cuda.tile.apply(T.ptx[FENCE], qv, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf, c], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
                                       trans_b=1)
-                if SPLITD and DQO:
-                    # dV and dK done (P^T's and dS^T's fragments free), the first dQ block still running
-                    T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, pv, dkv, dsv, scope="warpgroup")
-                if SPLITD and not DQO:
-                    T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
                 if SPLITD:
+                    if DQO:
+                        # dV and dK done (P^T's and dS^T's fragments free), the first dQ block still running
+                        T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, pv, dkv, dsv, scope="warpgroup")
+                    else:
+                        T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx[FENCE], qv1, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv1, ads[buf], btk[2 * c + 1], scope="warpgroup", scale_d=0,
                                       trans_a=1, trans_b=1)
