@@ -13,8 +13,8 @@ backward.attention_backward's kernels (FA3 on an sm_90 GPU where they support th
 run the same kernels on the interpreter (small sizes), so CI checks the op end to end. The inputs need not be
 contiguous (the kernels read contiguous copies); a zero-size dimension gives torch's result without a launch (no
 keys: out zeros, lse -inf). What the kernels do not do is refused, naming the argument: attn_mask, dropout_p > 0,
-dtypes other than float16 / bfloat16, head dims other than HEAD_DIMS (GRAD_FREE_HEAD_DIMS when no gradient is
-wanted), value's head dim differing from query's, a scale that is not positive and finite.
+dtypes other than float16 / bfloat16, head dims other than HEAD_DIMS (nested jagged inputs with a gradient:
+VARLEN_GRAD_HEAD_DIMS), value's head dim differing from query's, a scale that is not positive and finite.
 is_causal is top-left aligned (key j masked for query i when j > i) in torch and in every kernel here alike, so
 L != S is served as torch serves it.
 """
@@ -28,13 +28,12 @@ from .common import DIRECT, DISPATCH, UnsupportedArgument, call, eager_autograd,
 OP = "scaled_dot_product_attention"
 DTYPES = (torch.float16, torch.bfloat16)
 HEAD_DIMS = (64, 128, 256)          # the forward and the backward kernels' (256: fa3_backward's column split)
-GRAD_FREE_HEAD_DIMS = ()            # the forward kernels' only: served where no gradient is wanted (none now)
 VARLEN_GRAD_HEAD_DIMS = (64, 128)   # the variable-length backward's (nested jagged inputs with a gradient)
 _DEVICES = ("cpu", "cuda")
 
 
 def _supported_dims(grad_dims=HEAD_DIMS):
-    free = [d for d in HEAD_DIMS + GRAD_FREE_HEAD_DIMS if d not in grad_dims]
+    free = [d for d in HEAD_DIMS if d not in grad_dims]
     return (f"supported head dims: {', '.join(map(str, grad_dims))}" +
             (f" (and {', '.join(map(str, free))} where no gradient is wanted)" if free else ""))
 
@@ -49,7 +48,7 @@ def _resolve_scale(scale, E):
     return float(scale)
 
 
-def _check(query, key, value, scale, head_dims):
+def _check(query, key, value, scale):
     """The ops' checks of (B, H, L, E) query and (B, H_kv, S, E) key and value; the resolved scale."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if t.dim() != 4:
@@ -66,9 +65,8 @@ def _check(query, key, value, scale, head_dims):
                                                       "interpreter)")
     on_cpu(query, key, value)
     B, H, L, E = query.shape
-    if E not in head_dims:
-        refuse(OP, "query.size(-1)", int(E), _supported_dims() if GRAD_FREE_HEAD_DIMS and head_dims != HEAD_DIMS
-               else f"supported head dims with a gradient: {', '.join(map(str, HEAD_DIMS))}")
+    if E not in HEAD_DIMS:
+        refuse(OP, "query.size(-1)", int(E), f"supported head dims with a gradient: {', '.join(map(str, HEAD_DIMS))}")
     if value.shape[-1] != E:
         refuse(OP, "value.size(-1)", int(value.shape[-1]), f"value's head dim must equal query's ({E})")
     if key.shape[-1] != E:
@@ -93,7 +91,7 @@ def _forward_impl(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, i
                   scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of softmax(scale query keyᵀ [causal]) value for (B, H, L, E) query and (B, H_kv, S, E) key and
     value; lse float32 (B, H, L), natural log."""
-    scale = _check(query, key, value, scale, HEAD_DIMS + GRAD_FREE_HEAD_DIMS)
+    scale = _check(query, key, value, scale)
     B, H, L, E = query.shape
     if _empty(query, key, value):
         return (query.new_zeros((B, H, L, E)),
@@ -109,7 +107,7 @@ sdpa_forward = torch.library.custom_op(qualified(OP), _forward_impl, mutates_arg
 
 @sdpa_forward.register_fake
 def _(query, key, value, is_causal=False, scale=None):
-    _check(query, key, value, scale, HEAD_DIMS + GRAD_FREE_HEAD_DIMS)
+    _check(query, key, value, scale)
     B, H, L, E = query.shape
     return query.new_empty((B, H, L, E)), query.new_empty((B, H, L), dtype=torch.float32)
 
@@ -121,7 +119,7 @@ def _backward_impl(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
                   scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(grad_query, grad_key, grad_value) of the forward op's out for the gradient grad_out (grouped-query heads:
     a key/value head's gradients summed over its query heads), in query's dtype."""
-    scale = _check(query, key, value, scale, HEAD_DIMS)
+    scale = _check(query, key, value, scale)
     _check_saved(grad_out, query, out, lse)
     if _empty(query, key, value):
         return (torch.zeros_like(query, memory_format=torch.contiguous_format),
@@ -147,7 +145,7 @@ def _check_saved(grad_out, query, out, lse):
 
 @sdpa_backward.register_fake
 def _(grad_out, query, key, value, out, lse, is_causal=False, scale=None):
-    _check(query, key, value, scale, HEAD_DIMS)
+    _check(query, key, value, scale)
     _check_saved(grad_out, query, out, lse)
     return (query.new_empty(query.shape), key.new_empty(key.shape), value.new_empty(value.shape))
 
@@ -182,8 +180,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     query (..., H, L, E), key and value (..., H_kv, S, E) (2-d and 3-d inputs too; batch dims broadcast as torch's);
     H_kv != H takes enable_gqa=True (H_kv dividing H), as torch. is_causal: key j masked for query i when j > i
-    (top-left aligned, torch's). scale: None is 1/sqrt(E). float16 / bfloat16; E in HEAD_DIMS (GRAD_FREE_HEAD_DIMS
-    too where no gradient is wanted); value's head dim E. attn_mask and dropout_p > 0 are refused
+    (top-left aligned, torch's). scale: None is 1/sqrt(E). float16 / bfloat16; E in HEAD_DIMS; value's head dim
+    E. attn_mask and dropout_p > 0 are refused
     (UnsupportedArgument). Returns out, (..., H, L, E) in query's dtype."""
     if attn_mask is not None:
         raise UnsupportedArgument(
@@ -228,11 +226,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 def _forward(q, k, v, is_causal, scale):
-    """The forward op's output for (B, H, L, E) q and (B, H_kv, S, E) k, v (grad-free E already checked)."""
-    if q.shape[-1] in GRAD_FREE_HEAD_DIMS and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        refuse(OP, "query.size(-1)", q.shape[-1], f"the backward kernels support head dims "
-               f"{', '.join(map(str, HEAD_DIMS))}; {q.shape[-1]} only where no gradient is wanted (torch.no_grad(), "
-               f"inputs without requires_grad)")
+    """The forward op's output for (B, H, L, E) q and (B, H_kv, S, E) k, v (E already checked)."""
     scale = None if scale is None else float(scale)
     r = route(q, k, v)          # eager calls: the implementation without the dispatcher (common.route)
     if r == DISPATCH:
@@ -263,7 +257,7 @@ def _jagged(query, key, value, is_causal, scale, enable_gqa):
         refuse(OP, "key.dtype", key.dtype, f"query, key and value must share one dtype (query's is {query.dtype})")
     E = pq.shape[-1]
     grad = _torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-    if E not in (VARLEN_GRAD_HEAD_DIMS if grad else HEAD_DIMS + GRAD_FREE_HEAD_DIMS):
+    if E not in (VARLEN_GRAD_HEAD_DIMS if grad else HEAD_DIMS):
         refuse(OP, "query.size(-1)", int(E), _supported_dims(VARLEN_GRAD_HEAD_DIMS if grad else HEAD_DIMS))
     if pk.shape[-1] != E or pv.shape != pk.shape:
         raise UnsupportedArgument(f"tiledsl.ops.{OP}: key and value must share the packed shape (tokens, H_kv, "
