@@ -4,11 +4,8 @@
 # then, unless NO_BENCH=1, benchmarks/ops.py and launch.py's op rows. Usage (GPU machine, repo root):
 #   [OUT=dir] [T=420] [BENCH_T=420] [NO_BENCH=1] [ONLY="files"] bash benchmarks/gpu_ops.sh
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
-OUT=${OUT:-/tmp/tiledsl-out}; mkdir -p "$OUT"
-export TILEDSL_CACHE_DIR=${TILEDSL_CACHE_DIR:-$(mktemp -d)}
+. "$(dirname "$0")/gpu_env.sh"
 T=${T:-420}
-nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
 run() {  # name, pytest args...
   local name=$1; shift
   timeout "$T" python3 -m pytest -q -p no:cacheprovider --tb=short -rfE "$@" >"$OUT/$name.log" 2>&1

@@ -5,14 +5,9 @@
 # Usage (GPU machine, repo root):
 #   [OUT=dir] [T=240] [NS=512,1024,1536,2048] [DTYPES=bfloat16] bash benchmarks/gpu_short.sh
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
-OUT=${OUT:-/tmp/tiledsl-out}; mkdir -p "$OUT"
-export TILEDSL_CACHE_DIR=${TILEDSL_CACHE_DIR:-$(mktemp -d)}
+. "$(dirname "$0")/gpu_env.sh"
 T=${T:-240}; NS=${NS:-512,1024,1536,2048}; DTYPES=${DTYPES:-bfloat16}
-nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
-timeout "$T" python3 -m pytest -q -p no:cacheprovider --tb=short -rfE -m gpu tests/test_gpu_attention_hopper.py \
-    -k "double_q or persistent or dynamic" >"$OUT/short_tests.log" 2>&1
-echo "tests rc=$? $(tail -n 1 "$OUT/short_tests.log")"; grep -E "^(FAILED|ERROR)" "$OUT/short_tests.log" | head -8
+gpu_tests short_tests tests/test_gpu_attention_hopper.py -k "double_q or persistent or dynamic"
 for D in 64 128; do
   timeout "$T" python3 benchmarks/attention.py --quick --ns "$NS" --dims $D --dtypes "$DTYPES" --configs fa3short \
       >"$OUT/short_sweep_$D.log" 2>&1

@@ -4,14 +4,9 @@
 # (benchmarks/gemm_stream_k.py), then issue 31's shape sweep with the gate open (the tuner times the new forms).
 # Usage (GPU machine, repo root): [OUT=dir] [T=240] bash benchmarks/gpu_stream_k.sh
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
-OUT=${OUT:-/tmp/tiledsl-out}; mkdir -p "$OUT"
-export TILEDSL_CACHE_DIR=${TILEDSL_CACHE_DIR:-$(mktemp -d)}
+. "$(dirname "$0")/gpu_env.sh"
 T=${T:-240}
-nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
-timeout "$T" python3 -m pytest -q -p no:cacheprovider --tb=short -rfE -m gpu tests/test_gpu_hopper_gemm.py \
-    -k "stream_k_against or hung" >"$OUT/stream_k_tests.log" 2>&1
-echo "tests rc=$? $(tail -n 1 "$OUT/stream_k_tests.log")"; grep -E "^(FAILED|ERROR)" "$OUT/stream_k_tests.log" | head -8
+gpu_tests stream_k_tests tests/test_gpu_hopper_gemm.py -k "stream_k_against or hung"
 timeout "$T" python3 benchmarks/gemm_stream_k.py >"$OUT/stream_k_side_by_side.log" 2>&1
 echo "side by side rc=$?"; grep -E "^\||picks" "$OUT/stream_k_side_by_side.log"
 TILEDSL_ENABLE=gemm_stream_k_last_wave timeout "$T" python3 benchmarks/gemm.py --sweep-shapes --quick \
