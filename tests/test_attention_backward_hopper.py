@@ -14,7 +14,8 @@ import tiledsl
 from helpers import check_assembles
 
 
-def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv=False, dq_overlap=None):
+def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv=False, dq_overlap=None,
+               score_split=None):
     """The main kernel's PTX for (B, H, H_kv, N, N_kv), with numpy stand-ins for its arguments (bfloat16 as its
     uint16 bits; the tail split's workspace too)."""
     B, H, HK, N, NK = shape
@@ -25,7 +26,7 @@ def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv
     stats = np.empty((B * H, NP), np.float32)
     acc = kv.reshape(B, HK, NK, D) if H == HK else np.empty((B * HK * NK, D), np.float32)
     k = ABH.make_attention_backward_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, tail_split=tail_split,
-                                           tma_kv=tma_kv, dq_overlap=dq_overlap)
+                                           tma_kv=tma_kv, dq_overlap=dq_overlap, score_split=score_split)
     ws = (np.empty(k.slots, np.float32), np.zeros(k.counters, np.int32)) if k.slots else ()
     acc = ABH.kv_arg(acc, k)
     ck = k.compile(q, kv, kv, q, stats, stats, np.empty((B * H * NP, D), np.float32), acc, acc, *ws)
@@ -127,6 +128,24 @@ def test_head_dim_256_dq_overlap_on_the_interpreter_is_bit_for_bit(causal):
         assert np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, n, nk", [((1, 1), 130, 130), ((2, 1), 192, 100), ((2, 2), 150, 300),
+                                         ((1, 1), 200, 70)], ids=["ragged", "gqa", "more_keys", "fewer_keys"])
+def test_head_dim_256_score_split_on_the_interpreter_is_bit_for_bit(causal, heads, n, nk):
+    # score_split: each consumer's S^T and dP^T over half the tile's queries, P^T and dS^T through shared memory to
+    # dV's and dK's wgmmas; the same products summed in the same order as the default's (dq_overlap on as well)
+    rng = np.random.default_rng(n + nk)
+    H, HK = heads
+    q, do = (rng.standard_normal((1, H, n, 256)).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal((1, HK, nk, 256)).astype(np.float16) for _ in range(2))
+    o, lse = FWD.attention(q, k, v, causal=causal, scale=0.3, config=(4, 1, 1))
+    a = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.3, path="fa3", score_split=False)
+    b = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=0.3, path="fa3", score_split=True,
+                               dq_overlap=causal)
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
@@ -143,13 +162,15 @@ def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_overlap", [False, True])
-def test_head_dim_256_compiles_for_sm90a_without_spills(dtype, causal, dq_overlap):
-    ptx, meta = kernel_ptx(dtype, causal, (4, 8, 8, 4096, 4096), D=256, dq_overlap=dq_overlap)
+@pytest.mark.parametrize("dq_overlap, score_split", [(False, False), (True, False), (False, True), (True, True)])
+def test_head_dim_256_compiles_for_sm90a_without_spills(dtype, causal, dq_overlap, score_split):
+    ptx, meta = kernel_ptx(dtype, causal, (4, 8, 8, 4096, 4096), D=256, dq_overlap=dq_overlap,
+                           score_split=score_split)
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    for form in ("m64n64k16", "m64n128k16"):                  # S^T, dP^T and dQ; dV and dK over 128 columns
+    # S^T and dP^T (m64n32 over half the queries with score_split), dQ; dV and dK over 128 columns
+    for form in ("m64n32k16" if score_split else "m64n64k16", "m64n64k16", "m64n128k16"):
         assert f"wgmma.mma_async.sync.aligned.{form}.f32.{t}.{t}" in ptx, form
-    assert "m64n256k16" not in ptx
+    assert "m64n256k16" not in ptx and ("m64n32k16" in ptx) == score_split
     # the dS^T barrier of both consumers; two 16 KB bulk reductions a consumer and tile, staged in the stage
     assert "bar.sync 1, 256" in ptx and ", 16384;" in ptx
     assert ptx.count("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") == 2
@@ -187,12 +208,16 @@ def test_bad_calls_are_refused():
         BWD.attention_backward(q, q, q, o, lse, q, path="fa3", warps=4)
     with pytest.raises(tiledsl.LaunchError, match="tail_split"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa2", tail_split=True)
-    with pytest.raises(tiledsl.LaunchError, match="tma_kv= and dq_overlap= configure the fa3 backward"):
-        BWD.attention_backward(q, q, q, o, lse, q, path="fa2", tma_kv=True)
+    for bad in (dict(tma_kv=True), dict(score_split=True)):
+        with pytest.raises(tiledsl.LaunchError, match="dq_overlap= and score_split= configure the fa3 backward"):
+            BWD.attention_backward(q, q, q, o, lse, q, path="fa2", **bad)
+    with pytest.raises(tiledsl.LaunchError, match="score_split applies where the consumers split the columns"):
+        BWD.attention_backward(q, q, q, o, lse, q, path="fa3", score_split=True)
     with pytest.raises(tiledsl.LaunchError, match="dq_overlap applies where the consumers split the columns"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa3", dq_overlap=True)
-    with pytest.raises(tiledsl.LaunchError, match="dq_overlap must be True, False or None, got 2"):
-        ABH.make_attention_backward_hopper("float16", 256, False, (1, 1, 1, 64, 64), 0.1, dq_overlap=2)
+    for name in ("dq_overlap", "score_split"):
+        with pytest.raises(tiledsl.LaunchError, match=f"{name} must be True, False or None, got 2"):
+            ABH.make_attention_backward_hopper("float16", 256, False, (1, 1, 1, 64, 64), 0.1, **{name: 2})
     for bad in (dict(shape=(1, 2, 1, 64, 64)), dict(shape=(4, 16, 16, 4096, 4096), tail_split=True, sms=132)):
         with pytest.raises(tiledsl.LaunchError, match="tma_kv stores dK and dV whole"):
             ABH.make_attention_backward_hopper("float16", 128, False, bad.pop("shape"), 0.1, tma_kv=True, **bad)

@@ -39,7 +39,7 @@ def _fa3_backward_fits(q, D) -> bool:
 
 
 def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None, path=None, tail_split=None,
-                       sms=None, tma_kv=None, dq_overlap=None):
+                       sms=None, tma_kv=None, dq_overlap=None, score_split=None):
     """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
 
     torch CUDA tensors run on the GPU; numpy float16 arrays and CPU torch tensors (float16, bfloat16) run the same
@@ -54,7 +54,9 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     slower) and tail_split_helps say so. tma_kv (fa3, without grouped-query heads or the tail split): dK and dV
     leave through shared memory and the TMA store; None: fa3_backward.TMA_KV (off: not yet
     measured). dq_overlap (fa3 at D = 256): the second dQ block issued while the first runs; None:
-    fa3_backward.DQ_OVERLAP (off: not yet run on a GPU)."""
+    fa3_backward.DQ_OVERLAP (off: not yet run on a GPU). score_split (fa3 at D = 256): each consumer computes the
+    scores of half the tile's queries (5 units of tensor work a tile instead of 7); None: fa3_backward.SCORE_SPLIT
+    (off: not yet run on a GPU)."""
     dt, shape, D = _check_grads(q, k, v, o, lse, do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):
@@ -70,9 +72,9 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
     if path == "fa3" and warps is not None:
         raise tiledsl.LaunchError("warps= configures the fa2 backward; the fa3 backward has none")
-    if path == "fa2" and (tail_split or sms is not None or tma_kv or dq_overlap):
-        raise tiledsl.LaunchError("tail_split=, sms=, tma_kv= and dq_overlap= configure the fa3 backward; the fa2 "
-                                  "backward has none")
+    if path == "fa2" and (tail_split or sms is not None or tma_kv or dq_overlap or score_split):
+        raise tiledsl.LaunchError("tail_split=, sms=, tma_kv=, dq_overlap= and score_split= configure the fa3 "
+                                  "backward; the fa2 backward has none")
     B, H, HK, N, NK = shape
     if path == "fa3":
         from . import fa3_backward as ABH
@@ -83,7 +85,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         if tma_kv is None:
             tma_kv = ABH.TMA_KV and not tail_split and H == HK and D not in ABH.COLUMN_SPLIT_D
         main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms,
-                                                  tma_kv=tma_kv, dq_overlap=dq_overlap)
+                                                  tma_kv=tma_kv, dq_overlap=dq_overlap, score_split=score_split)
         NP = -(-N // ABH.BM) * ABH.BM
         # the fa3 kernel's dQ accumulator is tiled (B * H, NP query rows: one block per tile and consumer), which
         # its own cast reads; fa2's is (B * H * N, D) row-major

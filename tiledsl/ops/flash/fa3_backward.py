@@ -98,6 +98,10 @@ COLUMN_SPLIT_D = (256,)
 # the column split's dq_overlap default: off. On, the second dQ block is issued once dV and dK are done, while the
 # first still runs (built in session 44, correct on the interpreter; not yet timed or run on a GPU)
 DQ_OVERLAP = False
+# the column split's score_split default: off. On, consumer c computes S^T and dP^T for the tile's queries
+# 32c .. 32c + 31 only (m64n32: 5 units of tensor work a tile instead of 7) and both read P^T and dS^T from shared
+# memory for dV and dK (built in session 45, correct on the interpreter; not yet timed on a GPU)
+SCORE_SPLIT = False
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
 
@@ -150,11 +154,20 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
         L["bt_k"] = TileLayout(S[(CONS, 1, 4, 64, 16) : (64 * 64, 1, 16 * 64, 1, 64)], swizzle=SW128)
         L["at_ds"] = TileLayout(S[(2, CONS, 1, 4, BM // 8, 8, 2, 8) :
                                   (BK * BM, 64 * BM, 1, 16 * BM, 64, 1, 8 * BM, 8)])
+    if split:
+        # score_split: consumer c's query half of Q and dO as B (K-major over D): (stage, box, consumer, N rep, K
+        # step, BM / 2 query rows, 16 k); the half starts 32 rows (4 KB, whole swizzle atoms) into the box
+        L["b_qh"] = TileLayout(S[(stages, dh, CONS, 1, 4, BM // CONS, 16) :
+                                 (dh * BM * 64, BM * 64, BM // CONS * 64, 1, 16, 64, 1)], swizzle=SW128)
+        # P^T and dS^T (keys x queries) as A read K-major from their shared copies (the st_ds words below): 8 keys
+        # x 8 queries core matrices of 128 contiguous bytes, key blocks 8 BM elements apart, query blocks 64:
+        # (buffer, M rep, query step, BK keys = (block, k%8), 16 queries = (block, q%8))
+        L["a_pds"] = TileLayout(S[(2, 1, BM // 16, BK // 8, 8, 2, 8) : (BK * BM, 1, 128, 8 * BM, 8, 64, 1)])
     # dS^T as the consumers store it, in words of two queries: (buffer, key row = (step, half, k%8), word =
     # (query block, pair))
     L["st_ds"] = TileLayout(S[(2, BK // 16, 2, 8, BM // 8, 4) : (BK * BM // 2, 8 * BM, 4 * BM, 4, 32, 1)])
     # f32 accumulators of m64nN: register i -> row 16w + l//4 + 8((i//2)%2), column 8(i//4) + 2(l%4) + i%2
-    for name, n in (("acc_s", BM), ("acc_d", DA), ("acc_q", 64)):
+    for name, n in (("acc_s", BM), ("acc_d", DA), ("acc_q", 64), ("acc_sh", BM // CONS)):
         L[name] = TileLayout(S[(1, 1, 4, 2, 8, n // 8, 4, 2) :
                                (1, 1, 1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
     # P^T / dS^T as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of query step kk;
@@ -163,14 +176,15 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
     return L
 
 
-def smem_bytes(D: int, stages: int) -> int:
+def smem_bytes(D: int, stages: int, score_split: bool = False) -> int:
     """K, V, the Q/dO ring, two dS^T buffers, the LSE/Delta ring and the consumers' float32 dQ staging buffers
     (BM x 64 each; none where the consumers split the columns: they stage dQ in the stage; the barriers and
     alignment add under 2 KB). D = 128: 2 stages 197632 bytes, 3 stages 230912 (over the limit with the 2 KB);
-    D = 256: 2 stages 214016."""
+    D = 256: 2 stages 214016, with score_split's two P^T buffers 230400."""
     bk = block_keys(D)
     staging = 0 if D in COLUMN_SPLIT_D else CONS * BM * 64 * 4
-    return 2 * (2 * bk * D + 2 * stages * BM * D + 2 * bk * BM) + stages * 2 * BM * 4 + staging
+    pt = 2 * 2 * bk * BM if score_split else 0
+    return 2 * (2 * bk * D + 2 * stages * BM * D + 2 * bk * BM) + stages * 2 * BM * 4 + staging + pt
 
 
 def item_tiles(causal, shape) -> list:
@@ -277,7 +291,7 @@ def workspace(kernel, a):
 
 
 def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, tail_split=False,
-                                   sms=NUM_SMS, tma_kv=False, dq_overlap=None):
+                                   sms=NUM_SMS, tma_kv=False, dq_overlap=None, score_split=None):
     """The FA3-style main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D (128), causal or not,
     shape = (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only.
 
@@ -293,15 +307,26 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     partly idle wave: their query tiles are spread evenly over `sms` blocks (tail_plan; tail_split_helps says
     where that pays). The kernel then takes two more arguments, workspace(kernel, q)'s W (kernel.slots) float32
     and F (kernel.counters,) int32 zeros; where there is nothing to split, tail_split=True builds the plain kernel
-    (kernel.slots is None)."""
+    (kernel.slots is None).
+
+    dq_overlap and score_split (D in COLUMN_SPLIT_D; None: DQ_OVERLAP, SCORE_SPLIT): the second dQ block issued
+    while the first runs; each consumer's scores over half the tile's queries (see SCORE_SPLIT)."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"the FA3 backward supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"the FA3 backward supports float16 and bfloat16, not {dtype}")
+    for name, v in (("dq_overlap", dq_overlap), ("score_split", score_split)):
+        if v not in (None, False, True, 0, 1):
+            raise tiledsl.LaunchError(f"the FA3 backward's {name} must be True, False or None, got {v!r}")
+        if v and D not in COLUMN_SPLIT_D:
+            raise tiledsl.LaunchError(f"the FA3 backward's {name} applies where the consumers split the columns (D "
+                                      f"in {COLUMN_SPLIT_D}), not at D = {D}")
+    DQO = bool(DQ_OVERLAP if dq_overlap is None else dq_overlap) and D in COLUMN_SPLIT_D
+    SS = bool(SCORE_SPLIT if score_split is None else score_split) and D in COLUMN_SPLIT_D
     STG = stages or STAGES[D]
-    if not 2 <= STG <= 4 or smem_bytes(D, STG) + 2048 > SMEM_LIMIT:
+    if not 2 <= STG <= 4 or smem_bytes(D, STG, SS) + 2048 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"the FA3 backward takes 2 to 4 stages within {SMEM_LIMIT} bytes of shared "
-                                  f"memory, got {STG} (which needs {smem_bytes(D, STG) + 2048})")
+                                  f"memory, got {STG} (which needs {smem_bytes(D, STG, SS) + 2048})")
     SPLITD = D in COLUMN_SPLIT_D
     if SPLITD and (tail_split or tma_kv):
         raise tiledsl.LaunchError(f"the FA3 backward at D = {D} (the consumers split the columns) has no tail split "
@@ -314,14 +339,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                                   "split (its pieces add partial sums) nor grouped-query heads (float32 sums added "
                                   "across query heads)")
     key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
-    if dq_overlap not in (None, False, True, 0, 1):
-        raise tiledsl.LaunchError(f"the FA3 backward's dq_overlap must be True, False or None, got {dq_overlap!r}")
-    if dq_overlap and D not in COLUMN_SPLIT_D:
-        raise tiledsl.LaunchError(f"the FA3 backward's dq_overlap applies where the consumers split the columns (D in "
-                                  f"{COLUMN_SPLIT_D}), not at D = {D}")
-    DQO = bool(DQ_OVERLAP if dq_overlap is None else dq_overlap)
     if D in COLUMN_SPLIT_D:
-        key += (DQO,)
+        key += (DQO, SS)
     if plan is not None:
         key += ("tail_split", int(sms))
     if tma_kv:
@@ -332,7 +351,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     if H % HK:
         raise tiledsl.LaunchError(f"k/v have {HK} heads, which does not divide q's {H}")
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    MMA_S = f"wgmma.mma_async.sync.aligned.m64n{BM}k16.f32.{t}.{t}"     # S^T, dP^T: 64 keys x BM queries
+    QH = BM // CONS if SS else BM      # the queries of a consumer's S^T and dP^T
+    MMA_S = f"wgmma.mma_async.sync.aligned.m64n{QH}k16.f32.{t}.{t}"     # S^T, dP^T: 64 keys x QH queries
     BK = block_keys(D)                  # key rows a block
     DA = D // CONS if SPLITD else D     # dK and dV columns a consumer accumulates
     MMA_D = f"wgmma.mma_async.sync.aligned.m64n{DA}k16.f32.{t}.{t}"     # dV, dK: 64 keys x DA
@@ -351,6 +371,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     THREADS = 128 * (1 + CONS)
     DH = D // 64
     NS, ND, NQ = BM // 2, DA // 2, 32   # f32 accumulators a consumer thread: S^T (and dP^T), dK (and dV), dQ
+    NSS = QH // 2                       # of them the scores' (score_split: half)
     NKB = -(-NK // BK)                  # key blocks a head
     NQT = -(-N // BM)                   # query tiles
     NP = NQT * BM
@@ -365,6 +386,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     L_TMAKV, L_TMAQO, L_AKV, L_BQO, L_BTQO, L_BTK = (LY[n] for n in ("tma_kv", "tma_qo", "a_kv", "b_qo", "bt_qo",
                                                                    "bt_k"))
     L_ATDS, L_STDS, L_ACCS, L_ACCD, L_ACCQ, L_P = (LY[n] for n in ("at_ds", "st_ds", "acc_s", "acc_d", "acc_q", "p"))
+    if SS:
+        L_BQH, L_APDS, L_ACCS = LY["b_qh"], LY["a_pds"], LY["acc_sh"]
     DQB = D // 64                       # dQ's 64-column blocks: a consumer's own at D = 128, both consumers' at 64,
     #                                     two of a consumer's at 256
     KROWS = 0 if SPLITD else 64         # consumer c's first key row in the block: KROWS * c
@@ -555,6 +578,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         sq = T.alloc_shared((STG * DH * BM * 64,), dtype)
         so = T.alloc_shared((STG * DH * BM * 64,), dtype)
         sds = T.alloc_shared((2 * BK * BM,), dtype)
+        if SS:
+            spt = T.alloc_shared((2 * BK * BM,), dtype)   # P^T's shared copy (two buffers, as dS^T's)
         sl = T.alloc_shared((STG, 2, BM), "float32")  # LSE * log2 e and Delta of the stage's query rows
         if not SPLITD:
             sdq = T.alloc_shared((CONS, BM * 64), "float32")  # each consumer's dQ block, staged for the bulk reduction
@@ -570,8 +595,15 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         to = so.view(STG, DH, 1, BM, 64, layout=L_TMAQO)
         ak = sk.view(DH, CONS, 1, 4, 64, 16, layout=L_AKV)
         av = sv.view(DH, CONS, 1, 4, 64, 16, layout=L_AKV)
-        bq = sq.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
-        bo = so.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
+        if SS:
+            bq = sq.view(STG, DH, CONS, 1, 4, QH, 16, layout=L_BQH)
+            bo = so.view(STG, DH, CONS, 1, 4, QH, 16, layout=L_BQH)
+            apt = spt.view(2, 1, BM // 16, BK, 16, layout=L_APDS)
+            adst = sds.view(2, 1, BM // 16, BK, 16, layout=L_APDS)
+            stpt = spt.view(dtype="uint32").view(2, BK, BM // 2, layout=L_STDS)
+        else:
+            bq = sq.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
+            bo = so.view(STG, DH, 1, 4, BM, 16, layout=L_BQO)
         if SPLITD:
             btq = sq.view(STG, CONS, 1, BM // 16, DA, 16, layout=L_BTQO)
             bto = so.view(STG, CONS, 1, BM // 16, DA, 16, layout=L_BTQO)
@@ -681,24 +713,33 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
             w = (tid % 128) // 32
             sacc = T.alloc_local((NS,), "float32")    # S^T, then P^T; then this tile's dQ half
             dpacc = T.alloc_local((NS,), "float32")   # dP^T, then dS^T
-            lq = T.alloc_local((NS // 2,), "float32")  # a thread's 16 query columns' LSE2, then Delta * scale
+            if SS:
+                # the scores of the consumer's query half; sacc and dpacc hold the dQ blocks
+                scr = T.alloc_local((NSS,), "float32")
+                dscr = T.alloc_local((NSS,), "float32")
+            else:
+                scr = sacc
+                dscr = dpacc
+            lq = T.alloc_local((NSS // 2,), "float32")  # a thread's query columns' LSE2, then Delta * scale
             dk = T.alloc_local((ND,), "float32")
             dv = T.alloc_local((ND,), "float32")
-            pk = T.alloc_local((NS // 2, 1), "uint32")   # P^T packed: dV's A fragment
-            dsk = T.alloc_local((NS // 2, 1), "uint32")  # dS^T packed: dK's A fragment and dS^T's shared copy
-            sv_ = sacc.view(1, 1, 64, BM, layout=L_ACCS)
-            dpv = dpacc.view(1, 1, 64, BM, layout=L_ACCS)
+            pk = T.alloc_local((NSS // 2, 1), "uint32")   # P^T packed: dV's A fragment (score_split: its shared copy)
+            dsk = T.alloc_local((NSS // 2, 1), "uint32")  # dS^T packed: dK's A fragment and dS^T's shared copy
+            sv_ = scr.view(1, 1, 64, QH, layout=L_ACCS)
+            dpv = dscr.view(1, 1, 64, QH, layout=L_ACCS)
             qv = sacc.view(1, 1, 64, 64, layout=L_ACCQ)
             if SPLITD:
                 qv1 = dpacc.view(1, 1, 64, 64, layout=L_ACCQ)  # the consumer's second dQ block
             dkv = dk.view(1, 1, 64, DA, layout=L_ACCD)
             dvv = dv.view(1, 1, 64, DA, layout=L_ACCD)
-            pv = pk.view(1, BM // 16, 64, 8, layout=L_P)
-            dsv = dsk.view(1, BM // 16, 64, 8, layout=L_P)
+            if not SS:
+                pv = pk.view(1, BM // 16, 64, 8, layout=L_P)
+                dsv = dsk.view(1, BM // 16, 64, 8, layout=L_P)
             for i in T.unroll(ND):
                 dk[i] = 0.0
                 dv[i] = 0.0
             krow = KROWS * c + 16 * w + lane // 4     # this lane's first key row in the block; the other is + 8
+            q0 = QH * c if SS else 0                  # the consumer's first query of a tile in its scores
             key0 = kb * BK + krow
             tq = tid % 128
             gdq = dQ.view(B * H * NQT * DQB, BM * 64)       # the tiled accumulator: a block a (bh, tile, 64 columns)
@@ -727,14 +768,21 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 # S^T and dP^T: two groups, dP^T on the tensor cores while P^T is computed
                 T.cuda.tile.apply(T.ptx[FENCE], sv_, dpv, scope="warpgroup")
                 for d in T.unroll(DH):
-                    T.cuda.tile.apply(T.ptx[MMA_S], sv_, ak[d, c], bq[st, d], scope="warpgroup", scale_d=d > 0)
+                    if SS:
+                        T.cuda.tile.apply(T.ptx[MMA_S], sv_, ak[d, c], bq[st, d, c], scope="warpgroup", scale_d=d > 0)
+                    else:
+                        T.cuda.tile.apply(T.ptx[MMA_S], sv_, ak[d, c], bq[st, d], scope="warpgroup", scale_d=d > 0)
                 T.cuda.tile.apply(T.ptx[COMMIT], sv_, scope="warpgroup")
                 for d in T.unroll(DH):
-                    T.cuda.tile.apply(T.ptx[MMA_S], dpv, av[d, c], bo[st, d], scope="warpgroup", scale_d=d > 0)
+                    if SS:
+                        T.cuda.tile.apply(T.ptx[MMA_S], dpv, av[d, c], bo[st, d, c], scope="warpgroup", scale_d=d > 0)
+                    else:
+                        T.cuda.tile.apply(T.ptx[MMA_S], dpv, av[d, c], bo[st, d], scope="warpgroup", scale_d=d > 0)
                 T.cuda.tile.apply(T.ptx[COMMIT], dpv, scope="warpgroup")
                 T.cuda.tile.apply(T.ptx[WAITG], 1, sv_, scope="warpgroup")
                 # mask ragged keys (the last key block) and (causal) keys after the query (the tiles crossing the
-                # block's diagonal): element i is key key0 + 8((i//2)%2), query qt * BM + 8(i//4) + 2(l%4) + i%2.
+                # block's diagonal): element i is key key0 + 8((i//2)%2), query qt * BM + q0 + 8(i//4) + 2(l%4) + i%2
+                # (q0: the consumer's first query of the tile, QH c with score_split, else 0).
                 # (One loop with a uniform branch, not a loop of masked tiles and one of the others: the
                 # interpreter runs its blocks in lockstep, and blocks in different loops would wait on each other)
                 need = False
@@ -743,54 +791,61 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 if causal:
                     need = need or qt * BM < kb * BK + BK - 1
                 if need:
-                    kd = key0 - qt * BM - 2 * (lane % 4)
+                    kd = key0 - qt * BM - q0 - 2 * (lane % 4)
                     kn = NK - key0
-                    for i in T.unroll(NS):
+                    for i in T.unroll(NSS):
                         off = 8 * (i // 4) + i % 2
                         rh8 = 8 * ((i // 2) % 2)
                         if causal:
-                            sacc[i] = NEG if (rh8 >= kn or off - rh8 < kd) else sacc[i]
+                            scr[i] = NEG if (rh8 >= kn or off - rh8 < kd) else scr[i]
                         else:
-                            sacc[i] = NEG if rh8 >= kn else sacc[i]
+                            scr[i] = NEG if rh8 >= kn else scr[i]
                 # P^T = ex2(s * C - LSE2[query]): the exponent as one fma (tiledsl never contracts a * b - c itself)
                 # (a thread's 16 query columns' LSE2 read first, as pairs: the fma calls in between would split
                 # the reads into 32 scalar ones)
-                sx = sacc.view(NS, 1)
-                for k in T.unroll(NS // 2):
-                    lq[k] = sl[st, 0, 8 * (k // 2) + 2 * (lane % 4) + k % 2]
-                for i in T.unroll(NS):
+                sx = scr.view(NSS, 1)
+                for k in T.unroll(NSS // 2):
+                    lq[k] = sl[st, 0, q0 + 8 * (k // 2) + 2 * (lane % 4) + k % 2]
+                for i in T.unroll(NSS):
                     T.cuda.tile.apply(T.ptx["fma.rn.f32"], sx[i], sx[i], C, -lq[2 * (i // 4) + i % 2])
-                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sacc.view(NS, 1), sacc.view(NS, 1))
+                T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], scr.view(NSS, 1), scr.view(NSS, 1))
                 T.cuda.tile.apply(T.ptx[WAITG], 0, dpv, scope="warpgroup")
                 # dS^T = P^T (dP^T - Delta[query]) * scale; then P^T and dS^T packed (dV and dK are issued once
                 # both are: P^T's float32 registers and an in-flight P^T fragment are never live at once)
                 # as P^T (dP^T * scale - Delta * scale): one fma and one multiply a score (the 16 Delta * scale of a
                 # thread's query columns are formed once a tile, not once per score)
-                dx = dpacc.view(NS, 1)
-                for k in T.unroll(NS // 2):
-                    lq[k] = sl[st, 1, 8 * (k // 2) + 2 * (lane % 4) + k % 2] * SC
-                for i in T.unroll(NS):
+                dx = dscr.view(NSS, 1)
+                for k in T.unroll(NSS // 2):
+                    lq[k] = sl[st, 1, q0 + 8 * (k // 2) + 2 * (lane % 4) + k % 2] * SC
+                for i in T.unroll(NSS):
                     T.cuda.tile.apply(T.ptx["fma.rn.f32"], dx[i], dx[i], SC, -lq[2 * (i // 4) + i % 2])
-                    dpacc[i] = sacc[i] * dpacc[i]
-                T.cuda.tile.apply(T.ptx[CVT], pk, sacc.view(NS // 2, 2)[:, 1:2], sacc.view(NS // 2, 2)[:, 0:1])
-                T.cuda.tile.apply(T.ptx[CVT], dsk, dpacc.view(NS // 2, 2)[:, 1:2], dpacc.view(NS // 2, 2)[:, 0:1])
-                # dV += P^T dO
-                T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
-                if SPLITD:
-                    T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st, c], scope="warpgroup", trans_b=1)
-                else:
-                    T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
-                T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, scope="warpgroup")
-                # dK += dS^T Q
-                T.cuda.tile.apply(T.ptx[FENCE], dkv, dsv, scope="warpgroup")
-                if SPLITD:
-                    T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st, c], scope="warpgroup", trans_b=1)
-                else:
-                    T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
-                T.cuda.tile.apply(T.ptx[COMMIT], dkv, dsv, scope="warpgroup")
+                    dscr[i] = scr[i] * dscr[i]
+                T.cuda.tile.apply(T.ptx[CVT], pk, scr.view(NSS // 2, 2)[:, 1:2], scr.view(NSS // 2, 2)[:, 0:1])
+                T.cuda.tile.apply(T.ptx[CVT], dsk, dscr.view(NSS // 2, 2)[:, 1:2], dscr.view(NSS // 2, 2)[:, 0:1])
+                if not SS:
+                    # dV += P^T dO
+                    T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
+                    if SPLITD:
+                        T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st, c], scope="warpgroup", trans_b=1)
+                    else:
+                        T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st], scope="warpgroup", trans_b=1)
+                    T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, scope="warpgroup")
+                    # dK += dS^T Q
+                    T.cuda.tile.apply(T.ptx[FENCE], dkv, dsv, scope="warpgroup")
+                    if SPLITD:
+                        T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st, c], scope="warpgroup", trans_b=1)
+                    else:
+                        T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st], scope="warpgroup", trans_b=1)
+                    T.cuda.tile.apply(T.ptx[COMMIT], dkv, dsv, scope="warpgroup")
                 # dS^T to shared memory: word 4 kk + r of dsk is key row krow + 8(r%2), word 4(2kk + r//2) + l%4
                 buf = j % 2
-                if SPLITD:
+                if SS:
+                    # each consumer's query half of dS^T and of P^T (query words QH / 2 c ..): both are read whole
+                    # by dV's and dK's wgmmas after the barrier
+                    for x in T.unroll(NSS // 2):
+                        stds[buf, krow + 8 * (x % 2), q0 // 2 + 4 * (x // 2) + lane % 4] = dsk[x, 0]
+                        stpt[buf, krow + 8 * (x % 2), q0 // 2 + 4 * (x // 2) + lane % 4] = pk[x, 0]
+                elif SPLITD:
                     # both consumers hold all of dS^T: each stores half its words (queries 32c .. 32c + 31); the
                     # register indices stay compile-time constants
                     if c == 0:
@@ -816,6 +871,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                             T.cuda.tile.apply(T.ptx[ARRIVE], empty[(j + STG - 1) % STG:(j + STG - 1) % STG + 1])
                 if SPLITD:
                     T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
+                    if SS:
+                        # dV += P^T dO and dK += dS^T Q over the tile's 64 queries, A from the shared copies
+                        T.cuda.tile.apply(T.ptx[FENCE], dvv, dkv, scope="warpgroup")
+                        T.cuda.tile.apply(T.ptx[MMA_D], dvv, apt[buf], bto[st, c], scope="warpgroup", trans_b=1)
+                        T.cuda.tile.apply(T.ptx[MMA_D], dkv, adst[buf], btq[st, c], scope="warpgroup", trans_b=1)
+                        T.cuda.tile.apply(T.ptx[COMMIT], dvv, dkv, scope="warpgroup")
                     # dQ[:, 128c .. 128c + 127] of this tile = dS K[:, 128c ..] over the block's 64 keys, two blocks:
                     # the second is issued once dV and dK are done (P^T's and dS^T's fragments free: both blocks
                     # beside them serialize the wgmmas for want of registers) and runs while the first is staged
@@ -837,7 +898,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf, c], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
                                       trans_b=1)
                 if SPLITD:
-                    if DQO:
+                    if SS:
+                        if DQO:
+                            T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, dkv, scope="warpgroup")
+                        else:
+                            T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, dkv, scope="warpgroup")
+                    elif DQO:
                         # dV and dK done (P^T's and dS^T's fragments free), the first dQ block still running
                         T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, pv, dkv, dsv, scope="warpgroup")
                     else:
@@ -860,6 +926,11 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     # barrier above (both consumers' S^T and dP^T were done before it)
                     if DQO:
                         T.cuda.tile.apply(T.ptx[WAITG], 1, qv, scope="warpgroup")
+                    if SS:
+                        # dV's and dK's wgmmas, issued after the dS^T barrier, read these columns for the whole
+                        # warpgroup: a thread's wait_group orders only its own warp after them, the warpgroup's
+                        # barrier every warp
+                        own_barrier(c)
                     T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sqp[st, c, :, tq], sacc.view(NQ // 2, 2))
                     T.cuda.tile.apply(T.ptx[WAITG], 0, qv1, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sop[st, c, :, tq], dpacc.view(NQ // 2, 2))
