@@ -9,7 +9,7 @@ set -u
 T=${T:-200}
 gpu_tests d256_tests tests/test_gpu_attention_backward.py -k "fa3 and 256"
 timeout "$T" python3 benchmarks/attention.py --backward --backward-only --dims 256 --ns 1024,4096,16384 \
-    --dtypes bfloat16 --bwd-paths fa3,fa3dqo,fa3ss,fa3ssdqo >"$OUT/d256_backward.log" 2>&1
+    --dtypes bfloat16 --bwd-paths fa3,fa3dqo,fa3ss,fa3ssdqo,fa3ssown,fa3ssowndqo >"$OUT/d256_backward.log" 2>&1
 echo "backward rc=$?"; grep -E "^\|" "$OUT/d256_backward.log"
 timeout "$T" python3 benchmarks/ops.py --only attention --dims 256 --reps 20 >"$OUT/d256_ops.log" 2>&1
 echo "ops rc=$?"; grep -E "^\|" "$OUT/d256_ops.log"

@@ -84,12 +84,12 @@ def test_every_tma_kv_gpu_test_kernel_assembles(dtype, causal, shape):
     check_assembles(kernel_ptx(dtype, causal, shape, tma_kv=True)[0])
 
 
-def _case(H, HK, N, NK, causal, scale, seed, D=128):
+def _case(H, HK, N, NK, causal, scale, seed, D=128, **fa3):
     rng = np.random.default_rng(seed)
     q, do = (rng.standard_normal((1, H, N, D)).astype(np.float16) for _ in range(2))
     k, v = (rng.standard_normal((1, HK, NK, D)).astype(np.float16) for _ in range(2))
     o, lse = FWD.attention(q, k, v, causal=causal, scale=scale, config=(4, 1, 1))
-    got = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, path="fa3")
+    got = BWD.attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, path="fa3", **fa3)
     ref = BWD.reference_backward(q, k, v, do, causal=causal, scale=scale)
     for g, r, x in zip(got, ref, (q, k, v)):
         assert g.dtype == np.float16 and g.shape == x.shape
@@ -146,6 +146,15 @@ def test_head_dim_256_score_split_on_the_interpreter_is_bit_for_bit(causal, head
         assert np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, n, nk", [((1, 1), 130, 130), ((2, 1), 192, 100), ((2, 2), 150, 300)],
+                         ids=["ragged", "gqa", "more_keys"])
+def test_head_dim_256_score_split_own_on_the_interpreter_against_the_reference(causal, heads, n, nk):
+    # score_split="own": a consumer's own query half of dV and dK from its registers before the barrier, the other
+    # half from the shared copies after it (consumer 1 sums its halves in the other order)
+    _case(*heads, n, nk, causal, 0.3, seed=n + nk + 7, D=256, score_split="own", dq_overlap=not causal)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
@@ -162,7 +171,8 @@ def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dq_overlap, score_split", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("dq_overlap, score_split", [(False, False), (True, False), (False, True), (True, True),
+                                                     (False, "own"), (True, "own")])
 def test_head_dim_256_compiles_for_sm90a_without_spills(dtype, causal, dq_overlap, score_split):
     ptx, meta = kernel_ptx(dtype, causal, (4, 8, 8, 4096, 4096), D=256, dq_overlap=dq_overlap,
                            score_split=score_split)
@@ -170,7 +180,7 @@ def test_head_dim_256_compiles_for_sm90a_without_spills(dtype, causal, dq_overla
     # S^T and dP^T (m64n32 over half the queries with score_split), dQ; dV and dK over 128 columns
     for form in ("m64n32k16" if score_split else "m64n64k16", "m64n64k16", "m64n128k16"):
         assert f"wgmma.mma_async.sync.aligned.{form}.f32.{t}.{t}" in ptx, form
-    assert "m64n256k16" not in ptx and ("m64n32k16" in ptx) == score_split
+    assert "m64n256k16" not in ptx and ("m64n32k16" in ptx) == bool(score_split)
     # the dS^T barrier of both consumers; two 16 KB bulk reductions a consumer and tile, staged in the stage
     assert "bar.sync 1, 256" in ptx and ", 16384;" in ptx
     assert ptx.count("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") == 2
@@ -216,7 +226,7 @@ def test_bad_calls_are_refused():
     with pytest.raises(tiledsl.LaunchError, match="dq_overlap applies where the consumers split the columns"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa3", dq_overlap=True)
     for name in ("dq_overlap", "score_split"):
-        with pytest.raises(tiledsl.LaunchError, match=f"{name} must be True, False or None, got 2"):
+        with pytest.raises(tiledsl.LaunchError, match=f"{name} must be True, False or None.*, got 2"):
             ABH.make_attention_backward_hopper("float16", 256, False, (1, 1, 1, 64, 64), 0.1, **{name: 2})
     for bad in (dict(shape=(1, 2, 1, 64, 64)), dict(shape=(4, 16, 16, 4096, 4096), tail_split=True, sms=132)):
         with pytest.raises(tiledsl.LaunchError, match="tma_kv stores dK and dV whole"):

@@ -121,14 +121,16 @@ def test_fa3_backward_d256_dq_overlap(causal, shape):
     _check("bfloat16", *shape, 256, causal, seed=3, path="fa3", dq_overlap=True)
 
 
+@pytest.mark.parametrize("mode", [True, "own"])
 @pytest.mark.parametrize("dq_overlap", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(2, 4, 2, 1000, 1000), (1, 4, 4, 4096, 4096), (1, 2, 2, 300, 1234),
                                    (1, 2, 2, 1234, 300)])
-def test_fa3_backward_d256_score_split(causal, shape, dq_overlap):
+def test_fa3_backward_d256_score_split(causal, shape, dq_overlap, mode):
     # D = 256 with each consumer's scores over half the tile's queries, P^T and dS^T read from shared memory by
-    # dV's and dK's wgmmas (score_split; off by default until this passes)
-    _check("bfloat16", *shape, 256, causal, seed=5, path="fa3", score_split=True, dq_overlap=dq_overlap)
+    # dV's and dK's wgmmas (score_split; "own": the consumer's own half from its registers; off by default until
+    # this passes)
+    _check("bfloat16", *shape, 256, causal, seed=5, path="fa3", score_split=mode, dq_overlap=dq_overlap)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -55,8 +55,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     leave through shared memory and the TMA store; None: fa3_backward.TMA_KV (off: not yet
     measured). dq_overlap (fa3 at D = 256): the second dQ block issued while the first runs; None:
     fa3_backward.DQ_OVERLAP (off: not yet run on a GPU). score_split (fa3 at D = 256): each consumer computes the
-    scores of half the tile's queries (5 units of tensor work a tile instead of 7); None: fa3_backward.SCORE_SPLIT
-    (off: not yet run on a GPU)."""
+    scores of half the tile's queries (5 units of tensor work a tile instead of 7; "own": dV's and dK's products
+    over the consumer's own half from its registers); None: fa3_backward.SCORE_SPLIT (off: not yet run on a GPU)."""
     dt, shape, D = _check_grads(q, k, v, o, lse, do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):

@@ -173,6 +173,8 @@ def layouts(D: int, stages: int, dtype: str) -> dict:
     # P^T / dS^T as A (rs): word 4 kk + r -> row 16w + l//4 + 8(r%2), word column 4(r//2) + l%4 of query step kk;
     # the accumulator pair (2p, 2p + 1), p = 4 kk + r
     L["p"] = TileLayout(S[(1, BM // 16, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
+    # the same over a consumer's query half (score_split="own")
+    L["p_h"] = TileLayout(S[(1, BM // 32, 4, 2, 8, 2, 4) : (1, 4, 1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
     return L
 
 
@@ -316,13 +318,16 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     if dtype not in ("float16", "bfloat16"):
         raise tiledsl.LaunchError(f"the FA3 backward supports float16 and bfloat16, not {dtype}")
     for name, v in (("dq_overlap", dq_overlap), ("score_split", score_split)):
-        if v not in (None, False, True, 0, 1):
-            raise tiledsl.LaunchError(f"the FA3 backward's {name} must be True, False or None, got {v!r}")
+        if v not in (None, False, True, 0, 1) and not (name == "score_split" and v == "own"):
+            raise tiledsl.LaunchError(f"the FA3 backward's {name} must be True, False or None"
+                                      f"{', or own' if name == 'score_split' else ''}, got {v!r}")
         if v and D not in COLUMN_SPLIT_D:
             raise tiledsl.LaunchError(f"the FA3 backward's {name} applies where the consumers split the columns (D "
                                       f"in {COLUMN_SPLIT_D}), not at D = {D}")
     DQO = bool(DQ_OVERLAP if dq_overlap is None else dq_overlap) and D in COLUMN_SPLIT_D
-    SS = bool(SCORE_SPLIT if score_split is None else score_split) and D in COLUMN_SPLIT_D
+    ss = SCORE_SPLIT if score_split is None else score_split
+    SS = bool(ss) and D in COLUMN_SPLIT_D
+    SSOWN = SS and ss == "own"          # the own query half of dV and dK from registers, before the barrier
     STG = stages or STAGES[D]
     if not 2 <= STG <= 4 or smem_bytes(D, STG, SS) + 2048 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"the FA3 backward takes 2 to 4 stages within {SMEM_LIMIT} bytes of shared "
@@ -340,7 +345,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                                   "across query heads)")
     key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
     if D in COLUMN_SPLIT_D:
-        key += (DQO, SS)
+        key += (DQO, SS, SSOWN)
     if plan is not None:
         key += ("tail_split", int(sms))
     if tma_kv:
@@ -387,7 +392,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                                                                    "bt_k"))
     L_ATDS, L_STDS, L_ACCS, L_ACCD, L_ACCQ, L_P = (LY[n] for n in ("at_ds", "st_ds", "acc_s", "acc_d", "acc_q", "p"))
     if SS:
-        L_BQH, L_APDS, L_ACCS = LY["b_qh"], LY["a_pds"], LY["acc_sh"]
+        L_BQH, L_APDS, L_ACCS, L_P = LY["b_qh"], LY["a_pds"], LY["acc_sh"], LY["p_h"]
+    QS = QH // 16                       # query steps of a consumer's scores
     DQB = D // 64                       # dQ's 64-column blocks: a consumer's own at D = 128, both consumers' at 64,
     #                                     two of a consumer's at 256
     KROWS = 0 if SPLITD else 64         # consumer c's first key row in the block: KROWS * c
@@ -732,9 +738,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 qv1 = dpacc.view(1, 1, 64, 64, layout=L_ACCQ)  # the consumer's second dQ block
             dkv = dk.view(1, 1, 64, DA, layout=L_ACCD)
             dvv = dv.view(1, 1, 64, DA, layout=L_ACCD)
-            if not SS:
-                pv = pk.view(1, BM // 16, 64, 8, layout=L_P)
-                dsv = dsk.view(1, BM // 16, 64, 8, layout=L_P)
+            if SSOWN or not SS:
+                pv = pk.view(1, QH // 16, 64, 8, layout=L_P)
+                dsv = dsk.view(1, QH // 16, 64, 8, layout=L_P)
             for i in T.unroll(ND):
                 dk[i] = 0.0
                 dv[i] = 0.0
@@ -822,6 +828,15 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     dscr[i] = scr[i] * dscr[i]
                 T.cuda.tile.apply(T.ptx[CVT], pk, scr.view(NSS // 2, 2)[:, 1:2], scr.view(NSS // 2, 2)[:, 0:1])
                 T.cuda.tile.apply(T.ptx[CVT], dsk, dscr.view(NSS // 2, 2)[:, 1:2], dscr.view(NSS // 2, 2)[:, 0:1])
+                if SSOWN:
+                    # dV += P^T dO and dK += dS^T Q over the consumer's own queries, A from its registers (the other
+                    # half after the barrier, from the other consumer's shared copies)
+                    T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, dkv, dsv, scope="warpgroup")
+                    T.cuda.tile.apply(T.ptx[MMA_D], dvv, pv, bto[st, c, :, QS * c:QS * c + QS], scope="warpgroup",
+                                      trans_b=1)
+                    T.cuda.tile.apply(T.ptx[MMA_D], dkv, dsv, btq[st, c, :, QS * c:QS * c + QS], scope="warpgroup",
+                                      trans_b=1)
+                    T.cuda.tile.apply(T.ptx[COMMIT], dvv, pv, dkv, dsv, scope="warpgroup")
                 if not SS:
                     # dV += P^T dO
                     T.cuda.tile.apply(T.ptx[FENCE], dvv, pv, scope="warpgroup")
@@ -871,7 +886,16 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                             T.cuda.tile.apply(T.ptx[ARRIVE], empty[(j + STG - 1) % STG:(j + STG - 1) % STG + 1])
                 if SPLITD:
                     T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
-                    if SS:
+                    if SSOWN:
+                        # the other consumer's query half
+                        o = QS * (1 - c)
+                        T.cuda.tile.apply(T.ptx[FENCE], dvv, dkv, scope="warpgroup")
+                        T.cuda.tile.apply(T.ptx[MMA_D], dvv, apt[buf, :, o:o + QS], bto[st, c, :, o:o + QS],
+                                          scope="warpgroup", trans_b=1)
+                        T.cuda.tile.apply(T.ptx[MMA_D], dkv, adst[buf, :, o:o + QS], btq[st, c, :, o:o + QS],
+                                          scope="warpgroup", trans_b=1)
+                        T.cuda.tile.apply(T.ptx[COMMIT], dvv, dkv, scope="warpgroup")
+                    elif SS:
                         # dV += P^T dO and dK += dS^T Q over the tile's 64 queries, A from the shared copies
                         T.cuda.tile.apply(T.ptx[FENCE], dvv, dkv, scope="warpgroup")
                         T.cuda.tile.apply(T.ptx[MMA_D], dvv, apt[buf], bto[st, c], scope="warpgroup", trans_b=1)
@@ -898,7 +922,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf, c], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
                                       trans_b=1)
                 if SPLITD:
-                    if SS:
+                    if SSOWN:
+                        if DQO:
+                            T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, pv, dkv, dsv, scope="warpgroup")
+                        else:
+                            T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
+                    elif SS:
                         if DQO:
                             T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, dkv, scope="warpgroup")
                         else:
