@@ -745,7 +745,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 dk[i] = 0.0
                 dv[i] = 0.0
             krow = KROWS * c + 16 * w + lane // 4     # this lane's first key row in the block; the other is + 8
-            q0 = QH * c if SS else 0                  # the consumer's first query of a tile in its scores
+            if SS:
+                q0 = QH * c                           # the consumer's first query of a tile in its scores
             key0 = kb * BK + krow
             tq = tid % 128
             gdq = dQ.view(B * H * NQT * DQB, BM * 64)       # the tiled accumulator: a block a (bh, tile, 64 columns)
@@ -797,7 +798,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 if causal:
                     need = need or qt * BM < kb * BK + BK - 1
                 if need:
-                    kd = key0 - qt * BM - q0 - 2 * (lane % 4)
+                    kd = key0 - qt * BM - 2 * (lane % 4)
+                    if SS:
+                        kd = kd - q0
                     kn = NK - key0
                     for i in T.unroll(NSS):
                         off = 8 * (i // 4) + i % 2
@@ -811,7 +814,10 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 # the reads into 32 scalar ones)
                 sx = scr.view(NSS, 1)
                 for k in T.unroll(NSS // 2):
-                    lq[k] = sl[st, 0, q0 + 8 * (k // 2) + 2 * (lane % 4) + k % 2]
+                    if SS:
+                        lq[k] = sl[st, 0, q0 + 8 * (k // 2) + 2 * (lane % 4) + k % 2]
+                    else:
+                        lq[k] = sl[st, 0, 8 * (k // 2) + 2 * (lane % 4) + k % 2]
                 for i in T.unroll(NSS):
                     T.cuda.tile.apply(T.ptx["fma.rn.f32"], sx[i], sx[i], C, -lq[2 * (i // 4) + i % 2])
                 T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], scr.view(NSS, 1), scr.view(NSS, 1))
@@ -822,7 +828,10 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 # thread's query columns are formed once a tile, not once per score)
                 dx = dscr.view(NSS, 1)
                 for k in T.unroll(NSS // 2):
-                    lq[k] = sl[st, 1, q0 + 8 * (k // 2) + 2 * (lane % 4) + k % 2] * SC
+                    if SS:
+                        lq[k] = sl[st, 1, q0 + 8 * (k // 2) + 2 * (lane % 4) + k % 2] * SC
+                    else:
+                        lq[k] = sl[st, 1, 8 * (k // 2) + 2 * (lane % 4) + k % 2] * SC
                 for i in T.unroll(NSS):
                     T.cuda.tile.apply(T.ptx["fma.rn.f32"], dx[i], dx[i], SC, -lq[2 * (i // 4) + i % 2])
                     dscr[i] = scr[i] * dscr[i]
