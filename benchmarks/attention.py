@@ -204,16 +204,18 @@ def run_backward_shape(torch, A, AB, dtype, D, N, causal, quick, warps=(None,), 
     serves = {"fa2": D in fa2_backward.QTILE, "fa3": D in ABH.SUPPORTED_D,
               "fa3tma": D in ABH.SUPPORTED_D and D not in ABH.COLUMN_SPLIT_D, "fa3dqo": D in ABH.COLUMN_SPLIT_D,
               "fa3ss": D in ABH.COLUMN_SPLIT_D, "fa3ssdqo": D in ABH.COLUMN_SPLIT_D,
-              "fa3ssown": D in ABH.COLUMN_SPLIT_D, "fa3ssowndqo": D in ABH.COLUMN_SPLIT_D}
+              "fa3ssown": D in ABH.COLUMN_SPLIT_D, "fa3ssowndqo": D in ABH.COLUMN_SPLIT_D, "fa3dqc": D == 64}
     variants = [(p, w) for p in paths if serves.get(p, False) for w in (warps if p == "fa2" else (None,))]
     # fa3tma: the fa3 path with dK and dV through the TMA store (attention_backward_hopper's tma_kv); fa3dqo: at
     # D = 256, the second dQ block issued while the first runs (dq_overlap); fa3ss: each consumer's scores over
-    # half the tile's queries (score_split), fa3ssdqo with dq_overlap too; fa3ssown(dqo): score_split="own"
+    # half the tile's queries (score_split), fa3ssdqo with dq_overlap too; fa3ssown(dqo): score_split="own";
+    # fa3dqc: at D = 64, one dQ reduction a tile (dq_combine)
     opts = {"fa3tma": dict(path="fa3", tma_kv=True), "fa3dqo": dict(path="fa3", dq_overlap=True),
             "fa3ss": dict(path="fa3", score_split=True),
             "fa3ssdqo": dict(path="fa3", score_split=True, dq_overlap=True),
             "fa3ssown": dict(path="fa3", score_split="own"),
-            "fa3ssowndqo": dict(path="fa3", score_split="own", dq_overlap=True)}
+            "fa3ssowndqo": dict(path="fa3", score_split="own", dq_overlap=True),
+            "fa3dqc": dict(path="fa3", dq_combine=True)}
     dt = getattr(torch, dtype)
     B, H = 16384 // N, 2048 // D
     torch.manual_seed(N + D + 1)
@@ -345,7 +347,8 @@ def main(argv=None):
                    help="the backward paths to time, best reported (each shown): fa3 (tiledsl/ops/"
                         "flash/fa3_backward.py, where it supports D), fa3tma (the same with tma_kv: dK and "
                         "dV through the TMA store), fa3dqo (D = 256: dq_overlap), fa3ss / fa3ssdqo / fa3ssown / "
-                        "fa3ssowndqo (D = 256: score_split True or own, without and with dq_overlap) and/or fa2 (with each of --bwd-warps)")
+                        "fa3ssowndqo (D = 256: score_split True or own, without and with dq_overlap), fa3dqc "
+                        "(D = 64: dq_combine) and/or fa2 (with each of --bwd-warps)")
     p.add_argument("--fa2-target", metavar="SM", default=None,
                    help="compile the FA2 configurations for this target, e.g. sm_80 (on a newer GPU the driver "
                         "compiles its PTX for the device)")

@@ -15,7 +15,7 @@ from helpers import check_assembles
 
 
 def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv=False, dq_overlap=None,
-               score_split=None):
+               score_split=None, dq_combine=None):
     """The main kernel's PTX for (B, H, H_kv, N, N_kv), with numpy stand-ins for its arguments (bfloat16 as its
     uint16 bits; the tail split's workspace too)."""
     B, H, HK, N, NK = shape
@@ -26,7 +26,8 @@ def kernel_ptx(dtype, causal, shape, scale=None, D=128, tail_split=False, tma_kv
     stats = np.empty((B * H, NP), np.float32)
     acc = kv.reshape(B, HK, NK, D) if H == HK else np.empty((B * HK * NK, D), np.float32)
     k = ABH.make_attention_backward_hopper(dtype, D, causal, shape, scale or 1.0 / D ** 0.5, tail_split=tail_split,
-                                           tma_kv=tma_kv, dq_overlap=dq_overlap, score_split=score_split)
+                                           tma_kv=tma_kv, dq_overlap=dq_overlap, score_split=score_split,
+                                           dq_combine=dq_combine)
     ws = (np.empty(k.slots, np.float32), np.zeros(k.counters, np.int32)) if k.slots else ()
     acc = ABH.kv_arg(acc, k)
     ck = k.compile(q, kv, kv, q, stats, stats, np.empty((B * H * NP, D), np.float32), acc, acc, *ws)
@@ -155,14 +156,26 @@ def test_head_dim_256_score_split_own_on_the_interpreter_against_the_reference(c
     _case(*heads, n, nk, causal, 0.3, seed=n + nk + 7, D=256, score_split="own", dq_overlap=not causal)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, n, nk", [((1, 1), 130, 130), ((2, 1), 192, 100), ((2, 2), 150, 300),
+                                         ((1, 1), 320, 320)], ids=["ragged", "gqa", "more_keys", "five_tiles"])
+def test_head_dim_64_dq_combine_on_the_interpreter_against_the_reference(causal, heads, n, nk):
+    # dq_combine: consumer 0 stages its partial dQ, consumer 1 adds it to its own and reduces the sum (a named
+    # barrier pair hands the buffer over and back: the race detector checks the hand-over)
+    _case(*heads, n, nk, causal, 0.3, seed=n + nk + 3, D=64, dq_combine=True)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal):
-    ptx, meta = kernel_ptx(dtype, causal, (4, 32, 32, 4096, 4096), D=64)
+@pytest.mark.parametrize("dq_combine", [False, True])
+def test_head_dim_64_compiles_for_sm90a_without_spills(dtype, causal, dq_combine):
+    ptx, meta = kernel_ptx(dtype, causal, (4, 32, 32, 4096, 4096), D=64, dq_combine=dq_combine)
     t = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     assert f"wgmma.mma_async.sync.aligned.m64n64k16.f32.{t}.{t}" in ptx and "m64n128k16" not in ptx
-    # dQ: no barrier of both consumers inside the loop (each reads its own dS^T), one bulk reduction a consumer
+    # dQ: no barrier of both consumers inside the loop (each reads its own dS^T), one bulk reduction a consumer;
+    # dq_combine: consumer 1's only, after barriers 4 and 5 hand consumer 0's partial over
     assert "bar.sync 1, 256" not in ptx and "bar.sync 2, 128" in ptx and "bar.sync 3, 128" in ptx
+    assert ("bar.arrive 4, 256" in ptx and "bar.sync 5, 256" in ptx) == dq_combine
     assert ptx.count("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") == 1
     assert "__local_depot" not in ptx
     assert meta["dynamic_shared"] <= ABH.SMEM_LIMIT
@@ -223,6 +236,12 @@ def test_bad_calls_are_refused():
             BWD.attention_backward(q, q, q, o, lse, q, path="fa2", **bad)
     with pytest.raises(tiledsl.LaunchError, match="score_split applies where the consumers split the columns"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa3", score_split=True)
+    for bad in (dict(D=128), dict(D=64, tail_split=True)):
+        with pytest.raises(tiledsl.LaunchError, match="dq_combine applies at D = 64 without the tail split"):
+            ABH.make_attention_backward_hopper("float16", bad.pop("D"), False, (4, 16, 16, 4096, 4096), 0.1,
+                                               dq_combine=True, **bad)
+    with pytest.raises(tiledsl.LaunchError, match="dq_combine must be True, False or None, got 2"):
+        ABH.make_attention_backward_hopper("float16", 64, False, (1, 1, 1, 64, 64), 0.1, dq_combine=2)
     with pytest.raises(tiledsl.LaunchError, match="dq_overlap applies where the consumers split the columns"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa3", dq_overlap=True)
     for name in ("dq_overlap", "score_split"):

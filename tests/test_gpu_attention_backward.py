@@ -134,6 +134,15 @@ def test_fa3_backward_d256_score_split(causal, shape, dq_overlap, mode):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 4, 2, 1000, 1000), (1, 4, 4, 4096, 4096), (1, 2, 2, 300, 1234),
+                                   (1, 2, 2, 1234, 300)])
+def test_fa3_backward_d64_dq_combine(causal, shape):
+    # D = 64 with consumer 0's partial dQ added to consumer 1's in shared memory, one reduction a tile (dq_combine;
+    # off by default until this passes)
+    _check("bfloat16", *shape, 64, causal, seed=6, path="fa3", dq_combine=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D, H", [(64, 32), (128, 16), (256, 8)])
 def test_fa3_backward_benchmark_shape(causal, D, H):
     # the plain grid (tail_split=False: one block per item); and with tma_kv at D = 64

@@ -39,7 +39,7 @@ def _fa3_backward_fits(q, D) -> bool:
 
 
 def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None, path=None, tail_split=None,
-                       sms=None, tma_kv=None, dq_overlap=None, score_split=None):
+                       sms=None, tma_kv=None, dq_overlap=None, score_split=None, dq_combine=None):
     """(dq, dk, dv) of attention(q, k, v, causal, scale) = (o, lse) for the output gradient do.
 
     torch CUDA tensors run on the GPU; numpy float16 arrays and CPU torch tensors (float16, bfloat16) run the same
@@ -56,7 +56,9 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     measured). dq_overlap (fa3 at D = 256): the second dQ block issued while the first runs; None:
     fa3_backward.DQ_OVERLAP (off: not yet run on a GPU). score_split (fa3 at D = 256): each consumer computes the
     scores of half the tile's queries (5 units of tensor work a tile instead of 7; "own": dV's and dK's products
-    over the consumer's own half from its registers); None: fa3_backward.SCORE_SPLIT (off: not yet run on a GPU)."""
+    over the consumer's own half from its registers); None: fa3_backward.SCORE_SPLIT (off: not yet run on a GPU).
+    dq_combine (fa3 at D = 64): consumer 1 adds consumer 0's partial dQ in shared memory, one reduction a tile;
+    None: fa3_backward.DQ_COMBINE (off: not yet run on a GPU)."""
     dt, shape, D = _check_grads(q, k, v, o, lse, do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not scale > 0 or math.isinf(scale):
@@ -72,7 +74,7 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         raise tiledsl.LaunchError(f"path must be 'fa2', 'fa3' or None, got {path!r}")
     if path == "fa3" and warps is not None:
         raise tiledsl.LaunchError("warps= configures the fa2 backward; the fa3 backward has none")
-    if path == "fa2" and (tail_split or sms is not None or tma_kv or dq_overlap or score_split):
+    if path == "fa2" and (tail_split or sms is not None or tma_kv or dq_overlap or score_split or dq_combine):
         raise tiledsl.LaunchError("tail_split=, sms=, tma_kv=, dq_overlap= and score_split= configure the fa3 "
                                   "backward; the fa2 backward has none")
     B, H, HK, N, NK = shape
@@ -81,11 +83,13 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
         if sms is None:
             sms = sm_count(q)
         if tail_split is None:
-            tail_split = ABH.TAIL_SPLIT and D not in ABH.COLUMN_SPLIT_D and ABH.tail_split_helps(causal, shape, sms)
+            tail_split = ABH.TAIL_SPLIT and D not in ABH.COLUMN_SPLIT_D and not dq_combine and \
+                ABH.tail_split_helps(causal, shape, sms)
         if tma_kv is None:
             tma_kv = ABH.TMA_KV and not tail_split and H == HK and D not in ABH.COLUMN_SPLIT_D
         main = ABH.make_attention_backward_hopper(dt, D, causal, shape, scale, tail_split=tail_split, sms=sms,
-                                                  tma_kv=tma_kv, dq_overlap=dq_overlap, score_split=score_split)
+                                                  tma_kv=tma_kv, dq_overlap=dq_overlap, score_split=score_split,
+                                                  dq_combine=dq_combine)
         NP = -(-N // ABH.BM) * ABH.BM
         # the fa3 kernel's dQ accumulator is tiled (B * H, NP query rows: one block per tile and consumer), which
         # its own cast reads; fa2's is (B * H * N, D) row-major

@@ -102,8 +102,14 @@ DQ_OVERLAP = False
 # 32c .. 32c + 31 only (m64n32: 5 units of tensor work a tile instead of 7) and both read P^T and dS^T from shared
 # memory for dV and dK (built in session 45, correct on the interpreter; not yet timed on a GPU)
 SCORE_SPLIT = False
+# D = 64's dq_combine default: off. On, consumer 1 adds consumer 0's partial dQ to its own in shared memory and one
+# bulk reduction a tile adds the sum (16 KB of float32 into L2 a tile, not 32: D = 64 and 256 add twice D = 128's
+# per unit of work); built in session 45, not yet run on a GPU
+DQ_COMBINE = False
 DQ_BAR = 1                  # the named barrier of the consumer warpgroups (0 is syncthreads')
 STAGED_BAR = 2              # + c: consumer c's warpgroup has staged its dQ block (named barriers 2 and 3)
+# dq_combine (D = 64): consumer 0's partial dQ staged for consumer 1 / read by it (named barriers 4 and 5)
+COMBINE_FULL_BAR, COMBINE_EMPTY_BAR = 4, 5
 
 _KERNELS = {}
 
@@ -293,7 +299,7 @@ def workspace(kernel, a):
 
 
 def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, tail_split=False,
-                                   sms=NUM_SMS, tma_kv=False, dq_overlap=None, score_split=None):
+                                   sms=NUM_SMS, tma_kv=False, dq_overlap=None, score_split=None, dq_combine=None):
     """The FA3-style main backward kernel for `dtype` ("float16"/"bfloat16"), head dim D (128), causal or not,
     shape = (B, H, H_kv, N, N_kv) and softmax scale `scale`; sm_90a only.
 
@@ -312,7 +318,9 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     (kernel.slots is None).
 
     dq_overlap and score_split (D in COLUMN_SPLIT_D; None: DQ_OVERLAP, SCORE_SPLIT): the second dQ block issued
-    while the first runs; each consumer's scores over half the tile's queries (see SCORE_SPLIT)."""
+    while the first runs; each consumer's scores over half the tile's queries (see SCORE_SPLIT). dq_combine (D = 64,
+    no tail split; None: DQ_COMBINE): consumer 1 adds consumer 0's partial dQ to its own in shared memory, one
+    bulk reduction a tile instead of two."""
     if D not in SUPPORTED_D:
         raise tiledsl.LaunchError(f"the FA3 backward supports head dims {', '.join(map(str, SUPPORTED_D))}, got {D}")
     if dtype not in ("float16", "bfloat16"):
@@ -324,6 +332,12 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
         if v and D not in COLUMN_SPLIT_D:
             raise tiledsl.LaunchError(f"the FA3 backward's {name} applies where the consumers split the columns (D "
                                       f"in {COLUMN_SPLIT_D}), not at D = {D}")
+    if dq_combine not in (None, False, True, 0, 1):
+        raise tiledsl.LaunchError(f"the FA3 backward's dq_combine must be True, False or None, got {dq_combine!r}")
+    if dq_combine and (D != 64 or tail_split):
+        raise tiledsl.LaunchError(f"the FA3 backward's dq_combine applies at D = 64 without the tail split, not at "
+                                  f"D = {D}{' with tail_split' if tail_split else ''}")
+    DQC = bool(DQ_COMBINE if dq_combine is None else dq_combine) and D == 64 and not tail_split
     DQO = bool(DQ_OVERLAP if dq_overlap is None else dq_overlap) and D in COLUMN_SPLIT_D
     ss = SCORE_SPLIT if score_split is None else score_split
     SS = bool(ss) and D in COLUMN_SPLIT_D
@@ -346,6 +360,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     key = (dtype, D, bool(causal), tuple(shape), float(scale), STG)
     if D in COLUMN_SPLIT_D:
         key += (DQO, SS, SSOWN)
+    if DQC:
+        key += ("dq_combine",)
     if plan is not None:
         key += ("tail_split", int(sms))
     if tma_kv:
@@ -752,6 +768,8 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
             gdq = dQ.view(B * H * NQT * DQB, BM * 64)       # the tiled accumulator: a block a (bh, tile, 64 columns)
             if not SPLITD:
                 sdqp = sdq.view(CONS, NQ // 2, 128, 2)      # (consumer, register pair, warpgroup thread, 2)
+            if DQC:
+                part = T.alloc_local((NQ,), "float32")       # consumer 0's partial dQ, read by consumer 1
             if SPLIT:
                 got = T.alloc_local((1,), "int32")          # thread 128's count of the item's pieces done before
                 npc = 0                                     # pieces done
@@ -972,19 +990,41 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sqp[st, c, :, tq], sacc.view(NQ // 2, 2))
                     T.cuda.tile.apply(T.ptx[WAITG], 0, qv1, scope="warpgroup")
                     T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sop[st, c, :, tq], dpacc.view(NQ // 2, 2))
+                elif DQC:
+                    # D = 64, dq_combine: consumer 0 stages its partial dQ for consumer 1 (once consumer 1 has read
+                    # the last one), which adds it to its own and stages the sum; one reduction a tile, not two
+                    if c == 0:
+                        if j > 0:
+                            T.cuda.tile.apply(T.ptx["bar.sync"], COMBINE_EMPTY_BAR, 128 * CONS)
+                        T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sdqp[0, :, tq], sacc.view(NQ // 2, 2))
+                        T.cuda.tile.apply(T.ptx["bar.arrive"], COMBINE_FULL_BAR, 128 * CONS)
+                    else:
+                        T.cuda.tile.apply(T.ptx["bar.sync"], COMBINE_FULL_BAR, 128 * CONS)
+                        T.cuda.tile.apply(T.ptx["ld.shared.v2.f32"], part.view(NQ // 2, 2), sdqp[0, :, tq])
+                        if j < ntiles - 1:
+                            T.cuda.tile.apply(T.ptx["bar.arrive"], COMBINE_EMPTY_BAR, 128 * CONS)
+                        for i in T.unroll(NQ):
+                            sacc[i] = sacc[i] + part[i]
+                        T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sdqp[1, :, tq], sacc.view(NQ // 2, 2))
+                        staged(1)
+                        if tq == 0:
+                            T.cuda.tile.apply(T.ptx[REDUCE], gdq[bh * NQT + qt], sdq[1], copy_bytes=DQ_BYTES)
+                            T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
                 else:
                     T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], sdqp[c, :, tq], sacc.view(NQ // 2, 2))
-                staged(c)
-                if tq == 0:
-                    if SPLITD:
-                        at = (bh * NQT + qt) * DQB + 2 * c
-                        T.cuda.tile.apply(T.ptx[REDUCE], gdq[at], sqb[st, c], copy_bytes=DQ_BYTES)
-                        T.cuda.tile.apply(T.ptx[REDUCE], gdq[at + 1], sob[st, c], copy_bytes=DQ_BYTES)
-                    elif DQB == 2:
-                        T.cuda.tile.apply(T.ptx[REDUCE], gdq[(bh * NQT + qt) * CONS + c], sdq[c], copy_bytes=DQ_BYTES)
-                    else:
-                        T.cuda.tile.apply(T.ptx[REDUCE], gdq[bh * NQT + qt], sdq[c], copy_bytes=DQ_BYTES)
-                    T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
+                if not DQC:
+                    staged(c)
+                    if tq == 0:
+                        if SPLITD:
+                            at = (bh * NQT + qt) * DQB + 2 * c
+                            T.cuda.tile.apply(T.ptx[REDUCE], gdq[at], sqb[st, c], copy_bytes=DQ_BYTES)
+                            T.cuda.tile.apply(T.ptx[REDUCE], gdq[at + 1], sob[st, c], copy_bytes=DQ_BYTES)
+                        elif DQB == 2:
+                            T.cuda.tile.apply(T.ptx[REDUCE], gdq[(bh * NQT + qt) * CONS + c], sdq[c],
+                                              copy_bytes=DQ_BYTES)
+                        else:
+                            T.cuda.tile.apply(T.ptx[REDUCE], gdq[bh * NQT + qt], sdq[c], copy_bytes=DQ_BYTES)
+                        T.cuda.tile.apply(T.ptx["cp.async.bulk.commit_group"])
                 if SPLIT:
                     if qt == NQT - 1 or j == ntiles - 1:
                         # the piece's last tile: its K and V are free for the next piece's (the wgmmas that read
