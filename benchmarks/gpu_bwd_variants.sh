@@ -4,7 +4,8 @@
 # True or "own": each consumer's scores over half the tile's queries, session 45), with dq_overlap too; at D = 64
 # the default and fa3dqc (dq_combine: one dQ reduction a tile, session 45). Then the variants' GPU tests; with OPS=1
 # the D = 256 training step through tiledsl.ops last. TESTS_K picks the tests (default: the session 45 variants').
-# Usage (GPU machine, repo root): [OUT=dir] [T=300] [TB=200] [TB64=120] [OPS=1] [TESTS_K=...] bash benchmarks/gpu_bwd_variants.sh
+# Usage (GPU machine, repo root):
+#   [OUT=dir] [T=300] [TB=200] [TB64=120] [OPS=1] [TESTS_K=...] bash benchmarks/gpu_bwd_variants.sh
 set -u
 . "$(dirname "$0")/gpu_env.sh"
 T=${T:-300}
