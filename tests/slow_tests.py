@@ -36,6 +36,17 @@ FAMILIES = {
     "test_attention_backward_hopper.py::test_benchmark_kernel_compiles_for_sm90a_without_spills":
         ("False-float16",),  # 4 ids, 8.4 s
     "test_attention_backward_hopper.py::test_on_the_interpreter_against_the_reference": ("mha-True",),  # 4 ids, 16.3 s
+    # session 45's variants (CPU seconds estimated from single runs on the 2-core dev machine)
+    "test_attention_backward_hopper.py::test_head_dim_256_score_split_on_the_interpreter_is_bit_for_bit":
+        ("ragged-True",),  # 8 ids, ~20 s
+    "test_attention_backward_hopper.py::test_head_dim_256_score_split_own_on_the_interpreter_against_the_reference":
+        ("ragged-False",),  # 6 ids, ~8 s
+    "test_attention_backward_hopper.py::test_head_dim_64_dq_combine_on_the_interpreter_against_the_reference":
+        ("five_tiles-True",),  # 8 ids, ~5 s
+    "test_attention_backward_hopper.py::test_head_dim_64_compiles_for_sm90a_without_spills":
+        ("False-False-float16", "True-True-bfloat16"),  # 8 ids, ~8 s
+    "test_attention_backward_hopper.py::test_head_dim_256_compiles_for_sm90a_without_spills":
+        ("False-False-False-float16", "True-True-True-bfloat16", "False-own-False-float16"),  # 24 ids, ~36 s
     "test_attention_backward_hopper.py::test_ring_and_lengths_on_the_interpreter":
         ("False-heads0-64-64",),  # 5 ids, 20.7 s
     "test_attention_backward_hopper.py::test_tail_split_assembles_without_spills":
