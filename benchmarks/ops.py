@@ -200,6 +200,18 @@ def table(rows):
     return "\n".join(out)
 
 
+def set_bwd_defaults(items):
+    """NAME=VALUE pairs onto fa3_backward's variant defaults (True / False / None / a string such as own)."""
+    from tiledsl.ops.flash import fa3_backward
+    known = ("SCORE_SPLIT", "DQ_COMBINE", "DQ_OVERLAP", "TAIL_SPLIT", "TMA_KV")
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in known:
+            raise SystemExit(f"--bwd-default: {name!r} is not one of {', '.join(known)}")
+        setattr(fa3_backward, name, {"True": True, "False": False, "None": None}.get(value, value))
+        print(f"fa3_backward.{name} = {getattr(fa3_backward, name)!r}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="one shape per family")
@@ -207,8 +219,13 @@ def main(argv=None):
     p.add_argument("--dims", default="64,128,256", help="attention head dims (comma-separated)")
     p.add_argument("--reps", type=int, default=20, help="timed calls of each candidate a row (side_by_side)")
     p.add_argument("--json", help="write the rows to this file")
+    p.add_argument("--bwd-default", action="append", default=[], metavar="NAME=VALUE",
+                   help="set one of the FA3 backward's module defaults for this run, e.g. SCORE_SPLIT=own or "
+                        "DQ_COMBINE=True (tiledsl/ops/flash/fa3_backward.py): a variant timed through tiledsl.ops "
+                        "before it becomes the default")
     opts = p.parse_args(argv)
     import torch
+    set_bwd_defaults(opts.bwd_default)
 
     import tiledsl.ops as ops
     if not torch.cuda.is_available():
