@@ -231,8 +231,9 @@ def test_bad_calls_are_refused():
         BWD.attention_backward(q, q, q, o, lse, q, path="fa3", warps=4)
     with pytest.raises(tiledsl.LaunchError, match="tail_split"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa2", tail_split=True)
-    for bad in (dict(tma_kv=True), dict(score_split=True)):
-        with pytest.raises(tiledsl.LaunchError, match="dq_overlap= and score_split= configure the fa3 backward"):
+    for bad in (dict(tma_kv=True), dict(score_split=True), dict(dq_combine=True)):
+        with pytest.raises(tiledsl.LaunchError,
+                           match="dq_overlap=, score_split= and dq_combine= configure the fa3 backward"):
             BWD.attention_backward(q, q, q, o, lse, q, path="fa2", **bad)
     with pytest.raises(tiledsl.LaunchError, match="score_split applies where the consumers split the columns"):
         BWD.attention_backward(q, q, q, o, lse, q, path="fa3", score_split=True)

@@ -75,8 +75,8 @@ def attention_backward(q, k, v, o, lse, do, causal=False, scale=None, warps=None
     if path == "fa3" and warps is not None:
         raise tiledsl.LaunchError("warps= configures the fa2 backward; the fa3 backward has none")
     if path == "fa2" and (tail_split or sms is not None or tma_kv or dq_overlap or score_split or dq_combine):
-        raise tiledsl.LaunchError("tail_split=, sms=, tma_kv=, dq_overlap= and score_split= configure the fa3 "
-                                  "backward; the fa2 backward has none")
+        raise tiledsl.LaunchError("tail_split=, sms=, tma_kv=, dq_overlap=, score_split= and dq_combine= configure "
+                                  "the fa3 backward; the fa2 backward has none")
     B, H, HK, N, NK = shape
     if path == "fa3":
         from . import fa3_backward as ABH

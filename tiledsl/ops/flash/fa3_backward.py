@@ -342,6 +342,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     ss = SCORE_SPLIT if score_split is None else score_split
     SS = bool(ss) and D in COLUMN_SPLIT_D
     SSOWN = SS and ss == "own"          # the own query half of dV and dK from registers, before the barrier
+    RS = SSOWN or not SS                # dV's and dK's A (all of it, or the own half) from P^T's and dS^T's registers
     STG = stages or STAGES[D]
     if not 2 <= STG <= 4 or smem_bytes(D, STG, SS) + 2048 > SMEM_LIMIT:
         raise tiledsl.LaunchError(f"the FA3 backward takes 2 to 4 stages within {SMEM_LIMIT} bytes of shared "
@@ -410,6 +411,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
     if SS:
         L_BQH, L_APDS, L_ACCS, L_P = LY["b_qh"], LY["a_pds"], LY["acc_sh"], LY["p_h"]
     QS = QH // 16                       # query steps of a consumer's scores
+    NQS = QS if SSOWN else BM // 16     # query steps of dV's and dK's products with A from the shared copies
     DQB = D // 64                       # dQ's 64-column blocks: a consumer's own at D = 128, both consumers' at 64,
     #                                     two of a consumer's at 256
     KROWS = 0 if SPLITD else 64         # consumer c's first key row in the block: KROWS * c
@@ -754,7 +756,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 qv1 = dpacc.view(1, 1, 64, 64, layout=L_ACCQ)  # the consumer's second dQ block
             dkv = dk.view(1, 1, 64, DA, layout=L_ACCD)
             dvv = dv.view(1, 1, 64, DA, layout=L_ACCD)
-            if SSOWN or not SS:
+            if RS:
                 pv = pk.view(1, QH // 16, 64, 8, layout=L_P)
                 dsv = dsk.view(1, QH // 16, 64, 8, layout=L_P)
             for i in T.unroll(ND):
@@ -832,6 +834,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                 # the reads into 32 scalar ones)
                 sx = scr.view(NSS, 1)
                 for k in T.unroll(NSS // 2):
+                    # (q0 enters only score_split's kernels: an offset of 0 renumbered the others' PTX registers)
                     if SS:
                         lq[k] = sl[st, 0, q0 + 8 * (k // 2) + 2 * (lane % 4) + k % 2]
                     else:
@@ -913,20 +916,17 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                             T.cuda.tile.apply(T.ptx[ARRIVE], empty[(j + STG - 1) % STG:(j + STG - 1) % STG + 1])
                 if SPLITD:
                     T.cuda.tile.apply(T.ptx["bar.sync"], DQ_BAR, 128 * CONS)
-                    if SSOWN:
-                        # the other consumer's query half
-                        o = QS * (1 - c)
+                    if SS:
+                        # dV += P^T dO and dK += dS^T Q, A from the shared copies: over the tile's 64 queries, or
+                        # with "own" over the other consumer's half
+                        o = 0
+                        if SSOWN:
+                            o = QS * (1 - c)
                         T.cuda.tile.apply(T.ptx[FENCE], dvv, dkv, scope="warpgroup")
-                        T.cuda.tile.apply(T.ptx[MMA_D], dvv, apt[buf, :, o:o + QS], bto[st, c, :, o:o + QS],
+                        T.cuda.tile.apply(T.ptx[MMA_D], dvv, apt[buf, :, o:o + NQS], bto[st, c, :, o:o + NQS],
                                           scope="warpgroup", trans_b=1)
-                        T.cuda.tile.apply(T.ptx[MMA_D], dkv, adst[buf, :, o:o + QS], btq[st, c, :, o:o + QS],
+                        T.cuda.tile.apply(T.ptx[MMA_D], dkv, adst[buf, :, o:o + NQS], btq[st, c, :, o:o + NQS],
                                           scope="warpgroup", trans_b=1)
-                        T.cuda.tile.apply(T.ptx[COMMIT], dvv, dkv, scope="warpgroup")
-                    elif SS:
-                        # dV += P^T dO and dK += dS^T Q over the tile's 64 queries, A from the shared copies
-                        T.cuda.tile.apply(T.ptx[FENCE], dvv, dkv, scope="warpgroup")
-                        T.cuda.tile.apply(T.ptx[MMA_D], dvv, apt[buf], bto[st, c], scope="warpgroup", trans_b=1)
-                        T.cuda.tile.apply(T.ptx[MMA_D], dkv, adst[buf], btq[st, c], scope="warpgroup", trans_b=1)
                         T.cuda.tile.apply(T.ptx[COMMIT], dvv, dkv, scope="warpgroup")
                     # dQ[:, 128c .. 128c + 127] of this tile = dS K[:, 128c ..] over the block's 64 keys, two blocks:
                     # the second is issued once dV and dK are done (P^T's and dS^T's fragments free: both blocks
@@ -949,12 +949,7 @@ def make_attention_backward_hopper(dtype, D, causal, shape, scale, stages=None, 
                     T.cuda.tile.apply(T.ptx[MMA_Q], qv, ads[buf, c], btk[c], scope="warpgroup", scale_d=0, trans_a=1,
                                       trans_b=1)
                 if SPLITD:
-                    if SSOWN:
-                        if DQO:
-                            T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, pv, dkv, dsv, scope="warpgroup")
-                        else:
-                            T.cuda.tile.apply(T.ptx[WAITG], 0, qv, dvv, pv, dkv, dsv, scope="warpgroup")
-                    elif SS:
+                    if not RS:
                         if DQO:
                             T.cuda.tile.apply(T.ptx[WAITG], 1, dvv, dkv, scope="warpgroup")
                         else:
