@@ -7,7 +7,7 @@ T.tanh, T.abs, T.fma, T.min, T.max and `x ** k`.
   register family does for every .approx form: isa/register/fastmath.py).
 - The PTX holds the instruction the docstring names, and ptxas accepts it; forms newer than the target are refused at
   the user's line.
-- Each mistake (a missing approx=True, a dtype without the instruction, a bad keyword, math.sqrt, x ** 0.5) is a
+- A function whose every PTX form is approximate is that form when approx= is left out; each mistake (approx=False, a dtype without the instruction, a bad keyword, math.sqrt, x ** 0.5) is a
   CompilationError at the call that says what to write instead.
 
 The kernels and checks live in tests/scalar_math_kernels.py; tests/test_gpu_scalar_math.py runs them on the GPU.
@@ -65,6 +65,33 @@ def test_exp_and_log_are_the_cuda_intrinsics_sequences():
     # the interpreter: the product rounded to float32, then 2**t correctly rounded
     t = np.float32(x * np.float32(math.log2(math.e)))
     assert out[0] == np.float32(2.0 ** float(t))
+
+
+def _plain_kernel(call):
+    return _kernel_with(f"Out[i] = {call}")
+
+
+@pytest.mark.parametrize("plain, written", [
+    ("T.rsqrt(x)", "T.rsqrt(x, approx=True)"), ("T.exp2(x)", "T.exp2(x, approx=True)"),
+    ("T.log2(x)", "T.log2(x, approx=True)"), ("T.exp(x)", "T.exp(x, approx=True)"),
+    ("T.log(x)", "T.log(x, approx=True)"), ("T.sin(x)", "T.sin(x, approx=True)"),
+    ("T.cos(x)", "T.cos(x, approx=True)"), ("T.tanh(x)", "T.tanh(x, approx=True)"),
+    ("T.cast(T.exp2(T.cast(x, 'bfloat16')), 'float32')",
+     "T.cast(T.exp2(T.cast(x, 'bfloat16'), approx=True, ftz=True), 'float32')"),
+])
+def test_approximate_only_functions_are_their_one_form_without_keywords(plain, written):
+    """T.exp2(x) is ex2.approx.f32, as T.exp2(x, approx=True) is: PTX has no other form, so nothing is picked."""
+    a = np.linspace(0.25, 3.0, 32, dtype=np.float32)
+    z = [np.zeros(32, d) for d in (np.float16, np.int32, np.uint32)]
+    ptx = [tiledsl.jit(_plain_kernel(c)).compile(a, *z, np.zeros_like(a), target="sm_90").asm["ptx"]
+           for c in (plain, written)]
+    assert ptx[0].split(".entry")[1] == ptx[1].split(".entry")[1]
+    outs = []
+    for c in (plain, written):
+        out = np.zeros_like(a)
+        tiledsl.jit(_plain_kernel(c), interpret=True)(a, *z, out)
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1])
 
 
 def test_division_and_plain_arithmetic_are_rounded_per_operation():
@@ -240,11 +267,11 @@ def compile_error(line):
 
 
 MISTAKES = [
-    ("Out[i] = T.exp2(x)", "T.exp2: PTX has only the approximate form (ex2.approx.f32, within 2 ulp); write "
-                           "approx=True to use it"),
-    ("Out[i] = T.rsqrt(x)", "1.0 / T.sqrt(x)"),
+    ("Out[i] = T.exp2(x, approx=False)", "T.exp2: approx=False asks for a correctly rounded exp2, which PTX does "
+                                         "not have; PTX has only the approximate form (ex2.approx.f32, within 2 ulp)"),
+    ("Out[i] = T.rsqrt(x, approx=False)", "1.0 / T.sqrt(x)"),
     ("Out[i] = T.sin(x, approx=False)", "approx=False asks for a correctly rounded sin, which PTX does not have"),
-    ("Out[i] = T.exp(x)", "as CUDA's __expf"),
+    ("Out[i] = T.exp(x, approx=False)", "as CUDA's __expf"),
     ("Out[i] = T.sqrt(h)", 'T.sqrt has no PTX form for float16; it exists for float32 (.f32), float64 (.f64): '
                            'write T.sqrt(T.cast(x, "float32"))'),
     ("Out[i] = T.sqrt(n)", "T.sqrt has no PTX form for int32"),
@@ -258,7 +285,7 @@ MISTAKES = [
     ("Out[i] = T.sqrt(T.cast(x, 'float64'), ftz=True)", "this form has no .ftz"),
     ("Out[i] = T.sqrt(A)", "T.sqrt takes a scalar value, not the buffer view A[32]:float32"),
     ("Out[i] = T.exp2(h, approx=True, ftz=True)", "T.exp2: this form has no .ftz; PTX has it on ex2.approx.ftz.f32"),
-    ("Out[i] = T.exp2(T.cast(x, 'bfloat16'), approx=True)", "the only PTX form is ex2.approx.ftz.bf16"),
+    ("Out[i] = T.exp2(T.cast(x, 'bfloat16'), ftz=False)", "the only PTX form is ex2.approx.ftz.bf16"),
     ("Out[i] = T.tanh(x, approx=True, ftz=True)", "T.tanh got an unexpected keyword 'ftz'"),
     ("Out[i] = T.fma(x, h, x)", "T.fma's values are float16 and float32; they must share one dtype"),
     ("Out[i] = T.fma(n, n, n)", "T.fma has no PTX form for int32"),
@@ -268,10 +295,10 @@ MISTAKES = [
     ("Out[i] = T.abs(n, ftz=True)", "T.abs: this form has no .ftz"),
     ("Out[i] = math.sqrt(x)", "math.sqrt runs on the host, not in a kernel: write T.sqrt(x) (sqrt.rn.f32"),
     ("Out[i] = sqrt(x)", "math.sqrt runs on the host, not in a kernel: write T.sqrt(x)"),
-    ("Out[i] = math.exp(x)", "math.exp runs on the host, not in a kernel: write T.exp(x, approx=True)"),
+    ("Out[i] = math.exp(x)", "math.exp runs on the host, not in a kernel: write T.exp(x) (ex2.approx.f32"),
     ("Out[i] = math.floor(x)", "math.floor runs on the host, not in a kernel; the kernel's scalar math is T.sqrt"),
     ("Out[i] = x ** 0.5", "x ** 0.5: write T.sqrt(x)"),
-    ("Out[i] = x ** -0.5", "x ** -0.5: write T.rsqrt(x, approx=True) or 1.0 / T.sqrt(x)"),
+    ("Out[i] = x ** -0.5", "x ** -0.5: write T.rsqrt(x) (rsqrt.approx) or 1.0 / T.sqrt(x)"),
     ("Out[i] = x ** 2.0", "write the exponent as an int (x ** 2)"),
     ("Out[i] = x ** 1.5", "only compile-time integer exponents in -8..8"),
     ("Out[i] = x ** 9", "x ** 9: only exponents in -8..8 become multiplications"),

@@ -26,12 +26,11 @@ _NO_APPROX = "PTX has only the approximate form"
 # math.<name> inside a kernel: what to write instead
 HOST_MATH = {
     "sqrt": "T.sqrt(x) (sqrt.rn.f32; approx=True for sqrt.approx.f32)",
-    "exp": "T.exp(x, approx=True) (ex2.approx.f32 of x * log2(e))", "exp2": "T.exp2(x, approx=True)",
-    "log": "T.log(x, approx=True) (lg2.approx.f32 times ln 2)", "log2": "T.log2(x, approx=True)",
-    "sin": "T.sin(x, approx=True)", "cos": "T.cos(x, approx=True)", "tanh": "T.tanh(x, approx=True)",
+    "exp": "T.exp(x) (ex2.approx.f32 of x * log2(e))", "exp2": "T.exp2(x) (ex2.approx.f32)",
+    "log": "T.log(x) (lg2.approx.f32 times ln 2)", "log2": "T.log2(x) (lg2.approx.f32)",
+    "sin": "T.sin(x) (sin.approx.f32)", "cos": "T.cos(x) (cos.approx.f32)", "tanh": "T.tanh(x) (tanh.approx.f32)",
     "fabs": "T.abs(x)", "fma": "T.fma(a, b, c)",
-    "pow": "x ** k for a compile-time integer k in -8..8 (multiplications), else T.exp2(y * T.log2(x, approx=True), "
-           "approx=True)",
+    "pow": "x ** k for a compile-time integer k in -8..8 (multiplications), else T.exp2(y * T.log2(x))",
 }
 ALL_T_MATH = "T.sqrt, T.rsqrt, T.exp2, T.log2, T.exp, T.log, T.sin, T.cos, T.tanh, T.abs, T.fma, T.min, T.max"
 
@@ -71,20 +70,23 @@ class ScalarMath:
         x, kw = self._math_args(node, "rsqrt", 1, {"approx": None, "ftz": False})
         self._approx_required(node, "rsqrt", kw["approx"], "rsqrt.approx.f32; the correctly rounded alternative "
                               "is 1.0 / T.sqrt(x), two roundings")
-        d = self._math_dtype(node, "rsqrt", x, ("float32", "float64"), 'T.rsqrt(T.cast(x, "float32"), approx=True)')
+        d = self._math_dtype(node, "rsqrt", x, ("float32", "float64"), 'T.rsqrt(T.cast(x, "float32"))')
         return self._math_emit(node, "rsqrt", d, [(_op("rsqrt", "approx", kw["ftz"], d), x)])
 
     def b_exp2(self, node):
-        x, kw = self._math_args(node, "exp2", 1, {"approx": None, "ftz": False})
+        x, kw = self._math_args(node, "exp2", 1, {"approx": None, "ftz": None})
         self._approx_required(node, "exp2", kw["approx"], "ex2.approx.f32, within 2 ulp")
         d = self._math_dtype(node, "exp2", x, ("float32", "float16", "bfloat16"),
-                             'T.exp2(T.cast(x, "float32"), approx=True)')
+                             'T.exp2(T.cast(x, "float32"))')
         ftz = kw["ftz"]
         if d.name == "float16":
             self._no_ftz(node, "exp2", ftz, "ex2.approx.ftz.f32 and ex2.approx.ftz.bf16 (ex2.approx.f16 has none)")
-        if d.name == "bfloat16" and not ftz:
-            raise self.error("T.exp2 on bfloat16: the only PTX form is ex2.approx.ftz.bf16, which flushes "
-                             "subnormals; write T.exp2(x, approx=True, ftz=True)", node)
+        if d.name == "bfloat16":
+            if ftz is False:
+                raise self.error("T.exp2 on bfloat16: the only PTX form is ex2.approx.ftz.bf16, which flushes "
+                                 "subnormals; leave ftz= out (or write ftz=True)", node)
+            ftz = True                       # the one bf16 form, as approx is the one form of every dtype
+        ftz = bool(ftz)
         return self._math_emit(node, "exp2", d, [(_op("ex2", "approx", ftz, d), x)])
 
     def b_log2(self, node):
@@ -99,7 +101,7 @@ class ScalarMath:
     def b_exp(self, node):
         x, kw = self._math_args(node, "exp", 1, {"approx": None, "ftz": False})
         self._approx_required(node, "exp", kw["approx"], "ex2.approx.f32 of x * log2(e), as CUDA's __expf")
-        d = self._math_dtype(node, "exp", x, ("float32",), 'T.exp(T.cast(x, "float32"), approx=True)')
+        d = self._math_dtype(node, "exp", x, ("float32",), 'T.exp(T.cast(x, "float32"))')
         ftz = kw["ftz"]
         return self._math_emit(node, "exp", d, [(_op("mul", "rn", ftz, d), x, LOG2E),
                                                 (_op("ex2", "approx", ftz, d), _SCRATCH)])
@@ -107,7 +109,7 @@ class ScalarMath:
     def b_log(self, node):
         x, kw = self._math_args(node, "log", 1, {"approx": None, "ftz": False})
         self._approx_required(node, "log", kw["approx"], "lg2.approx.f32 times ln(2), as CUDA's __logf")
-        d = self._math_dtype(node, "log", x, ("float32",), 'T.log(T.cast(x, "float32"), approx=True)')
+        d = self._math_dtype(node, "log", x, ("float32",), 'T.log(T.cast(x, "float32"))')
         ftz = kw["ftz"]
         return self._math_emit(node, "log", d, [(_op("lg2", "approx", ftz, d), x),
                                                 (_op("mul", "rn", ftz, d), _SCRATCH, LN2)])
@@ -116,7 +118,7 @@ class ScalarMath:
         x, kw = self._math_args(node, "tanh", 1, {"approx": None})
         self._approx_required(node, "tanh", kw["approx"], "tanh.approx.f32, relative error 2^-11")
         d = self._math_dtype(node, "tanh", x, ("float32", "float16", "bfloat16"),
-                             'T.tanh(T.cast(x, "float32"), approx=True)')
+                             'T.tanh(T.cast(x, "float32"))')
         return self._math_emit(node, "tanh", d, [(_op("tanh", "approx", False, d), x)])
 
     def b_abs(self, node):
@@ -147,7 +149,7 @@ class ScalarMath:
         """log2, sin, cos: float32 only, .approx only, optional .ftz."""
         x, kw = self._math_args(node, name, 1, {"approx": None, "ftz": False})
         self._approx_required(node, name, kw["approx"], f"{ptx_op}.approx.f32")
-        d = self._math_dtype(node, name, x, ("float32",), f'T.{name}(T.cast(x, "float32"), approx=True)')
+        d = self._math_dtype(node, name, x, ("float32",), f'T.{name}(T.cast(x, "float32"))')
         return self._math_emit(node, name, d, [(_op(ptx_op, "approx", kw["ftz"], d), x)])
 
     # ------------------------------------------------------------ checks
@@ -180,9 +182,7 @@ class ScalarMath:
         return (vals[0] if n == 1 else tuple(vals)), kw
 
     def _approx_required(self, node, name, approx, form):
-        if approx is None:
-            raise self.error(f"T.{name}: {_NO_APPROX} ({form}); write approx=True to use it, e.g. "
-                             f"T.{name}(x, approx=True)", node)
+        """approx left out (None) or True: the one form PTX has; approx=False asks for what does not exist."""
         if approx is False:
             raise self.error(f"T.{name}: approx=False asks for a correctly rounded {name}, which PTX does not have; "
                              f"{_NO_APPROX} ({form})", node)
@@ -242,7 +242,7 @@ class ScalarMath:
         loc = self.loc(node)
         if ops.is_number(a) and ops.is_number(b):
             return ops.binop("pow", a, b, loc)
-        other = "T.exp2(y * T.log2(x, approx=True), approx=True)"
+        other = "T.exp2(y * T.log2(x))"
         if isinstance(b, ir.Expr):
             shift = " (an integer power of two: 1 << n)" if isinstance(a, int) and a == 2 and b.dtype.is_int else ""
             raise self.error(f"'**' needs a compile-time integer exponent (x ** k, |k| <= {MAX_POWER}, becomes "
@@ -253,7 +253,7 @@ class ScalarMath:
             raise self.error("'**' of a bool value", node)
         if isinstance(b, float) or isinstance(b, bool) or not isinstance(b, int):
             if isinstance(b, float) and b in (0.5, -0.5):
-                use = "T.sqrt(x)" if b > 0 else "T.rsqrt(x, approx=True) or 1.0 / T.sqrt(x)"
+                use = "T.sqrt(x)" if b > 0 else "T.rsqrt(x) (rsqrt.approx) or 1.0 / T.sqrt(x)"
                 raise self.error(f"x ** {b!r}: write {use}", node)
             if isinstance(b, float) and b.is_integer() and abs(b) <= MAX_POWER:
                 raise self.error(f"x ** {b!r}: write the exponent as an int (x ** {int(b)}), which becomes "
