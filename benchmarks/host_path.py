@@ -44,7 +44,7 @@ def _paths(torch, F, ops):
     return {
         "F.sdpa fwd": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         "ops.sdpa fwd": lambda: ops.scaled_dot_product_attention(q, k, v, is_causal=True),
-        "torch.ops.tiledsl.sdpa fwd": lambda: torch.ops.tiledsl.scaled_dot_product_attention(q, k, v, True),
+        "torch.ops.tiledsl.sdpa fwd": lambda: torch.ops.tiledsl.scaled_dot_product_attention_forward(q, k, v, True),
         "flash.forward.attention": lambda: attention(q, k, v, causal=True),
         "fa3.attention_hopper": lambda: attention_hopper(q, k, v, causal=True),
         "F.sdpa fwd+bwd": sdpa_train(F.scaled_dot_product_attention),

@@ -88,6 +88,28 @@ def test_disk_cache_roundtrip_and_damage(tmp_path, monkeypatch):
     assert cache.clear() == 1
 
 
+def test_another_assembler_never_reuses_a_disk_entry(tmp_path, monkeypatch):
+    """The cubin and its register report are the assembler's: another ptxas (PATH, an update in place) compiles
+    anew rather than serving the entry the first one made."""
+    from tiledsl.lower import ptx as backend
+    real = backend.ptxas_path()
+    if real is None:
+        pytest.skip("no ptxas")
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "c"))
+    a = np.zeros(4, np.float32)
+    tiledsl.jit(scaled.fn).compile(a, target="sm_80")
+    assert getattr(tiledsl.jit(scaled.fn).compile(a, target="sm_80"), "from_disk", False)
+    other = tmp_path / "bin" / "ptxas"
+    other.parent.mkdir()
+    other.write_bytes(open(real, "rb").read() + b"\0")       # a different build of the tool
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert backend.ptxas_path() == str(other)
+    ck = tiledsl.jit(scaled.fn).compile(a, target="sm_80")
+    assert not getattr(ck, "from_disk", False) and ck.metadata.get("assembler") == "ptxas"
+    assert cache.info()["entries"] == 2
+
+
 def test_key_depends_on_target_and_constexpr():
     @tiledsl.jit
     def kc(A: T.Tensor((4,), "float32"), C: T.constexpr):

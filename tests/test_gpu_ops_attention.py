@@ -99,9 +99,9 @@ def test_transposed_layout_and_scale():
 
 def test_opcheck_on_cuda():
     q, k, v = _qkv(3, torch.float16, (1, 4, 256, 128), (1, 2, 320, 128))
-    torch.library.opcheck(torch.ops.tiledsl.scaled_dot_product_attention, (q, k, v), {"is_causal": True})
+    torch.library.opcheck(torch.ops.tiledsl.scaled_dot_product_attention_forward, (q, k, v), {"is_causal": True})
     q, k, v = (t.detach() for t in (q, k, v))
-    out, lse = torch.ops.tiledsl.scaled_dot_product_attention(q, k, v, True)
+    out, lse = torch.ops.tiledsl.scaled_dot_product_attention_forward(q, k, v, True)
     torch.library.opcheck(torch.ops.tiledsl.scaled_dot_product_attention_backward,
                           (torch.randn_like(out), q, k, v, out, lse), {"is_causal": True, "scale": None})
 
@@ -178,7 +178,7 @@ def test_cuda_graph_capture_and_replay(variant, monkeypatch):
     dt = torch.bfloat16
     q, k, v = _qkv(5, dt, (B, H, L, D), (B, HK, S, D), grad=False)
     gout = torch.randn_like(q)
-    fwd = torch.ops.tiledsl.scaled_dot_product_attention
+    fwd = torch.ops.tiledsl.scaled_dot_product_attention_forward
     bwd = torch.ops.tiledsl.scaled_dot_product_attention_backward
 
     def step():

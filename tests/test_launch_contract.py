@@ -181,6 +181,20 @@ def test_device_array_on_the_interpreter():
                              "CPU torch tensors)")
 
 
+def test_torch_tensors_whose_memory_is_not_their_values_are_refused():
+    """A sparse tensor (no data pointer), a lazy negation view (torch applies the sign on read), a meta tensor on
+    the interpreter (no data): LaunchError naming the argument, not torch's own error from deep inside."""
+    torch = pytest.importorskip("torch")
+    k = tiledsl.jit(kern, interpret=True)
+    rest = (1, 1, 1, 1, 1.0)
+    cases = [(torch.zeros(2, 4).to_sparse(), "argument 'A' has layout torch.sparse_coo; kernels take dense"),
+             (torch._neg_view(torch.ones(2, 4)), "argument 'A' is a lazy negated or conjugated view"),
+             (torch.zeros(2, 4, device="meta"), "argument 'A' is on the meta device; the interpreter runs on CPU")]
+    for a, message in cases:
+        with pytest.raises(tiledsl.LaunchError, match=message):
+            k(a, torch.zeros(2, 4), *rest)
+
+
 def test_every_path_launches_the_good_call(monkeypatch):
     for name in ("reference", "generated", "native"):
         with monkeypatch.context() as mp:

@@ -116,14 +116,14 @@ def test_zero_size_dims_behave_as_torch(qs, ks):
     q, k, v = _inputs([qs, ks, ks], torch.float16, 10)
     out = _against_torch(q, k, v, is_causal=True)
     assert not out.float().isnan().any()
-    o, lse = torch.ops.tiledsl.scaled_dot_product_attention(q.detach(), k.detach(), v.detach())
+    o, lse = torch.ops.tiledsl.scaled_dot_product_attention_forward(q.detach(), k.detach(), v.detach())
     if ks[2] == 0:
         assert lse.shape == qs[:3] and bool((lse == -math.inf).all())
 
 
 def test_lse_is_the_rows_log_sum_exp_and_not_differentiable():
     q, k, v = _inputs([(1, 2, 10, 64), (1, 2, 14, 64), (1, 2, 14, 64)], torch.float16, 11)
-    out, lse = torch.ops.tiledsl.scaled_dot_product_attention(q, k, v, True, 0.2)
+    out, lse = torch.ops.tiledsl.scaled_dot_product_attention_forward(q, k, v, True, 0.2)
     s = (q.detach().float() @ k.detach().float().transpose(-1, -2)) * 0.2
     s = s.masked_fill(torch.ones(10, 14, dtype=torch.bool).triu(1), -math.inf)
     assert lse.dtype == torch.float32 and (lse - torch.logsumexp(s, -1)).abs().max().item() <= 1e-3
@@ -162,15 +162,15 @@ def test_refusals_name_the_argument_and_what_is_supported():
     with pytest.raises(UnsupportedArgument, match=r"key.dtype=torch.bfloat16 .* share one dtype"):
         ops.scaled_dot_product_attention(q, q.bfloat16(), q)
     with pytest.raises(UnsupportedArgument, match="takes 4-d"):
-        torch.ops.tiledsl.scaled_dot_product_attention(q[0], q[0], q[0])
+        torch.ops.tiledsl.scaled_dot_product_attention_forward(q[0], q[0], q[0])
     assert issubclass(UnsupportedArgument, ValueError)
 
 
 def test_opcheck_forward_and_backward_ops():
     q, k, v = _inputs([(1, 2, 12, 64), (1, 1, 16, 64), (1, 1, 16, 64)], torch.float16, 13)
-    torch.library.opcheck(torch.ops.tiledsl.scaled_dot_product_attention, (q, k, v), {"is_causal": True})
+    torch.library.opcheck(torch.ops.tiledsl.scaled_dot_product_attention_forward, (q, k, v), {"is_causal": True})
     q, k, v = (t.detach() for t in (q, k, v))
-    out, lse = torch.ops.tiledsl.scaled_dot_product_attention(q, k, v, True)
+    out, lse = torch.ops.tiledsl.scaled_dot_product_attention_forward(q, k, v, True)
     gout = torch.randn(out.shape).to(out.dtype)
     torch.library.opcheck(torch.ops.tiledsl.scaled_dot_product_attention_backward, (gout, q, k, v, out, lse),
                           {"is_causal": True, "scale": None})
@@ -180,6 +180,31 @@ def test_public_names():
     assert ops.scaled_dot_product_attention is A.scaled_dot_product_attention
     assert "scaled_dot_product_attention" in ops.__all__
     assert hasattr(torch.ops.tiledsl, "scaled_dot_product_attention_backward")
+
+
+def test_the_torch_op_has_f_sdpa_signature_and_gradients():
+    """torch.ops.tiledsl.scaled_dot_product_attention is the public function (API.md): F.sdpa's arguments, by
+    position and by keyword, one tensor out, differentiable, its refusals."""
+    schema = torch.ops.tiledsl.scaled_dot_product_attention.default._schema
+    assert [a.name for a in schema.arguments] == ["query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                                                   "scale", "enable_gqa"]
+    q, k, v = _inputs([(1, 4, 10, 64), (1, 2, 14, 64), (1, 2, 14, 64)], torch.float16, 14)
+    out = torch.ops.tiledsl.scaled_dot_product_attention(q, k, v, None, 0.0, True, 0.2, True)
+    assert isinstance(out, torch.Tensor) and out.shape == q.shape
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, scale=0.2, enable_gqa=True)
+    assert (out.float() - ref).abs().max().item() <= TOL[torch.float16][0]
+    out.float().square().sum().backward()
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    ops.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.2, enable_gqa=True).float().square().sum() \
+        .backward()
+    for g, t in zip(grads, (q, k, v)):
+        assert torch.equal(g, t.grad)
+    kw = torch.ops.tiledsl.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.2, enable_gqa=True)
+    assert torch.equal(kw, out)
+    with pytest.raises(UnsupportedArgument, match="dropout_p=0.5 is not supported"):
+        torch.ops.tiledsl.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
 
 
 class _Attention(torch.nn.Module):

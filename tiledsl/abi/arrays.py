@@ -41,6 +41,9 @@ def array_info(x) -> ArrayInfo | None:
         dev = x.device
         cuda = dev.type == "cuda"
         d = TORCH_DTYPES.get(str(x.dtype))
+        problem = _torch_problem(x)
+        if problem is not None:            # (a sparse tensor has no data pointer to read)
+            return ArrayInfo(0, tuple(x.shape), None, d, dev.index if cuda else None, "torch", x, problem=problem)
         return ArrayInfo(x.data_ptr(), tuple(x.shape), None if x.is_contiguous() else tuple(x.stride()),
                          d, dev.index if cuda else None, "torch", x, dtype_text=None if d else str(x.dtype))
     cai = getattr(x, "__cuda_array_interface__", None)
@@ -62,6 +65,17 @@ def array_info(x) -> ArrayInfo | None:
             raise LaunchError("a __dlpack__-only CUDA array needs torch installed to be read; pass a torch or "
                               "cupy array, or an object with __cuda_array_interface__")
         return array_info(torch.utils.dlpack.from_dlpack(x))
+    return None
+
+
+def _torch_problem(x) -> str | None:
+    """Why a torch tensor's memory is not its values (refused by the checker), or None: a sparse or other non-strided
+    layout, or a lazy negation / conjugation view (torch applies the sign when reading it; a kernel would not)."""
+    layout = str(getattr(x, "layout", "torch.strided"))
+    if layout != "torch.strided":
+        return f"has layout {layout}; kernels take dense (strided) tensors: pass x.to_dense()"
+    if getattr(x, "is_neg", lambda: False)() or getattr(x, "is_conj", lambda: False)():
+        return "is a lazy negated or conjugated view; pass x.resolve_neg() / x.resolve_conj() (its actual values)"
     return None
 
 

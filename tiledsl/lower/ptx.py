@@ -124,6 +124,25 @@ def ptxas_path() -> str | None:
     return None
 
 
+_ASSEMBLERS = {}
+
+
+def assembler_id() -> str:
+    """Which assembler ptx_to_cubin would run, for the disk cache's key (a cubin and its register report are that
+    tool's): ptxas's path, size and modification time, else nvJitLink's version, else "none". Memoized per path."""
+    exe = ptxas_path()
+    got = _ASSEMBLERS.get(exe)
+    if got is None:
+        if exe is not None:
+            st = os.stat(exe)
+            got = f"ptxas:{exe}:{st.st_size}:{st.st_mtime_ns}"
+        else:
+            nj = _nvjitlink()
+            got = f"nvJitLink:{nj.version()}" if nj is not None else "none"
+        _ASSEMBLERS[exe] = got
+    return got
+
+
 _NVJITLINK = []
 
 

@@ -5,10 +5,12 @@
     c = ops.matmul(a, b)                      # a (M, K), b (N, K): a @ b.T (torch.ops.tiledsl.matmul)
     o, lse = ops.attention(q, k, v, causal=True)
 
-The public names below are loaded on first use (importing tiledsl.ops imports neither torch nor a kernel module;
-the host functions import torch when called on torch tensors, and the make_* builders need no torch at all). The
-torch ops (library/: `linear`, `matmul`, `matmul_fp8`, ...) import torch when first touched, which registers
-every `torch.ops.tiledsl.<name>`; they run CUDA tensors on the GPU and CPU tensors on the interpreter.
+The public names below are loaded on first use (importing tiledsl.ops imports no kernel module, and torch only where
+the process has imported it already; the host functions import torch when called on torch tensors, and the make_*
+builders need no torch at all). The torch ops (library/: `linear`, `matmul`, `matmul_fp8`, ...) register every
+`torch.ops.tiledsl.<name>` when imported: at `import tiledsl.ops` in a process that has imported torch (so
+`torch.ops.tiledsl.linear` works right after it), else when one of them is first touched. They run CUDA tensors on
+the GPU and CPU tensors on the interpreter.
 
 - GEMM (library/gemm.py: the ops `linear`, `matmul`, `matmul_fp8`; their host code in gemm/): `plan_of`, `route`,
   `fp8_plan_of`; the kernels `make_gemm` (mma.sync),
@@ -34,6 +36,7 @@ the module that reads it: gemm.hopper_plan.STREAM_K, flash.fa2.LAZY, flash.fa3_b
 Device helpers for kernels of your own (reductions, the Hopper producer's pieces) are in tiledsl.lib.
 """
 import importlib
+import sys
 
 _HOMES = {
     "linear": "library.gemm", "matmul": "library.gemm", "matmul_fp8": "library.gemm",
@@ -76,3 +79,10 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_HOMES))
+
+
+if "torch" in sys.modules:
+    # torch.ops.tiledsl.<name> exists once the ops are registered, and torch has no hook to load them on that lookup:
+    # a process that has torch already pays the registration (~50 ms, no kernel module) here, so `import torch;
+    # import tiledsl.ops; torch.ops.tiledsl.linear(...)` works; without torch, the first torch op touched does it
+    from . import library  # noqa: E402,F401

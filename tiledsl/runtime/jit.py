@@ -276,8 +276,9 @@ class JITFunction:
 
     def _get(self, values, target: Target, block, grid, want_cubin=True) -> CompiledKernel:
         constexprs, spec = self.spec(values, block, target)
+        from ..lower.ptx import assembler_id
         key = hashlib.sha256(f"{self.source_key()}|{spec}|tiledsl={__version__}|llvmlite={_llvm_version()}"
-                             f"|cubin={want_cubin}".encode()).hexdigest()
+                             f"|cubin={want_cubin and assembler_id()}".encode()).hexdigest()
         ck = self._compiled.get(key)
         if ck is not None:
             return ck

@@ -126,11 +126,11 @@ def default_config(N: int, scaled: bool) -> dict:
     return dict(stages=STAGES, consumers=2, bn=bn, group_m=GK.GROUP_M)
 
 
-def _need_sm90(t, what):
+def _need_sm90(t, what, name="x"):
     cap = device_capability(t)
     if cap != (9, 0):
         where = f"sm_{cap[0]}{cap[1]}" if cap else "the host"
-        raise tiledsl.LaunchError(f"{what} needs an sm_90 GPU (H100/H200: TMA and wgmma); x is on {where}")
+        raise tiledsl.LaunchError(f"{what} needs an sm_90 GPU (H100/H200: TMA and wgmma); {name} is on {where}")
 
 
 def _check_offsets(offsets, E, x, validate):
@@ -347,7 +347,7 @@ def matmul_fp8_blockwise(a, b, scale_a, scale_b, out_dtype=None, *, out=None, co
             raise tiledsl.LaunchError(f"{name} is on {t.device}, a on {a.device}: the kernel reads it there")
     if b.device != a.device:
         raise tiledsl.LaunchError(f"b is on {b.device}, a on {a.device}")
-    _need_sm90(a, "matmul_fp8_blockwise")
+    _need_sm90(a, "matmul_fp8_blockwise", "a")
     if K % 16 or K == 0:
         raise tiledsl.LaunchError(f"matmul_fp8_blockwise needs K a positive multiple of 16 (16-byte TMA rows); "
                                   f"got K={K}")

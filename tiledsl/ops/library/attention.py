@@ -1,14 +1,17 @@
 """`scaled_dot_product_attention` with `F.scaled_dot_product_attention`'s signature and semantics, on the FlashAttention
 kernels of tiledsl.ops.flash, as two torch custom ops with fake implementations and autograd:
 
-- `tiledsl::scaled_dot_product_attention(query, key, value, is_causal=False, scale=None) -> (out, lse)`: (B, H, L, E)
+- `tiledsl::scaled_dot_product_attention_forward(query, key, value, is_causal=False, scale=None) -> (out, lse)`: (B, H, L, E)
   query, (B, H_kv, S, E) key and value (H_kv dividing H: grouped-query heads), out like query, lse float32 (B, H, L),
   the natural-log log-sum-exp of each row's scaled scores (not differentiable, as torch's flash backend's);
 - `tiledsl::scaled_dot_product_attention_backward(grad_out, query, key, value, out, lse, is_causal=False, scale=None)
   -> (grad_query, grad_key, grad_value)`, the forward's autograd formula (it saves query, key, value, out, lse).
 
 The public `scaled_dot_product_attention` takes torch's (..., L, E) layouts, broadcast batch dims and `enable_gqa`,
-reshapes to (B, H, L, E) and calls the forward op, returning out only. CUDA tensors run forward.attention's and
+reshapes to (B, H, L, E) and calls the forward op, returning out only. It is also the op
+`tiledsl::scaled_dot_product_attention` with F.scaled_dot_product_attention's schema (API.md: every public op is
+torch.ops.tiledsl.<name>), a CompositeImplicitAutograd kernel: autograd, fake tensors and torch.compile see the
+forward and backward ops it calls. CUDA tensors run forward.attention's and
 backward.attention_backward's kernels (FA3 on an sm_90 GPU where they support the head dim, else FA2); CPU tensors
 run the same kernels on the interpreter (small sizes), so CI checks the op end to end. The inputs need not be
 contiguous (the kernels read contiguous copies); a zero-size dimension gives torch's result without a launch (no
@@ -23,7 +26,8 @@ from typing import Optional
 
 import torch
 
-from .common import DIRECT, DISPATCH, UnsupportedArgument, call, eager_autograd, on_cpu, qualified, refuse, route
+from .common import (DIRECT, DISPATCH, NAMESPACE, UnsupportedArgument, call, eager_autograd, on_cpu, qualified,
+                     refuse, route)
 
 OP = "scaled_dot_product_attention"
 DTYPES = (torch.float16, torch.bfloat16)
@@ -102,7 +106,7 @@ def _forward_impl(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, i
     return attention(q, k, v, causal=is_causal, scale=scale)
 
 
-sdpa_forward = torch.library.custom_op(qualified(OP), _forward_impl, mutates_args=())
+sdpa_forward = torch.library.custom_op(qualified(OP + "_forward"), _forward_impl, mutates_args=())
 
 
 @sdpa_forward.register_fake
@@ -281,3 +285,10 @@ def _out_shape(query, key, value, enable_gqa):
     else:
         lead = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     return (*lead, L, Ev)
+
+
+# the public function as torch.ops.tiledsl.scaled_dot_product_attention, F.scaled_dot_product_attention's schema
+_LIB = torch.library.Library(NAMESPACE, "FRAGMENT")
+_LIB.define(f"{OP}(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, "
+            "bool is_causal=False, float? scale=None, bool enable_gqa=False) -> Tensor")
+_LIB.impl(OP, scaled_dot_product_attention, "CompositeImplicitAutograd")

@@ -45,6 +45,9 @@ def _host_array(name, v, info, sig):
     """A writable numpy array sharing memory with the argument."""
     want = next(p.dtype for p in sig.params if p.name == name)
     if info.framework == "torch":
+        if v.device.type != "cpu":
+            raise LaunchError(f"argument '{name}' is on the {v.device.type} device; the interpreter runs on CPU "
+                              f"tensors (pass x.cpu(), or launch on the GPU without interpret=True)")
         t = v.detach()
         if want.name == "bfloat16":
             import torch
