@@ -210,6 +210,44 @@ def inline_condition_ref(a):
     return np.array([[x, (x + 1) // 2] for x in a.tolist()], np.int32)
 
 
+def count_down(A: T.Tensor((64,), "int32"), Out: T.Tensor((64, 4), "int32")):
+    """range with a negative step: down to a run-time bound, by a constant stride from a value read once, an
+    unsigned first value, and a `break` in a loop that counts down; none, one or many iterations per thread."""
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    t = T.cuda.thread_id()
+    s = 0
+    for i in range(t, A[t] - 1, -1):
+        s = s * 3 + i
+    Out[t, 0] = s
+    n = 0
+    for i in range(A[t] + 40, t, -7):
+        n += i
+    Out[t, 1] = n
+    u = 0
+    for i in range(T.cast(t, "uint32"), 0, -2):
+        u += T.cast(i, "int32")
+    Out[t, 2] = u
+    last = -1
+    for i in range(63, -1, -1):
+        if A[i] < A[t]:
+            last = i
+            break
+    Out[t, 3] = last
+
+
+def count_down_ref(a):
+    out = np.zeros((64, 4), np.int64)
+    for t in range(64):
+        s = 0
+        for i in range(t, int(a[t]) - 1, -1):
+            s = (s * 3 + i) & 0xFFFFFFFF
+        out[t, 0] = s - (1 << 32) if s >= 1 << 31 else s
+        out[t, 1] = sum(range(int(a[t]) + 40, t, -7))
+        out[t, 2] = sum(range(t, 0, -2))
+        out[t, 3] = next((i for i in range(63, -1, -1) if a[i] < a[t]), -1)
+    return out.astype(np.int32)
+
+
 CASES = [
     ("collatz", collatz, lambda: (np.arange(1, N + 1, dtype=np.int32), np.zeros(N, np.int32)),
      lambda a, o: (collatz_ref(a),)),
@@ -226,4 +264,7 @@ CASES = [
     ("inline_condition", inline_condition,
      lambda: (np.random.default_rng(6).integers(0, 40, 64).astype(np.int32), np.zeros((64, 2), np.int32)),
      lambda a, o: (inline_condition_ref(a),)),
+    ("count_down", count_down,
+     lambda: (np.random.default_rng(7).integers(0, 70, 64).astype(np.int32), np.zeros((64, 4), np.int32)),
+     lambda a, o: (count_down_ref(a),)),
 ]

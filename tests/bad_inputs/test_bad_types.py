@@ -417,7 +417,7 @@ CASES = [
     C("rebind_scalar_parameter", k_rebind_scalar_param, "n = T.alloc", ("cannot rebind parameter 'n'",)),
     C("iterate_buffer", k_iterate_buffer, "for x in A", ("cannot iterate over the buffer view",)),
     C("float_range", k_float_range, "range(2.0)", ("range bounds must be integers",)),
-    C("runtime_range_step", k_range_bad_step, "range(0, 4, n)", ("range step must be a positive compile-time int",)),
+    C("runtime_range_step", k_range_bad_step, "range(0, 4, n)", ("range step must be a compile-time int (positive, or negative for a loop that counts down)",)),
     C("unroll_runtime_bound", k_unroll_runtime, "T.unroll(n)", ("T.unroll bounds must be a compile-time int",)),
     C("bad_axis", k_bad_axis, "axis=3", ("axis must be 0, 1 or 2",)),
     # found by tests/test_fuzz_frontend.py: each used to be an "internal compiler error"

@@ -187,8 +187,11 @@ class BuiltinCalls:
         for v, sub in zip((start, stop, step), node.args if len(vals) > 1 else [None, node.args[0], None]):
             if not (isinstance(v, ir.Expr) and v.dtype.is_int) and not (isinstance(v, int) and not isinstance(v, bool)):
                 raise self.error(f"range bounds must be integers, got {ops.describe(v)}", sub or node)
-        if not isinstance(step, int) or step <= 0:
-            raise self.error("range step must be a positive compile-time int", node)
+        if not isinstance(step, int):
+            raise self.error("range step must be a compile-time int (positive, or negative for a loop that counts "
+                             "down); a run-time step is not supported", node.args[2])
+        if step == 0:
+            raise self.error("range step must not be zero", node.args[2])
         return RuntimeRange([(start, stop, step)])
 
     def b_grid(self, node):

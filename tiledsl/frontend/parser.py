@@ -651,6 +651,9 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
             if not isinstance(t, ast.Name):
                 raise self.error("loop variables must be plain names", t)
         self.demote(self.assigned_names(node.body) - {t.id for t in targets}, node)
+        down = None
+        if len(it.dims) == 1 and it.dims[0][2] < 0:
+            down, it = self._count_down(targets[0], it)
         before = dict(self.scope)
         saved = self.enter_runtime()
         names = getattr(self, "_loop_names", set())
@@ -665,6 +668,12 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
             self.scope[t.id] = v
         self._loop_names = names | {t.id for t in targets}
         self.body_stack.append([])
+        if down is not None:             # the name counts down from the first value as the counter counts up
+            first, by, user = down
+            loc = self.loc(targets[0])
+            value = ops.binop("sub", first, ops.binop("mul", loop_vars[0], by, loc), loc)
+            self.emit(ir.Assign(loc, user, ops.cast(value, user.dtype, loc) if value.dtype != user.dtype else value))
+            self.scope[targets[0].id] = user
         self.loop_kinds.append("runtime" if len(targets) == 1 else "grid")
         try:
             self.block(node.body)
@@ -684,6 +693,27 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
         for t in targets:
             self.scope[t.id] = Poisoned(t.id)
         self.body_stack[-1].extend(inner)
+
+    def _count_down(self, target, it):
+        """`range(start, stop, -k)`: a counter j over range(0, n), n = ceil((start - stop) / k) (at most 0: no
+        iteration), and the name `target` = start - j * k, assigned first in the body. start is read once, before
+        the loop, as Python reads it. Returns ((start, k, the name's variable), the counter's RuntimeRange)."""
+        (start, stop, step), = it.dims
+        loc = self.loc(target)
+        d = dt.promote(*(x.dtype if isinstance(x, ir.Expr) else dt.int32 for x in (start, stop)))
+        cd = d if d.kind == "int" else dt.int64          # the count in a signed type: start - stop may be negative
+        if isinstance(start, ir.Expr) and not isinstance(start, (ir.Const, ir.Var)):
+            first = self.new_var(f"{target.id}.first", start.dtype, loc)
+            self.emit(ir.Assign(loc, first, start))
+            start = first
+        a = ops.cast(start, cd, loc) if isinstance(start, ir.Expr) and start.dtype != cd else start
+        b = ops.cast(stop, cd, loc) if isinstance(stop, ir.Expr) and stop.dtype != cd else stop
+        n = ops.binop("floordiv", ops.binop("add", ops.binop("sub", a, b, loc), -step - 1, loc), -step, loc)
+        if isinstance(n, int):
+            n = max(n, 0)
+        user = self.new_var(target.id, d, loc)
+        first = ops.cast(start, cd, loc) if isinstance(start, ir.Expr) and start.dtype != cd else start
+        return (first, -step, user), RuntimeRange([(0, n, 1)], it.unroll)
 
     def bind_loop_target(self, target, value, node):
         if isinstance(target, ast.Name):
