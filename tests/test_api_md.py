@@ -403,10 +403,40 @@ def test_annotations_and_typed_constants():
     np.testing.assert_array_equal(out, [[3, 0.875], [0x3C00, 6]])
 
 
+def k_bool_buffers(X: T.Tensor((64,), "float32"), Out: T.Tensor((64,), "bool"), Cnt: T.Tensor((64,), "int32")):
+    T.device_entry(launch=LC(grid=1, block=64))
+    t = T.cuda.thread_id()
+    f = T.alloc_local((4,), "bool")
+    sh = T.alloc_shared((64,), "bool")
+    for j in T.unroll(4):
+        f[j] = X[(t + j) % 64] > 0.0
+    sh[t] = f[0] and not f[3]
+    T.cuda.syncthreads()
+    c = 0
+    for j in range(64):
+        if sh[j]:
+            c += 1
+    Out[t] = sh[(t + 1) % 64]
+    Cnt[t] = c + T.cast(f[1], "int32") * 100
+
+
+def test_bool_local_and_shared_buffers():
+    """T.alloc_local / T.alloc_shared of "bool" (a byte an element, as bool tensors): written from comparisons,
+    read in conditions and casts; a bit reinterpretation (view(dtype=)) to or from bool is refused."""
+    x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    out, cnt = np.zeros(64, bool), np.zeros(64, np.int32)
+    interp(k_bool_buffers)(x, out, cnt)
+    f0 = x > 0
+    sh = f0 & ~np.roll(f0, -3)
+    assert np.array_equal(out, np.roll(sh, -1)) and np.array_equal(cnt, sh.sum() + 100 * np.roll(f0, -1))
+    ck = tiledsl.jit(k_bool_buffers).compile(x, out, cnt, target="sm_90")
+    assert ptxas(ck.asm["ptx"], "sm_90").returncode == 0
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_every_dtype_string(dtype):
-    """Dtype strings: "bool" "int8" ... "float64" (tensors of each, and local buffers of each but bool, which the
-    compiler refuses with a clear error: "store 0/1 in uint8"; bfloat16 as torch's)."""
+    """Dtype strings: "bool" "int8" ... "float64" (tensors of each, and local buffers of each, bool ones a byte an
+    element; bfloat16 as torch's)."""
     def k_direct(A: T.Tensor((4,), dtype), B: T.Tensor((4,), dtype)):
         T.device_entry(launch=LC(grid=1, block=4))
         B[T.cuda.thread_id()] = A[T.cuda.thread_id()]
@@ -418,9 +448,9 @@ def test_every_dtype_string(dtype):
         B[T.cuda.thread_id()] = r[0]
     k = k_local
     if dtype == "bool":
-        with pytest.raises(tiledsl.CompilationError, match="buffers of bool are not supported"):
-            tiledsl.jit(k_local).compile(np.zeros(4, bool), np.zeros(4, bool), target="sm_90")
-        k = k_direct
+        a, b = np.array([True, False, True, True]), np.zeros(4, bool)
+        interp(k_direct)(a, b)
+        assert np.array_equal(a, b)
     if dtype == "bfloat16":
         a, b = torch.tensor([1.0, -2, 3, 0.5], dtype=torch.bfloat16), torch.zeros(4, dtype=torch.bfloat16)
         interp(k)(a, b)

@@ -175,9 +175,10 @@ def k_unknown_alloc_dtype(A: T.Tensor((4,), "float32")):
     r = T.alloc_local((4,), "float8")
 
 
-def k_bool_alloc(A: T.Tensor((4,), "float32")):
+def k_bool_view(A: T.Tensor((4,), "float32")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
     r = T.alloc_local((4,), "bool")
+    v = r.view(dtype="uint8")
 
 
 def k_zero_extent_alloc(A: T.Tensor((4,), "float32")):
@@ -395,7 +396,8 @@ CASES = [
     C("int16_scalar_parameter", k_int16_scalar_param, "def k_int16", ("scalar parameters of type int16",)),
     C("unknown_alloc_dtype", k_unknown_alloc_dtype, "float8", ("unknown dtype 'float8'; the dtypes are bool, int8",
                                                                "f16/fp16/half = float16")),
-    C("bool_alloc", k_bool_alloc, "\"bool\")", ("buffers of bool are not supported",)),
+    C("bool_view", k_bool_view, "r.view(dtype=\"uint8\")", ("view(dtype=...) between bool and uint8",
+                                                              "allocate uint8 and compare")),
     C("zero_extent_alloc", k_zero_extent_alloc, "(4, 0)", ("allocation extents must be positive",)),
     C("runtime_extent_alloc", k_runtime_extent_alloc, "alloc_local((n,)",
       ("allocation extents must be a compile-time int",)),

@@ -381,8 +381,6 @@ class BuiltinCalls:
         d = dt.lookup(a["dtype"])
         if d is None:
             raise self.error(dt.unknown_message(a["dtype"]), node)
-        if d.kind == "bool":
-            raise self.error("buffers of bool are not supported: store 0/1 in uint8", node)
         layout = a["layout"]
         if isinstance(layout, str) and layout == "default":
             layout = None
@@ -422,8 +420,12 @@ class BuiltinCalls:
         out = view
         if "dtype" in kw:
             d = dt.lookup(kw["dtype"])
-            if d is None or d.kind == "bool":
+            if d is None:
                 raise self.error(dt.unknown_message(kw["dtype"]), node)
+            if d.kind == "bool" or view.dtype.kind == "bool":
+                raise self.error(f"view(dtype=...) between bool and {(view.dtype if d.kind == 'bool' else d).name}: "
+                                 f"a bool's byte is 0 or 1 and no other bits, so bool storage is not reinterpreted; "
+                                 f"allocate uint8 and compare (x != 0), or convert with T.cast", node)
             last = view.shape[-1] if view.shape else 1
             if d.bits > view.dtype.bits and isinstance(last, int) and (last * view.dtype.bits) % d.bits:
                 raise self.error(f"last extent {last} of {view.dtype.name} does not pack into {d.name}", node)
