@@ -365,7 +365,7 @@ def test_host_api_on_the_interpreter(monkeypatch):
     pytest.importorskip("tiledsl.interpreter.fibers")
     from tiledsl.ops.gemm import grouped as G
     build = G._kernel
-    monkeypatch.setattr(G, "_need_sm90", lambda t, what: None)
+    monkeypatch.setattr(G, "_need_sm90", lambda t, what, name="x": None)
     pipelined = []                      # CPU tensors: the pipelined promotion, whatever the gate says
     monkeypatch.setattr(G, "_kernel", lambda *a, **k: pipelined.append(k["pipelined"]) or
                         tiledsl.jit(build(*a, **k).fn, interpret=True))

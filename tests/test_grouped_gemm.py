@@ -407,7 +407,7 @@ def host_on_interpreter(monkeypatch):
     pytest.importorskip("tiledsl.interpreter.fibers")
     from tiledsl.ops.gemm import grouped as G
     build = G._kernel
-    monkeypatch.setattr(G, "_need_sm90", lambda t, what: None)
+    monkeypatch.setattr(G, "_need_sm90", lambda t, what, name="x": None)
     monkeypatch.setattr(G, "_kernel", lambda *a, **k: tiledsl.jit(build(*a, **k).fn, interpret=True))
     small = G.default_config
     monkeypatch.setattr(G, "default_config", lambda N, scaled: dict(small(N, scaled), stages=2, consumers=1,
