@@ -202,6 +202,17 @@ def test_matmul_fp8_matches_torch(rowwise):
     torch.testing.assert_close(c.float(), _fp8_ref(a, b, sa, sb, bias), **_tol(torch.bfloat16))
 
 
+@pytest.mark.parametrize("M, N", [(1, 40), (33, 1), (1, 1)])
+def test_matmul_fp8_per_row_scales_of_one_row(M, N):
+    """M == 1 (a decode step) with per-row scales: scale_a (1, 1) is per-row as much as per-tensor, as
+    torch._scaled_mm takes it."""
+    a = _rand(M, 32).to(torch.float8_e4m3fn)
+    b = _rand(N, 32, seed=1).to(torch.float8_e4m3fn)
+    sa, sb = torch.rand(M, 1) + 0.5, torch.rand(1, N) + 0.5
+    c = ops.matmul_fp8(a, b, sa, sb)
+    torch.testing.assert_close(c.float(), _fp8_ref(a, b, sa, sb), **_tol(torch.bfloat16))
+
+
 @pytest.mark.parametrize("sa,sb,match", [
     (torch.ones(33), torch.ones(()), "scale_a.shape"),
     (torch.ones((33, 1)), torch.ones(()), "scale_b.shape"),

@@ -26,8 +26,8 @@ from typing import Optional
 
 import torch
 
-from .common import (DIRECT, DISPATCH, NAMESPACE, UnsupportedArgument, call, eager_autograd, on_cpu, qualified,
-                     refuse, route)
+from .common import (DIRECT, DISPATCH, NAMESPACE, UnsupportedArgument, call, eager_autograd, no_double_backward,
+                     on_cpu, qualified, refuse, route)
 
 OP = "scaled_dot_product_attention"
 DTYPES = (torch.float16, torch.bfloat16)
@@ -134,6 +134,7 @@ def _backward_impl(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
 
 
 sdpa_backward = torch.library.custom_op(qualified(OP + "_backward"), _backward_impl, mutates_args=())
+no_double_backward(sdpa_backward, OP)
 
 
 def _check_saved(grad_out, query, out, lse):
@@ -194,7 +195,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             f"is_causal=True (top-left aligned, as torch's)")
     if dropout_p != 0.0:
         refuse(OP, "dropout_p", dropout_p, "only dropout_p=0.0 (no dropout)")
-    if any(getattr(t, "is_nested", False) for t in (query, key, value)):
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):
+            raise UnsupportedArgument(f"tiledsl.ops.{OP}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if any(t.is_nested for t in (query, key, value)):
         return _jagged(query, key, value, is_causal, scale, enable_gqa)
     if query.dim() == key.dim() == value.dim() == 4 and query.shape[0] == key.shape[0] == value.shape[0] and \
             key.shape[1] == value.shape[1] and (query.shape[1] == key.shape[1] or

@@ -58,7 +58,7 @@ def route(*tensors):
     recorded = False
     for t in tensors:
         if t is not None:
-            if type(t) not in _PLAIN:
+            if type(t) not in _PLAIN or t.is_meta:         # (meta: the op's fake implementation gives the result)
                 return DISPATCH
             recorded = recorded or grad and t.requires_grad
     return FUNCTION if recorded else DIRECT
@@ -85,6 +85,21 @@ def eager_autograd(impl, setup_context, backward, name):
         "setup_context": staticmethod(setup_context),
         "backward": staticmethod(backward)})
     return fn.apply
+
+
+def no_double_backward(backward_op, name):
+    """Give a backward op an autograd formula that refuses, naming the public op: differentiating its gradient
+    (create_graph=True, then a second backward through it) is not supported, and torch's own message would name
+    the internal op ("no autograd formula was registered"). Raised where the second backward reaches it."""
+    def setup_context(ctx, inputs, output):
+        pass
+
+    def backward(ctx, *grads):
+        raise UnsupportedArgument(f"tiledsl.ops.{name}: double backward (differentiating its gradient, as "
+                                  f"torch.autograd.grad(..., create_graph=True) and a second backward do) is not "
+                                  f"supported; its backward is a kernel without a gradient of its own")
+
+    backward_op.register_autograd(backward, setup_context=setup_context)
 
 
 def _is_tensor(a):

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from .common import NAMESPACE, UnsupportedArgument, direct, on_cpu, qualified, refuse
+from .common import NAMESPACE, UnsupportedArgument, direct, no_double_backward, on_cpu, qualified, refuse
 from .rowwise import _launchable
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -81,6 +81,9 @@ def _silu_mul_backward(gate_up: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
         launch(_aligned(gate_up).view(2 * rows, n), _aligned(dy.to(gate_up.dtype)).view(rows, n),
                dx.view(2 * rows, n))
     return dx
+
+
+no_double_backward(_silu_mul_backward, "silu_mul")
 
 
 @_silu_mul_backward.register_fake
@@ -171,6 +174,9 @@ def _qkv_rope_backward(dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, cos
         kern(dq.contiguous(), dk.contiguous(), dv.contiguous(), positions.contiguous(), cos.contiguous(),
              sin.contiguous(), dqkv)
     return dqkv
+
+
+no_double_backward(_qkv_rope_backward, "qkv_rope")
 
 
 @_qkv_rope_backward.register_fake

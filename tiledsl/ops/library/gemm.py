@@ -63,12 +63,17 @@ def _check_gemm(op, a, b, bias, activation, out_dtype, a_name="a", b_name="b"):
                              f"output column")
     if activation not in ACTIVATIONS:
         refuse(op, "activation", activation, "supported: None, 'relu', 'gelu', 'silu'")
-    if out_dtype is None:
-        return a.dtype
-    if out_dtype not in OUTS:
-        refuse(op, "out_dtype", out_dtype, "supported: None (the inputs' dtype), torch.float16, torch.bfloat16, "
-                                           "torch.float32")
-    return out_dtype
+    out = a.dtype
+    if out_dtype is not None:
+        if out_dtype not in OUTS:
+            refuse(op, "out_dtype", out_dtype, "supported: None (the inputs' dtype), torch.float16, torch.bfloat16, "
+                                               "torch.float32")
+        out = out_dtype
+    if bias is not None and bias.dtype not in (a.dtype, out, torch.float32):
+        # (float16 against bfloat16: torch refuses it, and a silent conversion would round the bias in another type)
+        refuse(op, "bias.dtype", bias.dtype, f"the bias is {a_name}'s dtype ({a.dtype}), the output's, or "
+                                             f"torch.float32")
+    return out
 
 
 def _same_device(op, a, b, bias):
@@ -270,19 +275,21 @@ def _check_fp8(a, b, scale_a, scale_b, out_dtype, bias):
     N = b.shape[0]
     if b.shape[1] != K:
         raise ValueError(f"tiledsl.ops.{op}: a is {tuple(a.shape)} and b {tuple(b.shape)}: need (M, K) and (N, K)")
-    rowwise = None
+    kinds = []
     for name, s, row in (("scale_a", scale_a, (M, 1)), ("scale_b", scale_b, (1, N))):
         if s.dtype != torch.float32:
             refuse(op, f"{name}.dtype", s.dtype, "supported: torch.float32")
         shape = tuple(s.shape)
-        kind = "tensor" if s.numel() == 1 and len(shape) <= 2 else "row" if shape == row else None
-        if kind is None:
+        # what the scale can be: a (1, 1) scale with M == 1 (N == 1) is per-tensor and per-row alike
+        kind = {k for k, ok in (("tensor", s.numel() == 1 and len(shape) <= 2), ("row", shape == row)) if ok}
+        if not kind:
             refuse(op, f"{name}.shape", shape, f"supported: per-tensor (one element) or per-row {row}, as "
                                                f"torch._scaled_mm takes them")
-        if rowwise is not None and (kind == "row") != rowwise:
-            refuse(op, "scale_b.shape", shape, f"scale_a and scale_b are both per-tensor or both per-row "
-                                               f"(scale_a is {tuple(scale_a.shape)})")
-        rowwise = kind == "row"
+        kinds.append(kind)
+    if not kinds[0] & kinds[1]:
+        refuse(op, "scale_b.shape", tuple(scale_b.shape), f"scale_a and scale_b are both per-tensor or both "
+                                                          f"per-row (scale_a is {tuple(scale_a.shape)})")
+    rowwise = "tensor" not in kinds[0] & kinds[1]
     if out_dtype not in OUTS:
         refuse(op, "out_dtype", out_dtype, "supported: torch.bfloat16, torch.float16, torch.float32")
     if bias is not None:

@@ -20,8 +20,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from .common import (DIRECT, DISPATCH, NAMESPACE, UnsupportedArgument, call, eager_autograd, on_cpu, qualified, refuse,
-                     route)
+from .common import (DIRECT, DISPATCH, NAMESPACE, UnsupportedArgument, call, eager_autograd, no_double_backward,
+                     on_cpu, qualified, refuse, route)
 
 DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 SUPPORTED_DTYPES = "supported: torch.float16, torch.bfloat16"
@@ -59,6 +59,8 @@ def _vector(t, n):
 
 
 def _check_dtype(op, arg, t, like=None):
+    if not isinstance(t, torch.Tensor):
+        raise UnsupportedArgument(f"tiledsl.ops.{op}: {arg} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in DTYPES:
         refuse(op, f"{arg}.dtype", t.dtype, SUPPORTED_DTYPES)
     if like is not None and t.dtype != like.dtype:
@@ -137,10 +139,12 @@ def _normalized(op, x, normalized_shape):
 
 def _softmax_impl(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     _check_dtype("softmax", "x", x)
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        refuse("softmax", "dim", dim, "one int dimension, as torch.softmax takes it")
+    if not -max(x.dim(), 1) <= dim < max(x.dim(), 1):          # (a 0-d input has dims -1 and 0, as in torch)
+        raise IndexError(f"tiledsl.ops.softmax: dim={dim} is out of range for a {x.dim()}-D input")
     if x.dim() == 0:
         return torch.ones_like(x)
-    if not -x.dim() <= dim < x.dim():
-        raise IndexError(f"tiledsl.ops.softmax: dim={dim} is out of range for a {x.dim()}-D input")
     d = dim % x.dim()
     xt = x.movedim(d, -1)
     n = xt.shape[-1]
@@ -175,6 +179,7 @@ def _softmax_backward_impl(y: torch.Tensor, dy: torch.Tensor, dim: int) -> torch
 
 _softmax_backward = torch.library.custom_op(qualified("_softmax_backward"), _softmax_backward_impl,
                                             mutates_args=())
+no_double_backward(_softmax_backward, "softmax")
 
 
 @_softmax_backward.register_fake
@@ -255,6 +260,7 @@ def _layer_norm_backward_impl(dy: torch.Tensor, x: torch.Tensor, normalized_shap
 
 _layer_norm_backward = torch.library.custom_op(qualified("_layer_norm_backward"), _layer_norm_backward_impl,
                                                mutates_args=())
+no_double_backward(_layer_norm_backward, "layer_norm")
 
 
 @_layer_norm_backward.register_fake
@@ -305,7 +311,11 @@ def _rms_args(op, x, weight, residual=None):
 
 
 def _eps(x, eps):
-    return float(torch.finfo(x.dtype).eps if eps is None else eps)
+    """eps None: torch's default, the machine epsilon of the type it computes in (float32 for float16 and bfloat16
+    inputs: ATen's opmath type; its docs' "finfo(x.dtype)" would be 2^-10 / 2^-7 and change small rows' results)."""
+    if eps is not None:
+        return float(eps)
+    return float(torch.finfo(torch.float64 if x.dtype == torch.float64 else torch.float32).eps)
 
 
 def _rms_norm_forward_impl(x: torch.Tensor, weight: Optional[torch.Tensor], eps: Optional[float]
@@ -333,6 +343,7 @@ def _(x, weight, eps):
 def _add_rms_norm_forward_impl(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor],
                           eps: Optional[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, s, rstd): s = x + residual, y = rms_norm(s)."""
+    _check_dtype("add_rms_norm", "residual", residual, like=x if isinstance(x, torch.Tensor) else None)
     n, _, lead = _rms_args("add_rms_norm", x, weight, residual)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     s = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -375,6 +386,7 @@ def _rms_norm_backward_impl(dy: torch.Tensor, x: torch.Tensor, weight: Optional[
 
 _rms_norm_backward = torch.library.custom_op(qualified("_rms_norm_backward"), _rms_norm_backward_impl,
                                              mutates_args=())
+no_double_backward(_rms_norm_backward, "rms_norm (and add_rms_norm)")
 
 
 @_rms_norm_backward.register_fake
@@ -475,7 +487,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def rms_norm(x, weight=None, eps=None):
-    """F.rms_norm(x, weight.shape (or x's last dim), weight, eps); eps None is torch.finfo(x.dtype).eps."""
+    """F.rms_norm(x, weight.shape (or x's last dim), weight, eps); eps None is torch's default (float32's machine
+    epsilon for float16 / bfloat16 inputs: the type it computes in)."""
     r = route(x, weight)
     if r == DISPATCH:
         return torch.ops.tiledsl.rms_norm(x, weight, eps)
