@@ -651,6 +651,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
             if not isinstance(t, ast.Name):
                 raise self.error("loop variables must be plain names", t)
         self.demote(self.assigned_names(node.body) - {t.id for t in targets}, node)
+        it = self._bounds_read_once(node, it)
         down = None
         if len(it.dims) == 1 and it.dims[0][2] < 0:
             down, it = self._count_down(targets[0], it)
@@ -659,7 +660,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
         names = getattr(self, "_loop_names", set())
         loop_vars = []
         for t, (start, stop, step) in zip(targets, it.dims):
-            d = dt.promote(*(x.dtype if isinstance(x, ir.Expr) else dt.int32 for x in (start, stop)))
+            d = _loop_dtype(start, stop)
             v = ir.Var(d, self.loc(t), f"{t.id}.{self.var_count + 1}")
             self.var_count += 1
             self.loop_vars.add(id(v))
@@ -683,6 +684,7 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
             self.loop_kinds.pop()
         loc = self.loc(node)
         for v, (start, stop, step) in reversed(list(zip(loop_vars, it.dims))):
+            start, stop = (ops.convert(x, v.dtype, loc) if isinstance(x, ir.Expr) else x for x in (start, stop))
             inner = [ir.For(loc, v, ops.to_expr(start, loc, v.dtype), ops.to_expr(stop, loc, v.dtype),
                             ops.to_expr(step, loc, v.dtype), inner, it.unroll)]
         early = leaves_early(node.body)
@@ -694,13 +696,43 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
             self.scope[t.id] = Poisoned(t.id)
         self.body_stack[-1].extend(inner)
 
+    def _bounds_read_once(self, node, it):
+        """Python evaluates range()'s arguments once, before the loop. A run-time loop tests its stop at every
+        iteration, so a stop that the body could change (it reads memory, or a name the body assigns) is read
+        into a variable of its own first; one built from constants, ids and names the body leaves alone is
+        kept as it is (the same value every time)."""
+        assigned = {id(self.scope.get(n)) for n in self.assigned_names(node.body)}
+
+        def stable(e):
+            if isinstance(e, (ir.Const, ir.Special)) or ops.is_number(e):
+                return True
+            if isinstance(e, ir.Var):
+                return id(e) not in assigned
+            if isinstance(e, (ir.Binary, ir.Compare)):
+                return stable(e.a) and stable(e.b)
+            if isinstance(e, (ir.Unary, ir.Cast)):
+                return stable(e.a)
+            if isinstance(e, ir.Select):
+                return stable(e.cond) and stable(e.a) and stable(e.b)
+            return False
+
+        dims = []
+        for start, stop, step in it.dims:
+            if not stable(stop):
+                loc = self.loc(node.iter)
+                v = self.new_var("range.stop", stop.dtype, loc)
+                self.emit(ir.Assign(loc, v, stop))
+                stop = v
+            dims.append((start, stop, step))
+        return RuntimeRange(dims, it.unroll)
+
     def _count_down(self, target, it):
         """`range(start, stop, -k)`: a counter j over range(0, n), n = ceil((start - stop) / k) (at most 0: no
         iteration), and the name `target` = start - j * k, assigned first in the body. start is read once, before
         the loop, as Python reads it. Returns ((start, k, the name's variable), the counter's RuntimeRange)."""
         (start, stop, step), = it.dims
         loc = self.loc(target)
-        d = dt.promote(*(x.dtype if isinstance(x, ir.Expr) else dt.int32 for x in (start, stop)))
+        d = _loop_dtype(start, stop)
         cd = d if d.kind == "int" else dt.int64          # the count in a signed type: start - stop may be negative
         if isinstance(start, ir.Expr) and not isinstance(start, (ir.Const, ir.Var)):
             first = self.new_var(f"{target.id}.first", start.dtype, loc)
@@ -957,6 +989,13 @@ def _loop_range(start, stop, step, known):
     if a is None or b is None:
         return None
     return (a[0], b[1] - 1) if step > 0 else (b[0] + 1, a[1])
+
+
+def _loop_dtype(start, stop) -> dt.DType:
+    """A run-time loop's index type: the bounds' common type, at least 32 bits (an int8 or int16 bound counts
+    in int32, as C promotes it)."""
+    d = dt.promote(*(x.dtype if isinstance(x, ir.Expr) else dt.int32 for x in (start, stop)))
+    return dt.int32 if d.bits < 32 else d
 
 
 def _runs(dims) -> bool:

@@ -146,10 +146,20 @@ class Program:
                     if active is _NONE_LEFT:
                         return
                 st = fs(m, active)
+                # the codegen's rule (lower/llvm/stmts.py s_For): a step that would wrap past the type's largest
+                # value ends the loop there (Python's next index is past stop); a step of 1 cannot wrap
+                wraps = None
+                if not (is_const(fs) and int(fs.const) == 1):
+                    last = np.asarray(np.iinfo(npd).max, npd) - np.asarray(st).astype(npd)
+                    wraps = (arr if active is None else arr[active]) > last
                 if active is None:
                     arr += st
                 else:
                     arr[active] += st
+                if wraps is not None and np.any(wraps):
+                    active = _stay(active, ~wraps)
+                    if active is _NONE_LEFT:
+                        return
 
         def f(m, idx):
             arr = m.vars.get(var)

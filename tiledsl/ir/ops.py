@@ -166,8 +166,12 @@ def binop(op: str, a, b, loc):
     if op == "pow":
         raise CompilationError("'**' is only supported between compile-time constants", loc)
     if op == "div":
-        fa = a if not isinstance(a, ir.Expr) or a.dtype.is_float else convert(a, dt.float32, loc)
-        fb = b if not isinstance(b, ir.Expr) or b.dtype.is_float else convert(b, dt.float32, loc)
+        # a float with an int gives the float (the int converted to it once: int32 / float64 is exact), two ints
+        # give float32
+        floats = [x.dtype for x in (a, b) if isinstance(x, ir.Expr) and x.dtype.is_float]
+        ft = floats[0] if len(floats) == 1 else dt.promote(*floats) if floats else dt.float32
+        fa = a if not isinstance(a, ir.Expr) or a.dtype.is_float else convert(a, ft, loc)
+        fb = b if not isinstance(b, ir.Expr) or b.dtype.is_float else convert(b, ft, loc)
         if is_number(fa):
             fa = float(fa)
         if is_number(fb):
@@ -180,6 +184,10 @@ def binop(op: str, a, b, loc):
         raise CompilationError(f"'{'//' if op == 'floordiv' else '%'}' on floats is not supported", loc)
     if op in ("shl", "shr") and t.kind == "bool":
         raise CompilationError("shifts need integer operands", loc)
+    if op in ("add", "sub", "mul", "floordiv", "mod") and t.kind == "bool":
+        sym = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}[op]
+        raise CompilationError(f"'{sym}' on bool values: convert them with T.cast(x, \"int32\") to count "
+                               f"(True as 1), or use and / or / ^ for logic", loc)
     if isinstance(eb, ir.Const) and op in ("floordiv", "mod") and eb.value == 0:
         raise CompilationError("integer division by zero", loc)
     return ir.Binary(t, loc, op, ea, eb)
@@ -250,6 +258,9 @@ def unary(op: str, a, loc):
         raise CompilationError("'~' needs an integer operand", loc)
     if op == "neg" and a.dtype.kind == "uint":
         raise CompilationError(f"negating an unsigned {a.dtype.name} value", loc)
+    if op == "neg" and a.dtype.kind == "bool":
+        raise CompilationError("'-' on a bool value: write `not x` for the logical negation, or convert with "
+                               "T.cast(x, \"int32\") for arithmetic", loc)
     return ir.Unary(a.dtype, loc, op, a)
 
 

@@ -45,10 +45,8 @@ def binary(cg, e, a, c):
         return b.or_(a, c)
     if op == "xor":
         return b.xor(a, c)
-    if op == "shl":
-        return b.shl(a, c)
-    if op == "shr":
-        return b.ashr(a, c) if signed else b.lshr(a, c)
+    if op in ("shl", "shr"):
+        return _shift(b, op, signed, a, c)
     if op in ("min", "max"):
         pre = ("s" if signed else "u") + op
         return b.call(cg.intrinsic(f"llvm.{pre}.i{d.bits}", a.type, [a.type, a.type]), [a, c])
@@ -78,3 +76,23 @@ def binary(cg, e, a, c):
             return b.sub(q, b.zext(adjust, a.type))
         return b.add(r, b.select(adjust, c, zero))
     raise CompilationError(f"unknown operator '{op}'", e.loc)
+
+
+def _shift(b, op, signed, a, c):
+    """a << c, a >> c with the documented result for an amount of at least the width (read unsigned, as PTX's
+    shift amount is): 0, or the sign for a signed >>, as PTX clamps it. LLVM's shifts make such an amount poison,
+    and its passes delete what depends on it, so an amount not known to be in range is clamped here: a constant
+    one at compile time (a shift by an in-range constant is the plain instruction), a run-time one by a select."""
+    width = a.type.width
+    shift = b.shl if op == "shl" else b.ashr if signed else b.lshr
+    if isinstance(c, ll.Constant) and isinstance(c.constant, int):
+        amount = c.constant % (1 << width)            # the bit pattern, unsigned
+        if amount < width:
+            return shift(a, c)
+        if op == "shr" and signed:
+            return b.ashr(a, ll.Constant(a.type, width - 1))
+        return ll.Constant(a.type, 0)
+    over = b.icmp_unsigned(">=", c, ll.Constant(c.type, width))
+    if op == "shr" and signed:
+        return b.ashr(a, b.select(over, ll.Constant(c.type, width - 1), c))
+    return b.select(over, ll.Constant(a.type, 0), shift(a, c))

@@ -240,8 +240,19 @@ class Codegen:
         with self.values.region():      # the step block: reached from every `continue`, not only the body's end
             i = self.load_var(s.var)
             slot = self.var_slot(s.var)
-            self.store_slot(slot, b.add(i, self.expr(s.step)), id(s.var), "")
-            b.branch(head)
+            st = self.expr(s.step)
+            self.store_slot(slot, b.add(i, st), id(s.var), "")
+            if isinstance(s.step, ir.Const) and s.step.value == 1:
+                b.branch(head)          # i < stop <= the type's largest value: i + 1 cannot wrap
+            else:
+                # a step of k > 1 wraps past the type's largest value when stop is within k of it, and the wrapped
+                # index is below stop again: the loop would never end. Python's next index is past stop there,
+                # so the loop ends where the step would wrap.
+                d = s.var.dtype
+                top = ll.Constant(i.type, (1 << (d.bits - 1)) - 1 if d.is_signed else (1 << d.bits) - 1)
+                last = b.sub(top, st)
+                wraps = b.icmp_signed(">", i, last) if d.is_signed else b.icmp_unsigned(">", i, last)
+                b.cbranch(wraps, done, head)
         b.position_at_end(done)
         self.values.entering_loop(s.var, s.body)      # what the loop assigned differs from its header's view
 
