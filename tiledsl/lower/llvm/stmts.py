@@ -242,15 +242,18 @@ class Codegen:
             slot = self.var_slot(s.var)
             st = self.expr(s.step)
             self.store_slot(slot, b.add(i, st), id(s.var), "")
-            if isinstance(s.step, ir.Const) and s.step.value == 1:
-                b.branch(head)          # i < stop <= the type's largest value: i + 1 cannot wrap
+            d = s.var.dtype
+            top = (1 << (d.bits - 1)) - 1 if d.is_signed else (1 << d.bits) - 1
+            if isinstance(s.step, ir.Const) and (s.step.value == 1 or isinstance(s.stop, ir.Const) and
+                                                 s.stop.value - 1 <= top - s.step.value):
+                # i < stop here (the body cannot assign the index): i + 1, or i + step below a constant stop far
+                # enough from the type's largest value, cannot wrap
+                b.branch(head)
             else:
                 # a step of k > 1 wraps past the type's largest value when stop is within k of it, and the wrapped
                 # index is below stop again: the loop would never end. Python's next index is past stop there,
                 # so the loop ends where the step would wrap.
-                d = s.var.dtype
-                top = ll.Constant(i.type, (1 << (d.bits - 1)) - 1 if d.is_signed else (1 << d.bits) - 1)
-                last = b.sub(top, st)
+                last = b.sub(ll.Constant(i.type, top), st)
                 wraps = b.icmp_signed(">", i, last) if d.is_signed else b.icmp_unsigned(">", i, last)
                 b.cbranch(wraps, done, head)
         b.position_at_end(done)
