@@ -64,3 +64,16 @@ def check_assembles(ptx: str, max_spill: int = 0) -> str:
     assert m and max(int(x) for x in m.groups()) <= max_spill, r.stderr
     assert "C7514" not in r.stderr and "serialized" not in r.stderr, r.stderr
     return r.stderr
+
+
+def gpu_and_interpreter(fn, make):
+    """(the arrays after a GPU launch of `fn`, the arrays after the interpreter's), both from `make()`'s inputs:
+    the GPU test files' comparison of a kernel of a CASES table (torch moves the arrays)."""
+    import torch
+    import tiledsl
+    host = make()
+    tiledsl.jit(fn, interpret=True)(*host)
+    dev = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in make()]
+    tiledsl.jit(fn)(*dev)
+    torch.cuda.synchronize()
+    return [d.cpu().numpy() for d in dev], host

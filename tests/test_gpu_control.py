@@ -7,19 +7,16 @@ import pytest
 
 import tiledsl
 from control_kernels import CASES, printer, printer_args, printer_lines
+from helpers import gpu_and_interpreter
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("name,fn,make,ref", CASES, ids=[c[0] for c in CASES])
 def test_gpu_equals_interpreter(name, fn, make, ref):
-    torch = pytest.importorskip("torch")
-    host = make()
-    tiledsl.jit(fn, interpret=True)(*host)
-    dev = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in make()]
-    tiledsl.jit(fn)(*dev)
-    torch.cuda.synchronize()
-    np.testing.assert_array_equal(dev[-1].cpu().numpy(), host[-1])
+    pytest.importorskip("torch")
+    dev, host = gpu_and_interpreter(fn, make)
+    np.testing.assert_array_equal(dev[-1], host[-1])
     np.testing.assert_array_equal(host[-1], ref(*make())[0])
 
 
