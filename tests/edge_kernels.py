@@ -75,7 +75,7 @@ def division_ref(a, d, h, out, outh):
     return (a.astype(np.float64) / d,)
 
 
-def ranges(N: T.Tensor((4,), "int32"), Out: T.Tensor((4, 4), "int32")):
+def ranges(N: T.Tensor((4,), "int32"), Out: T.Tensor((4, 5), "int32")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=4))
     i = T.cuda.thread_id()
     n = N[i]
@@ -97,12 +97,19 @@ def ranges(N: T.Tensor((4,), "int32"), Out: T.Tensor((4, 4), "int32")):
     for j in range(T.cast(n, "int16"), 40, 9):
         c += 1
     Out[i, 3] = c
+    first = n
+    c = 0
+    for j in range(first, -1, -2):                      # counting down from a start the body changes: read once
+        first = 100
+        c += j
+    Out[i, 4] = c
 
 
 def ranges_ref(n, out):
-    o = np.zeros((4, 4), np.int32)
+    o = np.zeros((4, 5), np.int32)
     for i, x in enumerate(n.tolist()):
-        o[i] = [max(x, 0), max(x, 0), len(range(2147483640 + x % 3, 2147483647, 2)), len(range(x, 40, 9))]
+        o[i] = [max(x, 0), max(x, 0), len(range(2147483640 + x % 3, 2147483647, 2)), len(range(x, 40, 9)),
+                sum(range(x, -1, -2))]
     return (o,)
 
 
@@ -114,5 +121,5 @@ CASES = [
     ("division", division, lambda: (np.array([16777217, -3, 7, 2 ** 31 - 1], np.int32),
                                     np.array([1.0, 3.0, -0.5, 7.0]), np.array([1, -2.5, 3, 0.125], np.float16),
                                     np.zeros(4), np.zeros(4, np.float16)), division_ref),
-    ("ranges", ranges, lambda: (np.array([0, 5, 17, -3], np.int32), np.zeros((4, 4), np.int32)), ranges_ref),
+    ("ranges", ranges, lambda: (np.array([0, 5, 17, -3], np.int32), np.zeros((4, 5), np.int32)), ranges_ref),
 ]

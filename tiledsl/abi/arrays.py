@@ -71,10 +71,10 @@ def array_info(x) -> ArrayInfo | None:
 def _torch_problem(x) -> str | None:
     """Why a torch tensor's memory is not its values (refused by the checker), or None: a sparse or other non-strided
     layout, or a lazy negation / conjugation view (torch applies the sign when reading it; a kernel would not)."""
-    layout = str(getattr(x, "layout", "torch.strided"))
+    layout = str(x.layout)
     if layout != "torch.strided":
         return f"has layout {layout}; kernels take dense (strided) tensors: pass x.to_dense()"
-    if getattr(x, "is_neg", lambda: False)() or getattr(x, "is_conj", lambda: False)():
+    if x.is_neg() or x.is_conj():
         return "is a lazy negated or conjugated view; pass x.resolve_neg() / x.resolve_conj() (its actual values)"
     return None
 

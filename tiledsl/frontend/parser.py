@@ -698,9 +698,10 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
 
     def _bounds_read_once(self, node, it):
         """Python evaluates range()'s arguments once, before the loop. A run-time loop tests its stop at every
-        iteration, so a stop that the body could change (it reads memory, or a name the body assigns) is read
-        into a variable of its own first; one built from constants, ids and names the body leaves alone is
-        kept as it is (the same value every time)."""
+        iteration (and a loop that counts down computes its index from its start: _count_down), so such a bound
+        that the body could change (it reads memory, or a name the body assigns) is read into a variable of its
+        own first; one built from constants, ids and names the body leaves alone is kept as it is (the same value
+        every time)."""
         assigned = {id(self.scope.get(n)) for n in self.assigned_names(node.body)}
 
         def stable(e):
@@ -716,36 +717,32 @@ class Parser(ControlFlow, BuiltinCalls, ScalarMath, ShortCircuit):
                 return stable(e.cond) and stable(e.a) and stable(e.b)
             return False
 
-        dims = []
-        for start, stop, step in it.dims:
-            if not stable(stop):
-                loc = self.loc(node.iter)
-                v = self.new_var("range.stop", stop.dtype, loc)
-                self.emit(ir.Assign(loc, v, stop))
-                stop = v
-            dims.append((start, stop, step))
+        def once(e, name):
+            if stable(e):
+                return e
+            loc = self.loc(node.iter)
+            v = self.new_var(name, e.dtype, loc)
+            self.emit(ir.Assign(loc, v, e))
+            return v
+
+        dims = [(once(start, "range.start") if step < 0 else start, once(stop, "range.stop"), step)
+                for start, stop, step in it.dims]
         return RuntimeRange(dims, it.unroll)
 
     def _count_down(self, target, it):
         """`range(start, stop, -k)`: a counter j over range(0, n), n = ceil((start - stop) / k) (at most 0: no
-        iteration), and the name `target` = start - j * k, assigned first in the body. start is read once, before
-        the loop, as Python reads it. Returns ((start, k, the name's variable), the counter's RuntimeRange)."""
+        iteration), and the name `target` = start - j * k, assigned first in the body (start and stop as
+        _bounds_read_once left them: read once, as Python reads them). Returns ((start, k, the name's variable), the
+        counter's RuntimeRange)."""
         (start, stop, step), = it.dims
         loc = self.loc(target)
         d = _loop_dtype(start, stop)
         cd = d if d.kind == "int" else dt.int64          # the count in a signed type: start - stop may be negative
-        if isinstance(start, ir.Expr) and not isinstance(start, (ir.Const, ir.Var)):
-            first = self.new_var(f"{target.id}.first", start.dtype, loc)
-            self.emit(ir.Assign(loc, first, start))
-            start = first
-        a = ops.cast(start, cd, loc) if isinstance(start, ir.Expr) and start.dtype != cd else start
-        b = ops.cast(stop, cd, loc) if isinstance(stop, ir.Expr) and stop.dtype != cd else stop
+        a, b = (ops.cast(x, cd, loc) if isinstance(x, ir.Expr) and x.dtype != cd else x for x in (start, stop))
         n = ops.binop("floordiv", ops.binop("add", ops.binop("sub", a, b, loc), -step - 1, loc), -step, loc)
         if isinstance(n, int):
             n = max(n, 0)
-        user = self.new_var(target.id, d, loc)
-        first = ops.cast(start, cd, loc) if isinstance(start, ir.Expr) and start.dtype != cd else start
-        return (first, -step, user), RuntimeRange([(0, n, 1)], it.unroll)
+        return (a, -step, self.new_var(target.id, d, loc)), RuntimeRange([(0, n, 1)], it.unroll)
 
     def bind_loop_target(self, target, value, node):
         if isinstance(target, ast.Name):

@@ -292,9 +292,12 @@ _layer_norm_forward.register_autograd(_ln_grad, setup_context=_ln_setup)
 # ---------------------------------------------------------------------------------------------------------------
 # RMS norm, and the fused add + RMS norm
 
-def _rms_args(op, x, weight, residual=None):
+_NO_RESIDUAL = object()       # rms_norm's calls: no residual argument (add_rms_norm's may not be None)
+
+
+def _rms_args(op, x, weight, residual=_NO_RESIDUAL):
     _check_dtype(op, "x", x)
-    if residual is not None:
+    if residual is not _NO_RESIDUAL:
         _check_dtype(op, "residual", residual, like=x)
         if residual.shape != x.shape:
             raise RuntimeError(f"tiledsl.ops.{op}: residual of shape {list(residual.shape)} must have the input's "
@@ -343,7 +346,6 @@ def _(x, weight, eps):
 def _add_rms_norm_forward_impl(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor],
                           eps: Optional[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, s, rstd): s = x + residual, y = rms_norm(s)."""
-    _check_dtype("add_rms_norm", "residual", residual, like=x if isinstance(x, torch.Tensor) else None)
     n, _, lead = _rms_args("add_rms_norm", x, weight, residual)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     s = torch.empty(x.shape, dtype=x.dtype, device=x.device)
